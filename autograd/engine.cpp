@@ -1,0 +1,179 @@
+// autograd/engine.cpp — the backward pass (see the steps in autograd/engine.h).
+// Read before: autograd/engine.h.
+#include "autograd/engine.h"
+
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/grad_mode.h"
+#include "core/native/native.h"
+
+namespace lockstep::autograd {
+
+namespace {
+
+// The state of one backward() call.
+struct GraphTask {
+  bool retain_graph = false;
+  std::unordered_map<Node*, int> dependencies;           // edges not yet delivered
+  std::unordered_map<Node*, variable_list> input_buffers;  // summed incoming gradients
+  std::vector<std::function<void()>> callbacks;          // queue_callback()
+};
+
+thread_local GraphTask* current_task = nullptr;
+
+// Ready nodes, largest sequence number first; ties in arrival order.
+struct ReadyQueue {
+  struct Entry {
+    uint64_t sequence_nr;
+    uint64_t arrival;
+    std::shared_ptr<Node> node;
+    bool operator<(const Entry& o) const {
+      if (sequence_nr != o.sequence_nr) return sequence_nr < o.sequence_nr;
+      return arrival > o.arrival;
+    }
+  };
+  std::priority_queue<Entry> heap;
+  uint64_t arrivals = 0;
+  void push(std::shared_ptr<Node> n) { heap.push({n->sequence_nr(), arrivals++, std::move(n)}); }
+  std::shared_ptr<Node> pop() {
+    auto n = heap.top().node;
+    heap.pop();
+    return n;
+  }
+};
+
+// Adds `grad` into slot `input_nr` of `node`'s input buffer (out of place: the
+// same gradient tensor may also flow along other edges).
+void accumulate_input(GraphTask& task, Node* node, uint32_t input_nr, Tensor grad) {
+  variable_list& buffer = task.input_buffers[node];
+  size_t slots = std::max<size_t>(node->num_outputs(), 1);
+  if (buffer.size() < slots) buffer.resize(slots);
+  LS_CHECK(input_nr < buffer.size(), "backward: ", node->name(), " received a gradient for input ",
+           input_nr, " but has only ", buffer.size());
+  Tensor& slot = buffer[input_nr];
+  slot = slot.defined() ? native::add(slot, grad) : std::move(grad);
+}
+
+// Counts, for every node reachable from the roots, the edges that point at it.
+void compute_dependencies(GraphTask& task, const std::vector<Edge>& roots) {
+  std::vector<Node*> stack;
+  std::unordered_set<Node*> seen;
+  for (const Edge& e : roots) {
+    if (seen.insert(e.function.get()).second) stack.push_back(e.function.get());
+  }
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& next : node->next_edges()) {
+      if (!next.is_valid()) continue;
+      ++task.dependencies[next.function.get()];
+      if (seen.insert(next.function.get()).second) stack.push_back(next.function.get());
+    }
+  }
+}
+
+// Fills slots that got no gradient with zeros of the forward output's shape.
+void fill_missing(Node& node, variable_list& buffer) {
+  const auto& metas = node.output_meta();
+  for (size_t i = 0; i < buffer.size() && i < metas.size(); ++i) {
+    if (!buffer[i].defined()) buffer[i] = native::zeros(metas[i].sizes, metas[i].dtype);
+  }
+}
+
+Tensor seed_gradient(const Tensor& root, const Tensor& grad) {
+  if (grad.defined()) {
+    LS_CHECK(grad.sizes() == root.sizes(), "backward: gradient of shape ", grad.shape_str(),
+             " does not match the output's shape ", root.shape_str());
+    return grad;
+  }
+  LS_CHECK(root.numel() == 1, "backward: grad can be implicitly created only for outputs with one "
+           "element, but the output has shape ", root.shape_str(),
+           "; reduce it first (e.g. .sum() or .mean()) or pass a gradient of that shape");
+  Tensor ones = native::empty(root.sizes(), root.dtype());
+  native::fill_(ones, 1.0);
+  return ones;
+}
+
+// Restores the enclosing backward's task (backward may nest inside a hook).
+struct TaskScope {
+  GraphTask* previous;
+  explicit TaskScope(GraphTask* task) : previous(current_task) { current_task = task; }
+  ~TaskScope() { current_task = previous; }
+};
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
+  LS_CHECK(grads.empty() || grads.size() == roots.size(), "backward: got ", grads.size(),
+           " gradients for ", roots.size(), " outputs");
+  GraphTask task;
+  task.retain_graph = retain_graph;
+  std::vector<Edge> root_edges;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& root = roots[i];
+    detail::check_defined(root, "backward");
+    Edge edge = gradient_edge(root);
+    LS_CHECK(edge.is_valid(), "backward: the output of shape ", root.shape_str(),
+             " does not require grad and has no grad_fn; make sure a parameter has "
+             "requires_grad set and that the loss was not computed under NoGradGuard");
+    accumulate_input(task, edge.function.get(), edge.input_nr,
+                     seed_gradient(root, grads.empty() ? Tensor() : grads[i]));
+    root_edges.push_back(std::move(edge));
+  }
+  compute_dependencies(task, root_edges);
+
+  TaskScope scope(&task);
+  NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  ReadyQueue ready;
+  std::unordered_set<Node*> queued;
+  for (const Edge& e : root_edges) {
+    if (task.dependencies[e.function.get()] == 0 && queued.insert(e.function.get()).second) {
+      ready.push(e.function);
+    }
+  }
+  while (!ready.heap.empty()) {
+    std::shared_ptr<Node> node = ready.pop();
+    variable_list inputs = std::move(task.input_buffers[node.get()]);
+    task.input_buffers.erase(node.get());
+    fill_missing(*node, inputs);
+    variable_list outputs = node->apply(std::move(inputs));
+    if (!retain_graph) node->release_variables();
+    const auto& edges = node->next_edges();
+    LS_CHECK(outputs.size() == edges.size() || edges.empty(), "backward: ", node->name(),
+             " returned ", outputs.size(), " gradients for ", edges.size(), " inputs");
+    for (size_t i = 0; i < edges.size(); ++i) {
+      const Edge& edge = edges[i];
+      if (!edge.is_valid()) continue;
+      if (outputs[i].defined()) {
+        accumulate_input(task, edge.function.get(), edge.input_nr, std::move(outputs[i]));
+      }
+      if (--task.dependencies[edge.function.get()] == 0) ready.push(edge.function);
+    }
+  }
+  // Callbacks may queue further callbacks; run until none are left.
+  for (size_t i = 0; i < task.callbacks.size(); ++i) {
+    auto fn = std::move(task.callbacks[i]);
+    fn();
+  }
+}
+
+void queue_callback(std::function<void()> fn) {
+  LS_CHECK(current_task != nullptr, "queue_callback: can only be called during a backward pass "
+                                    "(e.g. from a post-accumulate-grad hook)");
+  current_task->callbacks.push_back(std::move(fn));
+}
+
+bool in_backward() { return current_task != nullptr; }
+
+}  // namespace lockstep::autograd
+
+namespace lockstep {
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  autograd::backward({*this}, {grad}, retain_graph);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,36 @@
+// autograd/engine.h — runs the backward pass.
+//
+// backward(roots, grads):
+//   1. find every node reachable from the roots and count, for each, how many
+//      edges point at it (its dependencies);
+//   2. put the roots' nodes, with their seed gradients, on a ready queue
+//      ordered by sequence number (see Note [Sequence numbers] in node.h);
+//   3. pop a node, call apply() with its summed input gradients, add each
+//      returned gradient into the input buffer of the edge's target, and queue
+//      targets whose dependency count reaches zero;
+//   4. at the end, run the callbacks queued with queue_callback() (DDP waits
+//      for its AllReduces there), then, without retain_graph, free saved tensors.
+// Everything runs on the calling thread.
+//
+// Read before: autograd/accumulate_grad.h. Read next: autograd/graph_traversal.h.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "autograd/node.h"
+
+namespace lockstep::autograd {
+
+// grads[i] seeds roots[i]; an undefined grad means ones (only for one-element roots).
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {},
+              bool retain_graph = false);
+
+// Runs fn once when the current backward finishes (after every node ran, before
+// backward() returns). Throws if no backward is running on this thread.
+void queue_callback(std::function<void()> fn);
+
+// True while this thread is inside backward().
+bool in_backward();
+
+}  // namespace lockstep::autograd

@@ -1,0 +1,352 @@
+// autograd/functions/elementwise.cpp — + - * / with broadcasting, where, maximum, minimum.
+//
+// Binary ops broadcast like NumPy and promote dtypes, so every formula ends
+// with reduce_to(): see Note [Gradient of a broadcast input] in functions.h.
+// With c = op(a, b) and g = dL/dc:
+//   AddBackward        c = a + b      da = g              db = g
+//   SubBackward        c = a - b      da = g              db = -g
+//   MulBackward        c = a * b      da = g * b          db = g * a
+//   DivBackward        c = a / b      da = g / b          db = -g * a / b^2
+//   MaximumBackward    c = max(a, b)  da = g where a > b, g/2 where a == b   (like PyTorch)
+//   MinimumBackward    c = min(a, b)  da = g where a < b, g/2 where a == b
+//   WhereBackward      c = cond ? a : b   da = g where cond   db = g where !cond
+// With a scalar s (never differentiated):
+//   AddScalarBackward  a + s, a - s   da = g
+//   MulScalarBackward  a * s, s * a   da = g * s
+//   DivScalarBackward  a / s          da = g / s
+//   RsubScalarBackward s - a          da = -g
+//   RdivScalarBackward s / a          da = -g * s / a^2
+// Unary minus is neg(), in unary.cpp.
+//
+// Read before: autograd/functions/functions.h. Read next: autograd/functions/unary.cpp.
+#include "autograd/functions/functions.h"
+
+namespace lockstep::autograd {
+namespace {
+
+using native::BinaryOp;
+using native::CompareOp;
+
+struct AddBackward final : BackwardNode {
+  InputMeta self, other;
+  std::string name() const override { return "AddBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    const Tensor& g = grads[0];
+    return {should_compute_output(0) ? reduce_to(g, self) : Tensor(),
+            should_compute_output(1) ? reduce_to(g, other) : Tensor()};
+  }
+};
+
+struct SubBackward final : BackwardNode {
+  InputMeta self, other;
+  std::string name() const override { return "SubBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    const Tensor& g = grads[0];
+    return {should_compute_output(0) ? reduce_to(g, self) : Tensor(),
+            should_compute_output(1)
+                ? reduce_to(native::unary(native::UnaryOp::Neg, g), other)
+                : Tensor()};
+  }
+};
+
+struct MulBackward final : BackwardNode {
+  InputMeta self_meta, other_meta;
+  SavedVariable self, other;  // each saved only when the other factor's gradient needs it
+  std::string name() const override { return "MulBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    const Tensor& g = grads[0];
+    Tensor da, db;
+    if (should_compute_output(0)) {
+      da = reduce_to(native::binary(BinaryOp::Mul, g, other.unpack(name())), self_meta);
+    }
+    if (should_compute_output(1)) {
+      db = reduce_to(native::binary(BinaryOp::Mul, g, self.unpack(name())), other_meta);
+    }
+    return {da, db};
+  }
+  void release_variables() override {
+    self.reset();
+    other.reset();
+  }
+};
+
+struct DivBackward final : BackwardNode {
+  InputMeta self_meta, other_meta;
+  SavedVariable self, other;  // self only when b requires grad
+  std::string name() const override { return "DivBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    const Tensor& g = grads[0];
+    Tensor b = other.unpack(name());
+    Tensor da, db;
+    if (should_compute_output(0)) {
+      da = reduce_to(native::binary(BinaryOp::Div, g, b), self_meta);
+    }
+    if (should_compute_output(1)) {
+      // -g * a / b^2
+      Tensor ga = native::binary(BinaryOp::Mul, g, self.unpack(name()));
+      Tensor b2 = native::binary(BinaryOp::Mul, b, b);
+      db = reduce_to(native::unary(native::UnaryOp::Neg, native::binary(BinaryOp::Div, ga, b2)),
+                     other_meta);
+    }
+    return {da, db};
+  }
+  void release_variables() override {
+    self.reset();
+    other.reset();
+  }
+};
+
+// maximum and minimum: the gradient goes to the input that won; on a tie it
+// is split evenly, as PyTorch does. `self_wins` is Gt for maximum, Lt for minimum.
+struct MaximumMinimumBackward final : BackwardNode {
+  InputMeta self_meta, other_meta;
+  SavedVariable self, other;
+  CompareOp self_wins = CompareOp::Gt;
+  std::string name() const override {
+    return self_wins == CompareOp::Gt ? "MaximumBackward" : "MinimumBackward";
+  }
+  variable_list apply(variable_list&& grads) override {
+    const Tensor& g = grads[0];
+    Tensor a = self.unpack(name()), b = other.unpack(name());
+    // weight of a: 1 where a wins, 1/2 on ties, 0 where b wins
+    Tensor wins = mask_to(native::compare(self_wins, a, b), g.dtype());
+    Tensor ties = mask_to(native::compare(CompareOp::Eq, a, b), g.dtype());
+    Tensor ga = native::binary(BinaryOp::Mul, g, native::add(wins, ties, 0.5));  // broadcast shape
+    Tensor da, db;
+    if (should_compute_output(0)) da = reduce_to(ga, self_meta);
+    if (should_compute_output(1)) db = reduce_to(native::add(g, ga, -1.0), other_meta);
+    return {da, db};
+  }
+  void release_variables() override {
+    self.reset();
+    other.reset();
+  }
+};
+
+struct WhereBackward final : BackwardNode {
+  InputMeta self_meta, other_meta;  // the `a` and `b` of where(cond, a, b)
+  SavedVariable condition;
+  std::string name() const override { return "WhereBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    const Tensor& g = grads[0];
+    Tensor cond = condition.unpack(name());
+    Tensor zero = zero_scalar(g.dtype());
+    Tensor da, db;
+    if (should_compute_output(0)) da = reduce_to(native::where(cond, g, zero), self_meta);
+    if (should_compute_output(1)) db = reduce_to(native::where(cond, zero, g), other_meta);
+    return {da, db};
+  }
+  void release_variables() override { condition.reset(); }
+};
+
+struct AddScalarBackward final : BackwardNode {
+  InputMeta self;
+  std::string name() const override { return "AddScalarBackward"; }
+  variable_list apply(variable_list&& grads) override { return {reduce_to(grads[0], self)}; }
+};
+
+struct MulScalarBackward final : BackwardNode {
+  InputMeta self;
+  double scalar = 1.0;
+  std::string name() const override { return "MulScalarBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {reduce_to(native::binary_scalar(BinaryOp::Mul, grads[0], scalar), self)};
+  }
+};
+
+struct DivScalarBackward final : BackwardNode {
+  InputMeta self;
+  double scalar = 1.0;
+  std::string name() const override { return "DivScalarBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {reduce_to(native::binary_scalar(BinaryOp::Div, grads[0], scalar), self)};
+  }
+};
+
+struct RsubScalarBackward final : BackwardNode {
+  InputMeta self;
+  std::string name() const override { return "RsubScalarBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {reduce_to(native::unary(native::UnaryOp::Neg, grads[0]), self)};
+  }
+};
+
+struct RdivScalarBackward final : BackwardNode {
+  InputMeta self_meta;
+  SavedVariable self;
+  double scalar = 1.0;
+  std::string name() const override { return "RdivScalarBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    // d(s / a)/da = -s / a^2
+    Tensor a = self.unpack(name());
+    Tensor a2 = native::binary(BinaryOp::Mul, a, a);
+    Tensor g = native::binary(BinaryOp::Div, native::binary_scalar(BinaryOp::Mul, grads[0], -scalar), a2);
+    return {reduce_to(g, self_meta)};
+  }
+  void release_variables() override { self.reset(); }
+};
+
+// Records a tensor-tensor op whose node needs only the inputs' metadata.
+template <class NodeT>
+Tensor record_binary(Tensor out, const Tensor& a, const Tensor& b) {
+  if (compute_requires_grad({a, b})) {
+    auto node = std::make_shared<NodeT>();
+    node->self = InputMeta(a);
+    node->other = InputMeta(b);
+    record(node, {a, b}, {out});
+  }
+  return out;
+}
+
+// Records a tensor-scalar op whose node needs only the input's metadata.
+template <class NodeT>
+Tensor record_scalar(Tensor out, const Tensor& a) {
+  if (compute_requires_grad({a})) {
+    auto node = std::make_shared<NodeT>();
+    node->self = InputMeta(a);
+    record(node, {a}, {out});
+  }
+  return out;
+}
+
+Tensor mul_scalar(const Tensor& a, double s) {
+  Tensor out = native::binary_scalar(BinaryOp::Mul, a, s);
+  if (compute_requires_grad({a})) {
+    auto node = std::make_shared<MulScalarBackward>();
+    node->self = InputMeta(a);
+    node->scalar = s;
+    record(node, {a}, {out});
+  }
+  return out;
+}
+
+Tensor maximum_minimum(CompareOp self_wins, BinaryOp op, const Tensor& a, const Tensor& b) {
+  Tensor out = native::binary(op, a, b);
+  if (compute_requires_grad({a, b})) {
+    auto node = std::make_shared<MaximumMinimumBackward>();
+    node->self_meta = InputMeta(a);
+    node->other_meta = InputMeta(b);
+    node->self = SavedVariable(a);
+    node->other = SavedVariable(b);
+    node->self_wins = self_wins;
+    record(node, {a, b}, {out});
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace lockstep::autograd
+
+namespace lockstep {
+
+using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
+using native::BinaryOp;
+
+// ---- tensor (op) tensor ----
+
+Tensor operator+(const Tensor& a, const Tensor& b) {
+  return record_binary<AddBackward>(native::binary(BinaryOp::Add, a, b), a, b);
+}
+
+Tensor operator-(const Tensor& a, const Tensor& b) {
+  return record_binary<SubBackward>(native::binary(BinaryOp::Sub, a, b), a, b);
+}
+
+Tensor operator*(const Tensor& a, const Tensor& b) {
+  Tensor out = native::binary(BinaryOp::Mul, a, b);
+  if (compute_requires_grad({a, b})) {
+    auto node = std::make_shared<MulBackward>();
+    node->self_meta = InputMeta(a);
+    node->other_meta = InputMeta(b);
+    if (b.requires_grad()) node->self = SavedVariable(a);
+    if (a.requires_grad()) node->other = SavedVariable(b);
+    record(node, {a, b}, {out});
+  }
+  return out;
+}
+
+Tensor operator/(const Tensor& a, const Tensor& b) {
+  Tensor out = native::binary(BinaryOp::Div, a, b);
+  if (compute_requires_grad({a, b})) {
+    auto node = std::make_shared<DivBackward>();
+    node->self_meta = InputMeta(a);
+    node->other_meta = InputMeta(b);
+    if (b.requires_grad()) node->self = SavedVariable(a);
+    node->other = SavedVariable(b);
+    record(node, {a, b}, {out});
+  }
+  return out;
+}
+
+// ---- tensor (op) scalar ----
+
+Tensor operator+(const Tensor& a, double b) {
+  return record_scalar<AddScalarBackward>(native::binary_scalar(BinaryOp::Add, a, b), a);
+}
+
+Tensor operator-(const Tensor& a, double b) {
+  return record_scalar<AddScalarBackward>(native::binary_scalar(BinaryOp::Sub, a, b), a);
+}
+
+Tensor operator*(const Tensor& a, double b) { return mul_scalar(a, b); }
+
+Tensor operator/(const Tensor& a, double b) {
+  Tensor out = native::binary_scalar(BinaryOp::Div, a, b);
+  if (compute_requires_grad({a})) {
+    auto node = std::make_shared<DivScalarBackward>();
+    node->self = InputMeta(a);
+    node->scalar = b;
+    record(node, {a}, {out});
+  }
+  return out;
+}
+
+// ---- scalar (op) tensor ----
+
+Tensor operator+(double a, const Tensor& b) {
+  return record_scalar<AddScalarBackward>(native::scalar_binary(BinaryOp::Add, a, b), b);
+}
+
+Tensor operator-(double a, const Tensor& b) {
+  return record_scalar<RsubScalarBackward>(native::scalar_binary(BinaryOp::Sub, a, b), b);
+}
+
+Tensor operator*(double a, const Tensor& b) { return mul_scalar(b, a); }
+
+Tensor operator/(double a, const Tensor& b) {
+  Tensor out = native::scalar_binary(BinaryOp::Div, a, b);
+  if (compute_requires_grad({b})) {
+    auto node = std::make_shared<RdivScalarBackward>();
+    node->self_meta = InputMeta(b);
+    node->self = SavedVariable(b);
+    node->scalar = a;
+    record(node, {b}, {out});
+  }
+  return out;
+}
+
+Tensor operator-(const Tensor& a) { return a.neg(); }
+
+// ---- where, maximum, minimum ----
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  Tensor out = native::where(condition, a, b);
+  if (compute_requires_grad({a, b})) {
+    auto node = std::make_shared<WhereBackward>();
+    node->self_meta = InputMeta(a);
+    node->other_meta = InputMeta(b);
+    node->condition = SavedVariable(condition);
+    record(node, {a, b}, {out});
+  }
+  return out;
+}
+
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return maximum_minimum(native::CompareOp::Gt, BinaryOp::Maximum, a, b);
+}
+
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return maximum_minimum(native::CompareOp::Lt, BinaryOp::Minimum, a, b);
+}
+
+}  // namespace lockstep

@@ -1,0 +1,190 @@
+// autograd/functions/shape.cpp — conversions and ops that only change the shape.
+//
+// None of these does arithmetic, so each backward moves the gradient back to
+// the input's layout:
+//   CloneBackward      clone, contiguous (when it copies)    g
+//   ToCopyBackward     to(dtype)                             g converted back to the input's dtype
+//   ViewBackward       view, reshape, flatten, squeeze,      g reshaped to the input's shape
+//                      unsqueeze (named after the op: "ReshapeBackward", ...)
+//   TransposeBackward  transpose(d0, d1), t()                g transposed back
+//   PermuteBackward    permute(dims)                         g permuted by the inverse permutation
+//   ExpandBackward     expand(sizes)                         g summed over the expanded dims (sum_to)
+// View ops return views (they share the input's storage), as in PyTorch; a
+// no-op conversion (contiguous() of a contiguous tensor, to() the same dtype or
+// device) returns the input itself and records nothing.
+//
+// Read before: autograd/functions/functions.h. Read next: autograd/functions/indexing.cpp.
+#include "autograd/functions/functions.h"
+#include "core/shape.h"
+
+namespace lockstep::autograd {
+namespace {
+
+struct CloneBackward final : BackwardNode {
+  std::string name() const override { return "CloneBackward"; }
+  variable_list apply(variable_list&& grads) override { return {grads[0]}; }
+};
+
+struct ToCopyBackward final : BackwardNode {
+  ScalarType self_dtype = kFloat32;
+  std::string name() const override { return "ToCopyBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::to_dtype(grads[0], self_dtype)};
+  }
+};
+
+struct ViewBackward final : BackwardNode {
+  IntList self_sizes;
+  const char* name_ = "ViewBackward";
+  std::string name() const override { return name_; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::reshape(grads[0], self_sizes)};
+  }
+};
+
+struct TransposeBackward final : BackwardNode {
+  int64_t dim0 = 0, dim1 = 1;
+  std::string name() const override { return "TransposeBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::transpose(grads[0], dim0, dim1)};
+  }
+};
+
+struct PermuteBackward final : BackwardNode {
+  IntList inverse;  // inverse[dims[i]] = i
+  std::string name() const override { return "PermuteBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::permute(grads[0], inverse)};
+  }
+};
+
+struct ExpandBackward final : BackwardNode {
+  IntList self_sizes;
+  std::string name() const override { return "ExpandBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::sum_to(grads[0], self_sizes)};
+  }
+};
+
+// Records a ViewBackward named `name` for a shape-only op from x to y.
+Tensor record_view(Tensor y, const Tensor& x, const char* name) {
+  if (compute_requires_grad({x})) {
+    auto node = std::make_shared<ViewBackward>();
+    node->self_sizes = x.sizes();
+    node->name_ = name;
+    record(node, {x}, {y});
+  }
+  return y;
+}
+
+void check_no_cuda(Device from, Device to) {
+  LS_CHECK(from.is_cpu() && to.is_cpu(), "to: cannot move a tensor from ", from.str(), " to ",
+           to.str(), ": this build of lockstep has no CUDA support (ls::cuda::is_available() "
+           "is false); rebuild with the CUDA toolkit installed, or keep tensors on ls::Device::cpu()");
+}
+
+}  // namespace
+}  // namespace lockstep::autograd
+
+namespace lockstep {
+
+using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
+
+// ---- conversions ----
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+Tensor Tensor::clone() const {
+  Tensor y = native::clone(*this);
+  if (compute_requires_grad({*this})) record(std::make_shared<CloneBackward>(), {*this}, {y});
+  return y;
+}
+
+Tensor Tensor::to(ScalarType dtype) const {
+  if (dtype == this->dtype()) return *this;
+  Tensor y = native::to_dtype(*this, dtype);
+  // A conversion to an integer type ends the graph, as in PyTorch: ints hold no gradient.
+  if (lockstep::is_floating_point(dtype) && compute_requires_grad({*this})) {
+    auto node = std::make_shared<ToCopyBackward>();
+    node->self_dtype = this->dtype();
+    record(node, {*this}, {y});
+  }
+  return y;
+}
+
+Tensor Tensor::to(Device device) const {
+  check_no_cuda(this->device(), device);
+  return *this;  // CPU to CPU
+}
+
+// ---- views and reshapes ----
+
+Tensor Tensor::reshape(const IntList& sizes) const {
+  return record_view(native::reshape(*this, sizes), *this, "ReshapeBackward");
+}
+
+Tensor Tensor::view(const IntList& sizes) const {
+  return record_view(native::view(*this, sizes), *this, "ViewBackward");
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  return record_view(native::flatten(*this, start_dim, end_dim), *this, "FlattenBackward");
+}
+
+Tensor Tensor::unsqueeze(int64_t dim) const {
+  return record_view(native::unsqueeze(*this, dim), *this, "UnsqueezeBackward");
+}
+
+Tensor Tensor::squeeze(int64_t dim) const {
+  return record_view(native::squeeze(*this, dim), *this, "SqueezeBackward");
+}
+
+Tensor Tensor::squeeze() const {
+  return record_view(native::squeeze(*this), *this, "SqueezeBackward");
+}
+
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  Tensor y = native::transpose(*this, dim0, dim1);
+  if (compute_requires_grad({*this})) {
+    auto node = std::make_shared<TransposeBackward>();
+    node->dim0 = dim0;
+    node->dim1 = dim1;
+    record(node, {*this}, {y});
+  }
+  return y;
+}
+
+Tensor Tensor::t() const {
+  LS_CHECK(dim() <= 2, "t: expects a tensor with at most 2 dims but got shape ", shape_str(),
+           "; use transpose(dim0, dim1) or permute(dims) for more dims");
+  if (dim() < 2) return record_view(native::view(*this, sizes()), *this, "TBackward");
+  return transpose(0, 1);
+}
+
+Tensor Tensor::permute(const IntList& dims) const {
+  Tensor y = native::permute(*this, dims);
+  if (compute_requires_grad({*this})) {
+    auto node = std::make_shared<PermuteBackward>();
+    node->inverse.resize(dims.size());
+    for (size_t i = 0; i < dims.size(); ++i) {
+      node->inverse[wrap_dim(dims[i], dim(), "permute")] = static_cast<int64_t>(i);
+    }
+    record(node, {*this}, {y});
+  }
+  return y;
+}
+
+Tensor Tensor::expand(const IntList& sizes) const {
+  Tensor y = native::expand(*this, sizes);
+  if (compute_requires_grad({*this})) {
+    auto node = std::make_shared<ExpandBackward>();
+    node->self_sizes = this->sizes();
+    record(node, {*this}, {y});
+  }
+  return y;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,64 @@
+// autograd/functions/softmax.cpp — softmax and log_softmax along a dim.
+//
+// Both save their output y, from which the backward is cheapest:
+//   SoftmaxBackward     y = softmax(x)       dx = y * (g - sum(g * y, dim))
+//   LogSoftmaxBackward  y = log_softmax(x)   dx = g - exp(y) * sum(g, dim)
+// The reductions along `dim` live in native::softmax_backward and
+// native::log_softmax_backward, next to the forward kernels.
+//
+// Read before: autograd/functions/functions.h. Read next: autograd/functions/linalg.cpp.
+#include "autograd/functions/functions.h"
+
+namespace lockstep::autograd {
+namespace {
+
+struct SoftmaxBackward final : BackwardNode {
+  SavedVariable result;
+  int64_t dim = 0;
+  std::string name() const override { return "SoftmaxBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::softmax_backward(grads[0], result.unpack(name()), dim)};
+  }
+  void release_variables() override { result.reset(); }
+};
+
+struct LogSoftmaxBackward final : BackwardNode {
+  SavedVariable result;
+  int64_t dim = 0;
+  std::string name() const override { return "LogSoftmaxBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::log_softmax_backward(grads[0], result.unpack(name()), dim)};
+  }
+  void release_variables() override { result.reset(); }
+};
+
+}  // namespace
+}  // namespace lockstep::autograd
+
+namespace lockstep {
+
+using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
+
+Tensor Tensor::softmax(int64_t dim) const {
+  Tensor y = native::softmax(*this, dim);
+  if (compute_requires_grad({*this})) {
+    auto node = std::make_shared<SoftmaxBackward>();
+    node->result = SavedVariable(y);
+    node->dim = dim;
+    record(node, {*this}, {y});
+  }
+  return y;
+}
+
+Tensor Tensor::log_softmax(int64_t dim) const {
+  Tensor y = native::log_softmax(*this, dim);
+  if (compute_requires_grad({*this})) {
+    auto node = std::make_shared<LogSoftmaxBackward>();
+    node->result = SavedVariable(y);
+    node->dim = dim;
+    record(node, {*this}, {y});
+  }
+  return y;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,179 @@
+// autograd/functions/unary.cpp — one-input math: neg, relu, gelu, exp, log, tanh,
+// sigmoid, sqrt, rsqrt, abs, pow.
+//
+// With y = f(x) and g = dL/dy, each node returns dL/dx = g * f'(x), written with
+// whichever of x ("self") or y ("result") makes f' cheapest:
+//   NegBackward      y = -x          -g
+//   ReluBackward     y = max(x, 0)   g where y > 0, else 0 (0 at the kink x = 0, like PyTorch)
+//   GeluBackward     y = x Φ(x)      g * (Φ(x) + x φ(x))     (native::gelu_backward)
+//   ExpBackward      y = e^x         g * y
+//   LogBackward      y = ln x        g / x
+//   TanhBackward     y = tanh x      g * (1 - y^2)
+//   SigmoidBackward  y = σ(x)        g * y * (1 - y)
+//   SqrtBackward     y = √x          g / (2 y)
+//   RsqrtBackward    y = 1/√x        g * (-1/2) * y^3
+//   AbsBackward      y = |x|         g * sign(x)   (0 at x = 0, like PyTorch)
+//   PowBackward      y = x^p         g * p * x^(p-1)   (0 when p == 0)
+//
+// Read before: autograd/functions/functions.h. Read next: autograd/functions/reduce.cpp.
+#include "autograd/functions/functions.h"
+
+namespace lockstep::autograd {
+namespace {
+
+using native::BinaryOp;
+using native::UnaryOp;
+
+Tensor mul(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::Mul, a, b); }
+
+// The base of the nodes below that keep one tensor, x or y, for their formula.
+struct UnaryBackward : BackwardNode {
+  SavedVariable saved;
+  void release_variables() override { saved.reset(); }
+};
+
+struct NegBackward final : BackwardNode {
+  std::string name() const override { return "NegBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::unary(UnaryOp::Neg, grads[0])};
+  }
+};
+
+struct ReluBackward final : UnaryBackward {  // saved = result
+  std::string name() const override { return "ReluBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::relu_backward(grads[0], saved.unpack(name()))};
+  }
+};
+
+struct GeluBackward final : UnaryBackward {  // saved = self
+  std::string name() const override { return "GeluBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::gelu_backward(grads[0], saved.unpack(name()))};
+  }
+};
+
+struct ExpBackward final : UnaryBackward {  // saved = result
+  std::string name() const override { return "ExpBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {mul(grads[0], saved.unpack(name()))};
+  }
+};
+
+struct LogBackward final : UnaryBackward {  // saved = self
+  std::string name() const override { return "LogBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::binary(BinaryOp::Div, grads[0], saved.unpack(name()))};
+  }
+};
+
+struct TanhBackward final : UnaryBackward {  // saved = result
+  std::string name() const override { return "TanhBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    Tensor y = saved.unpack(name());
+    Tensor one_minus_y2 = native::scalar_binary(BinaryOp::Sub, 1.0, mul(y, y));
+    return {mul(grads[0], one_minus_y2)};
+  }
+};
+
+struct SigmoidBackward final : UnaryBackward {  // saved = result
+  std::string name() const override { return "SigmoidBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    Tensor y = saved.unpack(name());
+    Tensor one_minus_y = native::scalar_binary(BinaryOp::Sub, 1.0, y);
+    return {mul(grads[0], mul(y, one_minus_y))};
+  }
+};
+
+struct SqrtBackward final : UnaryBackward {  // saved = result
+  std::string name() const override { return "SqrtBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    Tensor two_y = native::binary_scalar(BinaryOp::Mul, saved.unpack(name()), 2.0);
+    return {native::binary(BinaryOp::Div, grads[0], two_y)};
+  }
+};
+
+struct RsqrtBackward final : UnaryBackward {  // saved = result
+  std::string name() const override { return "RsqrtBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    Tensor y3 = native::pow_scalar(saved.unpack(name()), 3.0);
+    return {mul(grads[0], native::binary_scalar(BinaryOp::Mul, y3, -0.5))};
+  }
+};
+
+struct AbsBackward final : UnaryBackward {  // saved = self
+  std::string name() const override { return "AbsBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {mul(grads[0], native::unary(UnaryOp::Sign, saved.unpack(name())))};
+  }
+};
+
+struct PowBackward final : UnaryBackward {  // saved = self
+  double exponent = 1.0;
+  std::string name() const override { return "PowBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    const Tensor& g = grads[0];
+    Tensor x = saved.unpack(name());
+    if (exponent == 0.0) return {native::zeros(x.sizes(), g.dtype())};
+    Tensor dy_dx = native::binary_scalar(BinaryOp::Mul, native::pow_scalar(x, exponent - 1.0),
+                                         exponent);
+    return {mul(g, dy_dx)};
+  }
+};
+
+enum class Save { Self, Result };
+
+// Runs native::unary(op, x) and records NodeT saving x or the result.
+template <class NodeT>
+Tensor unary_op(UnaryOp op, const Tensor& x, Save save) {
+  Tensor y = native::unary(op, x);
+  if (compute_requires_grad({x})) {
+    auto node = std::make_shared<NodeT>();
+    node->saved = SavedVariable(save == Save::Self ? x : y);
+    record(node, {x}, {y});
+  }
+  return y;
+}
+
+}  // namespace
+}  // namespace lockstep::autograd
+
+namespace lockstep {
+
+using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
+using native::UnaryOp;
+
+Tensor Tensor::neg() const {
+  Tensor y = native::unary(UnaryOp::Neg, *this);
+  if (compute_requires_grad({*this})) record(std::make_shared<NegBackward>(), {*this}, {y});
+  return y;
+}
+
+Tensor Tensor::relu() const { return unary_op<ReluBackward>(UnaryOp::Relu, *this, Save::Result); }
+Tensor Tensor::gelu() const { return unary_op<GeluBackward>(UnaryOp::Gelu, *this, Save::Self); }
+Tensor Tensor::exp() const { return unary_op<ExpBackward>(UnaryOp::Exp, *this, Save::Result); }
+Tensor Tensor::log() const { return unary_op<LogBackward>(UnaryOp::Log, *this, Save::Self); }
+Tensor Tensor::tanh() const { return unary_op<TanhBackward>(UnaryOp::Tanh, *this, Save::Result); }
+Tensor Tensor::sqrt() const { return unary_op<SqrtBackward>(UnaryOp::Sqrt, *this, Save::Result); }
+Tensor Tensor::abs() const { return unary_op<AbsBackward>(UnaryOp::Abs, *this, Save::Self); }
+
+Tensor Tensor::sigmoid() const {
+  return unary_op<SigmoidBackward>(UnaryOp::Sigmoid, *this, Save::Result);
+}
+
+Tensor Tensor::rsqrt() const {
+  return unary_op<RsqrtBackward>(UnaryOp::Rsqrt, *this, Save::Result);
+}
+
+Tensor Tensor::pow(double exponent) const {
+  Tensor y = native::pow_scalar(*this, exponent);
+  if (compute_requires_grad({*this})) {
+    auto node = std::make_shared<PowBackward>();
+    node->saved = SavedVariable(*this);
+    node->exponent = exponent;
+    record(node, {*this}, {y});
+  }
+  return y;
+}
+
+}  // namespace lockstep

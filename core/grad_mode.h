@@ -1,0 +1,28 @@
+// core/grad_mode.h — whether ops record autograd history on this thread.
+//
+// Lives in core (like c10::GradMode in PyTorch) because in-place ops, defined
+// in core, consult it. Optimizer steps and evaluation run under NoGradGuard.
+// Read before: core/tensor.h. Read next: autograd/node.h.
+#pragma once
+
+namespace lockstep {
+
+class GradMode {
+ public:
+  static bool is_enabled();
+  static void set_enabled(bool enabled);
+};
+
+// RAII: disables gradient recording on this thread until destroyed.
+class NoGradGuard {
+ public:
+  NoGradGuard() : previous_(GradMode::is_enabled()) { GradMode::set_enabled(false); }
+  ~NoGradGuard() { GradMode::set_enabled(previous_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace lockstep

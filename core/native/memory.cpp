@@ -1,0 +1,93 @@
+// core/native/memory.cpp — allocating, filling, copying and converting tensors.
+// Read before: core/native/native.h. Read next: core/native/views.cpp.
+#include <cstring>
+
+#include "core/native/native.h"
+#include "core/parallel.h"
+#include "core/shape.h"
+
+namespace lockstep::native {
+
+namespace {
+void check_cpu(const Tensor& t, const char* op) {
+  LS_CHECK(t.device().is_cpu(), op, ": tensor is on ", t.device().str(),
+           " but this kernel runs on the CPU; move the tensor with .to(ls::Device::cpu())");
+}
+}  // namespace
+
+Tensor empty(const IntList& sizes, ScalarType dtype, Device device) {
+  for (int64_t s : sizes) {
+    LS_CHECK(s >= 0, "empty: negative size in shape ", shape_str(sizes));
+  }
+  int64_t n = numel_of(sizes);
+  auto storage = std::make_shared<StorageImpl>(static_cast<size_t>(n) * element_size(dtype), device);
+  return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes),
+                                             0, dtype));
+}
+
+Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype(), t.device()); }
+
+Tensor zeros(const IntList& sizes, ScalarType dtype) {
+  Tensor t = empty(sizes, dtype);
+  if (t.nbytes() > 0) std::memset(t.raw_data(), 0, t.nbytes());
+  return t;
+}
+
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype()); }
+
+void fill_(const Tensor& self, double value) {
+  check_cpu(self, "fill_");
+  dispatch_all(self.dtype(), [&]<class T>() {
+    T v = convert<T>(value);
+    T* base = static_cast<T*>(self.impl()->storage->data()) + self.storage_offset();
+    if (self.is_contiguous()) {
+      int64_t n = self.numel();
+      parallel_for(0, n, 1 << 16, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) base[i] = v;
+      });
+      return;
+    }
+    for_each_offset(self.sizes(), {self.strides()}, [&](const int64_t* off) { base[off[0]] = v; });
+  });
+}
+
+void copy_(const Tensor& dst, const Tensor& src) {
+  check_cpu(dst, "copy_");
+  check_cpu(src, "copy_");
+  // Validates that src broadcasts to dst's shape (dst's shape must win).
+  IntList shape = broadcast_shapes(dst.sizes(), src.sizes(), "copy_");
+  LS_CHECK(shape == dst.sizes(), "copy_: source of shape ", src.shape_str(),
+           " cannot be broadcast to destination shape ", dst.shape_str());
+  const bool same_layout = dst.dtype() == src.dtype() && dst.is_contiguous() &&
+                           src.is_contiguous() && dst.sizes() == src.sizes();
+  if (same_layout) {
+    if (dst.raw_data() != src.raw_data()) std::memmove(dst.raw_data(), src.raw_data(), dst.nbytes());
+    return;
+  }
+  IntList src_strides = broadcast_strides(src.sizes(), src.strides(), dst.sizes());
+  dispatch_all(dst.dtype(), [&]<class D>() {
+    dispatch_all(src.dtype(), [&]<class S>() {
+      D* d = static_cast<D*>(dst.impl()->storage->data()) + dst.storage_offset();
+      const S* s = static_cast<const S*>(src.impl()->storage->data()) + src.storage_offset();
+      for_each_offset(dst.sizes(), {dst.strides(), src_strides},
+                      [&](const int64_t* off) { d[off[0]] = convert<D>(s[off[1]]); });
+    });
+  });
+}
+
+Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
+
+Tensor clone(const Tensor& t) {
+  Tensor out = empty(t.sizes(), t.dtype(), t.device());
+  copy_(out, t);
+  return out;
+}
+
+Tensor to_dtype(const Tensor& t, ScalarType dtype) {
+  if (t.dtype() == dtype) return t;
+  Tensor out = empty(t.sizes(), dtype, t.device());
+  copy_(out, t);
+  return out;
+}
+
+}  // namespace lockstep::native

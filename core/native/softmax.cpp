@@ -1,0 +1,157 @@
+// core/native/softmax.cpp — softmax, log_softmax and their backward, over any dim.
+//
+// For one row x of length n (the dim being normalised), with m = max_i x_i:
+//   softmax(x)_i     = exp(x_i - m) / sum_j exp(x_j - m)
+//   log_softmax(x)_i = x_i - m - log(sum_j exp(x_j - m))
+// Subtracting m changes nothing mathematically but keeps exp from overflowing
+// (every exponent is <= 0, and the largest term is exactly 1).
+// Backward, given y = the forward output and g = dL/dy:
+//   softmax:     dL/dx = y * (g - sum_j g_j y_j)
+//   log_softmax: dL/dx = g - exp(y) * sum_j g_j
+// Sums accumulate in double.
+//
+// The kernels work on contiguous rows: the fast path is dim == last on a
+// contiguous tensor (attention scores, class logits). Any other dim is first
+// swapped with the last one (a transposed copy), and the result swapped back.
+//
+// Read before: core/native/reduce.cpp. Read next: core/native/linalg.cpp.
+#include <cmath>
+#include <limits>
+
+#include "core/native/elementwise_loop.h"
+#include "core/native/native.h"
+
+namespace lockstep::native {
+
+namespace {
+
+void check_defined(const Tensor& t, const char* op) {
+  LS_CHECK(t.defined(), op, ": got an undefined tensor (default-constructed, or a grad that no "
+                            "backward has written yet)");
+}
+
+template <class T>
+T row_max(const T* x, int64_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
+  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;  // ignores NaN, but a NaN input then makes the whole row NaN, as it should
+}
+
+// y = softmax(x) or log_softmax(x) of one row.
+template <class T>
+void softmax_row(const T* x, T* y, int64_t n, bool log) {
+  const T m = row_max(x, n);
+  double s = 0;
+  if (log) {
+    for (int64_t i = 0; i < n; ++i) s += std::exp(x[i] - m);
+    const T shift = m + static_cast<T>(std::log(s));
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] - shift;
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      y[i] = std::exp(x[i] - m);
+      s += y[i];
+    }
+    const T inv = static_cast<T>(1.0 / s);
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+  }
+}
+
+// gi = dL/dx of one row, from g = dL/dy and the forward output y.
+template <class T>
+void softmax_backward_row(const T* g, const T* y, T* gi, int64_t n, bool log) {
+  double s = 0;
+  if (log) {
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; ++i) s += g[i];
+    const T sum_g = static_cast<T>(s);
+    for (int64_t i = 0; i < n; ++i) gi[i] = g[i] - std::exp(y[i]) * sum_g;
+  } else {
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; ++i) s += static_cast<double>(g[i]) * y[i];
+    const T dot = static_cast<T>(s);
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) gi[i] = y[i] * (g[i] - dot);
+  }
+}
+
+// Calls fn(r) for each of the numel / n rows of length n, in parallel.
+template <class F>
+void for_each_row(int64_t numel, int64_t n, F&& fn) {
+  const int64_t rows = n == 0 ? 0 : numel / n;
+  const int64_t grain = std::max<int64_t>(1, detail::kGrain / std::max<int64_t>(n, 1));
+  parallel_for(0, rows, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) fn(r);
+  });
+}
+
+int64_t last_dim(const Tensor& t) { return std::max<int64_t>(t.dim() - 1, 0); }
+int64_t row_length(const Tensor& t) { return t.dim() == 0 ? 1 : t.size(-1); }
+
+Tensor softmax_impl(const Tensor& t, int64_t dim, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  check_defined(t, op);
+  const int64_t d = wrap_dim(dim, t.dim(), op);
+  const int64_t last = last_dim(t);
+  if (d != last) {
+    // Make dim the last one, normalise rows, swap back (transpose is its own inverse).
+    return contiguous(transpose(softmax_impl(transpose(t, d, last), last, log), d, last));
+  }
+  const Tensor x = contiguous(t);
+  Tensor y = empty(x.sizes(), x.dtype());
+  const int64_t n = row_length(x);
+  dispatch_floating(x.dtype(), op, [&]<class T>() {
+    const T* xp = x.data_ptr<T>();
+    T* yp = y.data_ptr<T>();
+    for_each_row(x.numel(), n, [&](int64_t r) { softmax_row(xp + r * n, yp + r * n, n, log); });
+  });
+  return y;
+}
+
+Tensor softmax_backward_impl(const Tensor& grad_output, const Tensor& output, int64_t dim,
+                             bool log) {
+  const char* op = log ? "log_softmax_backward" : "softmax_backward";
+  check_defined(grad_output, op);
+  check_defined(output, op);
+  LS_CHECK(grad_output.sizes() == output.sizes(), op, ": grad_output has shape ",
+           grad_output.shape_str(), " but output has shape ", output.shape_str(),
+           "; they must match");
+  const int64_t d = wrap_dim(dim, output.dim(), op);
+  const int64_t last = last_dim(output);
+  if (d != last) {
+    return contiguous(transpose(softmax_backward_impl(transpose(grad_output, d, last),
+                                                      transpose(output, d, last), last, log),
+                                d, last));
+  }
+  const Tensor y = contiguous(output);
+  const Tensor g = contiguous(to_dtype(grad_output, output.dtype()));
+  Tensor gi = empty(y.sizes(), y.dtype());
+  const int64_t n = row_length(y);
+  dispatch_floating(y.dtype(), op, [&]<class T>() {
+    const T* gp = g.data_ptr<T>();
+    const T* yp = y.data_ptr<T>();
+    T* gip = gi.data_ptr<T>();
+    for_each_row(y.numel(), n, [&](int64_t r) {
+      softmax_backward_row(gp + r * n, yp + r * n, gip + r * n, n, log);
+    });
+  });
+  return gi;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& t, int64_t dim) { return softmax_impl(t, dim, /*log=*/false); }
+
+Tensor log_softmax(const Tensor& t, int64_t dim) { return softmax_impl(t, dim, /*log=*/true); }
+
+Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
+  return softmax_backward_impl(grad_output, output, dim, /*log=*/false);
+}
+
+Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
+  return softmax_backward_impl(grad_output, output, dim, /*log=*/true);
+}
+
+}  // namespace lockstep::native

@@ -1,0 +1,180 @@
+// core/native/unary.cpp — elementwise math of one tensor, and the backward
+// helpers of relu and gelu.
+//
+// neg, abs, relu and sign work on every computing dtype; the transcendental
+// ops (gelu, exp, log, tanh, sigmoid, sqrt, rsqrt, erf) and pow need
+// float32/float64 and say so otherwise. Each op is one element function run
+// through map_elements (core/native/elementwise_loop.h); the result is a new
+// contiguous tensor of the input's shape and dtype.
+//
+// GELU is the exact (erf) form, PyTorch's default:
+//   gelu(x)  = x * Phi(x),            Phi(x) = 0.5 * (1 + erf(x / sqrt(2)))
+//   gelu'(x) = Phi(x) + x * phi(x),   phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+//
+// Read before: core/native/elementwise.cpp. Read next: core/native/reduce.cpp.
+#include <cmath>
+#include <numbers>
+#include <type_traits>
+
+#include "core/native/elementwise_loop.h"
+#include "core/native/native.h"
+
+namespace lockstep::native {
+
+using detail::map_elements;
+
+namespace {
+
+void check_defined(const Tensor& t, const char* op) {
+  LS_CHECK(t.defined(), op, ": got an undefined tensor (default-constructed, or a grad that no "
+                            "backward has written yet)");
+}
+
+// Calls body(fn) with fn the element function of a sign-aware op (neg, abs, relu,
+// sign) for any computing dtype T. Unsigned types and bool have no negatives.
+template <class T, class Body>
+void with_integer_safe_fn(UnaryOp op, Body&& body) {
+  constexpr bool has_negatives = std::is_signed_v<T> || std::is_floating_point_v<T>;
+  switch (op) {
+    case UnaryOp::Neg: return body([](T x) { return static_cast<T>(-x); });
+    case UnaryOp::Abs:
+      if constexpr (has_negatives) return body([](T x) { return x < T(0) ? static_cast<T>(-x) : x; });
+      return body([](T x) { return x; });
+    case UnaryOp::Relu:
+      // x < 0 ? 0 : x keeps NaN as NaN, like PyTorch.
+      if constexpr (has_negatives) return body([](T x) { return x < T(0) ? T(0) : x; });
+      return body([](T x) { return x; });
+    case UnaryOp::Sign:
+      // 1, -1 or 0; for floats 0 keeps its sign bit and NaN stays NaN.
+      if constexpr (std::is_floating_point_v<T>) {
+        return body([](T x) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x); });
+      } else if constexpr (has_negatives) {
+        return body([](T x) { return static_cast<T>((x > T(0)) - (x < T(0))); });
+      } else {
+        return body([](T x) { return static_cast<T>(x != T(0)); });
+      }
+    default: break;
+  }
+  throw Error(lockstep::detail::str(unary_op_name(op), ": not an integer-safe op"));
+}
+
+// Calls body(fn) with fn the element function of a floating-point op, T float or double.
+template <class T, class Body>
+void with_floating_fn(UnaryOp op, Body&& body) {
+  constexpr T kInvSqrt2 = static_cast<T>(std::numbers::sqrt2 / 2);
+  switch (op) {
+    case UnaryOp::Gelu:
+      return body([](T x) { return x * T(0.5) * (T(1) + std::erf(x * kInvSqrt2)); });
+    case UnaryOp::Exp: return body([](T x) { return std::exp(x); });
+    case UnaryOp::Log: return body([](T x) { return std::log(x); });
+    case UnaryOp::Tanh: return body([](T x) { return std::tanh(x); });
+    // 1 / (1 + e^-x): for very negative x, e^-x = inf and the result is 0, as it should be.
+    case UnaryOp::Sigmoid: return body([](T x) { return T(1) / (T(1) + std::exp(-x)); });
+    case UnaryOp::Sqrt: return body([](T x) { return std::sqrt(x); });
+    case UnaryOp::Rsqrt: return body([](T x) { return T(1) / std::sqrt(x); });
+    case UnaryOp::Erf: return body([](T x) { return std::erf(x); });
+    default: return with_integer_safe_fn<T>(op, body);
+  }
+}
+
+bool is_integer_safe(UnaryOp op) {
+  return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Relu || op == UnaryOp::Sign;
+}
+
+// The shared checks of relu_backward and gelu_backward; returns input in grad's dtype.
+Tensor backward_input(const Tensor& grad, const Tensor& input, const char* op) {
+  check_defined(grad, op);
+  check_defined(input, op);
+  LS_CHECK(grad.sizes() == input.sizes(), op, ": grad has shape ", grad.shape_str(),
+           " but input has shape ", input.shape_str(), "; they must match");
+  return to_dtype(input, grad.dtype());
+}
+
+}  // namespace
+
+const char* unary_op_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg: return "neg";
+    case UnaryOp::Abs: return "abs";
+    case UnaryOp::Relu: return "relu";
+    case UnaryOp::Gelu: return "gelu";
+    case UnaryOp::Exp: return "exp";
+    case UnaryOp::Log: return "log";
+    case UnaryOp::Tanh: return "tanh";
+    case UnaryOp::Sigmoid: return "sigmoid";
+    case UnaryOp::Sqrt: return "sqrt";
+    case UnaryOp::Rsqrt: return "rsqrt";
+    case UnaryOp::Sign: return "sign";
+    case UnaryOp::Erf: return "erf";
+  }
+  return "unary";
+}
+
+Tensor unary(UnaryOp op, const Tensor& a) {
+  const char* name = unary_op_name(op);
+  check_defined(a, name);
+  Tensor out = empty(a.sizes(), a.dtype());
+  if (is_integer_safe(op)) {
+    LS_CHECK(!(op == UnaryOp::Neg && a.dtype() == kBool),
+             "neg: negating a bool tensor is not supported; convert it with .to(ls::kInt64) first");
+    dispatch(a.dtype(), name, [&]<class T>() {
+      with_integer_safe_fn<T>(op, [&](auto fn) { map_elements<T, T>(out, {a}, fn); });
+    });
+  } else {
+    dispatch_floating(a.dtype(), name, [&]<class T>() {
+      with_floating_fn<T>(op, [&](auto fn) { map_elements<T, T>(out, {a}, fn); });
+    });
+  }
+  return out;
+}
+
+Tensor pow_scalar(const Tensor& a, double exponent) {
+  check_defined(a, "pow");
+  Tensor out = empty(a.sizes(), a.dtype());
+  dispatch_floating(a.dtype(), "pow", [&]<class T>() {
+    // Exponents that have an exact cheaper form (and vectorise) skip std::pow.
+    const T e = static_cast<T>(exponent);
+    auto run = [&](auto fn) { map_elements<T, T>(out, {a}, fn); };
+    if (exponent == 1.0) {
+      run([](T x) { return x; });
+    } else if (exponent == 2.0) {
+      run([](T x) { return x * x; });
+    } else if (exponent == 3.0) {
+      run([](T x) { return x * x * x; });
+    } else if (exponent == -1.0) {
+      run([](T x) { return T(1) / x; });
+    } else if (exponent == 0.5) {
+      run([](T x) { return std::sqrt(x); });
+    } else {
+      run([=](T x) { return std::pow(x, e); });
+    }
+  });
+  return out;
+}
+
+Tensor relu_backward(const Tensor& grad, const Tensor& input) {
+  const Tensor x = backward_input(grad, input, "relu_backward");
+  Tensor out = empty(grad.sizes(), grad.dtype());
+  dispatch_floating(grad.dtype(), "relu_backward", [&]<class T>() {
+    // The kink at x = 0 takes gradient 0, like PyTorch (threshold_backward).
+    map_elements<T, T, T>(out, {grad, x}, [](T g, T v) { return v > T(0) ? g : T(0); });
+  });
+  return out;
+}
+
+Tensor gelu_backward(const Tensor& grad, const Tensor& input) {
+  const Tensor x = backward_input(grad, input, "gelu_backward");
+  Tensor out = empty(grad.sizes(), grad.dtype());
+  dispatch_floating(grad.dtype(), "gelu_backward", [&]<class T>() {
+    constexpr T kInvSqrt2 = static_cast<T>(std::numbers::sqrt2 / 2);
+    constexpr T kInvSqrt2Pi = static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+    map_elements<T, T, T>(out, {grad, x}, [](T g, T v) {
+      const T cdf = T(0.5) * (T(1) + std::erf(v * kInvSqrt2));
+      const T pdf = std::exp(T(-0.5) * v * v) * kInvSqrt2Pi;
+      return g * (cdf + v * pdf);
+    });
+  });
+  return out;
+}
+
+}  // namespace lockstep::native

@@ -1,0 +1,20 @@
+// lockstep.h — the umbrella header: #include <lockstep.h> gives the whole public API.
+// See README.md for the reading order and ../shared/API.md (in the design docs) for
+// the API at a glance.
+#pragma once
+
+#include "core/allocator.h"
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "core/tensor.h"
+#include "core/tensor_options.h"
+
+#include "autograd/accumulate_grad.h"
+#include "autograd/engine.h"
+#include "autograd/graph_traversal.h"
+#include "autograd/node.h"

@@ -1,0 +1,148 @@
+// nn/module.cpp — registration, recursive access, train/eval, to(), zero_grad.
+// Read before: nn/module.h.
+#include "nn/module.h"
+
+#include <algorithm>
+
+#include "core/grad_mode.h"
+#include "core/native/native.h"
+
+namespace lockstep::nn {
+
+void Module::check_new_name(const std::string& name, const char* what) const {
+  LS_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name(), ": ", what,
+           " name '", name, "' must be non-empty and contain no '.'");
+  auto taken = [&](const auto& list) {
+    return std::any_of(list.begin(), list.end(), [&](const auto& e) { return e.first == name; });
+  };
+  LS_CHECK(!taken(parameters_) && !taken(buffers_) && !taken(children_), type_name(), ": ", what,
+           " name '", name, "' is already registered in this module");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor tensor, bool requires_grad) {
+  check_new_name(name, "parameter");
+  detail::check_defined(tensor, "register_parameter");
+  LS_CHECK(tensor.is_leaf(), type_name(), ": parameter '", name, "' must be a leaf tensor; "
+           "pass .detach() of a computed value");
+  if (requires_grad) tensor.requires_grad_(true);
+  parameters_.emplace_back(name, tensor);
+  return tensor;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
+  check_new_name(name, "buffer");
+  detail::check_defined(tensor, "register_buffer");
+  buffers_.emplace_back(name, tensor);
+  return tensor;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name(name, "submodule");
+  LS_CHECK(module != nullptr, type_name(), ": submodule '", name, "' is null");
+  children_.emplace_back(name, std::move(module));
+}
+
+void Module::collect(const std::string& prefix, bool recurse, bool want_params,
+                     NamedTensors& out) const {
+  for (const auto& [name, t] : want_params ? parameters_ : buffers_) out.emplace_back(prefix + name, t);
+  if (!recurse) return;
+  for (const auto& [name, child] : children_) child->collect(prefix + name + ".", true, want_params, out);
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
+  collect("", recurse, true, out);
+  return out;
+}
+
+NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors out;
+  collect("", recurse, false, out);
+  return out;
+}
+
+namespace {
+std::vector<Tensor> values(const NamedTensors& named) {
+  std::vector<Tensor> out;
+  out.reserve(named.size());
+  for (const auto& [name, t] : named) out.push_back(t);
+  return out;
+}
+}  // namespace
+
+std::vector<Tensor> Module::parameters(bool recurse) const { return values(named_parameters(recurse)); }
+std::vector<Tensor> Module::buffers(bool recurse) const { return values(named_buffers(recurse)); }
+
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& [name, child] : children_) out.push_back(child);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
+  return children_;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out{{"", shared_from_this()}};
+  for (const auto& [name, child] : children_) {
+    for (auto& [sub, m] : child->named_modules()) {
+      out.emplace_back(sub.empty() ? name : name + "." + sub, m);
+    }
+  }
+  return out;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [name, child] : children_) child->train(on);
+}
+
+namespace {
+// Replaces t's data by `replacement` in place, so every handle to t sees it.
+void rebind(const Tensor& t, const Tensor& replacement) {
+  TensorImpl* impl = t.impl();
+  impl->storage = replacement.impl()->storage;
+  impl->sizes = replacement.sizes();
+  impl->strides = replacement.strides();
+  impl->offset = replacement.storage_offset();
+  impl->dtype = replacement.dtype();
+}
+}  // namespace
+
+void Module::to(Device device) {
+  for (auto& t : values(named_parameters()))
+    LS_CHECK(t.device() == device || device.is_cpu(), type_name(), ".to: device ", device.str(),
+             " is not available in this build of lockstep (no CUDA backend)");
+  for (auto& t : values(named_buffers()))
+    LS_CHECK(t.device() == device || device.is_cpu(), type_name(), ".to: device ", device.str(),
+             " is not available in this build of lockstep (no CUDA backend)");
+}
+
+void Module::to(ScalarType dtype) {
+  LS_CHECK(is_floating_point(dtype), type_name(), ".to: expected a floating point dtype, got ", dtype);
+  NoGradGuard no_grad;
+  auto convert_all = [&](const NamedTensors& list) {
+    for (const auto& [name, t] : list) {
+      if (!t.is_floating_point() || t.dtype() == dtype) continue;
+      rebind(t, native::to_dtype(t, dtype));
+      const_cast<Tensor&>(t).mutable_grad() = Tensor();
+    }
+  };
+  convert_all(named_parameters());
+  convert_all(named_buffers());
+}
+
+void Module::zero_grad(bool set_to_none) {
+  NoGradGuard no_grad;
+  for (Tensor& p : parameters()) {
+    if (!p.grad().defined()) continue;
+    if (set_to_none) {
+      p.mutable_grad() = Tensor();
+    } else {
+      p.mutable_grad().zero_();
+    }
+  }
+}
+
+}  // namespace lockstep::nn

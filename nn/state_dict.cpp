@@ -1,0 +1,67 @@
+// nn/state_dict.cpp — Module::state_dict / load_state_dict.
+//
+// A state dict maps dotted names to tensors: every parameter and buffer.
+// state_dict() returns detached handles sharing the module's storage (save them
+// or clone them); load_state_dict() copies values into the existing tensors, so
+// optimizers and DDP that hold parameter handles keep working after a load.
+// Read before: nn/module.h. Read next: nn/serialize.h.
+#include <sstream>
+
+#include "core/grad_mode.h"
+#include "nn/module.h"
+
+namespace lockstep::nn {
+
+StateDict Module::state_dict() const {
+  StateDict out;
+  for (const auto& [name, t] : named_parameters()) out[name] = t.detach();
+  for (const auto& [name, t] : named_buffers()) out[name] = t.detach();
+  return out;
+}
+
+void Module::load_state_dict(const StateDict& state, bool strict) {
+  NamedTensors targets = named_parameters();
+  for (auto& entry : named_buffers()) targets.push_back(entry);
+
+  std::vector<std::string> missing;
+  std::vector<std::string> unexpected;
+  for (const auto& [name, t] : targets) {
+    if (!state.count(name)) missing.push_back(name);
+  }
+  for (const auto& [name, t] : state) {
+    bool known = false;
+    for (const auto& [target_name, target] : targets) known = known || target_name == name;
+    if (!known) unexpected.push_back(name);
+  }
+  if (strict && (!missing.empty() || !unexpected.empty())) {
+    std::ostringstream os;
+    os << type_name() << ".load_state_dict: the state dict does not match the module.";
+    auto list = [&](const char* what, const std::vector<std::string>& names) {
+      if (names.empty()) return;
+      os << ' ' << what << " keys (" << names.size() << "):";
+      for (size_t i = 0; i < names.size() && i < 10; ++i) os << (i ? ", " : " ") << '"' << names[i] << '"';
+      if (names.size() > 10) os << ", ...";
+      os << '.';
+    };
+    list("Missing", missing);
+    list("Unexpected", unexpected);
+    os << " Pass strict=false to load the matching keys only.";
+    throw Error(os.str());
+  }
+  NoGradGuard no_grad;
+  for (auto& [name, target] : targets) {
+    auto it = state.find(name);
+    if (it == state.end()) continue;
+    const Tensor& value = it->second;
+    LS_CHECK(value.sizes() == target.sizes(), type_name(), ".load_state_dict: '", name,
+             "' has shape ", value.shape_str(), " in the state dict but ", target.shape_str(),
+             " in the module");
+    LS_CHECK(value.dtype() == target.dtype() ||
+                 (value.is_floating_point() && target.is_floating_point()),
+             type_name(), ".load_state_dict: '", name, "' has dtype ", value.dtype(),
+             " in the state dict but ", target.dtype(), " in the module");
+    target.copy_(value);
+  }
+}
+
+}  // namespace lockstep::nn

@@ -1,0 +1,35 @@
+// Uses the core and autograd parts of API.md through the installed package;
+// exits non-zero if a result is wrong.
+#include <lockstep.h>
+
+#include <cmath>
+#include <iostream>
+
+namespace ls = lockstep;
+
+int main() {
+  ls::manual_seed(42);
+  ls::set_num_threads(1);
+  ls::Tensor a = ls::randn({4, 3});
+  ls::Tensor w = ls::randn({3, 2}, ls::requires_grad());
+  ls::Tensor loss = ls::matmul(a, w).pow(2.0).mean();
+  loss.backward();
+  // d mean((a w)^2) / dw = 2/8 * a^T (a w)
+  ls::Tensor expected;
+  {
+    ls::NoGradGuard no_grad;
+    expected = ls::matmul(a.t(), ls::matmul(a, w)) * (2.0 / 8.0);
+  }
+  std::cout << "loss " << loss.item<float>() << "\ngrad " << w.grad() << "\n";
+  if (!ls::allclose(w.grad(), expected, 1e-4, 1e-5)) {
+    std::cerr << "consumer: gradient mismatch, expected " << expected << "\n";
+    return 1;
+  }
+  int hooks = 0;
+  auto h = w.register_post_accumulate_grad_hook([&](ls::Tensor&) { ++hooks; });
+  ls::matmul(a, w).sum().backward();
+  h.remove();
+  if (hooks != 1) return 1;
+  std::cout << "consumer: ok\n";
+  return 0;
+}
