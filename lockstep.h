@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
+#include "core/nn_ops.h"
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "core/tensor.h"
@@ -18,3 +19,13 @@
 #include "autograd/engine.h"
 #include "autograd/graph_traversal.h"
 #include "autograd/node.h"
+
+#include "nn/nn.h"
+
+#include "data/data.h"
+
+#include "optim/optim.h"
+
+#include "distributed/distributed.h"
+
+#include "models/models.h"

@@ -8,7 +8,8 @@
 // float32, alpha = 1, beta = 0; median over --reps timed runs after 2 warm-ups.
 //
 //   build/bin/bench_gemm [--threads T] [--backend eigen|onednn|reference|all] [--reps N]
-//                        [--list-shapes]
+//                        [--shape NAME] [--list-shapes]
+// --backend also takes a comma-separated list (onednn,eigen); --shape runs one shape.
 // --list-shapes prints the shapes as JSON (bench/compare_gemm.sh times them with
 // OpenBLAS and PyTorch). "all" skips the reference loops on products larger than
 // 512^3 multiply-adds (they would take minutes); ask for --backend reference to force them.
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,7 @@ struct Options {
   int threads = 1;
   std::string backend = "all";
   int reps = 10;
+  std::string shape;  // empty: every shape
   bool list_shapes = false;
 };
 
@@ -86,12 +89,14 @@ Options parse(int argc, char** argv) {
       o.backend = next();
     } else if (arg == "--reps") {
       o.reps = std::atoi(next());
+    } else if (arg == "--shape") {
+      o.shape = next();
     } else if (arg == "--list-shapes") {
       o.list_shapes = true;
     } else {
       std::fprintf(stderr,
                    "usage: bench_gemm [--threads T] [--backend eigen|onednn|reference|all] "
-                   "[--reps N] [--list-shapes]\n");
+                   "[--reps N] [--shape NAME] [--list-shapes]\n");
       std::exit(2);
     }
   }
@@ -164,16 +169,24 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::vector<GemmBackend> backends;
-  if (opt.backend == "all") {
-    backends = {GemmBackend::OneDNN, GemmBackend::Eigen, GemmBackend::Reference};
-  } else if (opt.backend == "onednn") {
-    backends = {GemmBackend::OneDNN};
-  } else if (opt.backend == "eigen") {
-    backends = {GemmBackend::Eigen};
-  } else if (opt.backend == "reference") {
-    backends = {GemmBackend::Reference};
-  } else {
-    std::fprintf(stderr, "bench_gemm: unknown backend '%s'\n", opt.backend.c_str());
+  const std::string names = opt.backend == "all" ? "onednn,eigen,reference" : opt.backend;
+  std::istringstream name_list(names);
+  for (std::string name; std::getline(name_list, name, ',');) {
+    if (name == "onednn") {
+      backends.push_back(GemmBackend::OneDNN);
+    } else if (name == "eigen") {
+      backends.push_back(GemmBackend::Eigen);
+    } else if (name == "reference") {
+      backends.push_back(GemmBackend::Reference);
+    } else {
+      std::fprintf(stderr, "bench_gemm: unknown backend '%s'\n", name.c_str());
+      return 2;
+    }
+  }
+  if (!opt.shape.empty() && std::none_of(kShapes.begin(), kShapes.end(), [&](const Shape& s) {
+        return opt.shape == s.name;
+      })) {
+    std::fprintf(stderr, "bench_gemm: unknown shape '%s' (see --list-shapes)\n", opt.shape.c_str());
     return 2;
   }
   const GemmBackend default_backend = lockstep::native::gemm_backend();
@@ -181,6 +194,7 @@ int main(int argc, char** argv) {
 
   std::vector<std::vector<double>> gflops_by_backend(backends.size());
   for (const Shape& s : kShapes) {
+    if (!opt.shape.empty() && opt.shape != s.name) continue;
     for (size_t bi = 0; bi < backends.size(); ++bi) {
       const GemmBackend backend = backends[bi];
       const double macs = double(s.m) * double(s.n) * double(s.k) * double(s.batch);

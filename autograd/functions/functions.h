@@ -10,6 +10,7 @@
 //   shape.cpp        contiguous, clone, to, reshape, view, transpose, t, permute,
 //                    (un)squeeze, flatten, expand
 //   indexing.cpp     narrow, select, index_select, cat, stack
+//   conv.cpp, pool.cpp, batch_norm.cpp   the nn layers' ops (see their own headers)
 // Each op runs a native kernel (core/native/native.h) and, if an input requires
 // grad, records a Node named like PyTorch's (MulBackward, SumBackward, ...)
 // whose apply() is the op's backward formula, itself written with native

@@ -85,12 +85,22 @@ void for_each_output_run(int64_t A, int64_t B, int64_t work, F&& fn) {
   });
 }
 
+// Independent running sums (or maxima) a row loop keeps, so consecutive vector
+// operations don't wait on each other's latency; a multiple of any vector width.
+constexpr int64_t kLanes = 32;
+
 // Sum of n contiguous elements, vectorised (see Note [Vectorising loops]).
 template <class Acc, class T>
 Acc sum_contiguous(const T* x, int64_t n) {
+  Acc lanes[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma omp simd
+    for (int64_t j = 0; j < kLanes; ++j) lanes[j] += static_cast<Acc>(x[i + j]);
+  }
   Acc acc = 0;
-#pragma omp simd reduction(+ : acc)
-  for (int64_t i = 0; i < n; ++i) acc += static_cast<Acc>(x[i]);
+  for (; i < n; ++i) acc += static_cast<Acc>(x[i]);
+  for (Acc l : lanes) acc += l;
   return acc;
 }
 
@@ -227,9 +237,40 @@ bool better(T v, T best) {
   }
 }
 
+// The max/min of one contiguous row (n >= 1) and the index where it first occurs:
+// a vectorised pass over kLanes running extremes, then a scan for the first match.
+template <bool kMax, class T>
+void extreme_row(const T* x, int64_t n, T* value, int64_t* index) {
+  T lanes[kLanes];
+  for (int64_t j = 0; j < kLanes; ++j) lanes[j] = x[0];
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+#pragma omp simd
+    for (int64_t j = 0; j < kLanes; ++j) lanes[j] = better<kMax>(x[i + j], lanes[j]) ? x[i + j] : lanes[j];
+  }
+  T best = x[0];
+  for (; i < n; ++i) best = better<kMax>(x[i], best) ? x[i] : best;
+  for (T l : lanes) best = better<kMax>(l, best) ? l : best;
+  int64_t k = 0;
+  if (is_nan(best)) {
+    while (!is_nan(x[k])) ++k;
+  } else {
+    while (x[k] != best) ++k;
+  }
+  *value = best;
+  *index = k;
+}
+
 // values[a, b], indices[a, b] = max/min over r of x[a, r, b] (contiguous, R >= 1).
 template <bool kMax, class T>
 void extreme_3d(const T* x, T* values, int64_t* indices, int64_t A, int64_t R, int64_t B) {
+  if (B == 1) {
+    const int64_t grain = std::max<int64_t>(1, kGrain / R);
+    parallel_for(0, A, grain, [&](int64_t lo, int64_t hi) {
+      for (int64_t a = lo; a < hi; ++a) extreme_row<kMax>(x + a * R, R, values + a, indices + a);
+    });
+    return;
+  }
   for_each_output_run(A, B, R, [&](int64_t a, int64_t b0, int64_t b1) {
     T* v = values + a * B;
     int64_t* ix = indices + a * B;

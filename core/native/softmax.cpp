@@ -8,7 +8,8 @@
 // Backward, given y = the forward output and g = dL/dy:
 //   softmax:     dL/dx = y * (g - sum_j g_j y_j)
 //   log_softmax: dL/dx = g - exp(y) * sum_j g_j
-// Sums accumulate in double.
+// Sums accumulate in double; exp is the vectorisable one of elementwise_loop.h
+// (see Note [Vectorisable exp and erf]).
 //
 // The kernels work on contiguous rows: the fast path is dim == last on a
 // contiguous tensor (attention scores, class logits). Any other dim is first
@@ -44,13 +45,16 @@ void softmax_row(const T* x, T* y, int64_t n, bool log) {
   const T m = row_max(x, n);
   double s = 0;
   if (log) {
-    for (int64_t i = 0; i < n; ++i) s += std::exp(x[i] - m);
-    const T shift = m + static_cast<T>(std::log(s));
+#pragma omp simd reduction(+ : s)
+    for (int64_t i = 0; i < n; ++i) s += detail::exp_simd(x[i] - m);
+    // (x - m) - log s, not x - (m + log s): x - m is exact, m + log s is not.
+    const T log_s = static_cast<T>(std::log(s));
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) y[i] = x[i] - shift;
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - log_s;
   } else {
+#pragma omp simd reduction(+ : s)
     for (int64_t i = 0; i < n; ++i) {
-      y[i] = std::exp(x[i] - m);
+      y[i] = detail::exp_simd(x[i] - m);
       s += y[i];
     }
     const T inv = static_cast<T>(1.0 / s);
@@ -67,7 +71,8 @@ void softmax_backward_row(const T* g, const T* y, T* gi, int64_t n, bool log) {
 #pragma omp simd reduction(+ : s)
     for (int64_t i = 0; i < n; ++i) s += g[i];
     const T sum_g = static_cast<T>(s);
-    for (int64_t i = 0; i < n; ++i) gi[i] = g[i] - std::exp(y[i]) * sum_g;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) gi[i] = g[i] - detail::exp_simd(y[i]) * sum_g;
   } else {
 #pragma omp simd reduction(+ : s)
     for (int64_t i = 0; i < n; ++i) s += static_cast<double>(g[i]) * y[i];

@@ -7,6 +7,9 @@
 // through map_elements (core/native/elementwise_loop.h); the result is a new
 // contiguous tensor of the input's shape and dtype.
 //
+// exp, sigmoid, gelu and erf use the vectorisable exp/erf of elementwise_loop.h
+// (see Note [Vectorisable exp and erf]).
+//
 // GELU is the exact (erf) form, PyTorch's default:
 //   gelu(x)  = x * Phi(x),            Phi(x) = 0.5 * (1 + erf(x / sqrt(2)))
 //   gelu'(x) = Phi(x) + x * phi(x),   phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
@@ -21,6 +24,8 @@
 
 namespace lockstep::native {
 
+using detail::erf_simd;
+using detail::exp_simd;
 using detail::map_elements;
 
 namespace {
@@ -64,15 +69,15 @@ void with_floating_fn(UnaryOp op, Body&& body) {
   constexpr T kInvSqrt2 = static_cast<T>(std::numbers::sqrt2 / 2);
   switch (op) {
     case UnaryOp::Gelu:
-      return body([](T x) { return x * T(0.5) * (T(1) + std::erf(x * kInvSqrt2)); });
-    case UnaryOp::Exp: return body([](T x) { return std::exp(x); });
+      return body([](T x) { return x * T(0.5) * (T(1) + erf_simd(x * kInvSqrt2)); });
+    case UnaryOp::Exp: return body([](T x) { return exp_simd(x); });
     case UnaryOp::Log: return body([](T x) { return std::log(x); });
     case UnaryOp::Tanh: return body([](T x) { return std::tanh(x); });
     // 1 / (1 + e^-x): for very negative x, e^-x = inf and the result is 0, as it should be.
-    case UnaryOp::Sigmoid: return body([](T x) { return T(1) / (T(1) + std::exp(-x)); });
+    case UnaryOp::Sigmoid: return body([](T x) { return T(1) / (T(1) + exp_simd(-x)); });
     case UnaryOp::Sqrt: return body([](T x) { return std::sqrt(x); });
     case UnaryOp::Rsqrt: return body([](T x) { return T(1) / std::sqrt(x); });
-    case UnaryOp::Erf: return body([](T x) { return std::erf(x); });
+    case UnaryOp::Erf: return body([](T x) { return erf_simd(x); });
     default: return with_integer_safe_fn<T>(op, body);
   }
 }
@@ -169,8 +174,8 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& input) {
     constexpr T kInvSqrt2 = static_cast<T>(std::numbers::sqrt2 / 2);
     constexpr T kInvSqrt2Pi = static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
     map_elements<T, T, T>(out, {grad, x}, [](T g, T v) {
-      const T cdf = T(0.5) * (T(1) + std::erf(v * kInvSqrt2));
-      const T pdf = std::exp(T(-0.5) * v * v) * kInvSqrt2Pi;
+      const T cdf = T(0.5) * (T(1) + erf_simd(v * kInvSqrt2));
+      const T pdf = exp_simd(T(-0.5) * v * v) * kInvSqrt2Pi;
       return g * (cdf + v * pdf);
     });
   });

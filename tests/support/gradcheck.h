@@ -14,6 +14,9 @@
 // the result says where the first mismatch is (input, element, output element,
 // both values), and also fails when a gradient has the wrong shape or dtype.
 //
+// In doctest files (include <doctest/doctest.h> first) CHECK_GRADCHECK(fn,
+// inputs[, eps, atol, rtol]) runs gradcheck and fails with its message.
+//
 // To test an op on a non-contiguous input, make the view inside fn
 // (fn = [](auto& x) { return x[0].t().reshape({6}); }): the view's backward is
 // then checked too.
@@ -41,6 +44,7 @@
 #include "autograd/engine.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
+#include "core/shape.h"
 #include "core/tensor.h"
 
 namespace lockstep::testing {

@@ -1,0 +1,61 @@
+// autograd/functions/conv.cpp — conv2d, the differentiable op.
+//
+// Conv2dBackward has three gradient edges, in the order of conv2d's arguments:
+// input, weight, bias (an undefined bias has an invalid edge and gets no
+// gradient). Its formulas are the GEMMs of Note [Convolution as a matrix
+// product] in core/native/conv.cpp, run by native::conv2d_backward; it saves
+// the input (for grad_weight) and the weight (for grad_input), like PyTorch's
+// ConvolutionBackward, and asks only for the gradients whose edges are valid.
+//
+// Read before: autograd/functions/functions.h, core/native/nn_kernels.h.
+// Read next: autograd/functions/pool.cpp.
+#include "autograd/functions/functions.h"
+#include "core/native/nn_kernels.h"
+#include "core/nn_ops.h"
+
+namespace lockstep::autograd {
+namespace {
+
+struct Conv2dBackward final : BackwardNode {
+  SavedVariable input, weight;
+  IntList stride, padding, dilation;
+  int64_t groups = 1;
+  std::string name() const override { return "Conv2dBackward"; }
+
+  variable_list apply(variable_list&& grads) override {
+    auto [grad_input, grad_weight, grad_bias] = native::conv2d_backward(
+        grads[0], input.unpack(name()), weight.unpack(name()), stride, padding, dilation, groups,
+        should_compute_output(0), should_compute_output(1), should_compute_output(2));
+    return {grad_input, grad_weight, grad_bias};
+  }
+
+  void release_variables() override {
+    input.reset();
+    weight.reset();
+  }
+};
+
+}  // namespace
+}  // namespace lockstep::autograd
+
+namespace lockstep {
+
+using namespace autograd;  // NOLINT: this file defines the op that records this node
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+              const IntList& padding, const IntList& dilation, int64_t groups) {
+  Tensor out = native::conv2d_forward(input, weight, bias, stride, padding, dilation, groups);
+  if (compute_requires_grad({input, weight, bias})) {
+    auto node = std::make_shared<Conv2dBackward>();
+    node->input = SavedVariable(input);
+    node->weight = SavedVariable(weight);
+    node->stride = stride;
+    node->padding = padding;
+    node->dilation = dilation;
+    node->groups = groups;
+    record(node, {input, weight, bias}, {out});
+  }
+  return out;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,53 @@
+// autograd/functions/dropout.cpp — ls::dropout.
+//
+// In training the forward kernel draws a bool mask (true = kept) and returns it;
+// DropoutBackward keeps the mask, and its backward multiplies by the same
+// mask / (1 - p): an element that was dropped passes no gradient, a kept one
+// passes its gradient scaled like its value was. Outside training, or with
+// p == 0, dropout is the identity and returns its input itself: no mask, no
+// random draws, no node.
+//
+// Read before: autograd/functions/functions.h, core/native/dropout.cpp.
+// Read next: autograd/functions/loss.cpp.
+#include "autograd/functions/functions.h"
+#include "core/native/nn_kernels_transformer.h"
+#include "core/nn_ops.h"
+
+namespace lockstep::autograd {
+namespace {
+
+struct DropoutBackward final : BackwardNode {
+  SavedVariable mask;  // bool, the input's shape
+  double p = 0.0;
+  ScalarType dtype = kFloat32;  // of the input
+  std::string name() const override { return "DropoutBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    const Tensor g = native::to_dtype(grads[0], dtype);
+    return {native::dropout_backward(g, mask.unpack(name()), p)};
+  }
+  void release_variables() override { mask.reset(); }
+};
+
+}  // namespace
+}  // namespace lockstep::autograd
+
+namespace lockstep {
+
+using namespace autograd;  // NOLINT: this file defines the op that records this node
+
+Tensor dropout(const Tensor& input, double p, bool training) {
+  LS_CHECK(p >= 0.0 && p <= 1.0, "dropout: dropout probability has to be between 0 and 1, but got ",
+           p);
+  if (!training || p == 0.0) return input;
+  auto [out, mask] = native::dropout_forward(input, p);
+  if (compute_requires_grad({input})) {
+    auto node = std::make_shared<DropoutBackward>();
+    node->mask = SavedVariable(mask);
+    node->p = p;
+    node->dtype = input.dtype();
+    record(node, {input}, {out});
+  }
+  return out;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,51 @@
+// autograd/functions/embedding.cpp — ls::embedding, a differentiable table lookup.
+//
+// Only the table (weight) gets a gradient; the indices are integers. The node
+// keeps the indices and the table's row count, and its backward scatters the
+// output gradient back into a zero table (native::embedding_backward), leaving
+// the padding_idx row at zero. The gradient is dense (num, dim), as PyTorch's
+// default (sparse=False), so DDP can bucket and AllReduce it like any other.
+//
+// Read before: autograd/functions/functions.h, core/native/embedding.cpp.
+// Read next: autograd/functions/dropout.cpp.
+#include "autograd/functions/functions.h"
+#include "core/native/nn_kernels_transformer.h"
+#include "core/nn_ops.h"
+
+namespace lockstep::autograd {
+namespace {
+
+struct EmbeddingBackward final : BackwardNode {
+  SavedVariable indices;
+  int64_t num_weights = 0;
+  int64_t padding_idx = -1;
+  ScalarType dtype = kFloat32;  // of weight
+  std::string name() const override { return "EmbeddingBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    const Tensor g = native::to_dtype(grads[0], dtype);  // (*indices, dim)
+    return {native::embedding_backward(g, indices.unpack(name()), num_weights, padding_idx)};
+  }
+  void release_variables() override { indices.reset(); }
+};
+
+}  // namespace
+}  // namespace lockstep::autograd
+
+namespace lockstep {
+
+using namespace autograd;  // NOLINT: this file defines the op that records this node
+
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
+  Tensor out = native::embedding_forward(weight, indices, padding_idx);  // (*indices, dim)
+  if (compute_requires_grad({weight})) {
+    auto node = std::make_shared<EmbeddingBackward>();
+    node->indices = SavedVariable(indices);
+    node->num_weights = weight.size(0);
+    node->padding_idx = padding_idx;
+    node->dtype = weight.dtype();
+    record(node, {weight}, {out});
+  }
+  return out;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,78 @@
+// autograd/functions/loss.cpp — ls::cross_entropy and ls::mse_loss.
+//
+// Both return a 0-d loss, so each backward receives one number g (1 when the
+// loss is where backward() starts):
+//   CrossEntropyBackward  dlogits = (softmax - onehot(target)) * g / count, zero rows
+//                         for ignored targets; saves log_probs (N, C) and target
+//   MseLossBackward       dinput = 2 (input - target) * g / n, dtarget = -dinput;
+//                         saves input and target
+// The formulas are in core/native/loss.cpp.
+//
+// Read before: autograd/functions/functions.h, core/native/loss.cpp.
+// Read next: nn/functional.h.
+#include "autograd/functions/functions.h"
+#include "core/native/nn_kernels_transformer.h"
+#include "core/nn_ops.h"
+
+namespace lockstep::autograd {
+namespace {
+
+struct CrossEntropyBackward final : BackwardNode {
+  SavedVariable log_probs, target;  // (N, C) and int64 (N)
+  int64_t ignore_index = -100;
+  std::string name() const override { return "CrossEntropyBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::cross_entropy_backward(grads[0], log_probs.unpack(name()),
+                                           target.unpack(name()), ignore_index)};
+  }
+  void release_variables() override {
+    log_probs.reset();
+    target.reset();
+  }
+};
+
+struct MseLossBackward final : BackwardNode {
+  SavedVariable input, target;
+  std::string name() const override { return "MseLossBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    Tensor dx = native::mse_loss_backward(grads[0], input.unpack(name()), target.unpack(name()));
+    Tensor dy = should_compute_output(1) ? native::unary(native::UnaryOp::Neg, dx) : Tensor();
+    return {should_compute_output(0) ? dx : Tensor(), dy};
+  }
+  void release_variables() override {
+    input.reset();
+    target.reset();
+  }
+};
+
+}  // namespace
+}  // namespace lockstep::autograd
+
+namespace lockstep {
+
+using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
+  auto [loss, log_probs] = native::cross_entropy_forward(logits, target, ignore_index);
+  if (compute_requires_grad({logits})) {
+    auto node = std::make_shared<CrossEntropyBackward>();
+    node->log_probs = SavedVariable(log_probs);
+    node->target = SavedVariable(target);
+    node->ignore_index = ignore_index;
+    record(node, {logits}, {loss});
+  }
+  return loss;
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  Tensor loss = native::mse_loss_forward(input, target);
+  if (compute_requires_grad({input, target})) {
+    auto node = std::make_shared<MseLossBackward>();
+    node->input = SavedVariable(input);
+    node->target = SavedVariable(target);
+    record(node, {input, target}, {loss});
+  }
+  return loss;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,64 @@
+// autograd/functions/pool.cpp — max_pool2d and adaptive_avg_pool2d, the differentiable ops.
+//
+//   MaxPool2dBackward         saves the int64 indices of the maxima (not the
+//                             input): the gradient goes to those positions only.
+//   AdaptiveAvgPool2dBackward saves nothing but the input's shape: each output's
+//                             gradient is spread evenly over its window.
+// The kernels are in core/native/pool.cpp.
+//
+// Read before: autograd/functions/conv.cpp. Read next: autograd/functions/batch_norm.cpp.
+#include "autograd/functions/functions.h"
+#include "core/native/nn_kernels.h"
+#include "core/nn_ops.h"
+
+namespace lockstep::autograd {
+namespace {
+
+struct MaxPool2dBackward final : BackwardNode {
+  SavedVariable indices;  // (N, C, oH, oW) int64, flat positions in each (H, W) plane
+  IntList input_sizes;
+  std::string name() const override { return "MaxPool2dBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::max_pool2d_backward(grads[0], indices.unpack(name()), input_sizes)};
+  }
+  void release_variables() override { indices.reset(); }
+};
+
+struct AdaptiveAvgPool2dBackward final : BackwardNode {
+  IntList input_sizes;
+  std::string name() const override { return "AdaptiveAvgPool2dBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::adaptive_avg_pool2d_backward(grads[0], input_sizes)};
+  }
+};
+
+}  // namespace
+}  // namespace lockstep::autograd
+
+namespace lockstep {
+
+using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
+
+Tensor max_pool2d(const Tensor& input, const IntList& kernel_size, const IntList& stride,
+                  const IntList& padding) {
+  auto [out, indices] = native::max_pool2d_forward(input, kernel_size, stride, padding);
+  if (compute_requires_grad({input})) {
+    auto node = std::make_shared<MaxPool2dBackward>();
+    node->indices = SavedVariable(indices);
+    node->input_sizes = input.sizes();
+    record(node, {input}, {out});
+  }
+  return out;
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& input, const IntList& output_size) {
+  Tensor out = native::adaptive_avg_pool2d_forward(input, output_size);
+  if (compute_requires_grad({input})) {
+    auto node = std::make_shared<AdaptiveAvgPool2dBackward>();
+    node->input_sizes = input.sizes();
+    record(node, {input}, {out});
+  }
+  return out;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,164 @@
+// bench/bench_allreduce.cpp — the paper's Figure 2 on this machine: the time to
+// AllReduce a fixed total of floats when it is split into calls of a given size.
+//
+// For each per-call size S: allocate total/S tensors of S floats, then (after a
+// barrier) issue all their allreduces back to back — asynchronous, as DDP's
+// buckets are — and wait for all. The median over --iters timed runs (after one
+// warm-up run that also checks the sums) gives one JSON line per size: total
+// ms, ms per call, and algorithm bandwidth (bytes reduced / time). The last
+// line is a summary. Small sizes measure per-call overhead; large sizes measure
+// bandwidth.
+//
+//   build/bin/lockstep-run --nproc-per-node 2 -- build/bin/bench_allreduce --backend gloo
+//   mpirun -np 2 build/bin/bench_allreduce --backend mpi
+//   options: --total 60000000 --sizes 10000,100000,1000000,10000000,60000000 --iters 3
+//            --round-robin K (K groups, paper Figure 12) --check-every (fingerprint every call)
+//
+// Read before: distributed/process_group.h, distributed/process_group_gloo.h.
+// Read next: bench/compare_allreduce.sh, docs/results/allreduce.md.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/factory.h"
+#include "core/parallel.h"
+#include "distributed/init.h"
+#include "distributed/prefix_store.h"
+#include "distributed/process_group_gloo.h"
+#include "distributed/process_group_mpi.h"
+#include "distributed/process_group_round_robin.h"
+
+namespace ls = lockstep;
+namespace dist = lockstep::distributed;
+
+namespace {
+
+struct Args {
+  std::string backend = "gloo";
+  int64_t total = 60000000;
+  std::vector<int64_t> sizes = {10000, 100000, 1000000, 10000000, 60000000};
+  int iters = 3;
+  int round_robin = 1;
+};
+
+std::vector<int64_t> parse_sizes(const std::string& s) {
+  std::vector<int64_t> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoll(item));
+  return out;
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_allreduce: %s needs a value\n", k.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (k == "--backend") a.backend = value();
+    else if (k == "--total") a.total = std::stoll(value());
+    else if (k == "--sizes") a.sizes = parse_sizes(value());
+    else if (k == "--iters") a.iters = std::stoi(value());
+    else if (k == "--round-robin") a.round_robin = std::stoi(value());
+    else if (k == "--check-every") setenv("LOCKSTEP_DISTRIBUTED_DEBUG", "1", 1);
+    else {
+      std::fprintf(stderr, "usage: bench_allreduce [--backend gloo|mpi] [--total N] [--sizes a,b,c] "
+                           "[--iters N] [--round-robin K] [--check-every]\n");
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Issues one allreduce per tensor, then waits for all; returns milliseconds.
+double run_once(dist::ProcessGroup& pg, std::vector<ls::Tensor>& tensors) {
+  pg.barrier()->wait();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<dist::Work>> works;
+  works.reserve(tensors.size());
+  for (auto& t : tensors) works.push_back(pg.allreduce(t));
+  for (auto& w : works) w->wait();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// One group of the backend, or K of them behind a ProcessGroupRoundRobin,
+// each rendezvousing under its own store prefix (paper Figure 12).
+std::shared_ptr<dist::ProcessGroup> make_group(const Args& a) {
+  if (a.round_robin <= 1) return dist::init_process_group(a.backend);
+  std::vector<std::shared_ptr<dist::ProcessGroup>> groups;
+  if (a.backend == "mpi") {
+    for (int k = 0; k < a.round_robin; ++k) groups.push_back(dist::ProcessGroupMPI::create());
+  } else {
+    dist::RendezvousInfo info = dist::rendezvous_from_env();
+    dist::ProcessGroupGloo::Options options;
+    options.timeout = info.timeout;
+    options.master_addr = info.master_addr;
+    for (int k = 0; k < a.round_robin; ++k) {
+      auto store = std::make_shared<dist::PrefixStore>("bench/pg" + std::to_string(k), info.store);
+      groups.push_back(std::make_shared<dist::ProcessGroupGloo>(store, info.rank, info.world_size, options));
+    }
+  }
+  return std::make_shared<dist::ProcessGroupRoundRobin>(groups);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args = parse(argc, argv);
+  ls::set_num_threads(1);
+  std::shared_ptr<dist::ProcessGroup> pg = make_group(args);
+  const bool rank0 = pg->rank() == 0;
+  double sum_per_call_small = 0;
+  for (int64_t per_call : args.sizes) {
+    const int64_t calls = std::max<int64_t>(1, args.total / per_call);
+    std::vector<ls::Tensor> tensors;
+    tensors.reserve(calls);
+    for (int64_t i = 0; i < calls; ++i) tensors.push_back(ls::ones({per_call}));
+    run_once(*pg, tensors);  // warm-up; the ones now hold the world size
+    const float want = static_cast<float>(pg->size());
+    for (auto& t : {tensors.front(), tensors.back()}) {
+      const float* p = t.data_ptr<float>();
+      if (p[0] != want || p[per_call - 1] != want) {
+        std::fprintf(stderr, "bench_allreduce: rank %d got %g, expected %g\n", pg->rank(), p[0], want);
+        return 1;
+      }
+    }
+    std::vector<double> ms;
+    for (int it = 0; it < args.iters; ++it) {
+      for (auto& t : tensors) t.fill_(1.0);  // keep values finite
+      ms.push_back(run_once(*pg, tensors));
+    }
+    const double m = median(ms);
+    const double gbps = 4.0 * static_cast<double>(per_call * calls) / (m / 1e3) / 1e9;
+    if (per_call == args.sizes.front()) sum_per_call_small = m / calls;
+    if (rank0) {
+      std::printf("{\"bench\":\"allreduce\",\"backend\":\"%s\",\"world\":%d,\"per_call\":%lld,"
+                  "\"calls\":%lld,\"iters\":%d,\"median_ms\":%.3f,\"ms_per_call\":%.4f,\"algbw_gbps\":%.3f}\n",
+                  pg->backend_name().c_str(), pg->size(), static_cast<long long>(per_call),
+                  static_cast<long long>(calls), args.iters, m, m / calls, gbps);
+      std::fflush(stdout);
+    }
+  }
+  if (rank0) {
+    std::printf("{\"summary\":true,\"bench\":\"allreduce\",\"backend\":\"%s\",\"world\":%d,\"total\":%lld,"
+                "\"smallest_per_call\":%lld,\"ms_per_call_at_smallest\":%.4f}\n",
+                pg->backend_name().c_str(), pg->size(), static_cast<long long>(args.total),
+                static_cast<long long>(args.sizes.front()), sum_per_call_small);
+  }
+  pg->barrier()->wait();
+  return 0;
+}

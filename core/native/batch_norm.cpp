@@ -1,0 +1,216 @@
+// core/native/batch_norm.cpp — batch normalisation, forward and backward.
+//
+// The input (N, C, *) is read as (N, C, S), S = the product of the trailing dims
+// (1 for (N, C)), so channel c owns the N runs x[n, c, 0:S] and its statistics
+// are over M = N * S values. Channels are independent and run in parallel;
+// sums accumulate in double.
+//
+// Forward, per channel, with mean and invstd = 1 / sqrt(var + eps):
+//   y = (x - mean) * invstd * w + b  =  x * scale + shift,
+//   scale = w * invstd,  shift = b - mean * scale.
+// Training uses the batch mean and biased variance sum((x - mean)^2) / M (two
+// passes), and moves the running statistics toward them:
+//   running_mean = (1 - momentum) * running_mean + momentum * mean
+//   running_var  = (1 - momentum) * running_var  + momentum * var * M / (M - 1)
+// (the unbiased variance, as PyTorch). Eval uses the running statistics.
+//
+// Backward, per channel, with g = dL/dy and xhat = (x - mean) * invstd:
+//   db = sum g        dw = sum g * xhat
+//   eval:      dx = w * invstd * g
+//   training:  dx = w * invstd * (g - sum(g) / M - xhat * sum(g * xhat) / M),
+// the extra terms being the gradient that flows through mean and var, which
+// depend on every x of the channel.
+//
+// Read before: core/native/nn_kernels.h. Read next: autograd/functions/batch_norm.cpp.
+#include <cmath>
+
+#include "core/native/native.h"
+#include "core/native/nn_kernels.h"
+#include "core/parallel.h"
+#include "core/shape.h"
+
+namespace lockstep::native {
+
+namespace {
+
+// Checks that a per-channel tensor (weight, bias, running stats) is undefined or (C) of dtype.
+void check_channel_vector(const Tensor& t, const char* what, int64_t channels, ScalarType dtype,
+                          const char* op) {
+  if (!t.defined()) return;
+  LS_CHECK(t.dim() == 1 && t.size(0) == channels, op, ": ", what, " must have shape [", channels,
+           "] (one value per channel) but got ", t.shape_str());
+  LS_CHECK(t.dtype() == dtype, op, ": ", what, " is ", t.dtype(), " but input is ", dtype,
+           "; convert with .to(...)");
+}
+
+// Channel count C and the size S of the trailing dims of (N, C, *).
+std::pair<int64_t, int64_t> channels_and_spatial(const Tensor& input, const char* op) {
+  lockstep::detail::check_defined(input, op);
+  LS_CHECK(input.dim() >= 2, op, ": expected an input (N, C) or (N, C, *) but got shape ",
+           input.shape_str());
+  LS_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64, op,
+           ": expected a float32 or float64 input but got ", input.dtype(),
+           "; convert with .to(ls::kFloat32)");
+  const IntList& s = input.sizes();
+  return {s[1], numel_of(IntList(s.begin() + 2, s.end()))};
+}
+
+// Element i of a 1-d tensor of any stride (running stats may be views).
+template <class T>
+T& at(const Tensor& t, int64_t i) {
+  return t.data_ptr<T>()[i * t.stride(0)];
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const Tensor& weight,
+                                                      const Tensor& bias,
+                                                      const Tensor& running_mean,
+                                                      const Tensor& running_var, bool training,
+                                                      double momentum, double eps) {
+  const char* op = "batch_norm";
+  const auto [c, s] = channels_and_spatial(input, op);
+  const int64_t n = input.size(0), m = n * s;  // M values per channel
+  check_channel_vector(weight, "weight", c, input.dtype(), op);
+  check_channel_vector(bias, "bias", c, input.dtype(), op);
+  check_channel_vector(running_mean, "running_mean", c, input.dtype(), op);
+  check_channel_vector(running_var, "running_var", c, input.dtype(), op);
+  if (training) {
+    LS_CHECK(m > 1, op,
+             ": expected more than 1 value per channel when training, but got input shape ",
+             input.shape_str(), "; use a larger batch or eval mode");
+  } else {
+    LS_CHECK(running_mean.defined() && running_var.defined(), op,
+             ": eval mode needs running_mean and running_var; pass them, or use training mode");
+  }
+  const Tensor x = contiguous(input);
+  const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
+  const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
+  Tensor out = empty(x.sizes(), x.dtype());  // (N, C, *)
+  Tensor save_mean = empty({c}, x.dtype());  // (C)
+  Tensor save_invstd = empty({c}, x.dtype());
+  const bool update = training && running_mean.defined();
+  const bool update_var = training && running_var.defined();
+  dispatch_floating(x.dtype(), op, [&]<class T>() {
+    const T* xp = x.data_ptr<T>();
+    T* yp = out.data_ptr<T>();
+    const T* wp = w.defined() ? w.data_ptr<T>() : nullptr;
+    const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
+    T* mean_p = save_mean.data_ptr<T>();
+    T* invstd_p = save_invstd.data_ptr<T>();
+    // Each channel writes only its own element of the running stats: no races.
+    parallel_for(0, c, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t ch = lo; ch < hi; ++ch) {
+        double mean, var;
+        if (training) {
+          double sum = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            const T* run = xp + (i * c + ch) * s;
+            for (int64_t j = 0; j < s; ++j) sum += run[j];
+          }
+          mean = sum / static_cast<double>(m);
+          double sq = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            const T* run = xp + (i * c + ch) * s;
+            for (int64_t j = 0; j < s; ++j) sq += (run[j] - mean) * (run[j] - mean);
+          }
+          var = sq / static_cast<double>(m);
+          if (update) {
+            T& r = at<T>(running_mean, ch);
+            r = static_cast<T>((1 - momentum) * r + momentum * mean);
+          }
+          if (update_var) {
+            T& r = at<T>(running_var, ch);
+            r = static_cast<T>((1 - momentum) * r + momentum * var * static_cast<double>(m) /
+                                                        static_cast<double>(m - 1));
+          }
+        } else {
+          mean = at<T>(running_mean, ch);
+          var = at<T>(running_var, ch);
+        }
+        const double invstd = 1.0 / std::sqrt(var + eps);
+        mean_p[ch] = static_cast<T>(mean);
+        invstd_p[ch] = static_cast<T>(invstd);
+        const double scale = (wp != nullptr ? wp[ch] : 1.0) * invstd;
+        const T t_scale = static_cast<T>(scale);
+        const T t_shift = static_cast<T>((bp != nullptr ? bp[ch] : 0.0) - mean * scale);
+        for (int64_t i = 0; i < n; ++i) {
+          const T* src = xp + (i * c + ch) * s;
+          T* dst = yp + (i * c + ch) * s;
+#pragma omp simd
+          for (int64_t j = 0; j < s; ++j) dst[j] = src[j] * t_scale + t_shift;
+        }
+      }
+    });
+  });
+  // The running statistics were written in place (see Note [Saved tensor versions]).
+  if (update) running_mean.impl()->storage->bump_version();
+  if (update_var) running_var.impl()->storage->bump_version();
+  return {out, save_mean, save_invstd};
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
+    const Tensor& save_invstd, bool training, bool need_input, bool need_weight, bool need_bias) {
+  const char* op = "batch_norm_backward";
+  const auto [c, s] = channels_and_spatial(input, op);
+  lockstep::detail::check_defined(grad_output, op);
+  LS_CHECK(grad_output.sizes() == input.sizes() && grad_output.dtype() == input.dtype(), op,
+           ": grad_output (", grad_output.dtype(), " ", grad_output.shape_str(),
+           ") must have the input's shape and dtype (", input.dtype(), " ", input.shape_str(), ")");
+  check_channel_vector(weight, "weight", c, input.dtype(), op);
+  lockstep::detail::check_defined(save_mean, op);
+  lockstep::detail::check_defined(save_invstd, op);
+  check_channel_vector(save_mean, "save_mean", c, input.dtype(), op);
+  check_channel_vector(save_invstd, "save_invstd", c, input.dtype(), op);
+  const int64_t n = input.size(0), m = n * s;
+  const Tensor gy = contiguous(grad_output), x = contiguous(input);
+  const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
+  const Tensor mean_t = contiguous(save_mean), invstd_t = contiguous(save_invstd);
+  Tensor grad_input = need_input ? empty(x.sizes(), x.dtype()) : Tensor();
+  Tensor grad_weight = need_weight ? empty({c}, x.dtype()) : Tensor();
+  Tensor grad_bias = need_bias ? empty({c}, x.dtype()) : Tensor();
+  dispatch_floating(x.dtype(), op, [&]<class T>() {
+    const T* gyp = gy.data_ptr<T>();
+    const T* xp = x.data_ptr<T>();
+    const T* wp = w.defined() ? w.data_ptr<T>() : nullptr;
+    const T* mean_p = mean_t.data_ptr<T>();
+    const T* invstd_p = invstd_t.data_ptr<T>();
+    T* gxp = need_input ? grad_input.data_ptr<T>() : nullptr;
+    T* gwp = need_weight ? grad_weight.data_ptr<T>() : nullptr;
+    T* gbp = need_bias ? grad_bias.data_ptr<T>() : nullptr;
+    parallel_for(0, c, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t ch = lo; ch < hi; ++ch) {
+        const double mean = mean_p[ch], invstd = invstd_p[ch];
+        double sum_g = 0, sum_g_xhat = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const T* g = gyp + (i * c + ch) * s;
+          const T* src = xp + (i * c + ch) * s;
+          for (int64_t j = 0; j < s; ++j) {
+            sum_g += g[j];
+            sum_g_xhat += g[j] * ((src[j] - mean) * invstd);
+          }
+        }
+        if (gbp != nullptr) gbp[ch] = static_cast<T>(sum_g);
+        if (gwp != nullptr) gwp[ch] = static_cast<T>(sum_g_xhat);
+        if (gxp == nullptr) continue;
+        const double k = (wp != nullptr ? wp[ch] : 1.0) * invstd;
+        // training: dx = k * (g - sum_g / M - xhat * sum_g_xhat / M); eval: dx = k * g.
+        const double mean_g = training ? sum_g / static_cast<double>(m) : 0.0;
+        const double mean_g_xhat = training ? sum_g_xhat / static_cast<double>(m) : 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+          const T* g = gyp + (i * c + ch) * s;
+          const T* src = xp + (i * c + ch) * s;
+          T* dst = gxp + (i * c + ch) * s;
+          for (int64_t j = 0; j < s; ++j) {
+            const double xhat = (src[j] - mean) * invstd;
+            dst[j] = static_cast<T>(k * (g[j] - mean_g - xhat * mean_g_xhat));
+          }
+        }
+      }
+    });
+  });
+  return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace lockstep::native

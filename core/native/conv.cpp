@@ -1,0 +1,320 @@
+// core/native/conv.cpp — 2-d convolution, forward and backward, as im2col + GEMM.
+//
+// Note [Convolution as a matrix product]
+// For one image and one group, with K = C_in_g * kH * kW input values under a
+// kernel window and P = oH * oW output positions, im2col copies every window
+// into one column of a matrix
+//     cols (K, P):  cols[(c, ki, kj), (oy, ox)] = x[c, oy*sh - ph + ki*dh, ox*sw - pw + kj*dw]
+// (zero where that position falls in the padding). Then the convolution is one GEMM:
+//     y_g (C_out_g, P) = W_g (C_out_g, K) . cols (K, P)   (+ bias per row)
+// and so is each part of its backward, with G = dL/dy_g (C_out_g, P):
+//     dW_g (C_out_g, K) += G . cols^T                 summed over the batch
+//     dcols (K, P)       = W_g^T . G,   dx = col2im(dcols)
+//     db (C_out)         = sum of G over the batch and P
+// col2im is im2col's adjoint: it adds every column entry back to the input
+// position it was copied from (overlapping windows add up).
+// Fast path: a 1x1 kernel with stride 1 and no padding has cols == x_g (C_in_g, H*W)
+// itself, so the GEMMs read and write the image directly, with no copies.
+//
+// Threads: images are independent, so forward and grad_input run in parallel
+// over the batch, each thread with its own cols buffer and single-threaded GEMMs.
+// grad_weight sums over the batch, so each thread sums its images into its own
+// partial (C_out, K) buffer and the partials are added at the end. With one
+// image (or one thread) the loop runs on the caller and each GEMM uses every thread.
+//
+// Read before: core/native/nn_kernels.h, core/native/gemm.h.
+// Read next: core/native/pool.cpp, autograd/functions/conv.cpp.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <tuple>
+
+#include "core/native/gemm.h"
+#include "core/native/native.h"
+#include "core/native/nn_kernels.h"
+#include "core/parallel.h"
+#include "core/shape.h"
+
+namespace lockstep::native {
+
+std::pair<int64_t, int64_t> pair_param(const IntList& values, const char* op, const char* what) {
+  LS_CHECK(values.size() == 1 || values.size() == 2, op, ": ", what,
+           " must have 1 or 2 values ({v} for both dims, or {h, w}) but got ", values.size(),
+           " values ", shape_str(values));
+  return {values.front(), values.back()};
+}
+
+namespace {
+
+std::string hw_str(int64_t h, int64_t w) { return lockstep::detail::str(h, "x", w); }
+
+// Every size the kernels need, checked once; see Note [Convolution as a matrix product].
+struct ConvGeometry {
+  int64_t n, c_in, h, w;  // input (N, C_in, H, W)
+  int64_t c_out, kh, kw;  // weight (C_out, C_in / groups, kH, kW)
+  int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
+  int64_t oh, ow;  // output (N, C_out, oH, oW)
+
+  int64_t c_in_g() const { return c_in / groups; }
+  int64_t c_out_g() const { return c_out / groups; }
+  int64_t k() const { return c_in_g() * kh * kw; }  // rows of cols
+  int64_t p() const { return oh * ow; }             // columns of cols
+  bool is_pointwise() const {
+    return kh == 1 && kw == 1 && stride_h == 1 && stride_w == 1 && pad_h == 0 && pad_w == 0;
+  }
+};
+
+ConvGeometry make_geometry(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                           const IntList& stride, const IntList& padding, const IntList& dilation,
+                           int64_t groups, const char* op) {
+  lockstep::detail::check_defined(input, op);
+  lockstep::detail::check_defined(weight, op);
+  LS_CHECK(input.dim() == 4, op, ": expected a 4-d input (N, C, H, W) but got shape ",
+           input.shape_str(), "; add a batch dim with .unsqueeze(0) for a single image");
+  LS_CHECK(weight.dim() == 4, op,
+           ": expected a 4-d weight (C_out, C_in / groups, kH, kW) but got shape ",
+           weight.shape_str());
+  LS_CHECK(input.is_floating_point() && input.dtype() == weight.dtype() &&
+               (input.dtype() == kFloat32 || input.dtype() == kFloat64),
+           op, ": input (", input.dtype(), ") and weight (", weight.dtype(),
+           ") must both be float32 or both float64; convert with .to(...)");
+  ConvGeometry g{};
+  g.n = input.size(0);
+  g.c_in = input.size(1);
+  g.h = input.size(2);
+  g.w = input.size(3);
+  g.c_out = weight.size(0);
+  g.kh = weight.size(2);
+  g.kw = weight.size(3);
+  std::tie(g.stride_h, g.stride_w) = pair_param(stride, op, "stride");
+  std::tie(g.pad_h, g.pad_w) = pair_param(padding, op, "padding");
+  std::tie(g.dil_h, g.dil_w) = pair_param(dilation, op, "dilation");
+  g.groups = groups;
+  LS_CHECK(g.stride_h > 0 && g.stride_w > 0, op, ": stride must be positive but got ",
+           shape_str(stride));
+  LS_CHECK(g.pad_h >= 0 && g.pad_w >= 0, op, ": padding must be non-negative but got ",
+           shape_str(padding));
+  LS_CHECK(g.dil_h > 0 && g.dil_w > 0, op, ": dilation must be positive but got ",
+           shape_str(dilation));
+  LS_CHECK(groups > 0, op, ": groups must be positive but got ", groups);
+  LS_CHECK(g.c_out % groups == 0, op, ": weight ", weight.shape_str(), " has ", g.c_out,
+           " output channels, which is not divisible by groups = ", groups);
+  LS_CHECK(g.c_in == weight.size(1) * groups, op, ": input ", input.shape_str(), " has ", g.c_in,
+           " channels but weight ", weight.shape_str(), " with groups = ", groups, " expects ",
+           weight.size(1) * groups, " (C_in must equal weight.size(1) * groups)");
+  if (bias.defined()) {
+    LS_CHECK(bias.dim() == 1 && bias.size(0) == g.c_out, op, ": bias must have shape [", g.c_out,
+             "] (one per output channel) but got ", bias.shape_str());
+    LS_CHECK(bias.dtype() == input.dtype(), op, ": bias is ", bias.dtype(), " but input is ",
+             input.dtype(), "; convert with .to(...)");
+  }
+  const int64_t span_h = g.dil_h * (g.kh - 1) + 1, span_w = g.dil_w * (g.kw - 1) + 1;
+  g.oh = (g.h + 2 * g.pad_h - span_h) / g.stride_h + 1;
+  g.ow = (g.w + 2 * g.pad_w - span_w) / g.stride_w + 1;
+  const bool fits = g.h + 2 * g.pad_h >= span_h && g.w + 2 * g.pad_w >= span_w;
+  LS_CHECK(fits && g.oh > 0 && g.ow > 0, op, ": input ", hw_str(g.h, g.w),
+           " is too small for kernel ", hw_str(g.kh, g.kw), " with padding ",
+           g.pad_h == g.pad_w ? std::to_string(g.pad_h) : hw_str(g.pad_h, g.pad_w),
+           (g.dil_h == 1 && g.dil_w == 1 ? "" : " and dilation " + hw_str(g.dil_h, g.dil_w)),
+           " (input shape ", input.shape_str(),
+           "); use a larger input, more padding or a smaller kernel");
+  return g;
+}
+
+// cols (K, P) from one group's channels x (C_in_g, H, W);
+// see Note [Convolution as a matrix product].
+template <class T>
+void im2col(const T* x, const ConvGeometry& g, T* cols) {
+  const int64_t p = g.p();
+  for (int64_t c = 0; c < g.c_in_g(); ++c) {
+    const T* plane = x + c * g.h * g.w;
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        T* row = cols + ((c * g.kh + ki) * g.kw + kj) * p;
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          T* out = row + oy * g.ow;
+          const int64_t iy = oy * g.stride_h - g.pad_h + ki * g.dil_h;
+          if (iy < 0 || iy >= g.h) {
+            std::fill(out, out + g.ow, T(0));
+            continue;
+          }
+          const T* src = plane + iy * g.w;
+          for (int64_t ox = 0; ox < g.ow; ++ox) {
+            const int64_t ix = ox * g.stride_w - g.pad_w + kj * g.dil_w;
+            out[ox] = (ix >= 0 && ix < g.w) ? src[ix] : T(0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// x (C_in_g, H, W) += the columns of cols (K, P) put back where im2col took them from.
+template <class T>
+void col2im(const T* cols, const ConvGeometry& g, T* x) {
+  const int64_t p = g.p();
+  for (int64_t c = 0; c < g.c_in_g(); ++c) {
+    T* plane = x + c * g.h * g.w;
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        const T* row = cols + ((c * g.kh + ki) * g.kw + kj) * p;
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          const int64_t iy = oy * g.stride_h - g.pad_h + ki * g.dil_h;
+          if (iy < 0 || iy >= g.h) continue;
+          const T* in = row + oy * g.ow;
+          T* dst = plane + iy * g.w;
+          for (int64_t ox = 0; ox < g.ow; ++ox) {
+            const int64_t ix = ox * g.stride_w - g.pad_w + kj * g.dil_w;
+            if (ix >= 0 && ix < g.w) dst[ix] += in[ox];
+          }
+        }
+      }
+    }
+  }
+}
+
+// An uninitialised scratch buffer for one thread's cols (none on the 1x1 fast path).
+template <class T>
+std::unique_ptr<T[]> cols_buffer(const ConvGeometry& g) {
+  return std::make_unique_for_overwrite<T[]>(g.is_pointwise() ? 0 : g.k() * g.p());
+}
+
+// y_n (C_out, P) for one image x_n (C_in, H, W).
+template <class T>
+void conv_image(const T* x_n, const T* w, const T* bias, const ConvGeometry& g, T* cols, T* y_n) {
+  const int64_t k = g.k(), p = g.p(), c_out_g = g.c_out_g();
+  if (bias != nullptr) {
+    for (int64_t co = 0; co < g.c_out; ++co) std::fill(y_n + co * p, y_n + (co + 1) * p, bias[co]);
+  }
+  for (int64_t grp = 0; grp < g.groups; ++grp) {
+    const T* x_g = x_n + grp * g.c_in_g() * g.h * g.w;  // (C_in_g, H, W)
+    const T* cols_g = x_g;                              // 1x1 fast path: cols == x_g
+    if (!g.is_pointwise()) {
+      im2col(x_g, g, cols);
+      cols_g = cols;
+    }
+    gemm<T>(false, false, c_out_g, p, k, T(1), w + grp * c_out_g * k, k, cols_g, p,
+            bias != nullptr ? T(1) : T(0), y_n + grp * c_out_g * p, p);
+  }
+}
+
+// One image's share of the backward: grad_w (C_out, K) += ..., gx_n (C_in, H, W) = ...
+// (either may be null when not wanted).
+template <class T>
+void conv_image_backward(const T* gy_n, const T* x_n, const T* w, const ConvGeometry& g, T* cols,
+                         T* grad_w, T* gx_n) {
+  const int64_t k = g.k(), p = g.p(), c_out_g = g.c_out_g();
+  const int64_t group_in = g.c_in_g() * g.h * g.w;
+  for (int64_t grp = 0; grp < g.groups; ++grp) {
+    const T* gy_g = gy_n + grp * c_out_g * p;  // G (C_out_g, P)
+    const T* w_g = w + grp * c_out_g * k;      // W_g (C_out_g, K)
+    if (grad_w != nullptr) {
+      const T* cols_g = x_n + grp * group_in;
+      if (!g.is_pointwise()) {
+        im2col(cols_g, g, cols);
+        cols_g = cols;
+      }
+      gemm<T>(false, true, c_out_g, k, p, T(1), gy_g, p, cols_g, p, T(1),
+              grad_w + grp * c_out_g * k,
+              k);  // dW_g += G . cols^T
+    }
+    if (gx_n != nullptr) {
+      T* gx_g = gx_n + grp * group_in;
+      if (g.is_pointwise()) {
+        gemm<T>(true, false, k, p, c_out_g, T(1), w_g, k, gy_g, p, T(0), gx_g, p);
+      } else {
+        gemm<T>(true, false, k, p, c_out_g, T(1), w_g, k, gy_g, p, T(0), cols, p);  // W_g^T . G
+        col2im(cols, g, gx_g);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Tensor conv2d_forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                      const IntList& stride, const IntList& padding, const IntList& dilation,
+                      int64_t groups) {
+  const char* op = "conv2d";
+  const ConvGeometry g = make_geometry(input, weight, bias, stride, padding, dilation, groups, op);
+  const Tensor x = contiguous(input), w = contiguous(weight);
+  const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
+  Tensor out = empty({g.n, g.c_out, g.oh, g.ow}, x.dtype());  // (N, C_out, oH, oW)
+  dispatch_floating(x.dtype(), op, [&]<class T>() {
+    const T* xp = x.data_ptr<T>();
+    const T* wp = w.data_ptr<T>();
+    const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
+    T* yp = out.data_ptr<T>();
+    parallel_for(0, g.n, 1, [&](int64_t lo, int64_t hi) {
+      auto cols = cols_buffer<T>(g);
+      for (int64_t n = lo; n < hi; ++n) {
+        conv_image(xp + n * g.c_in * g.h * g.w, wp, bp, g, cols.get(), yp + n * g.c_out * g.p());
+      }
+    });
+  });
+  return out;
+}
+
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input,
+                                                   const Tensor& weight, const IntList& stride,
+                                                   const IntList& padding, const IntList& dilation,
+                                                   int64_t groups, bool need_input,
+                                                   bool need_weight, bool need_bias) {
+  const char* op = "conv2d_backward";
+  const ConvGeometry g =
+      make_geometry(input, weight, Tensor(), stride, padding, dilation, groups, op);
+  lockstep::detail::check_defined(grad_output, op);
+  const IntList out_sizes{g.n, g.c_out, g.oh, g.ow};
+  LS_CHECK(grad_output.sizes() == out_sizes && grad_output.dtype() == input.dtype(), op,
+           ": grad_output has shape ", grad_output.shape_str(), " and dtype ", grad_output.dtype(),
+           " but the output has shape ", shape_str(out_sizes), " and dtype ", input.dtype());
+  const Tensor gy = contiguous(grad_output), x = contiguous(input), w = contiguous(weight);
+  Tensor grad_input, grad_weight, grad_bias;
+  dispatch_floating(x.dtype(), op, [&]<class T>() {
+    const T* gyp = gy.data_ptr<T>();
+    const int64_t p = g.p();
+    if (need_bias) {  // db[co] = sum over n and P of G, accumulated in double
+      grad_bias = empty({g.c_out}, x.dtype());
+      T* gb = grad_bias.data_ptr<T>();
+      parallel_for(0, g.c_out, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t co = lo; co < hi; ++co) {
+          double s = 0;
+          for (int64_t n = 0; n < g.n; ++n) {
+            const T* row = gyp + (n * g.c_out + co) * p;
+            for (int64_t i = 0; i < p; ++i) s += row[i];
+          }
+          gb[co] = static_cast<T>(s);
+        }
+      });
+    }
+    if (!need_input && !need_weight) return;
+    // One chunk of images per thread, each with its own partial grad_weight.
+    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), g.n));
+    const int64_t w_numel = weight.numel();
+    Tensor partial =
+        need_weight ? zeros({chunks, w_numel}, x.dtype()) : Tensor();  // (chunks, C_out*K)
+    if (need_input) grad_input = zeros(x.sizes(), x.dtype());          // col2im adds into it
+    const T* xp = x.data_ptr<T>();
+    const T* wp = w.data_ptr<T>();
+    T* pw = need_weight ? partial.data_ptr<T>() : nullptr;
+    T* gxp = need_input ? grad_input.data_ptr<T>() : nullptr;
+    const int64_t in_numel = g.c_in * g.h * g.w;
+    parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
+      auto cols = cols_buffer<T>(g);
+      for (int64_t c = lo; c < hi; ++c) {
+        for (int64_t n = g.n * c / chunks; n < g.n * (c + 1) / chunks; ++n) {
+          conv_image_backward(gyp + n * g.c_out * p, xp + n * in_numel, wp, g, cols.get(),
+                              pw != nullptr ? pw + c * w_numel : nullptr,
+                              gxp != nullptr ? gxp + n * in_numel : nullptr);
+        }
+      }
+    });
+    if (need_weight) {
+      grad_weight = chunks == 1 ? partial : sum(partial, {0}, /*keepdim=*/false);
+      grad_weight = reshape(grad_weight, weight.sizes());
+    }
+  });
+  return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace lockstep::native

@@ -1,0 +1,212 @@
+// core/native/layer_norm.cpp — layer normalisation over the trailing dims, and its backward.
+//
+// The input (*, normalized_shape) is read as M rows of D = prod(normalized_shape)
+// contiguous elements. For one row x, with w and b the (optional) affine parameters:
+//   mean = sum_j x_j / D
+//   var  = sum_j (x_j - mean)^2 / D              (biased, as PyTorch)
+//   rstd = 1 / sqrt(var + eps)
+//   xhat = (x - mean) * rstd,   y = xhat * w + b
+// The statistics use two passes over the row (mean first, then the squared
+// deviations from it) with double accumulators: the second pass never subtracts
+// two large sums, so there is no cancellation when |mean| >> std, and double
+// sums keep the rounding error of long rows far below float32 precision. The
+// row is in cache for the second pass. mean and rstd (M) are returned for backward.
+//
+// Backward, with g = dL/dy and gy = g * w (g when there is no weight):
+//   dx_j = rstd * (gy_j - mean_k(gy_k) - xhat_j * mean_k(gy_k * xhat_k))
+//   dw_j = sum over rows of g_j * xhat_j,     db_j = sum over rows of g_j
+// dx is computed per row, rows in parallel. dw and db sum over rows, so they run
+// in parallel over column blocks instead: each thread owns a block of columns and
+// walks every row, which needs no atomics and gives results that do not depend
+// on the thread count.
+//
+// Read before: core/native/nn_kernels_transformer.h. Read next: core/native/embedding.cpp.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/native/elementwise_loop.h"
+#include "core/native/native.h"
+#include "core/native/nn_kernels_transformer.h"
+
+namespace lockstep::native {
+
+namespace {
+
+void check_layer_norm(const Tensor& input, const IntList& normalized_shape, const Tensor& weight,
+                      const Tensor& bias) {
+  LS_CHECK(input.defined(), "layer_norm: input is an undefined tensor");
+  const int64_t k = static_cast<int64_t>(normalized_shape.size());
+  bool trailing = k >= 1 && k <= input.dim();
+  for (int64_t i = 0; trailing && i < k; ++i) {
+    trailing = input.size(input.dim() - k + i) == normalized_shape[i];
+  }
+  LS_CHECK(trailing, "layer_norm: normalized_shape ", shape_str(normalized_shape),
+           " must be non-empty and equal the trailing dims of the input ", input.shape_str());
+  for (const Tensor* p : {&weight, &bias}) {
+    if (!p->defined()) continue;
+    const char* what = p == &weight ? "weight" : "bias";
+    LS_CHECK(p->sizes() == normalized_shape, "layer_norm: ", what, " has shape ", p->shape_str(),
+             " but normalized_shape is ", shape_str(normalized_shape), "; they must match");
+    LS_CHECK(p->dtype() == input.dtype(), "layer_norm: ", what, " dtype ",
+             dtype_name(p->dtype()), " differs from input dtype ", dtype_name(input.dtype()));
+  }
+}
+
+// D, the row length: prod(normalized_shape).
+int64_t row_length(const IntList& normalized_shape) {
+  int64_t d = 1;
+  for (int64_t s : normalized_shape) d *= s;
+  return d;
+}
+
+// M, the number of rows: the product of the leading (not normalised) dims.
+int64_t num_rows(const Tensor& input, const IntList& normalized_shape) {
+  int64_t m = 1;
+  const int64_t lead = input.dim() - static_cast<int64_t>(normalized_shape.size());
+  for (int64_t i = 0; i < lead; ++i) m *= input.size(i);
+  return m;
+}
+
+// Rows (of n elements) per parallel chunk, so a chunk holds about kGrain elements.
+int64_t row_grain(int64_t n) {
+  return std::max<int64_t>(1, detail::kGrain / std::max<int64_t>(n, 1));
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm_forward(const Tensor& input,
+                                                      const IntList& normalized_shape,
+                                                      const Tensor& weight, const Tensor& bias,
+                                                      double eps) {
+  check_layer_norm(input, normalized_shape, weight, bias);
+  const int64_t d = row_length(normalized_shape), m = num_rows(input, normalized_shape);
+  const Tensor x = contiguous(input);  // (M, D)
+  Tensor y = empty(input.sizes(), input.dtype());
+  Tensor mean = empty({m}, input.dtype());  // (M)
+  Tensor rstd = empty({m}, input.dtype());  // (M)
+  const Tensor w = weight.defined() ? contiguous(weight) : Tensor();  // (D)
+  const Tensor b = bias.defined() ? contiguous(bias) : Tensor();      // (D)
+  dispatch_floating(input.dtype(), "layer_norm", [&]<class T>() {
+    const T* xp = x.data_ptr<T>();
+    T* yp = y.data_ptr<T>();
+    T* mp = mean.data_ptr<T>();
+    T* rp = rstd.data_ptr<T>();
+    const T* wp = w.defined() ? w.data_ptr<T>() : nullptr;
+    const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
+    parallel_for(0, m, row_grain(d), [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) {
+        const T* row = xp + i * d;
+        T* out = yp + i * d;
+        double s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t j = 0; j < d; ++j) s += row[j];
+        const double mu = s / static_cast<double>(d);
+        double sq = 0;
+#pragma omp simd reduction(+ : sq)
+        for (int64_t j = 0; j < d; ++j) sq += (row[j] - mu) * (row[j] - mu);
+        const double r = 1.0 / std::sqrt(sq / static_cast<double>(d) + eps);
+        mp[i] = static_cast<T>(mu);
+        rp[i] = static_cast<T>(r);
+        const T mu_t = static_cast<T>(mu), r_t = static_cast<T>(r);
+        if (wp && bp) {
+#pragma omp simd
+          for (int64_t j = 0; j < d; ++j) out[j] = (row[j] - mu_t) * r_t * wp[j] + bp[j];
+        } else if (wp) {
+#pragma omp simd
+          for (int64_t j = 0; j < d; ++j) out[j] = (row[j] - mu_t) * r_t * wp[j];
+        } else if (bp) {
+#pragma omp simd
+          for (int64_t j = 0; j < d; ++j) out[j] = (row[j] - mu_t) * r_t + bp[j];
+        } else {
+#pragma omp simd
+          for (int64_t j = 0; j < d; ++j) out[j] = (row[j] - mu_t) * r_t;
+        }
+      }
+    });
+  });
+  return {y, mean, rstd};
+}
+
+std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_output,
+                                                       const Tensor& input,
+                                                       const IntList& normalized_shape,
+                                                       const Tensor& mean, const Tensor& rstd,
+                                                       const Tensor& weight, bool need_input,
+                                                       bool need_weight, bool need_bias) {
+  check_layer_norm(input, normalized_shape, weight, Tensor());
+  LS_CHECK(grad_output.defined() && grad_output.sizes() == input.sizes(),
+           "layer_norm_backward: grad_output ",
+           grad_output.defined() ? grad_output.shape_str() : "(undefined)",
+           " must have the input's shape ", input.shape_str());
+  const int64_t d = row_length(normalized_shape), m = num_rows(input, normalized_shape);
+  LS_CHECK(mean.numel() == m && rstd.numel() == m, "layer_norm_backward: mean ",
+           mean.shape_str(), " and rstd ", rstd.shape_str(), " must hold one value per row (", m,
+           ")");
+  const ScalarType dtype = input.dtype();
+  const Tensor x = contiguous(input);                              // (M, D)
+  const Tensor g = contiguous(to_dtype(grad_output, dtype));       // (M, D)
+  const Tensor mu = contiguous(to_dtype(mean, dtype));             // (M)
+  const Tensor rs = contiguous(to_dtype(rstd, dtype));             // (M)
+  const Tensor w = weight.defined() ? contiguous(weight) : Tensor();  // (D)
+  Tensor grad_input, grad_weight, grad_bias;
+  if (need_input) grad_input = empty(input.sizes(), dtype);
+  if (need_weight && weight.defined()) grad_weight = empty(normalized_shape, dtype);
+  if (need_bias) grad_bias = empty(normalized_shape, dtype);
+
+  dispatch_floating(dtype, "layer_norm_backward", [&]<class T>() {
+    const T* xp = x.data_ptr<T>();
+    const T* gp = g.data_ptr<T>();
+    const T* mp = mu.data_ptr<T>();
+    const T* rp = rs.data_ptr<T>();
+    const T* wp = w.defined() ? w.data_ptr<T>() : nullptr;
+
+    if (grad_input.defined()) {
+      T* dxp = grad_input.data_ptr<T>();
+      parallel_for(0, m, row_grain(d), [&](int64_t lo, int64_t hi) {
+        std::vector<T> gy(static_cast<size_t>(d));  // g * w of one row
+        for (int64_t i = lo; i < hi; ++i) {
+          const T* row = xp + i * d;
+          const T* grow = gp + i * d;
+          const T mu_i = mp[i], r_i = rp[i];
+          double sum_gy = 0, sum_gy_xhat = 0;
+          for (int64_t j = 0; j < d; ++j) {
+            gy[j] = wp ? grow[j] * wp[j] : grow[j];
+            sum_gy += gy[j];
+            sum_gy_xhat += static_cast<double>(gy[j]) * ((row[j] - mu_i) * r_i);
+          }
+          const T a = static_cast<T>(sum_gy / static_cast<double>(d));
+          const T c = static_cast<T>(sum_gy_xhat / static_cast<double>(d));
+          T* out = dxp + i * d;
+#pragma omp simd
+          for (int64_t j = 0; j < d; ++j) out[j] = r_i * (gy[j] - a - (row[j] - mu_i) * r_i * c);
+        }
+      });
+    }
+
+    if (grad_weight.defined() || grad_bias.defined()) {
+      T* dwp = grad_weight.defined() ? grad_weight.data_ptr<T>() : nullptr;
+      T* dbp = grad_bias.defined() ? grad_bias.data_ptr<T>() : nullptr;
+      parallel_for(0, d, row_grain(m), [&](int64_t lo, int64_t hi) {  // a block of columns
+        std::vector<double> acc_w(static_cast<size_t>(hi - lo), 0.0);
+        std::vector<double> acc_b(static_cast<size_t>(hi - lo), 0.0);
+        for (int64_t i = 0; i < m; ++i) {
+          const T* row = xp + i * d;
+          const T* grow = gp + i * d;
+          const T mu_i = mp[i], r_i = rp[i];
+          for (int64_t j = lo; j < hi; ++j) {
+            acc_w[j - lo] += static_cast<double>(grow[j]) * ((row[j] - mu_i) * r_i);
+            acc_b[j - lo] += grow[j];
+          }
+        }
+        for (int64_t j = lo; j < hi; ++j) {
+          if (dwp) dwp[j] = static_cast<T>(acc_w[j - lo]);
+          if (dbp) dbp[j] = static_cast<T>(acc_b[j - lo]);
+        }
+      });
+    }
+  });
+  return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace lockstep::native

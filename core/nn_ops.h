@@ -1,0 +1,58 @@
+// core/nn_ops.h — the differentiable neural-network ops: convolution, pooling,
+// normalisation, embedding, dropout, losses, and the fused linear layer.
+//
+// Like the ops in core/tensor.h they are declared in core and defined in
+// autograd/functions/ (see Note [Where ops live]); their CPU kernels live in
+// core/native/ (conv.cpp, pool.cpp, batch_norm.cpp, layer_norm.cpp,
+// embedding.cpp, dropout.cpp, loss.cpp, linear.cpp). nn::functional and the
+// layers in nn/ call these. Shapes follow PyTorch: images are (N, C, H, W).
+// Read before: core/tensor.h. Read next: nn/functional.h.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace lockstep {
+
+// (N, in) x (out, in)^T + bias (out) -> (N, out); any leading dims: (*, in) -> (*, out).
+// bias may be undefined.
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias);
+
+// (N, C_in, H, W) conv (C_out, C_in / groups, kH, kW) + bias (C_out) -> (N, C_out, H', W'),
+// H' = (H + 2 * pad_h - dil_h * (kH - 1) - 1) / stride_h + 1. bias may be undefined.
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+              const IntList& stride = {1, 1}, const IntList& padding = {0, 0},
+              const IntList& dilation = {1, 1}, int64_t groups = 1);
+
+// (N, C, H, W) -> (N, C, H', W'): max over each kernel window (padding counts as -inf).
+Tensor max_pool2d(const Tensor& input, const IntList& kernel_size, const IntList& stride,
+                  const IntList& padding = {0, 0});
+// (N, C, H, W) -> (N, C, oh, ow): average over adaptive windows, as PyTorch computes them.
+Tensor adaptive_avg_pool2d(const Tensor& input, const IntList& output_size);
+
+// (N, C, *) normalised per channel. Training: batch statistics, and running_mean /
+// running_var (C) are updated in place with `momentum` (unbiased variance), when
+// defined. Eval: the running statistics are used. weight/bias (C) may be undefined.
+Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                  const Tensor& running_mean, const Tensor& running_var, bool training,
+                  double momentum, double eps);
+
+// Normalises over the trailing dims given by normalized_shape; weight/bias have
+// that shape (or are undefined).
+Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps = 1e-5);
+
+// Rows of weight (num, dim) picked by int64 indices of any shape -> (*indices, dim).
+// Rows at padding_idx (if >= 0) get no gradient.
+Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx = -1);
+
+// Training: zeroes each element with probability p and scales the rest by
+// 1 / (1 - p), drawing from the default generator. Not training (or p == 0): identity.
+Tensor dropout(const Tensor& input, double p, bool training);
+
+// Mean cross-entropy of logits (N, C) against int64 class targets (N); targets
+// equal to ignore_index count neither in the sum nor in the mean.
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100);
+// Mean squared error over all elements; shapes must match.
+Tensor mse_loss(const Tensor& input, const Tensor& target);
+
+}  // namespace lockstep

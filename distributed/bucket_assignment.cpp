@@ -1,0 +1,54 @@
+// distributed/bucket_assignment.cpp — greedy bucketing by (device, dtype) in
+// reverse registration order.
+// Read before: distributed/bucket_assignment.h.
+#include "distributed/bucket_assignment.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+namespace lockstep::distributed {
+
+std::vector<BucketSpec> compute_bucket_assignment(const std::vector<Tensor>& params,
+                                                  double first_bucket_mb, double bucket_cap_mb) {
+  LS_CHECK(bucket_cap_mb >= 0 && first_bucket_mb >= 0, "DDP: bucket sizes must be >= 0, got "
+           "bucket_cap_mb=", bucket_cap_mb, " first_bucket_mb=", first_bucket_mb);
+  constexpr double kMB = 1024.0 * 1024.0;
+  struct Open {
+    BucketSpec spec;
+    bool first = true;  // still filling the first bucket of this (device, dtype)
+  };
+  // Key: (device type, device index, dtype) — one open bucket per key.
+  std::map<std::tuple<int, int, int>, Open> open;
+  std::vector<BucketSpec> closed;
+  for (size_t i = params.size(); i-- > 0;) {
+    const Tensor& p = params[i];
+    auto key = std::make_tuple(static_cast<int>(p.device().type), p.device().index,
+                               static_cast<int>(p.dtype()));
+    Open& b = open[key];
+    if (b.spec.param_indices.empty()) {
+      b.spec.device = p.device();
+      b.spec.dtype = p.dtype();
+    }
+    b.spec.param_indices.push_back(i);
+    b.spec.bytes += p.nbytes();
+    double limit_mb = bucket_cap_mb == 0 ? 0 : (b.first ? std::min(first_bucket_mb, bucket_cap_mb)
+                                                        : bucket_cap_mb);
+    if (static_cast<double>(b.spec.bytes) >= limit_mb * kMB) {
+      closed.push_back(std::move(b.spec));
+      b.spec = BucketSpec{};
+      b.first = false;
+    }
+  }
+  for (auto& [key, b] : open) {
+    if (!b.spec.param_indices.empty()) closed.push_back(std::move(b.spec));
+  }
+  // Launch order: by the position of each bucket's first parameter in the
+  // reversed list (the bucket holding the last-registered parameter first).
+  std::stable_sort(closed.begin(), closed.end(), [](const BucketSpec& a, const BucketSpec& b) {
+    return a.param_indices.front() > b.param_indices.front();
+  });
+  return closed;
+}
+
+}  // namespace lockstep::distributed

@@ -1,0 +1,32 @@
+// distributed/bucket_assignment.h — which parameters share a gradient bucket.
+//
+// A pure function (DESIGN.md "DDP in pieces", step 1). Parameters are taken in
+// REVERSE registration order — roughly the order their gradients become ready
+// in backward (Note [Registration order] in nn/module.h) — and grouped by
+// (device, dtype), since one AllReduce moves one flat buffer of one type on one
+// device. A bucket is closed once it holds at least its size limit: the first
+// bucket's limit is small (first_bucket_mb, 1 MB) so that communication starts
+// early in backward, the rest use bucket_cap_mb (25 MB). bucket_cap_mb = 0
+// gives one bucket per parameter. Buckets are returned in launch order: bucket 0
+// holds the last-registered parameters.
+// Read before: distributed/ddp_options.h. Read next: distributed/bucket.h.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace lockstep::distributed {
+
+struct BucketSpec {
+  std::vector<size_t> param_indices;  // into the parameter list, in bucket order
+  Device device;
+  ScalarType dtype = kFloat32;
+  size_t bytes = 0;
+};
+
+std::vector<BucketSpec> compute_bucket_assignment(const std::vector<Tensor>& params,
+                                                  double first_bucket_mb, double bucket_cap_mb);
+
+}  // namespace lockstep::distributed

@@ -1,0 +1,23 @@
+// distributed/distributed.h — the distributed layer's public headers in one
+// include (the repo-root lockstep.h includes it).
+// Reading order: store.h -> rendezvous.h -> work.h -> process_group.h ->
+// process_group_gloo.h / process_group_mpi.h / process_group_round_robin.h ->
+// init.h -> distributed_data_parallel.h.
+#pragma once
+
+#include "distributed/store.h"
+#include "distributed/hash_store.h"
+#include "distributed/file_store.h"
+#include "distributed/tcp_store.h"
+#include "distributed/prefix_store.h"
+#include "distributed/rendezvous.h"
+
+#include "distributed/work.h"
+#include "distributed/process_group.h"
+#include "distributed/process_group_gloo.h"
+#include "distributed/process_group_mpi.h"
+#include "distributed/process_group_round_robin.h"
+#include "distributed/init.h"
+
+#include "distributed/ddp_options.h"
+#include "distributed/distributed_data_parallel.h"

@@ -1,0 +1,137 @@
+// distributed/distributed_data_parallel.cpp — construction checks, initial
+// broadcast, buffer broadcast, arming the reducer.
+// Read before: distributed/distributed_data_parallel.h.
+#include "distributed/distributed_data_parallel.h"
+
+#include <sstream>
+
+#include "core/factory.h"
+#include "core/grad_mode.h"
+
+namespace lockstep::distributed::detail {
+
+namespace {
+
+// One line per parameter: "name dtype [shape]".
+std::vector<std::string> describe(const nn::NamedTensors& params) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : params) {
+    std::ostringstream os;
+    os << name << ' ' << t.dtype() << ' ' << t.shape_str();
+    out.push_back(os.str());
+  }
+  return out;
+}
+
+int64_t fnv1a(const std::vector<std::string>& lines) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& line : lines) {
+    for (unsigned char c : line + "\n") h = (h ^ c) * 1099511628211ull;
+  }
+  return static_cast<int64_t>(h);
+}
+
+// Sends rank 0's description to everyone (length, then bytes as int64).
+std::vector<std::string> rank0_description(ProcessGroup& pg, const std::vector<std::string>& mine) {
+  std::string joined;
+  for (const auto& l : mine) joined += l + "\n";
+  Tensor length = tensor(std::vector<int64_t>{static_cast<int64_t>(joined.size())});
+  pg.broadcast(length, 0)->wait(pg.timeout());
+  std::vector<int64_t> bytes(static_cast<size_t>(length.item<int64_t>()));
+  if (pg.rank() == 0) std::copy(joined.begin(), joined.end(), bytes.begin());
+  Tensor payload = tensor(bytes);
+  if (!bytes.empty()) pg.broadcast(payload, 0)->wait(pg.timeout());
+  std::vector<std::string> lines;
+  std::string cur;
+  for (int64_t b : payload.to_vector<int64_t>()) {
+    if (b == '\n') {
+      lines.push_back(cur);
+      cur.clear();
+    } else {
+      cur.push_back(static_cast<char>(b));
+    }
+  }
+  return lines;
+}
+
+// Every rank must hold the same parameters; see the header.
+void verify_same_parameters(ProcessGroup& pg, const nn::NamedTensors& params) {
+  std::vector<std::string> mine = describe(params);
+  Tensor fingerprint = tensor(std::vector<int64_t>{static_cast<int64_t>(mine.size()), fnv1a(mine)});
+  std::vector<Tensor> all;
+  pg.allgather(all, fingerprint)->wait(pg.timeout());
+  std::vector<int> differing;
+  std::vector<int64_t> reference = all.at(0).to_vector<int64_t>();
+  for (int r = 1; r < pg.size(); ++r) {
+    if (all.at(r).to_vector<int64_t>() != reference) differing.push_back(r);
+  }
+  if (differing.empty()) return;
+  std::vector<std::string> theirs = rank0_description(pg, mine);
+  std::ostringstream os;
+  os << "DistributedDataParallel (rank " << pg.rank() << "): ";
+  if (fnv1a(theirs) != fnv1a(mine)) {
+    size_t n = std::min(theirs.size(), mine.size());
+    size_t k = 0;
+    while (k < n && theirs[k] == mine[k]) ++k;
+    if (k < n) {
+      os << "parameter " << k << " is '" << mine[k] << "' here but '" << theirs[k] << "' on rank 0";
+    } else {
+      os << "this rank has " << mine.size() << " parameters but rank 0 has " << theirs.size();
+    }
+  } else {
+    os << "rank(s)";
+    for (int r : differing) os << ' ' << r;
+    os << " hold different parameters from rank 0 (their errors name the first difference)";
+  }
+  os << ". Every rank must build the same model before wrapping it in DDP.";
+  throw Error(os.str());
+}
+
+}  // namespace
+
+DDPCore::DDPCore(std::shared_ptr<nn::Module> module_, std::shared_ptr<ProcessGroup> process_group_,
+                 const DDPOptions& options_)
+    : module(std::move(module_)), process_group(std::move(process_group_)), options(options_) {
+  LS_CHECK(module != nullptr, "DistributedDataParallel: the module is null");
+  LS_CHECK(process_group != nullptr, "DistributedDataParallel: the process group is null");
+  nn::NamedTensors trainable;
+  for (auto& [name, p] : module->named_parameters()) {
+    if (p.requires_grad()) trainable.emplace_back(name, p);
+  }
+  LS_CHECK(!trainable.empty(), "DistributedDataParallel: the module has no parameter that "
+                               "requires grad; there is nothing to synchronise");
+  verify_same_parameters(*process_group, trainable);
+  {
+    // Same starting point everywhere (paper Section 3.2.1).
+    NoGradGuard no_grad;
+    std::vector<std::shared_ptr<Work>> works;
+    for (auto& [name, p] : module->named_parameters()) works.push_back(process_group->broadcast(p, 0));
+    for (auto& [name, b] : module->named_buffers()) works.push_back(process_group->broadcast(b, 0));
+    for (auto& w : works) w->wait(process_group->timeout());
+    for (auto& [name, p] : module->named_parameters()) p.impl()->storage->bump_version();
+  }
+  std::vector<Tensor> params;
+  std::vector<std::string> names;
+  for (auto& [name, p] : trainable) {
+    params.push_back(p);
+    names.push_back(name);
+  }
+  reducer = std::make_unique<Reducer>(std::move(params), std::move(names), process_group, options);
+}
+
+void DDPCore::pre_forward() {
+  reducer->check_previous_reduction_finished();
+  if (!require_sync || !options.broadcast_buffers() || process_group->size() == 1) return;
+  auto buffers = module->named_buffers();
+  if (buffers.empty()) return;
+  NoGradGuard no_grad;
+  std::vector<std::shared_ptr<Work>> works;
+  for (auto& [name, b] : buffers) works.push_back(process_group->broadcast(b, 0));
+  for (auto& w : works) w->wait(process_group->timeout());
+}
+
+void DDPCore::post_forward(const std::vector<Tensor>& outputs) {
+  if (require_sync && GradMode::is_enabled()) reducer->prepare_for_backward(outputs);
+}
+
+}  // namespace lockstep::distributed::detail

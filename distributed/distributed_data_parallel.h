@@ -1,0 +1,117 @@
+// distributed/distributed_data_parallel.h — DistributedDataParallel: the
+// module wrapper that makes N processes train as one.
+//
+//   auto pg = ls::distributed::init_process_group("gloo");
+//   ls::distributed::DistributedDataParallel ddp(net, pg, ls::distributed::DDPOptions());
+//   ls::Tensor loss = ls::nn::functional::cross_entropy(ddp.forward(x), y);
+//   loss.backward();   // gradients are averaged across ranks when this returns
+//   opt.step();        // same update on every rank
+//
+// Construction checks that every rank holds the same parameters (names,
+// shapes, dtypes; the error names the first mismatch and the rank), then
+// broadcasts parameters and buffers from rank 0 so all replicas start equal
+// (paper Section 3.2.1). forward() broadcasts buffers (when broadcast_buffers),
+// calls the module's own forward with any arguments, and arms the Reducer with
+// the outputs. no_sync() returns a guard: backward passes inside it only
+// accumulate local gradients; the first synced backward after it reduces the
+// sum (paper Section 3.2.4).
+//
+// Read before: distributed/reducer.h. Read next: docs/ddp.md.
+#pragma once
+
+#include <memory>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "distributed/ddp_options.h"
+#include "distributed/process_group.h"
+#include "distributed/reducer.h"
+#include "nn/module.h"
+
+namespace lockstep::distributed {
+
+namespace detail {
+
+// The non-template part of DistributedDataParallel (distributed_data_parallel.cpp).
+class DDPCore {
+ public:
+  DDPCore(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> process_group,
+          const DDPOptions& options);
+  void pre_forward();
+  void post_forward(const std::vector<Tensor>& outputs);
+
+  bool require_sync = true;  // false inside no_sync()
+  std::shared_ptr<nn::Module> module;
+  std::shared_ptr<ProcessGroup> process_group;
+  DDPOptions options;
+  std::unique_ptr<Reducer> reducer;
+};
+
+// The tensors in a forward's result, whatever its type: a Tensor, a vector of
+// them, or a tuple/pair holding Tensors (other members are ignored).
+inline void collect(const Tensor& t, std::vector<Tensor>& out) { out.push_back(t); }
+inline void collect(const std::vector<Tensor>& ts, std::vector<Tensor>& out) {
+  out.insert(out.end(), ts.begin(), ts.end());
+}
+template <class T>
+void collect(const T&, std::vector<Tensor>&) {}
+template <class... Ts>
+void collect(const std::tuple<Ts...>& t, std::vector<Tensor>& out) {
+  std::apply([&](const auto&... e) { (collect(e, out), ...); }, t);
+}
+template <class A, class B>
+void collect(const std::pair<A, B>& p, std::vector<Tensor>& out) {
+  collect(p.first, out);
+  collect(p.second, out);
+}
+
+}  // namespace detail
+
+// RAII: while alive, backward passes through the DDP module do not communicate.
+class NoSyncGuard {
+ public:
+  explicit NoSyncGuard(detail::DDPCore& core) : core_(core), previous_(core.require_sync) {
+    core_.require_sync = false;
+  }
+  ~NoSyncGuard() { core_.require_sync = previous_; }
+  NoSyncGuard(const NoSyncGuard&) = delete;
+  NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+
+ private:
+  detail::DDPCore& core_;
+  bool previous_;
+};
+
+template <class M>
+class DistributedDataParallel {
+ public:
+  DistributedDataParallel(std::shared_ptr<M> module, std::shared_ptr<ProcessGroup> process_group,
+                          const DDPOptions& options = DDPOptions())
+      : module_(module), core_(module, std::move(process_group), options) {}
+
+  // Calls module->forward(args...) between DDP's pre- and post-forward steps.
+  template <class... Args>
+  decltype(auto) forward(Args&&... args) {
+    core_.pre_forward();
+    auto result = module_->forward(std::forward<Args>(args)...);
+    std::vector<Tensor> outputs;
+    detail::collect(result, outputs);
+    core_.post_forward(outputs);
+    return result;
+  }
+
+  // `auto guard = ddp.no_sync();` — see NoSyncGuard.
+  [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(core_); }
+
+  const std::shared_ptr<M>& module() const { return module_; }
+  ProcessGroup& process_group() const { return *core_.process_group; }
+  const Reducer& reducer() const { return *core_.reducer; }
+  const DDPOptions& options() const { return core_.options; }
+
+ private:
+  std::shared_ptr<M> module_;
+  detail::DDPCore core_;
+};
+
+}  // namespace lockstep::distributed

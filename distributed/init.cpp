@@ -1,0 +1,73 @@
+// distributed/init.cpp — backend name -> ProcessGroup.
+// Read before: distributed/init.h.
+#include "distributed/init.h"
+
+#include <vector>
+
+#include "distributed/prefix_store.h"
+#include "distributed/process_group_gloo.h"
+#include "distributed/process_group_mpi.h"
+#include "distributed/process_group_round_robin.h"
+
+namespace lockstep::distributed {
+namespace {
+
+// How many groups options ask for (InitOptions::round_robin(K); 1 when the
+// InitOptions in this build has no such setter).
+template <class O>
+int round_robin_groups(const O& options) {
+  if constexpr (requires { options.round_robin(); }) {
+    const int k = options.round_robin();
+    LS_CHECK(k >= 1, "init_process_group: round_robin(", k, ") must ask for at least 1 group");
+    return k;
+  } else {
+    return 1;
+  }
+}
+
+std::shared_ptr<ProcessGroup> make_gloo(const InitOptions& options, int groups) {
+  RendezvousInfo info = rendezvous_from_env(options);
+  ProcessGroupGloo::Options gloo_options;
+  gloo_options.timeout = info.timeout;
+  gloo_options.master_addr = info.master_addr;
+  std::vector<std::shared_ptr<ProcessGroup>> pgs;
+  for (int k = 0; k < groups; ++k) {
+    auto store = std::make_shared<PrefixStore>(lockstep::detail::str("lockstep/pg", k), info.store);
+    pgs.push_back(std::make_shared<ProcessGroupGloo>(store, info.rank, info.world_size, gloo_options));
+  }
+  if (groups == 1) return pgs[0];
+  return std::make_shared<ProcessGroupRoundRobin>(std::move(pgs));
+}
+
+std::shared_ptr<ProcessGroup> make_mpi(const InitOptions& options, int groups) {
+  std::vector<std::shared_ptr<ProcessGroup>> pgs;
+  for (int k = 0; k < groups; ++k) pgs.push_back(ProcessGroupMPI::create());
+  const auto& pg = pgs[0];
+  LS_CHECK(!options.rank() || *options.rank() == pg->rank(), "init_process_group(\"mpi\"): options ask "
+           "for rank ", options.rank().value_or(-1), " but MPI says this process is rank ", pg->rank(),
+           "; under mpirun leave rank unset");
+  LS_CHECK(!options.world_size() || *options.world_size() == pg->size(), "init_process_group(\"mpi\"): "
+           "options ask for world_size ", options.world_size().value_or(-1), " but MPI's world has ",
+           pg->size(), " processes (mpirun -np); leave world_size unset");
+  if (options.timeout()) {
+    for (auto& g : pgs) g->set_timeout(*options.timeout());
+  }
+  if (groups == 1) return pgs[0];
+  return std::make_shared<ProcessGroupRoundRobin>(std::move(pgs));
+}
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, const InitOptions& options) {
+  const int groups = round_robin_groups(options);
+  if (backend == "gloo") return make_gloo(options, groups);
+  if (backend == "mpi") return make_mpi(options, groups);
+  if (backend == "nccl") {
+    throw Error("init_process_group: backend 'nccl' needs lockstep built with CUDA; this build is "
+                "CPU-only — use \"gloo\" (or \"mpi\" under mpirun)");
+  }
+  throw Error(lockstep::detail::str("init_process_group: unknown backend '", backend,
+                          "'; valid backends are \"gloo\", \"mpi\" and \"nccl\" (CUDA builds)"));
+}
+
+}  // namespace lockstep::distributed

@@ -1,0 +1,29 @@
+// distributed/init.h — init_process_group: from "gloo" / "mpi" and the
+// environment to a ready ProcessGroup.
+//
+//   auto pg = ls::distributed::init_process_group("gloo");   // under lockstep-run
+//   auto pg = ls::distributed::init_process_group("mpi");    // under mpirun
+//
+// "gloo" runs the rendezvous (rendezvous_from_env: RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT or mpirun's variables, overridden by options) and
+// connects a ProcessGroupGloo through the store. "mpi" initializes MPI and uses
+// its world (explicit rank / world_size options must then agree with MPI's).
+// "nccl" needs a CUDA build. With options.round_robin(K) > 1 the result is a
+// ProcessGroupRoundRobin over K groups of the backend, each rendezvousing
+// under its own store prefix.
+// Read before: distributed/rendezvous.h, distributed/process_group.h.
+// Read next: distributed/distributed_data_parallel.h.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "distributed/process_group.h"
+#include "distributed/rendezvous.h"
+
+namespace lockstep::distributed {
+
+std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
+                                                 const InitOptions& options = {});
+
+}  // namespace lockstep::distributed

@@ -1,0 +1,372 @@
+// distributed/process_group_gloo.cpp — the Gloo backend: store adapter, device
+// selection, and one task per collective, run in order on the worker thread.
+// Read before: distributed/process_group_gloo.h.
+#include "distributed/process_group_gloo.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+
+#include "core/factory.h"
+#include "distributed/collective_check.h"
+#include "distributed/reduce_kernels.h"
+#include "distributed/work_queue.h"
+
+namespace lockstep::distributed {
+namespace {
+
+using detail::CollectiveKind;
+using detail::Fingerprint;
+using detail::check_scatter_inputs;
+using detail::prepare_gather_outputs;
+
+// Gloo's rendezvous talks to a gloo::rendezvous::Store; this forwards to ours,
+// under a prefix so several groups can share one store.
+class GlooStoreAdapter : public gloo::rendezvous::Store {
+ public:
+  GlooStoreAdapter(std::shared_ptr<distributed::Store> store, std::string prefix,
+                   std::chrono::milliseconds timeout)
+      : store_(std::move(store)), prefix_(std::move(prefix)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(prefix_ + key, Bytes(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    store_->wait({prefix_ + key}, timeout_);
+    Bytes b = store_->get(prefix_ + key);
+    return std::vector<char>(b.begin(), b.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    std::vector<std::string> prefixed;
+    for (const auto& k : keys) prefixed.push_back(prefix_ + k);
+    store_->wait(prefixed, timeout);
+  }
+
+ private:
+  std::shared_ptr<distributed::Store> store_;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_;
+};
+
+bool is_loopback(const std::string& host) {
+  return host.rfind("127.", 0) == 0 || host == "localhost" || host == "::1";
+}
+
+// The local IPv4/IPv6 address the kernel would use to reach `host`: "connect" a
+// UDP socket (sends nothing) and read its local address.
+std::string local_address_towards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), "9", &hints, &res);
+  LS_CHECK(rc == 0, "ProcessGroupGloo: cannot resolve MASTER_ADDR '", host, "': ", gai_strerror(rc),
+           "; set MASTER_ADDR to a reachable address or LOCKSTEP_SOCKET_IFNAME to an interface");
+  std::string out;
+  for (addrinfo* ai = res; ai != nullptr && out.empty(); ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, SOCK_DGRAM, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      char buf[INET6_ADDRSTRLEN] = {0};
+      const void* addr = local.ss_family == AF_INET
+                             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+                             : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      if (inet_ntop(local.ss_family, addr, buf, sizeof(buf)) != nullptr) out = buf;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  LS_CHECK(!out.empty(), "ProcessGroupGloo: no route from this host to MASTER_ADDR '", host,
+           "'; set LOCKSTEP_SOCKET_IFNAME to the interface to use");
+  return out;
+}
+
+// Gloo tags are 32 bits: collective #k uses k (mod 2^31); its fingerprint
+// exchange sets the top bit (see Note [Collective order]).
+uint32_t data_tag(int64_t seq) { return static_cast<uint32_t>(seq & 0x7fffffff); }
+uint32_t check_tag(int64_t seq) { return data_tag(seq) | 0x80000000u; }
+
+// Gloo sizes segments in whole elements of sizeof(E); hand it an unsigned type of
+// the tensor's element size (the reduce function knows the real dtype).
+template <class F>
+void with_element_type(size_t element_size, F&& fn) {
+  switch (element_size) {
+    case 1: return fn.template operator()<uint8_t>();
+    case 2: return fn.template operator()<uint16_t>();
+    case 4: return fn.template operator()<uint32_t>();
+    case 8: return fn.template operator()<uint64_t>();
+    default: throw Error(lockstep::detail::str("ProcessGroupGloo: unsupported element size ", element_size));
+  }
+}
+constexpr uint8_t kPointToPointSlotPrefix = 0x20;  // beside Gloo's collective prefixes (0x01..0x08)
+
+}  // namespace
+
+struct ProcessGroupGloo::Pending {
+  Fingerprint fingerprint;
+  std::string description;
+  std::chrono::milliseconds timeout;
+  std::function<std::vector<Tensor>(uint32_t tag, std::chrono::milliseconds timeout)> body;
+};
+
+ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, Options options)
+    : ProcessGroup(rank, size), options_(std::move(options)) {
+  LS_CHECK(store != nullptr, "ProcessGroupGloo: store is null");
+  LS_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroupGloo: rank ", rank,
+           " is out of range for world size ", size);
+  timeout_ = options_.timeout;
+
+  gloo::transport::tcp::attr attr;
+  if (options_.iface.empty() && options_.hostname.empty()) {
+    if (const char* env = std::getenv("LOCKSTEP_SOCKET_IFNAME"); env != nullptr && *env) {
+      options_.iface = env;
+    }
+  }
+  if (!options_.iface.empty()) {
+    attr.iface = options_.iface;
+    device_description_ = options_.iface;
+  } else {
+    attr.hostname = !options_.hostname.empty() ? options_.hostname
+                    : is_loopback(options_.master_addr) ? std::string("127.0.0.1")
+                                                        : local_address_towards(options_.master_addr);
+    device_description_ = attr.hostname;
+  }
+
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(options_.timeout);
+  try {
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    GlooStoreAdapter adapter(std::move(store), "gloo/", options_.timeout);
+    context->connectFullMesh(adapter, device);
+  } catch (const std::exception& e) {
+    throw Error(lockstep::detail::str("ProcessGroupGloo: rank ", rank, " of ", size,
+                            " could not connect to its peers (listening on ", device_description_,
+                            ", timeout ", options_.timeout.count(), " ms): ", e.what(),
+                            "; check that every rank started and that MASTER_ADDR / "
+                            "LOCKSTEP_SOCKET_IFNAME name a reachable interface"));
+  }
+  context_ = std::move(context);
+  options_.check_every_collective = options_.check_every_collective || detail::debug_checks_enabled();
+  queue_ = std::make_unique<detail::WorkQueue>();
+}
+
+ProcessGroupGloo::~ProcessGroupGloo() {
+  queue_.reset();  // drains and joins before the context goes away
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::enqueue(Pending pending, bool collective) {
+  std::lock_guard<std::mutex> lock(issue_mutex_);
+  // Point-to-point ops number separately: the ranks they do not involve must
+  // still agree on every collective's sequence number (its tag).
+  pending.fingerprint.seq = collective ? next_seq_++ : next_p2p_seq_++;
+  pending.description = lockstep::detail::str(detail::describe(pending.fingerprint), " (gloo, rank ", rank_, ")");
+  pending.timeout = timeout();
+  auto work = std::make_shared<Work>(pending.description);
+  queue_->enqueue(work, [this, p = std::move(pending)] { return run(p); });
+  return work;
+}
+
+std::vector<Tensor> ProcessGroupGloo::run(const Pending& p) {
+  const bool collective = p.fingerprint.kind != static_cast<int32_t>(CollectiveKind::SEND) &&
+                          p.fingerprint.kind != static_cast<int32_t>(CollectiveKind::RECV);
+  if (!broken_.empty()) {
+    throw Error(lockstep::detail::str("gloo ", p.description, ": the process group is unusable after an "
+                            "earlier failure: ", broken_));
+  }
+  try {
+    if (collective && (p.fingerprint.seq == 0 || options_.check_every_collective)) {
+      exchange_fingerprints(p.fingerprint, p.timeout);
+    }
+    return p.body(data_tag(p.fingerprint.seq), p.timeout);
+  } catch (const gloo::Exception& e) {
+    // Transport failure (peer gone, timeout): the pairs are out of step for good.
+    broken_ = lockstep::detail::str(p.description, " failed: ", e.what(), " (timeout ", p.timeout.count(),
+                          " ms; a peer rank may have exited, crashed, or stopped issuing "
+                          "collectives)");
+    throw Error(lockstep::detail::str("gloo ", broken_));
+  }
+  // ls::Error (a fingerprint mismatch, seen by every rank) leaves the group usable.
+}
+
+void ProcessGroupGloo::exchange_fingerprints(const Fingerprint& mine, std::chrono::milliseconds timeout) {
+  Fingerprint in = mine;
+  std::vector<Fingerprint> all(size_);
+  gloo::AllgatherOptions opts(context_);
+  opts.setInput(&in, 1);
+  opts.setOutput(all.data(), all.size());
+  opts.setTag(check_tag(mine.seq));
+  opts.setTimeout(timeout);
+  gloo::allgather(opts);
+  detail::check_fingerprints(all.data(), size_, rank_, "gloo");
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
+  detail::check_tensor(tensor, "allreduce");
+  auto reduce = detail::reduce_function(tensor.dtype(), op, "allreduce");
+  const bool power_of_two = (size_ & (size_ - 1)) == 0;
+  const auto algorithm = tensor.nbytes() < options_.ring_threshold_bytes && power_of_two
+                             ? gloo::AllreduceOptions::Algorithm::BCUBE
+                             : gloo::AllreduceOptions::Algorithm::RING;
+  Pending p;
+  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::ALLREDUCE, &tensor, static_cast<int>(op));
+  p.body = [this, tensor, op, reduce, algorithm](uint32_t tag, std::chrono::milliseconds timeout) {
+    if (tensor.numel() > 0 && size_ > 1) {
+      gloo::AllreduceOptions opts(context_);
+      opts.setAlgorithm(algorithm);
+      with_element_type(tensor.element_size(), [&]<class E>() {
+        opts.setOutput(static_cast<E*>(tensor.raw_data()), static_cast<size_t>(tensor.numel()));
+      });
+      opts.setReduceFunction(reduce);
+      opts.setTag(tag);
+      opts.setTimeout(timeout);
+      gloo::allreduce(opts);
+    }
+    if (op == ReduceOp::AVG) detail::divide_in_place(tensor.raw_data(), tensor.dtype(), tensor.numel(), size_);
+    return std::vector<Tensor>{tensor};
+  };
+  return enqueue(std::move(p));
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
+  detail::check_tensor(tensor, "broadcast");
+  detail::check_rank(root, size_, "broadcast", "root");
+  Pending p;
+  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::BROADCAST, &tensor, -1, root);
+  p.body = [this, tensor, root](uint32_t tag, std::chrono::milliseconds timeout) {
+    if (tensor.numel() > 0 && size_ > 1) {
+      gloo::BroadcastOptions opts(context_);
+      opts.setOutput(static_cast<uint8_t*>(tensor.raw_data()), tensor.nbytes());
+      opts.setRoot(root);
+      opts.setTag(tag);
+      opts.setTimeout(timeout);
+      gloo::broadcast(opts);
+    }
+    return std::vector<Tensor>{tensor};
+  };
+  return enqueue(std::move(p));
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
+  detail::check_tensor(input, "allgather", "input");
+  prepare_gather_outputs(outputs, input, size_, "allgather");
+  Pending p;
+  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::ALLGATHER, &input);
+  p.body = [this, outputs, input](uint32_t tag, std::chrono::milliseconds timeout) {
+    const size_t bytes = input.nbytes();
+    if (bytes > 0) {
+      // Gloo gathers into one flat buffer; rank r's block then goes to outputs[r].
+      std::vector<uint8_t> flat(bytes * size_);
+      gloo::AllgatherOptions opts(context_);
+      opts.setInput(static_cast<uint8_t*>(input.raw_data()), bytes);
+      opts.setOutput(flat.data(), flat.size());
+      opts.setTag(tag);
+      opts.setTimeout(timeout);
+      gloo::allgather(opts);
+      for (int r = 0; r < size_; ++r) std::memcpy(outputs[r].raw_data(), flat.data() + r * bytes, bytes);
+    }
+    return outputs;
+  };
+  return enqueue(std::move(p));
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& output, std::vector<Tensor>& inputs,
+                                                       ReduceOp op) {
+  detail::check_tensor(output, "reduce_scatter", "output");
+  check_scatter_inputs(inputs, output, size_, "reduce_scatter");
+  auto reduce = detail::reduce_function(output.dtype(), op, "reduce_scatter");
+  Pending p;
+  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::REDUCE_SCATTER, &output, static_cast<int>(op));
+  p.body = [this, output, inputs, op, reduce](uint32_t tag, std::chrono::milliseconds timeout) {
+    // Gloo 0.5's unbound-buffer API has no reduce-scatter, so: allreduce the
+    // inputs laid end to end (ring) and keep block rank(). That moves the
+    // allgather half too — 2(N-1)/N of the data instead of (N-1)/N.
+    const size_t bytes = output.nbytes();
+    if (bytes > 0) {
+      std::vector<uint8_t> flat(bytes * size_);
+      for (int r = 0; r < size_; ++r) std::memcpy(flat.data() + r * bytes, inputs[r].raw_data(), bytes);
+      if (size_ > 1) {
+        gloo::AllreduceOptions opts(context_);
+        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+        with_element_type(output.element_size(), [&]<class E>() {
+          opts.setOutput(reinterpret_cast<E*>(flat.data()), static_cast<size_t>(output.numel()) * size_);
+        });
+        opts.setReduceFunction(reduce);
+        opts.setTag(tag);
+        opts.setTimeout(timeout);
+        gloo::allreduce(opts);
+      }
+      std::memcpy(output.raw_data(), flat.data() + rank_ * bytes, bytes);
+      if (op == ReduceOp::AVG) detail::divide_in_place(output.raw_data(), output.dtype(), output.numel(), size_);
+    }
+    return std::vector<Tensor>{output};
+  };
+  return enqueue(std::move(p));
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::barrier() {
+  Pending p;
+  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::BARRIER);
+  p.body = [this](uint32_t tag, std::chrono::milliseconds timeout) {
+    if (size_ > 1) {
+      gloo::BarrierOptions opts(context_);
+      opts.setTag(tag);
+      opts.setTimeout(timeout);
+      gloo::barrier(opts);
+    }
+    return std::vector<Tensor>{};
+  };
+  return enqueue(std::move(p));
+}
+
+// Point-to-point: Gloo's unbound buffers, on a slot made from the user's tag.
+// They run on the worker like collectives, in issue order, and block it until
+// the peer has matched them — so pair them like blocking MPI sends (one rank
+// sends first while the other receives first). No fingerprint: the peers of a
+// send/recv are two ranks, not the group.
+std::shared_ptr<Work> ProcessGroupGloo::send(const Tensor& tensor, int dst_rank, int tag) {
+  detail::check_tensor(tensor, "send");
+  detail::check_rank(dst_rank, size_, "send", "dst_rank");
+  LS_CHECK(dst_rank != rank_, "send: rank ", rank_, " cannot send to itself");
+  Pending p;
+  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::SEND, &tensor);
+  p.body = [this, tensor, dst_rank, tag](uint32_t, std::chrono::milliseconds timeout) {
+    auto buf = context_->createUnboundBuffer(tensor.raw_data(), tensor.nbytes());
+    buf->send(dst_rank, gloo::Slot::build(kPointToPointSlotPrefix, static_cast<uint32_t>(tag)));
+    buf->waitSend(timeout);
+    return std::vector<Tensor>{tensor};
+  };
+  return enqueue(std::move(p), /*collective=*/false);
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::recv(Tensor& tensor, int src_rank, int tag) {
+  detail::check_tensor(tensor, "recv");
+  detail::check_rank(src_rank, size_, "recv", "src_rank");
+  LS_CHECK(src_rank != rank_, "recv: rank ", rank_, " cannot receive from itself");
+  Pending p;
+  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::RECV, &tensor);
+  p.body = [this, tensor, src_rank, tag](uint32_t, std::chrono::milliseconds timeout) {
+    auto buf = context_->createUnboundBuffer(tensor.raw_data(), tensor.nbytes());
+    buf->recv(src_rank, gloo::Slot::build(kPointToPointSlotPrefix, static_cast<uint32_t>(tag)));
+    buf->waitRecv(timeout);
+    return std::vector<Tensor>{tensor};
+  };
+  return enqueue(std::move(p), /*collective=*/false);
+}
+
+}  // namespace lockstep::distributed

@@ -1,0 +1,147 @@
+// distributed/rendezvous.cpp — environment parsing, store connection and the
+// store-based barrier of distributed/rendezvous.h.
+// Read before: distributed/rendezvous.h.
+#include "distributed/rendezvous.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "core/error.h"
+#include "distributed/tcp_store.h"
+
+namespace lockstep::distributed {
+
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? v : nullptr;
+}
+
+// An integer read from variable `name`; throws naming it when malformed.
+int parse_int(const char* name, const char* text) {
+  errno = 0;
+  char* end = nullptr;
+  long v = std::strtol(text, &end, 10);
+  LS_CHECK(errno == 0 && end != text && *end == '\0' && v >= INT32_MIN && v <= INT32_MAX,
+           "rendezvous: ", name, "='", text, "' is not an integer");
+  return static_cast<int>(v);
+}
+
+// The first of the given variables that is set: {value, its name}.
+struct EnvValue {
+  std::optional<int> value;
+  std::string from;  // the variable's name, or "InitOptions"
+};
+
+EnvValue pick(const std::optional<int>& option, const char* option_name, std::initializer_list<const char*> vars) {
+  if (option) return {option, std::string("InitOptions().") + option_name + "()"};
+  for (const char* var : vars) {
+    if (const char* text = env(var)) return {parse_int(var, text), var};
+  }
+  return {std::nullopt, ""};
+}
+
+}  // namespace
+
+std::chrono::milliseconds default_timeout() {
+  const char* text = env("LOCKSTEP_TIMEOUT_S");
+  if (text == nullptr) return Store::kDefaultTimeout;
+  char* end = nullptr;
+  double s = std::strtod(text, &end);
+  LS_CHECK(end != text && *end == '\0' && std::isfinite(s) && s > 0,
+           "rendezvous: LOCKSTEP_TIMEOUT_S='", text, "' is not a positive number of seconds");
+  return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(s * 1000.0)));
+}
+
+RendezvousInfo resolve_rendezvous(const InitOptions& options) {
+  RendezvousInfo info;
+  EnvValue rank = pick(options.rank(), "rank", {"RANK", "OMPI_COMM_WORLD_RANK"});
+  EnvValue world = pick(options.world_size(), "world_size", {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
+  LS_CHECK(rank.value.has_value(), "rendezvous: RANK is not set (nor OMPI_COMM_WORLD_RANK); start the "
+           "program with lockstep-run (or torchrun / mpirun), or pass InitOptions().rank(r)");
+  LS_CHECK(world.value.has_value(), "rendezvous: WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE), but ",
+           rank.from, "=", *rank.value, " is; start the program with lockstep-run (or torchrun / "
+           "mpirun), or pass InitOptions().world_size(n)");
+  LS_CHECK(*world.value >= 1, "rendezvous: ", world.from, "=", *world.value, " must be at least 1");
+  LS_CHECK(*rank.value >= 0 && *rank.value < *world.value, "rendezvous: ", rank.from, "=", *rank.value,
+           " but ", world.from, "=", *world.value, "; the rank must be in [0, ", *world.value, ")");
+  info.rank = *rank.value;
+  info.world_size = *world.value;
+
+  EnvValue local = pick(options.local_rank(), "local_rank", {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"});
+  info.local_rank = local.value.value_or(info.rank);
+  LS_CHECK(info.local_rank >= 0 && info.local_rank <= info.rank, "rendezvous: ", local.from, "=",
+           info.local_rank, " but ", rank.from, "=", info.rank,
+           "; the local rank must be in [0, rank] (it counts ranks on this machine)");
+
+  if (options.master_addr()) {
+    info.master_addr = *options.master_addr();
+  } else if (const char* a = env("MASTER_ADDR")) {
+    info.master_addr = a;
+  } else {
+    info.master_addr = "127.0.0.1";
+  }
+  LS_CHECK(!info.master_addr.empty(), "rendezvous: InitOptions().master_addr() is empty");
+  EnvValue port = pick(options.master_port(), "master_port", {"MASTER_PORT"});
+  info.master_port = port.value.value_or(29500);
+  LS_CHECK(info.master_port >= 1 && info.master_port <= 65535, "rendezvous: ", port.from, "=",
+           info.master_port, " is not a TCP port (1..65535)");
+
+  info.timeout = options.timeout() ? *options.timeout() : default_timeout();
+  LS_CHECK(info.timeout.count() > 0, "rendezvous: the timeout must be positive, got ", info.timeout.count(), " ms");
+  info.store = options.store();
+  return info;
+}
+
+RendezvousInfo rendezvous_from_env(const InitOptions& options) {
+  RendezvousInfo info = resolve_rendezvous(options);
+  if (!info.store) {
+    info.store = std::make_shared<TCPStore>(info.master_addr, info.master_port, /*is_master=*/info.rank == 0,
+                                            info.timeout);
+  }
+  info.store->set_timeout(info.timeout);
+  barrier_on_store(*info.store, info.rank, info.world_size, info.timeout, "lockstep/rendezvous");
+  return info;
+}
+
+void barrier_on_store(Store& store, int rank, int world_size, std::chrono::milliseconds timeout,
+                      const std::string& name) {
+  LS_CHECK(world_size >= 1 && rank >= 0 && rank < world_size, "barrier_on_store('", name, "'): rank ", rank,
+           " is not in [0, world_size=", world_size, ")");
+  auto rank_key = [&](int r) { return name + "/rank/" + std::to_string(r); };
+  // This rank's arrival number at this barrier (1 the first time), then the total.
+  const int64_t generation = store.add(rank_key(rank), 1);
+  const int64_t arrived = store.add(name + "/count", 1);
+  const std::string done = name + "/done/" + std::to_string(generation);
+  if (arrived == generation * world_size) store.set(done, std::string("1"));
+  try {
+    store.wait({done}, timeout);
+  } catch (const Error& e) {
+    std::vector<int> missing;
+    try {
+      for (int r = 0; r < world_size; ++r) {
+        if (!store.check({rank_key(r)}) || std::stoll(store.get_string(rank_key(r))) < generation) {
+          missing.push_back(r);
+        }
+      }
+    } catch (const std::exception&) {
+      throw Error(detail::str("barrier '", name, "' on rank ", rank, " failed, and the store could not "
+                              "be asked which ranks are missing: ", e.what()));
+    }
+    if (missing.empty()) {  // the last rank arrived just as the timeout passed
+      store.wait({done}, std::chrono::milliseconds(5000));
+      return;
+    }
+    std::string list;
+    for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
+    throw Error(detail::str("barrier '", name, "': rank ", rank, " waited ", timeout.count(), " ms but rank",
+                            missing.size() == 1 ? " " : "s ", list, " (", missing.size(), " of ", world_size,
+                            ") never arrived; they may have crashed, hung, or not been started — check "
+                            "their output, and raise LOCKSTEP_TIMEOUT_S if they are just slow"));
+  }
+}
+
+}  // namespace lockstep::distributed

@@ -1,0 +1,86 @@
+// distributed/rendezvous.h — how ranks find each other: read who we are from
+// the environment (or explicit options), connect the shared Store, and wait
+// until every rank has arrived.
+//
+// Sources, highest priority first:
+//   1. InitOptions set explicitly (.rank(r).world_size(n)...);
+//   2. torchrun / lockstep-run variables: RANK, WORLD_SIZE, LOCAL_RANK,
+//      MASTER_ADDR, MASTER_PORT;
+//   3. mpirun (Open MPI) variables: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
+//      OMPI_COMM_WORLD_LOCAL_RANK.
+// MASTER_ADDR defaults to 127.0.0.1 and MASTER_PORT to 29500 (one machine);
+// LOCAL_RANK defaults to the rank. The timeout defaults to 300 s, or
+// LOCKSTEP_TIMEOUT_S seconds when that is set. A missing or inconsistent value
+// throws ls::Error naming the variable ("RANK=3 but WORLD_SIZE=2").
+//
+// rendezvous_from_env() then connects a TCPStore (rank 0 hosts the server),
+// unless options supply a store, and runs barrier_on_store(..., "lockstep/
+// rendezvous"), so it returns only once all ranks are there — or throws after
+// the timeout listing the ranks that never arrived.
+// Read before: distributed/store.h, distributed/tcp_store.h.
+// Read next: distributed/init.h (init_process_group on top of this).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "distributed/store.h"
+
+namespace lockstep::distributed {
+
+class InitOptions {
+ public:
+  InitOptions rank(int r) const { auto o = *this; o.rank_ = r; return o; }
+  InitOptions world_size(int n) const { auto o = *this; o.world_size_ = n; return o; }
+  InitOptions local_rank(int r) const { auto o = *this; o.local_rank_ = r; return o; }
+  InitOptions master_addr(std::string a) const { auto o = *this; o.master_addr_ = std::move(a); return o; }
+  InitOptions master_port(int p) const { auto o = *this; o.master_port_ = p; return o; }
+  InitOptions timeout(std::chrono::milliseconds t) const { auto o = *this; o.timeout_ = t; return o; }
+  // Rendezvous through this store instead of a new TCPStore (MASTER_* are then unused).
+  InitOptions store(std::shared_ptr<Store> s) const { auto o = *this; o.store_ = std::move(s); return o; }
+
+  const std::optional<int>& rank() const { return rank_; }
+  const std::optional<int>& world_size() const { return world_size_; }
+  const std::optional<int>& local_rank() const { return local_rank_; }
+  const std::optional<std::string>& master_addr() const { return master_addr_; }
+  const std::optional<int>& master_port() const { return master_port_; }
+  const std::optional<std::chrono::milliseconds>& timeout() const { return timeout_; }
+  const std::shared_ptr<Store>& store() const { return store_; }
+
+ private:
+  std::optional<int> rank_, world_size_, local_rank_, master_port_;
+  std::optional<std::string> master_addr_;
+  std::optional<std::chrono::milliseconds> timeout_;
+  std::shared_ptr<Store> store_;
+};
+
+struct RendezvousInfo {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr;
+  int master_port = 0;
+  std::chrono::milliseconds timeout{300000};
+  std::shared_ptr<Store> store;  // connected; every rank has passed the rendezvous barrier
+};
+
+// Where the ranks' identities come from, resolved but not yet connected.
+// Throws naming the variable when one is missing, malformed or inconsistent.
+RendezvousInfo resolve_rendezvous(const InitOptions& options = {});
+
+// resolve_rendezvous + connect the store + barrier: the whole rendezvous.
+RendezvousInfo rendezvous_from_env(const InitOptions& options = {});
+
+// 300 s, or LOCKSTEP_TIMEOUT_S seconds (a positive number) when set.
+std::chrono::milliseconds default_timeout();
+
+// Blocks until all world_size ranks have called it with the same `name` (as
+// often as this rank has), or throws after `timeout` naming the ranks that
+// have not arrived. Reusable: the k-th call with a name waits for everyone's
+// k-th call. Keys used: "<name>/count", "<name>/rank/<r>", "<name>/done/<k>".
+void barrier_on_store(Store& store, int rank, int world_size, std::chrono::milliseconds timeout,
+                      const std::string& name = "lockstep/barrier");
+
+}  // namespace lockstep::distributed

@@ -1,0 +1,109 @@
+// models/resnet.cpp — building the ResNet stages and blocks.
+// Read before: models/resnet.h.
+#include "models/resnet.h"
+
+namespace lockstep::models {
+
+namespace {
+std::shared_ptr<nn::Conv2d> conv(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad) {
+  return std::make_shared<nn::Conv2d>(
+      nn::Conv2dOptions(in, out, k).stride(stride).padding(pad).bias(false));
+}
+
+// Sequential(conv 1x1 stride s, bn) when the block changes shape, else null.
+std::shared_ptr<nn::Sequential> make_downsample(int64_t in, int64_t out, int64_t stride) {
+  if (stride == 1 && in == out) return nullptr;
+  auto seq = std::make_shared<nn::Sequential>();
+  seq->push_back("0", conv(in, out, 1, stride, 0));
+  seq->push_back("1", std::make_shared<nn::BatchNorm2d>(out));
+  return seq;
+}
+}  // namespace
+
+BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride) {
+  conv1 = register_module("conv1", conv(in_planes, planes, 3, stride, 1));
+  bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(planes));
+  conv2 = register_module("conv2", conv(planes, planes, 3, 1, 1));
+  bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(planes));
+  if (auto ds = make_downsample(in_planes, planes, stride)) downsample = register_module("downsample", ds);
+}
+
+Tensor BasicBlock::forward(const Tensor& x) {
+  Tensor out = bn1->forward(conv1->forward(x)).relu();
+  out = bn2->forward(conv2->forward(out));
+  Tensor identity = downsample ? downsample->forward(x) : x;
+  return (out + identity).relu();
+}
+
+Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride) {
+  conv1 = register_module("conv1", conv(in_planes, planes, 1, 1, 0));
+  bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(planes));
+  conv2 = register_module("conv2", conv(planes, planes, 3, stride, 1));
+  bn2 = register_module("bn2", std::make_shared<nn::BatchNorm2d>(planes));
+  conv3 = register_module("conv3", conv(planes, planes * kExpansion, 1, 1, 0));
+  bn3 = register_module("bn3", std::make_shared<nn::BatchNorm2d>(planes * kExpansion));
+  if (auto ds = make_downsample(in_planes, planes * kExpansion, stride)) {
+    downsample = register_module("downsample", ds);
+  }
+}
+
+Tensor Bottleneck::forward(const Tensor& x) {
+  Tensor out = bn1->forward(conv1->forward(x)).relu();   // (N, planes, H, W)
+  out = bn2->forward(conv2->forward(out)).relu();        // (N, planes, H/s, W/s)
+  out = bn3->forward(conv3->forward(out));               // (N, 4 planes, H/s, W/s)
+  Tensor identity = downsample ? downsample->forward(x) : x;
+  return (out + identity).relu();
+}
+
+ResNet::ResNet(bool bottleneck, const std::vector<int64_t>& layers, int64_t num_classes) {
+  LS_CHECK(layers.size() == 4, "ResNet: expected 4 stage depths, got ", layers.size());
+  const int64_t expansion = bottleneck ? Bottleneck::kExpansion : BasicBlock::kExpansion;
+  conv1 = register_module("conv1", conv(3, 64, 7, 2, 3));
+  bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(64));
+  register_module("relu", std::make_shared<nn::ReLU>());
+  maxpool = register_module("maxpool", std::make_shared<nn::MaxPool2d>(3, 2, 1));
+  int64_t in_planes = 64;
+  auto make_stage = [&](int64_t planes, int64_t blocks, int64_t stride) {
+    auto stage = std::make_shared<nn::Sequential>();
+    for (int64_t b = 0; b < blocks; ++b) {
+      int64_t s = b == 0 ? stride : 1;
+      if (bottleneck) {
+        stage->push_back(std::make_shared<Bottleneck>(in_planes, planes, s));
+      } else {
+        stage->push_back(std::make_shared<BasicBlock>(in_planes, planes, s));
+      }
+      in_planes = planes * expansion;
+    }
+    return stage;
+  };
+  layer1 = register_module("layer1", make_stage(64, layers[0], 1));
+  layer2 = register_module("layer2", make_stage(128, layers[1], 2));
+  layer3 = register_module("layer3", make_stage(256, layers[2], 2));
+  layer4 = register_module("layer4", make_stage(512, layers[3], 2));
+  avgpool = register_module("avgpool", std::make_shared<nn::AdaptiveAvgPool2d>(1));
+  fc = register_module("fc", std::make_shared<nn::Linear>(512 * expansion, num_classes));
+
+  // torchvision's initialisation: He-normal (fan_out) convolutions, BN weight 1 / bias 0.
+  for (auto& [name, module] : named_modules()) {
+    if (auto c = std::dynamic_pointer_cast<nn::Conv2d>(module)) {
+      nn::init::kaiming_normal_(c->weight, 0.0, "fan_out", "relu");
+    } else if (auto bn = std::dynamic_pointer_cast<nn::BatchNorm2d>(module)) {
+      nn::init::ones_(bn->weight);
+      nn::init::zeros_(bn->bias);
+    }
+  }
+}
+
+Tensor ResNet::forward(const Tensor& x) {
+  Tensor h = maxpool->forward(bn1->forward(conv1->forward(x)).relu());  // (N, 64, H/4, W/4)
+  h = layer4->forward(layer3->forward(layer2->forward(layer1->forward(h))));
+  return fc->forward(avgpool->forward(h).flatten(1));  // (N, num_classes)
+}
+
+std::shared_ptr<ResNet> resnet18(int64_t c) { return std::make_shared<ResNet>(false, std::vector<int64_t>{2, 2, 2, 2}, c); }
+std::shared_ptr<ResNet> resnet34(int64_t c) { return std::make_shared<ResNet>(false, std::vector<int64_t>{3, 4, 6, 3}, c); }
+std::shared_ptr<ResNet> resnet50(int64_t c) { return std::make_shared<ResNet>(true, std::vector<int64_t>{3, 4, 6, 3}, c); }
+std::shared_ptr<ResNet> resnet101(int64_t c) { return std::make_shared<ResNet>(true, std::vector<int64_t>{3, 4, 23, 3}, c); }
+std::shared_ptr<ResNet> resnet152(int64_t c) { return std::make_shared<ResNet>(true, std::vector<int64_t>{3, 8, 36, 3}, c); }
+
+}  // namespace lockstep::models

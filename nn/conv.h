@@ -1,0 +1,61 @@
+// nn/conv.h — Conv2d and its options.
+//
+//   auto conv = std::make_shared<ls::nn::Conv2d>(
+//       ls::nn::Conv2dOptions(3, 64, 7).stride(2).padding(3).bias(false));
+//
+// weight (out, in / groups, kH, kW) and bias (out), PyTorch's names, order and
+// initialisation (see Note [Kaiming init of Linear and Conv] in nn/init.h).
+// Input (N, C_in, H, W) -> (N, C_out, H', W') with
+// H' = (H + 2 * padding - dilation * (kH - 1) - 1) / stride + 1.
+// Read before: nn/linear.h, nn/expanding_array.h. Read next: nn/batch_norm.h.
+#pragma once
+
+#include "nn/expanding_array.h"
+#include "nn/unary_module.h"
+
+namespace lockstep::nn {
+
+// Fluent options like libtorch's: each setter returns *this, each getter has the
+// setter's name without arguments.
+class Conv2dOptions {
+ public:
+  Conv2dOptions(int64_t in_channels, int64_t out_channels, ExpandingArray<2> kernel_size)
+      : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
+
+  Conv2dOptions& stride(ExpandingArray<2> v) { stride_ = v; return *this; }
+  Conv2dOptions& padding(ExpandingArray<2> v) { padding_ = v; return *this; }
+  Conv2dOptions& dilation(ExpandingArray<2> v) { dilation_ = v; return *this; }
+  Conv2dOptions& groups(int64_t v) { groups_ = v; return *this; }
+  Conv2dOptions& bias(bool v) { bias_ = v; return *this; }
+
+  int64_t in_channels() const { return in_channels_; }
+  int64_t out_channels() const { return out_channels_; }
+  const IntList& kernel_size() const { return kernel_size_.values(); }
+  const IntList& stride() const { return stride_.values(); }
+  const IntList& padding() const { return padding_.values(); }
+  const IntList& dilation() const { return dilation_.values(); }
+  int64_t groups() const { return groups_; }
+  bool bias() const { return bias_; }
+
+ private:
+  int64_t in_channels_, out_channels_;
+  ExpandingArray<2> kernel_size_;
+  ExpandingArray<2> stride_ = 1;
+  ExpandingArray<2> padding_ = 0;
+  ExpandingArray<2> dilation_ = 1;
+  int64_t groups_ = 1;
+  bool bias_ = true;
+};
+
+struct Conv2d : UnaryModule {
+  explicit Conv2d(const Conv2dOptions& options);
+
+  std::string type_name() const override { return "Conv2d"; }
+  Tensor forward(const Tensor& input) override;  // (N, C_in, H, W) -> (N, C_out, H', W')
+
+  Conv2dOptions options;
+  Tensor weight;  // (C_out, C_in / groups, kH, kW)
+  Tensor bias;    // (C_out), undefined with .bias(false)
+};
+
+}  // namespace lockstep::nn

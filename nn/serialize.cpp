@@ -1,0 +1,313 @@
+// nn/serialize.cpp — the safetensors writer and reader (see Note [safetensors
+// layout] in nn/serialize.h).
+// Read before: nn/serialize.h, nn/safetensors_json.h.
+#include "nn/serialize.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "core/factory.h"
+#include "core/shape.h"
+#include "nn/safetensors_json.h"
+
+namespace lockstep::nn {
+
+static_assert(std::endian::native == std::endian::little,
+              "nn/serialize.cpp writes tensor bytes as they are in memory; safetensors is "
+              "little-endian, so a big-endian host would need byte swapping here");
+
+namespace {
+
+// Larger headers are refused outright (the reference implementation's limit).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+const char* safetensors_dtype(ScalarType t) {
+  switch (t) {
+    case kFloat32: return "F32";
+    case kFloat64: return "F64";
+    case kFloat16: return "F16";
+    case kBFloat16: return "BF16";
+    case kInt64: return "I64";
+    case kInt32: return "I32";
+    case kUInt8: return "U8";
+    case kBool: return "BOOL";
+  }
+  throw Error("nn::save_tensors: unknown dtype");
+}
+
+bool parse_dtype(const std::string& s, ScalarType& out) {
+  for (ScalarType t : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32, kUInt8, kBool}) {
+    if (s == safetensors_dtype(t)) {
+      out = t;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string errno_str() { return std::strerror(errno); }
+
+// ---- writing ----
+
+struct Entry {
+  std::string name;
+  Tensor data;  // contiguous, CPU
+  uint64_t begin, end;
+};
+
+std::string build_header(const std::vector<Entry>& entries, const Metadata& metadata) {
+  std::string h = "{";
+  if (!metadata.empty()) {
+    h += "\"__metadata__\":{";
+    bool first = true;
+    for (const auto& [k, v] : metadata) {
+      h += (first ? "" : ",") + detail::json_quote(k) + ":" + detail::json_quote(v);
+      first = false;
+    }
+    h += "}";
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
+    if (i > 0 || !metadata.empty()) h += ",";
+    h += detail::json_quote(e.name) + ":{\"dtype\":\"" + safetensors_dtype(e.data.dtype()) +
+         "\",\"shape\":[";
+    for (int64_t d = 0; d < e.data.dim(); ++d) h += (d ? "," : "") + std::to_string(e.data.size(d));
+    h += "],\"data_offsets\":[" + std::to_string(e.begin) + "," + std::to_string(e.end) + "]}";
+  }
+  h += "}";
+  h.append((8 - h.size() % 8) % 8, ' ');  // the data then starts 8-byte aligned
+  return h;
+}
+
+// Writes everything to `tmp`, flushed to disk; throws on any failure.
+void write_file(const std::string& tmp, const std::string& header,
+                const std::vector<Entry>& entries, const std::string& where) {
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  LS_CHECK(f != nullptr, where, ": cannot create '", tmp, "': ", errno_str());
+  bool ok = true;
+  auto put = [&](const void* p, size_t n) {
+    if (ok && n > 0) ok = std::fwrite(p, 1, n, f) == n;
+  };
+  uint8_t length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(uint64_t{header.size()} >> (8 * i));
+  put(length, 8);
+  put(header.data(), header.size());
+  for (const Entry& e : entries) put(e.data.raw_data(), e.data.nbytes());
+  ok = ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  const std::string err = ok ? "" : errno_str();
+  ok = (std::fclose(f) == 0) && ok;
+  LS_CHECK(ok, where, ": writing '", tmp, "' failed: ", err.empty() ? errno_str() : err);
+}
+
+// ---- reading ----
+
+struct TensorInfo {
+  std::string name;
+  ScalarType dtype = kFloat32;
+  IntList shape;
+  uint64_t begin = 0, end = 0;
+};
+
+const detail::JsonValue* field(const detail::JsonValue& obj, const char* key) {
+  for (const auto& [k, v] : obj.object)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+TensorInfo parse_tensor_info(const std::string& name, const detail::JsonValue& v,
+                             const std::string& where) {
+  using Kind = detail::JsonValue::Kind;
+  auto bad = [&](const std::string& what) {
+    return Error(where + ": tensor '" + name + "': " + what);
+  };
+  if (v.kind != Kind::Object) throw bad(std::string("expected an object but got a ") + v.kind_name());
+  for (const auto& [k, unused] : v.object)
+    if (k != "dtype" && k != "shape" && k != "data_offsets") throw bad("unknown field \"" + k + "\"");
+  const auto* dtype = field(v, "dtype");
+  const auto* shape = field(v, "shape");
+  const auto* offsets = field(v, "data_offsets");
+  if (!dtype || !shape || !offsets) throw bad("needs the fields dtype, shape and data_offsets");
+
+  TensorInfo info;
+  info.name = name;
+  if (dtype->kind != Kind::String) throw bad("dtype must be a string");
+  if (!parse_dtype(dtype->string, info.dtype))
+    throw bad("unsupported dtype \"" + dtype->string + "\"; lockstep reads F32, F64, F16, BF16, "
+              "I64, I32, U8 and BOOL");
+  if (shape->kind != Kind::Array) throw bad("shape must be an array");
+  // numel * element size must equal end - begin, which is bounded by the file
+  // size; checking each step against that bound keeps the product from overflowing.
+  // The product of the non-zero dims (in bytes) is kept below 2^62, so neither
+  // it nor a stride can overflow int64; a real tensor is far smaller.
+  uint64_t bytes = element_size(info.dtype);
+  bool has_zero_dim = false;
+  for (const auto& d : shape->array) {
+    if (d.kind != Kind::Integer) throw bad("shape entries must be non-negative integers");
+    if (d.integer == 0) {
+      has_zero_dim = true;
+    } else if (bytes > (uint64_t{1} << 62) / d.integer) {
+      throw bad("shape has more elements than any file can hold");
+    } else {
+      bytes *= d.integer;
+    }
+    info.shape.push_back(static_cast<int64_t>(d.integer));
+  }
+  if (has_zero_dim) bytes = 0;
+  if (offsets->kind != Kind::Array || offsets->array.size() != 2 ||
+      offsets->array[0].kind != Kind::Integer || offsets->array[1].kind != Kind::Integer)
+    throw bad("data_offsets must be an array of two non-negative integers");
+  info.begin = offsets->array[0].integer;
+  info.end = offsets->array[1].integer;
+  if (info.end < info.begin)
+    throw bad("data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
+              "] end before they begin");
+  if (info.end - info.begin != bytes)
+    throw bad("data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
+              "] span " + std::to_string(info.end - info.begin) + " bytes but shape " +
+              shape_str(info.shape) + " of " + dtype->string + " needs " + std::to_string(bytes));
+  return info;
+}
+
+}  // namespace
+
+void save_tensors(const std::map<std::string, Tensor>& tensors, const std::string& path,
+                  const Metadata& metadata) {
+  const std::string where = "ls::nn::save_tensors('" + path + "')";
+  std::vector<Entry> entries;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {  // std::map: name order
+    LS_CHECK(name != "__metadata__", where, ": '__metadata__' is reserved and cannot name a tensor");
+    LS_CHECK(t.defined(), where, ": tensor '", name, "' is undefined");
+    Tensor data = t.detach();
+    if (!data.device().is_cpu()) data = data.to(Device::cpu());
+    data = data.contiguous();
+    const uint64_t n = data.nbytes();
+    entries.push_back({name, data, offset, offset + n});
+    offset += n;
+  }
+  const std::string header = build_header(entries, metadata);
+
+  const std::filesystem::path target(path);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  try {
+    write_file(tmp, header, entries, where);
+    std::error_code ec;
+    std::filesystem::rename(tmp, target, ec);
+    LS_CHECK(!ec, where, ": cannot rename '", tmp, "' to '", path, "': ", ec.message());
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw;
+  }
+}
+
+std::map<std::string, Tensor> load_tensors(const std::string& path, Metadata* metadata) {
+  const std::string where = "ls::nn::load_tensors('" + path + "')";
+  std::ifstream in(path, std::ios::binary);
+  LS_CHECK(in.is_open(), where, ": cannot open the file: ", errno_str());
+  std::error_code ec;
+  const uint64_t file_size = std::filesystem::file_size(path, ec);
+  LS_CHECK(!ec, where, ": cannot read the file size: ", ec.message());
+  LS_CHECK(file_size >= 8, where, ": the file has ", file_size, " bytes, fewer than the 8-byte "
+           "header length; it is truncated or not a safetensors file");
+
+  uint8_t length[8];
+  in.read(reinterpret_cast<char*>(length), 8);
+  LS_CHECK(in.good(), where, ": cannot read the header length");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t{length[i]} << (8 * i);
+  LS_CHECK(n <= file_size - 8, where, ": the header length (", n, " bytes) is larger than the rest "
+           "of the file (", file_size - 8, " bytes); the file is truncated or not a safetensors file");
+  LS_CHECK(n <= kMaxHeaderBytes, where, ": the header length (", n, " bytes) exceeds the ",
+           kMaxHeaderBytes, "-byte limit; the file is corrupt");
+  LS_CHECK(n >= 2, where, ": the header (", n, " bytes) is too short to hold a JSON object");
+  std::string header(n, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(n));
+  LS_CHECK(in.good(), where, ": cannot read the ", n, "-byte header");
+
+  const detail::JsonValue root = detail::parse_json(header, where);
+  LS_CHECK(root.kind == detail::JsonValue::Kind::Object, where, ": the header must be a JSON "
+           "object but is a ", root.kind_name());
+
+  std::vector<TensorInfo> infos;
+  for (const auto& [name, value] : root.object) {
+    if (name != "__metadata__") {
+      infos.push_back(parse_tensor_info(name, value, where));
+      continue;
+    }
+    LS_CHECK(value.kind == detail::JsonValue::Kind::Object, where, ": __metadata__ must be an "
+             "object of strings");
+    for (const auto& [k, v] : value.object) {
+      LS_CHECK(v.kind == detail::JsonValue::Kind::String, where, ": __metadata__ value of \"", k,
+               "\" must be a string but is a ", v.kind_name());
+      if (metadata) (*metadata)[k] = v.string;
+    }
+  }
+  if (metadata && !field(root, "__metadata__")) metadata->clear();
+
+  // The tensors must tile the data region exactly (no gaps or overlaps), as the
+  // reference implementation requires; this also bounds every read by the file.
+  const uint64_t data_size = file_size - 8 - n;
+  std::vector<const TensorInfo*> order;
+  for (const auto& info : infos) order.push_back(&info);
+  std::stable_sort(order.begin(), order.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  });
+  uint64_t expected = 0;
+  const TensorInfo* previous = nullptr;
+  for (const TensorInfo* info : order) {
+    LS_CHECK(info->end <= data_size, where, ": tensor '", info->name, "' data_offsets [",
+             info->begin, ", ", info->end, "] run past the end of the data (", data_size,
+             " bytes); the file is truncated");
+    LS_CHECK(info->begin >= expected, where, ": tensor '", info->name, "' data_offsets [",
+             info->begin, ", ", info->end, "] overlap tensor '", previous ? previous->name : "",
+             "' ending at ", expected);
+    LS_CHECK(info->begin == expected, where, ": tensor '", info->name, "' data_offsets [",
+             info->begin, ", ", info->end, "] leave a gap after byte ", expected,
+             " of the data; the file is corrupt");
+    expected = info->end;
+    previous = info;
+  }
+  LS_CHECK(expected == data_size, where, ": the tensors cover ", expected, " bytes but the file "
+           "holds ", data_size, " bytes of data; the file is corrupt");
+
+  std::map<std::string, Tensor> out;
+  for (const auto& info : infos) {
+    Tensor t = empty(info.shape, TensorOptions().dtype(info.dtype));
+    if (t.nbytes() > 0) {
+      in.seekg(static_cast<std::streamoff>(8 + n + info.begin));
+      in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
+      LS_CHECK(in.good(), where, ": cannot read the data of tensor '", info.name,
+               "'; the file is truncated");
+    }
+    if (info.dtype == kBool) {  // any non-zero byte is true; keep bools 0/1 in memory
+      auto* p = static_cast<uint8_t*>(t.raw_data());
+      for (int64_t i = 0; i < t.numel(); ++i) p[i] = p[i] != 0;
+    }
+    out.emplace(info.name, std::move(t));
+  }
+  return out;
+}
+
+void save(const Module& module, const std::string& path, const Metadata& metadata) {
+  save_tensors(module.state_dict(), path, metadata);
+}
+
+void load(Module& module, const std::string& path, bool strict) {
+  const std::map<std::string, Tensor> state = load_tensors(path);
+  try {
+    module.load_state_dict(state, strict);
+  } catch (const Error& e) {
+    throw Error("ls::nn::load('" + path + "'): " + e.what());
+  }
+}
+
+}  // namespace lockstep::nn

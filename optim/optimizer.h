@@ -1,0 +1,107 @@
+// optim/optimizer.h — Optimizer: the base of SGD, Adam and AdamW.
+//
+// An optimizer holds handles to the parameters it updates (the same TensorImpls
+// the module holds, so an update is visible to the module at once), a little
+// state per parameter (momentum buffers, Adam's moments, a step count) and its
+// hyper-parameters. Each step() reads p.grad() and writes p in place, under
+// NoGradGuard, so the update is not recorded by autograd.
+//
+// Note [Undefined gradients are skipped]
+// A parameter whose grad() is undefined did not take part in this iteration's
+// loss (e.g. an unused branch). step() SKIPS it: its weight, momentum buffer and
+// step count stay exactly as they were. Treating the missing gradient as zero
+// would be wrong: momentum would keep moving the weight, and Adam's bias
+// correction would advance. DDP relies on this rule: a parameter unused on every
+// rank keeps an undefined grad after the AllReduce (see DESIGN.md, "Reducer"),
+// so every replica skips it identically and the replicas stay in lockstep.
+// zero_grad() therefore sets grads to undefined by default (set_to_none), as
+// PyTorch 2 does.
+//
+// Note [Optimizer state dict]
+// state_dict() flattens everything an optimizer needs to resume into one
+// OptimizerState: a map from dotted names to tensors, the same shape as a
+// module's state dict, so one safetensors writer saves both.
+//   "param_groups.lr", "param_groups.momentum", ...  0-d float64 hyper-parameters
+//   "param_groups.num_params"                          0-d int64, the parameter count
+//   "state.3.step"                                     0-d int64, steps taken by param 3
+//   "state.3.momentum_buffer", "state.3.exp_avg", ...  per-parameter buffers, param's shape
+// Parameters are named by their index in the list given to the constructor
+// (as in PyTorch); a parameter that has never been stepped has no "state.i.*".
+// load_state_dict() checks everything before changing anything and throws an
+// ls::Error naming the offending key.
+//
+// Read before: nn/module.h, core/grad_mode.h.
+// Read next: optim/sgd.h, optim/adam.h, optim/lr_scheduler.h.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace lockstep::optim {
+
+// See Note [Optimizer state dict].
+using OptimizerState = std::map<std::string, Tensor>;
+
+class Optimizer {
+ public:
+  // `name` ("SGD", "Adam", ...) prefixes error messages.
+  Optimizer(std::vector<Tensor> params, std::string name);
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // Updates every parameter whose grad is defined (Note [Undefined gradients are skipped]).
+  virtual void step() = 0;
+  // Clears gradients: undefined (set_to_none, the default) or filled with zeros.
+  void zero_grad(bool set_to_none = true);
+
+  // The learning rate; schedulers (optim/lr_scheduler.h) call set_lr before each step.
+  virtual double lr() const = 0;
+  virtual void set_lr(double lr) = 0;
+
+  const std::vector<Tensor>& parameters() const { return params_; }
+  const std::string& name() const { return name_; }
+  // Steps taken by parameter i (0 if it never had a gradient at a step).
+  int64_t step_count(size_t i) const;
+
+  OptimizerState state_dict() const;
+  void load_state_dict(const OptimizerState& state);
+
+ protected:
+  // What an optimizer keeps per parameter. `step` counts the steps that updated
+  // this parameter; step == 0 means "no state yet" (buffers are empty).
+  struct ParamState {
+    int64_t step = 0;
+    std::map<std::string, Tensor> buffers;  // "momentum_buffer", "exp_avg", ...
+  };
+
+  // Hyper-parameters by name, for the state dict ("lr", "momentum", ...).
+  virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
+  // Sets every hyper-parameter from `values` (all names of hyperparameters()
+  // are present); throws if the combination is invalid.
+  virtual void set_hyperparameters(const std::map<std::string, double>& values) = 0;
+  // Names of the per-parameter buffers a stepped parameter has under the current
+  // hyper-parameters (e.g. SGD without momentum has none).
+  virtual std::vector<std::string> buffer_names() const = 0;
+
+  // The gradient of parameter i, checked against the parameter (shape, dtype,
+  // device); undefined if the parameter must be skipped this step.
+  Tensor checked_grad(size_t i) const;
+
+  std::vector<Tensor> params_;
+  std::vector<ParamState> state_;  // one per parameter, same order
+  std::string name_;
+};
+
+namespace detail {
+// Elements per chunk when an update loop is split across intra-op threads.
+inline constexpr int64_t kOptimGrain = int64_t{1} << 15;
+// True when the fused CPU loops can run: p on the CPU, contiguous, float32/float64.
+bool fused_update_ok(const Tensor& param);
+}  // namespace detail
+
+}  // namespace lockstep::optim

@@ -1,0 +1,130 @@
+// optim/sgd.cpp — SGD::step: a fused CPU loop, and a tensor-op path for the rest.
+// Read before: optim/sgd.h.
+#include "optim/sgd.h"
+
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/parallel.h"
+
+namespace lockstep::optim {
+
+namespace {
+
+void check_options(const SGDOptions& o) {
+  LS_CHECK(o.lr() >= 0.0, "SGD: invalid learning rate ", o.lr(), "; it must be >= 0");
+  LS_CHECK(o.momentum() >= 0.0, "SGD: invalid momentum ", o.momentum(), "; it must be >= 0");
+  LS_CHECK(o.weight_decay() >= 0.0, "SGD: invalid weight_decay ", o.weight_decay(),
+           "; it must be >= 0");
+  LS_CHECK(!o.nesterov() || (o.momentum() > 0.0 && o.dampening() == 0.0),
+           "SGD: Nesterov momentum requires momentum > 0 and dampening == 0, got momentum ",
+           o.momentum(), " and dampening ", o.dampening());
+}
+
+// The update of one parameter over raw contiguous memory, one pass, no allocation.
+// `first`: this is the parameter's first step, so the momentum buffer is set, not blended.
+template <class T>
+void sgd_update(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t n,
+                const SGDOptions& o, bool first) {
+  const T lr = static_cast<T>(o.lr());
+  const T wd = static_cast<T>(o.weight_decay());
+  const T momentum = static_cast<T>(o.momentum());
+  const T keep = static_cast<T>(1.0 - o.dampening());
+  const bool use_momentum = o.momentum() != 0.0;
+  const bool nesterov = o.nesterov();
+  parallel_for(0, n, detail::kOptimGrain, [&](int64_t lo, int64_t hi) {
+    // d   = g + wd * p
+    // buf = first ? d : momentum * buf + (1 - dampening) * d
+    // d   = nesterov ? d + momentum * buf : buf          (when momentum != 0)
+    // p   = p - lr * d
+    // The branches test loop invariants; the compiler hoists them (loop unswitching).
+    for (int64_t i = lo; i < hi; ++i) {
+      T d = g[i] + wd * p[i];
+      if (use_momentum) {
+        const T b = first ? d : momentum * buf[i] + keep * d;
+        buf[i] = b;
+        d = nesterov ? d + momentum * b : b;
+      }
+      p[i] -= lr * d;
+    }
+  });
+}
+
+}  // namespace
+
+SGD::SGD(std::vector<Tensor> params, const SGDOptions& options)
+    : Optimizer(std::move(params), "SGD"), options_(options) {
+  check_options(options_);
+}
+
+void SGD::set_lr(double lr) {
+  LS_CHECK(lr >= 0.0, "SGD.set_lr: invalid learning rate ", lr, "; it must be >= 0");
+  options_.lr(lr);
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  const bool use_momentum = options_.momentum() != 0.0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor g = checked_grad(i);
+    if (!g.defined()) continue;  // Note [Undefined gradients are skipped]
+    Tensor& p = params_[i];
+    ParamState& s = state_[i];
+    const bool first = s.step == 0 || !s.buffers.count("momentum_buffer");
+    s.step += 1;
+
+    if (detail::fused_update_ok(p)) {
+      g = g.contiguous();
+      Tensor buf;
+      if (use_momentum) {
+        Tensor& slot = s.buffers["momentum_buffer"];
+        if (!slot.defined()) slot = empty_like(p);  // written, not read, on the first step
+        buf = slot;
+      }
+      dispatch_floating(p.dtype(), "SGD.step", [&]<class T>() {
+        sgd_update<T>(p.data_ptr<T>(), g.data_ptr<T>(), use_momentum ? buf.data_ptr<T>() : nullptr,
+                      p.numel(), options_, first);
+      });
+      // We wrote through raw pointers: tell autograd's saved-tensor checks.
+      p.impl()->storage->bump_version();
+      continue;
+    }
+
+    // Reference path (non-contiguous parameters, other devices): the same math with tensor ops.
+    Tensor d = options_.weight_decay() != 0.0 ? g + options_.weight_decay() * p : g;
+    if (use_momentum) {
+      Tensor& buf = s.buffers["momentum_buffer"];
+      if (first) {
+        buf = d.clone();
+      } else {
+        buf.mul_(options_.momentum()).add_(d, 1.0 - options_.dampening());
+      }
+      d = options_.nesterov() ? d + options_.momentum() * buf : buf;
+    }
+    p.add_(d, -options_.lr());
+  }
+}
+
+std::vector<std::pair<std::string, double>> SGD::hyperparameters() const {
+  return {{"lr", options_.lr()},
+          {"momentum", options_.momentum()},
+          {"dampening", options_.dampening()},
+          {"nesterov", options_.nesterov() ? 1.0 : 0.0},
+          {"weight_decay", options_.weight_decay()}};
+}
+
+void SGD::set_hyperparameters(const std::map<std::string, double>& v) {
+  SGDOptions o = SGDOptions(v.at("lr"))
+                     .momentum(v.at("momentum"))
+                     .dampening(v.at("dampening"))
+                     .nesterov(v.at("nesterov") != 0.0)
+                     .weight_decay(v.at("weight_decay"));
+  check_options(o);
+  options_ = o;
+}
+
+std::vector<std::string> SGD::buffer_names() const {
+  if (options_.momentum() == 0.0) return {};
+  return {"momentum_buffer"};
+}
+
+}  // namespace lockstep::optim

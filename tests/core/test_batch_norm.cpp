@@ -1,0 +1,205 @@
+// tests/core/test_batch_norm.cpp — native batch_norm_forward / batch_norm_backward
+// against the formulas written out per channel.
+//
+// Training: per-channel batch mean and biased variance over N and the spatial
+// dims, the normalised output, the saved statistics, and the running-statistic
+// update with momentum and the unbiased variance (as PyTorch). Eval: the
+// running statistics are used and left untouched. Backward: the eval formula
+// directly, and the training formula's defining properties.
+// Read before: core/native/batch_norm.cpp.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/factory.h"
+#include "core/native/native.h"
+#include "core/native/nn_kernels.h"
+#include "core/rng.h"
+#include "core/shape.h"
+
+namespace ls = lockstep;
+namespace native = lockstep::native;
+using ls::IntList;
+using ls::Tensor;
+
+namespace {
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const ls::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// Per-channel statistics of x (N, C, S) read from a flat vector.
+struct Stats {
+  std::vector<double> mean, var;  // biased var
+};
+
+Stats stats_of(const std::vector<double>& x, int64_t n, int64_t c, int64_t s) {
+  Stats st{std::vector<double>(c, 0.0), std::vector<double>(c, 0.0)};
+  for (int64_t ch = 0; ch < c; ++ch) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < s; ++j) st.mean[ch] += x[(i * c + ch) * s + j];
+    st.mean[ch] /= double(n * s);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < s; ++j) {
+        const double d = x[(i * c + ch) * s + j] - st.mean[ch];
+        st.var[ch] += d * d;
+      }
+    st.var[ch] /= double(n * s);
+  }
+  return st;
+}
+
+}  // namespace
+
+TEST_CASE("batch_norm: training forward, saved statistics and running-stat update") {
+  ls::manual_seed(5);
+  const double eps = 1e-5, momentum = 0.1;
+  for (ls::ScalarType dtype : {ls::kFloat32, ls::kFloat64}) {
+    for (IntList sizes : {IntList{6, 3}, IntList{4, 3, 5, 2}, IntList{3, 2, 7}}) {
+      CAPTURE(ls::shape_str(sizes));
+      const auto opts = ls::TensorOptions().dtype(dtype);
+      const int64_t n = sizes[0], c = sizes[1], s = ls::numel_of(sizes) / (n * c);
+      Tensor x = ls::randn(sizes, opts) * 2.0 + 0.5;
+      Tensor w = ls::randn({c}, opts), b = ls::randn({c}, opts);
+      Tensor rm = ls::randn({c}, opts), rv = ls::rand({c}, opts) + 0.5;
+      const std::vector<double> rm0 = rm.to_vector<double>(), rv0 = rv.to_vector<double>();
+      auto [y, save_mean, save_invstd] =
+          native::batch_norm_forward(x, w, b, rm, rv, /*training=*/true, momentum, eps);
+      const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
+      const std::vector<double> wv = w.to_vector<double>(), bv = b.to_vector<double>();
+      const Stats st = stats_of(xv, n, c, s);
+      const double tol = dtype == ls::kFloat32 ? 1e-5 : 1e-12;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const double invstd = 1.0 / std::sqrt(st.var[ch] + eps);
+        CHECK(save_mean.to_vector<double>()[ch] == doctest::Approx(st.mean[ch]).epsilon(tol));
+        CHECK(save_invstd.to_vector<double>()[ch] == doctest::Approx(invstd).epsilon(tol));
+        const double unbiased = st.var[ch] * double(n * s) / double(n * s - 1);
+        CHECK(rm.to_vector<double>()[ch] ==
+              doctest::Approx((1 - momentum) * rm0[ch] + momentum * st.mean[ch]).epsilon(tol));
+        CHECK(rv.to_vector<double>()[ch] ==
+              doctest::Approx((1 - momentum) * rv0[ch] + momentum * unbiased).epsilon(tol));
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < s; ++j) {
+            const int64_t e = (i * c + ch) * s + j;
+            const double expected = (xv[e] - st.mean[ch]) * invstd * wv[ch] + bv[ch];
+            CHECK(yv[e] == doctest::Approx(expected).epsilon(tol * 10).scale(1.0));
+          }
+      }
+    }
+  }
+}
+
+TEST_CASE("batch_norm: without weight, bias or running stats; the version counter moves") {
+  ls::manual_seed(6);
+  Tensor x = ls::randn({5, 2, 3, 3}, ls::kFloat64);
+  auto [y, m, is] = native::batch_norm_forward(x, {}, {}, {}, {}, true, 0.1, 1e-5);
+  // Each channel of y is standardised: mean 0, biased variance var / (var + eps) ~ 1.
+  const Stats st = stats_of(y.to_vector<double>(), 5, 2, 9);
+  for (int64_t ch = 0; ch < 2; ++ch) {
+    CHECK(st.mean[ch] == doctest::Approx(0.0).scale(1.0).epsilon(1e-12));
+    CHECK(st.var[ch] == doctest::Approx(1.0).epsilon(1e-3));
+  }
+  Tensor rm = ls::zeros({2}, ls::kFloat64), rv = ls::ones({2}, ls::kFloat64);
+  const uint64_t before = rm.impl()->storage->version();
+  native::batch_norm_forward(x, {}, {}, rm, rv, true, 0.1, 1e-5);
+  CHECK(rm.impl()->storage->version() > before);
+  // momentum 1 replaces the running stats with the batch statistics.
+  native::batch_norm_forward(x, {}, {}, rm, rv, true, 1.0, 1e-5);
+  const Stats sx = stats_of(x.to_vector<double>(), 5, 2, 9);
+  CHECK(rm.to_vector<double>()[1] == doctest::Approx(sx.mean[1]));
+  CHECK(rv.to_vector<double>()[1] == doctest::Approx(sx.var[1] * 45.0 / 44.0));
+}
+
+TEST_CASE("batch_norm: eval uses the running statistics and leaves them untouched") {
+  ls::manual_seed(7);
+  const double eps = 1e-3;
+  Tensor x = ls::randn({3, 4, 2, 2}, ls::kFloat64);
+  Tensor w = ls::randn({4}, ls::kFloat64), b = ls::randn({4}, ls::kFloat64);
+  Tensor rm = ls::randn({4}, ls::kFloat64), rv = ls::rand({4}, ls::kFloat64) + 0.5;
+  const std::vector<double> rm0 = rm.to_vector<double>(), rv0 = rv.to_vector<double>();
+  auto [y, m, is] = native::batch_norm_forward(x, w, b, rm, rv, /*training=*/false, 0.1, eps);
+  CHECK(rm.to_vector<double>() == rm0);
+  CHECK(rv.to_vector<double>() == rv0);
+  const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
+  const std::vector<double> wv = w.to_vector<double>(), bv = b.to_vector<double>();
+  for (size_t e = 0; e < xv.size(); ++e) {
+    const size_t ch = (e / 4) % 4;
+    const double expected = (xv[e] - rm0[ch]) / std::sqrt(rv0[ch] + eps) * wv[ch] + bv[ch];
+    CHECK(yv[e] == doctest::Approx(expected));
+  }
+  // Eval backward: dx = g * w / sqrt(rv + eps), dw = sum g * xhat, db = sum g.
+  Tensor gy = ls::randn(x.sizes(), ls::kFloat64);
+  auto [gx, gw, gb] = native::batch_norm_backward(gy, x, w, m, is, false, true, true, true);
+  const std::vector<double> gyv = gy.to_vector<double>(), gxv = gx.to_vector<double>();
+  std::vector<double> gw_expected(4, 0.0), gb_expected(4, 0.0);
+  for (size_t e = 0; e < xv.size(); ++e) {
+    const size_t ch = (e / 4) % 4;
+    const double invstd = 1.0 / std::sqrt(rv0[ch] + eps);
+    CHECK(gxv[e] == doctest::Approx(gyv[e] * wv[ch] * invstd));
+    gw_expected[ch] += gyv[e] * (xv[e] - rm0[ch]) * invstd;
+    gb_expected[ch] += gyv[e];
+  }
+  for (size_t ch = 0; ch < 4; ++ch) {
+    CHECK(gw.to_vector<double>()[ch] == doctest::Approx(gw_expected[ch]));
+    CHECK(gb.to_vector<double>()[ch] == doctest::Approx(gb_expected[ch]));
+  }
+}
+
+TEST_CASE("batch_norm: training backward removes the gradient's per-channel mean and xhat part") {
+  // With y = xhat (no affine), dx = invstd * (g - mean(g) - xhat * mean(g * xhat)) per
+  // channel, so sum(dx) = 0 and sum(dx * xhat) = 0, and a g that is constant per channel
+  // (which cannot change the normalised output) gives dx = 0.
+  ls::manual_seed(8);
+  for (ls::ScalarType dtype : {ls::kFloat32, ls::kFloat64}) {
+    Tensor x = ls::randn({4, 3, 2, 2}, dtype);
+    auto [y, m, is] = native::batch_norm_forward(x, {}, {}, {}, {}, true, 0.1, 1e-5);
+    Tensor gy = ls::randn(x.sizes(), dtype);
+    auto [gx, gw, gb] = native::batch_norm_backward(gy, x, {}, m, is, true, true, true, true);
+    const std::vector<double> gxv = gx.to_vector<double>(), yv = y.to_vector<double>();
+    for (size_t ch = 0; ch < 3; ++ch) {
+      double s = 0, sx = 0;
+      for (size_t e = 0; e < gxv.size(); ++e) {
+        if ((e / 4) % 3 != ch) continue;
+        s += gxv[e];
+        sx += gxv[e] * yv[e];
+      }
+      CHECK(s == doctest::Approx(0.0).scale(1.0).epsilon(1e-4));
+      CHECK(sx == doctest::Approx(0.0).scale(1.0).epsilon(1e-4));
+    }
+    Tensor constant = ls::ones(x.sizes(), dtype);
+    auto [gx_c, gw_c, gb_c] =
+        native::batch_norm_backward(constant, x, {}, m, is, true, true, false, false);
+    for (double v : gx_c.to_vector<double>())
+      CHECK(v == doctest::Approx(0.0).scale(1.0).epsilon(1e-4));
+    CHECK_FALSE(gw_c.defined());
+    CHECK_FALSE(gb_c.defined());
+  }
+}
+
+TEST_CASE("batch_norm: errors name the op, the shapes and what to do") {
+  Tensor x = ls::randn({4, 3, 2, 2});
+  std::string m = error_of([&] {
+    native::batch_norm_forward(ls::randn({1, 3}), {}, {}, {}, {}, true, 0.1, 1e-5);
+  });
+  CHECK(m.find("expected more than 1 value per channel when training") != std::string::npos);
+  m = error_of([&] { native::batch_norm_forward(x, {}, {}, {}, {}, false, 0.1, 1e-5); });
+  CHECK(m.find("eval mode needs running_mean and running_var") != std::string::npos);
+  m = error_of([&] { native::batch_norm_forward(x, ls::ones({4}), {}, {}, {}, true, 0.1, 1e-5); });
+  CHECK(m.find("weight must have shape [3]") != std::string::npos);
+  m = error_of(
+      [&] { native::batch_norm_forward(ls::randn({4}), {}, {}, {}, {}, true, 0.1, 1e-5); });
+  CHECK(m.find("expected an input (N, C) or (N, C, *) but got shape [4]") != std::string::npos);
+  m = error_of([&] {
+    native::batch_norm_forward(x, {}, {}, ls::zeros({3}, ls::kFloat64), {}, true, 0.1, 1e-5);
+  });
+  CHECK(m.find("running_mean is float64 but input is float32") != std::string::npos);
+}

@@ -1,0 +1,113 @@
+// tests/distributed/test_launcher.cpp — build/bin/lockstep-run with small shell
+// commands: the variables each rank sees, the "[rank R] " output prefix, the
+// failure of one rank stopping the others and naming it, argument errors.
+// Every run is wrapped in coreutils `timeout`, so a broken launcher fails the
+// test instead of hanging it.
+// Read before: tools/lockstep_run.cpp.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+namespace {
+
+// lockstep-run sits next to the test executable (both in <build>/bin).
+std::string launcher() {
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe");
+  std::filesystem::path exe = self.parent_path() / "lockstep-run";
+  REQUIRE_MESSAGE(std::filesystem::exists(exe), "build the lockstep-run target first: ", exe.string(),
+                  " is missing");
+  return exe.string();
+}
+
+struct Run {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+Run run(const std::string& args) {
+  std::string cmd = "timeout -s KILL 60 " + launcher() + " " + args + " 2>&1";
+  Run r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool has(const Run& r, const std::string& s) { return r.output.find(s) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("launcher: sets the rank variables and prefixes every output line") {
+  Run r = run("--nproc-per-node 3 --master-port 29612 -- sh -c "
+              "'echo r$RANK w$WORLD_SIZE l$LOCAL_RANK n$LOCAL_WORLD_SIZE $MASTER_ADDR:$MASTER_PORT; "
+              "echo second line; echo to-stderr >&2'");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  for (int k = 0; k < 3; ++k) {
+    std::string p = "[rank " + std::to_string(k) + "] ";
+    CHECK(has(r, p + "r" + std::to_string(k) + " w3 l" + std::to_string(k) + " n3 127.0.0.1:29612\n"));
+    CHECK(has(r, p + "second line\n"));
+    CHECK(has(r, p + "to-stderr\n"));
+  }
+}
+
+TEST_CASE("launcher: --nnodes and --node-rank offset the global ranks") {
+  Run r = run("--nproc-per-node=2 --nnodes 2 --node-rank 1 --master-addr 10.0.0.7 -- sh -c "
+              "'echo r$RANK w$WORLD_SIZE l$LOCAL_RANK $MASTER_ADDR'");
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(has(r, "[rank 2] r2 w4 l0 10.0.0.7"));
+  CHECK(has(r, "[rank 3] r3 w4 l1 10.0.0.7"));
+}
+
+TEST_CASE("launcher: a failing rank stops the others and is named with its exit status") {
+  // Rank 1 exits 3; ranks 0 and 2 sleep and report the SIGTERM they get.
+  Run r = run("--nproc-per-node 3 --grace-period 20 -- sh -c "
+              "'if [ $RANK = 1 ]; then exit 3; fi; trap \"echo terminated; exit 0\" TERM; "
+              "sleep 30 & wait'");
+  INFO(r.output);
+  CHECK(r.exit_code == 3);
+  CHECK(has(r, "lockstep-run: rank 1 failed first (exit status 3)"));
+  CHECK(has(r, "[rank 0] terminated"));
+  CHECK(has(r, "[rank 2] terminated"));
+}
+
+TEST_CASE("launcher: a rank killed by a signal is reported by the signal's name") {
+  Run r = run("--nproc-per-node 2 -- sh -c 'if [ $RANK = 0 ]; then kill -KILL $$; fi; sleep 30'");
+  INFO(r.output);
+  CHECK(r.exit_code == 128 + 9);
+  CHECK(has(r, "lockstep-run: rank 0 failed first (signal SIGKILL)"));
+}
+
+TEST_CASE("launcher: argument errors are explained and --help prints usage") {
+  Run none = run("-- true");
+  CHECK(none.exit_code == 2);
+  CHECK(has(none, "--nproc-per-node N is required"));
+  Run bad = run("--nproc-per-node two -- true");
+  CHECK(bad.exit_code == 2);
+  CHECK(has(bad, "--nproc-per-node expects an integer"));
+  Run unknown = run("--nproc-per-node 2 --frobnicate -- true");
+  CHECK(unknown.exit_code == 2);
+  CHECK(has(unknown, "unknown option '--frobnicate'"));
+  Run node = run("--nproc-per-node 2 --nnodes 2 --node-rank 2 -- true");
+  CHECK(node.exit_code == 2);
+  CHECK(has(node, "--node-rank 2 but --nnodes 2"));
+  Run noprog = run("--nproc-per-node 2");
+  CHECK(noprog.exit_code == 2);
+  CHECK(has(noprog, "no program given"));
+  Run missing = run("--nproc-per-node 1 -- /nonexistent/program");
+  CHECK(missing.exit_code == 127);
+  CHECK(has(missing, "cannot run '/nonexistent/program'"));
+  Run help = run("--help");
+  CHECK(help.exit_code == 0);
+  CHECK(has(help, "usage: lockstep-run --nproc-per-node N"));
+}

@@ -1,0 +1,189 @@
+// tests/distributed/test_process_group.cpp — every collective x every dtype x
+// every ReduceOp on the Gloo backend, 2 and 4 ranks as processes on loopback,
+// against answers computed locally; and round-robin over K groups.
+// Read before: distributed/process_group_gloo.h, tests/distributed/collective_test_util.h,
+// tests/support/multiprocess.h.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/factory.h"
+#include "distributed/init.h"
+#include "distributed/prefix_store.h"
+#include "distributed/process_group_gloo.h"
+#include "distributed/process_group_round_robin.h"
+#include "tests/distributed/collective_test_util.h"
+#include "tests/support/multiprocess.h"
+
+namespace ls = lockstep;
+namespace dist = lockstep::distributed;
+using namespace std::chrono_literals;
+using dist::ReduceOp;
+using ls::testing::check_reduced;
+using ls::testing::rank_input;
+
+namespace {
+
+std::shared_ptr<dist::ProcessGroup> gloo_group() {
+  return dist::init_process_group("gloo", dist::InitOptions().timeout(20s));
+}
+
+// allreduce: every dtype and op on a small tensor (halving-doubling/BCube when
+// the world is a power of two), and SUM/MAX on one above the ring threshold.
+void allreduce_everything(int world) {
+  ls::testing::run_ranks(world, [world](int rank) {
+    auto pg = gloo_group();
+    REQUIRE(pg->size() == world);
+    REQUIRE(pg->rank() == rank);
+    for (ls::ScalarType dtype : ls::testing::reducible_dtypes()) {
+      std::vector<std::pair<ls::Tensor, ReduceOp>> issued;
+      std::vector<std::shared_ptr<dist::Work>> works;
+      for (ReduceOp op : ls::testing::all_reduce_ops()) {  // all in flight at once
+        issued.emplace_back(rank_input(rank, 7, dtype), op);
+        works.push_back(pg->allreduce(issued.back().first, op));
+      }
+      for (size_t k = 0; k < works.size(); ++k) {
+        works[k]->wait(20s);
+        CHECK(works[k]->is_success());
+        check_reduced(issued[k].first, issued[k].second, world, "allreduce of 7");
+        REQUIRE(works[k]->result().size() == 1);
+        CHECK(works[k]->result()[0].is_same(issued[k].first));
+      }
+    }
+    for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX}) {
+      ls::Tensor big = rank_input(rank, 70001, ls::kFloat32);  // 280 KB: the ring path
+      pg->allreduce(big, op)->wait(20s);
+      check_reduced(big, op, world, "allreduce of 70001");
+    }
+    ls::Tensor empty = ls::empty({0});
+    pg->allreduce(empty)->wait(20s);
+    CHECK(empty.numel() == 0);
+  }, 120s);
+}
+
+// broadcast from every root, allgather, reduce_scatter (every dtype/op), barrier.
+void other_collectives(int world) {
+  ls::testing::run_ranks(world, [world](int rank) {
+    auto pg = gloo_group();
+    for (int root = 0; root < world; ++root) {
+      ls::Tensor t = rank_input(rank, 5, ls::kFloat64);
+      pg->broadcast(t, root)->wait(20s);
+      CHECK(t.to_vector<double>() == rank_input(root, 5, ls::kFloat64).to_vector<double>());
+    }
+    for (ls::ScalarType dtype : {ls::kFloat32, ls::kInt64, ls::kBFloat16, ls::kInt32, ls::kUInt8}) {
+      std::vector<ls::Tensor> outputs;  // empty: the group allocates one per rank
+      pg->allgather(outputs, rank_input(rank, 3, dtype))->wait(20s);
+      REQUIRE(static_cast<int>(outputs.size()) == world);
+      for (int r = 0; r < world; ++r) {
+        CHECK(outputs[r].dtype() == dtype);
+        CHECK(outputs[r].to(ls::kFloat64).to_vector<double>() ==
+              rank_input(r, 3, ls::kFloat64).to_vector<double>());
+      }
+    }
+    std::vector<ls::Tensor> given = {ls::zeros({2, 2})};
+    for (int r = 1; r < world; ++r) given.push_back(ls::zeros({4}));
+    pg->allgather(given, rank_input(rank, 4, ls::kFloat32).view({2, 2}))->wait(20s);
+    CHECK(given[world - 1].to_vector<float>() == rank_input(world - 1, 4, ls::kFloat32).to_vector<float>());
+    for (ls::ScalarType dtype : ls::testing::reducible_dtypes()) {
+      for (ReduceOp op : ls::testing::all_reduce_ops()) {
+        // inputs[j] holds elements [3j, 3j+3) of rank's sequence; rank r gets block r reduced.
+        std::vector<ls::Tensor> inputs;
+        for (int j = 0; j < world; ++j) inputs.push_back(rank_input(rank, 3, dtype, 3 * j));
+        ls::Tensor out = ls::empty({3}, ls::TensorOptions().dtype(dtype));
+        pg->reduce_scatter(out, inputs, op)->wait(20s);
+        check_reduced(out, op, world, "reduce_scatter", 3 * rank);
+      }
+    }
+    auto work = pg->barrier();
+    work->wait(20s);
+    CHECK(work->is_success());
+  }, 120s);
+}
+
+}  // namespace
+
+TEST_CASE("process_group: gloo allreduce, every dtype and op, 2 ranks") { allreduce_everything(2); }
+TEST_CASE("process_group: gloo allreduce, every dtype and op, 4 ranks") { allreduce_everything(4); }
+TEST_CASE("process_group: gloo broadcast, allgather, reduce_scatter, barrier, 2 ranks") { other_collectives(2); }
+TEST_CASE("process_group: gloo broadcast, allgather, reduce_scatter, barrier, 4 ranks") { other_collectives(4); }
+
+TEST_CASE("process_group: gloo allreduce AVG on a non-power-of-two world uses the ring") {
+  ls::testing::run_ranks(3, [](int rank) {
+    auto pg = gloo_group();
+    ls::Tensor t = rank_input(rank, 11, ls::kFloat32);
+    pg->allreduce(t, ReduceOp::AVG)->wait(20s);
+    check_reduced(t, ReduceOp::AVG, 3, "allreduce AVG over 3 ranks");
+  }, 60s);
+}
+
+TEST_CASE("process_group: gloo send and recv pass a tensor around the ring") {
+  const int world = 3;
+  ls::testing::run_ranks(world, [](int rank) {
+    auto pg = gloo_group();
+    const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
+    ls::Tensor mine = rank_input(rank, 6, ls::kFloat32);
+    ls::Tensor got = ls::zeros({6});
+    // Blocking-style pairing: rank 0 sends first, everyone else receives first.
+    if (rank == 0) {
+      pg->send(mine, next, /*tag=*/7)->wait(20s);
+      pg->recv(got, prev, 7)->wait(20s);
+    } else {
+      pg->recv(got, prev, 7)->wait(20s);
+      pg->send(mine, next, 7)->wait(20s);
+    }
+    CHECK(got.to_vector<float>() == rank_input(prev, 6, ls::kFloat32).to_vector<float>());
+    // Point-to-point traffic does not disturb the collectives' numbering.
+    ls::Tensor t = rank_input(rank, 4, ls::kFloat32);
+    pg->allreduce(t)->wait(20s);
+    check_reduced(t, ReduceOp::SUM, world, "allreduce after send/recv");
+  }, 60s);
+}
+
+TEST_CASE("process_group: round robin spreads interleaved collectives over K groups, in order") {
+  const int world = 2, groups = 3;
+  ls::testing::run_ranks(world, [](int rank) {
+    dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
+    std::vector<std::shared_ptr<dist::ProcessGroup>> gloo;
+    for (int k = 0; k < groups; ++k) {
+      auto store = std::make_shared<dist::PrefixStore>("rr" + std::to_string(k), info.store);
+      gloo.push_back(std::make_shared<dist::ProcessGroupGloo>(store, info.rank, info.world_size));
+    }
+    dist::ProcessGroupRoundRobin pg(gloo);
+    CHECK(pg.backend_name() == "round_robin");
+    CHECK(pg.size() == world);
+    // 24 collectives of changing sizes, kinds and ops, all in flight: call i goes
+    // to group i % 3, so each group must still see its own calls in the same order
+    // on both ranks (a misordering would pair different sizes and fail).
+    std::vector<ls::Tensor> tensors;
+    std::vector<std::shared_ptr<dist::Work>> works;
+    for (int i = 0; i < 24; ++i) {
+      tensors.push_back(rank_input(rank, 5 + 37 * i, ls::kFloat32, i));
+      works.push_back(i % 4 == 3 ? pg.broadcast(tensors.back(), i % world)
+                                 : pg.allreduce(tensors.back(), i % 2 ? ReduceOp::MAX : ReduceOp::SUM));
+    }
+    for (int i = 0; i < 24; ++i) {
+      works[i]->wait(20s);
+      if (i % 4 == 3) {
+        CHECK(tensors[i].to_vector<float>() ==
+              rank_input(i % world, 5 + 37 * i, ls::kFloat32, i).to_vector<float>());
+      } else {
+        check_reduced(tensors[i], i % 2 ? ReduceOp::MAX : ReduceOp::SUM, world, "round robin call", i);
+      }
+    }
+    pg.barrier()->wait(20s);
+  }, 60s);
+}
+
+TEST_CASE("process_group: init_process_group round_robin(K) builds a round-robin group") {
+  ls::testing::run_ranks(2, [](int rank) {
+    auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(20s).round_robin(2));
+    auto* rr = dynamic_cast<dist::ProcessGroupRoundRobin*>(pg.get());
+    REQUIRE(rr != nullptr);
+    CHECK(rr->groups().size() == 2);
+    ls::Tensor t = rank_input(rank, 9, ls::kFloat32);
+    pg->allreduce(t)->wait(20s);
+    check_reduced(t, ReduceOp::SUM, 2, "allreduce through init round_robin");
+  }, 60s);
+}

@@ -1,0 +1,206 @@
+// tests/distributed/test_rendezvous.cpp — who-am-I from the environment
+// (torchrun and Open MPI variables, explicit InitOptions winning), errors that
+// name the offending variable, and the store barrier naming missing ranks.
+// Read before: distributed/rendezvous.h, tests/support/multiprocess.h.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "distributed/hash_store.h"
+#include "distributed/rendezvous.h"
+#include "distributed/tcp_store.h"
+#include "tests/support/multiprocess.h"
+
+namespace ls = lockstep;
+namespace dist = lockstep::distributed;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Clears every variable rendezvous reads, sets the given ones, restores all at scope exit.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::map<std::string, std::string>& vars) {
+    for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+                             "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+                             "LOCKSTEP_TIMEOUT_S"}) {
+      const char* v = std::getenv(name);
+      saved_[name] = v ? std::optional<std::string>(v) : std::nullopt;
+      ::unsetenv(name);
+    }
+    for (const auto& [k, v] : vars) ::setenv(k.c_str(), v.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    for (const auto& [k, v] : saved_) {
+      if (v) ::setenv(k.c_str(), v->c_str(), 1);
+      else ::unsetenv(k.c_str());
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+std::string error_of(const dist::InitOptions& o = {}) {
+  try {
+    dist::resolve_rendezvous(o);
+  } catch (const ls::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("rendezvous: reads torchrun variables") {
+  ScopedEnv env({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "10.1.2.3"},
+                 {"MASTER_PORT", "1234"}});
+  dist::RendezvousInfo info = dist::resolve_rendezvous();
+  CHECK(info.rank == 2);
+  CHECK(info.world_size == 4);
+  CHECK(info.local_rank == 0);
+  CHECK(info.master_addr == "10.1.2.3");
+  CHECK(info.master_port == 1234);
+  CHECK(info.timeout == 300000ms);
+}
+
+TEST_CASE("rendezvous: reads mpirun variables, with local defaults for the master") {
+  ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "3"},
+                 {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}});
+  dist::RendezvousInfo info = dist::resolve_rendezvous();
+  CHECK(info.rank == 1);
+  CHECK(info.world_size == 3);
+  CHECK(info.local_rank == 1);
+  CHECK(info.master_addr == "127.0.0.1");
+  CHECK(info.master_port == 29500);
+}
+
+TEST_CASE("rendezvous: torchrun variables win over mpirun's, explicit options over both") {
+  ScopedEnv env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "0"},
+                 {"OMPI_COMM_WORLD_SIZE", "5"}, {"MASTER_PORT", "4000"}, {"LOCKSTEP_TIMEOUT_S", "2.5"}});
+  dist::RendezvousInfo a = dist::resolve_rendezvous();
+  CHECK(a.rank == 1);
+  CHECK(a.world_size == 2);
+  CHECK(a.local_rank == 1);  // LOCAL_RANK unset: the rank
+  CHECK(a.timeout == 2500ms);
+  auto store = std::make_shared<dist::HashStore>();
+  dist::RendezvousInfo b = dist::resolve_rendezvous(dist::InitOptions()
+                                                        .rank(3)
+                                                        .world_size(8)
+                                                        .local_rank(1)
+                                                        .master_addr("example.org")
+                                                        .master_port(5555)
+                                                        .timeout(1500ms)
+                                                        .store(store));
+  CHECK(b.rank == 3);
+  CHECK(b.world_size == 8);
+  CHECK(b.local_rank == 1);
+  CHECK(b.master_addr == "example.org");
+  CHECK(b.master_port == 5555);
+  CHECK(b.timeout == 1500ms);
+  CHECK(b.store == store);
+}
+
+TEST_CASE("rendezvous: missing or inconsistent values name the variable") {
+  {
+    ScopedEnv env({});
+    CHECK(error_of().find("RANK is not set") != std::string::npos);
+    CHECK(error_of(dist::InitOptions().rank(0)).find("WORLD_SIZE is not set") != std::string::npos);
+  }
+  {
+    ScopedEnv env({{"RANK", "3"}, {"WORLD_SIZE", "2"}});
+    CHECK(error_of().find("RANK=3 but WORLD_SIZE=2") != std::string::npos);
+  }
+  {
+    ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
+    CHECK(error_of().find("OMPI_COMM_WORLD_RANK=4 but OMPI_COMM_WORLD_SIZE=4") != std::string::npos);
+  }
+  {
+    ScopedEnv env({{"RANK", "zero"}, {"WORLD_SIZE", "2"}});
+    CHECK(error_of().find("RANK='zero' is not an integer") != std::string::npos);
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "0"}});
+    CHECK(error_of().find("WORLD_SIZE=0") != std::string::npos);
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}});
+    CHECK(error_of().find("MASTER_PORT=70000") != std::string::npos);
+  }
+  {
+    ScopedEnv env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "-1"}});
+    CHECK(error_of().find("LOCAL_RANK=-1") != std::string::npos);
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCKSTEP_TIMEOUT_S", "soon"}});
+    CHECK(error_of().find("LOCKSTEP_TIMEOUT_S='soon'") != std::string::npos);
+  }
+  {
+    ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
+    CHECK(error_of(dist::InitOptions().rank(2)).find("InitOptions().rank()=2 but WORLD_SIZE=2") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("rendezvous: ranks meet through a TCPStore hosted by rank 0") {
+  ls::testing::run_ranks(3, [](int rank) {
+    dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(10000ms));
+    CHECK(info.rank == rank);
+    CHECK(info.world_size == 3);
+    REQUIRE(info.store != nullptr);
+    auto* tcp = dynamic_cast<dist::TCPStore*>(info.store.get());
+    REQUIRE(tcp != nullptr);
+    CHECK(tcp->is_master() == (rank == 0));
+    info.store->set("hello/" + std::to_string(rank), std::to_string(rank * rank));
+    CHECK(info.store->get_string("hello/" + std::to_string((rank + 1) % 3)) ==
+          std::to_string(((rank + 1) % 3) * ((rank + 1) % 3)));
+    // The barrier is reusable; after it everyone's key is visible.
+    for (int round = 0; round < 3; ++round) {
+      info.store->add("round/" + std::to_string(round), 1);
+      dist::barrier_on_store(*info.store, rank, 3, 10000ms, "test/barrier");
+      CHECK(info.store->get_string("round/" + std::to_string(round)) == "3");
+    }
+    dist::barrier_on_store(*info.store, rank, 3, 10000ms, "test/final");  // rank 0's server outlives the reads
+  });
+}
+
+TEST_CASE("rendezvous: a barrier that times out lists the ranks that never arrived") {
+  dist::HashStore store;
+  std::string errors[2];
+  std::thread t0([&] {
+    try {
+      dist::barrier_on_store(store, 0, 4, 300ms, "partial");
+    } catch (const ls::Error& e) {
+      errors[0] = e.what();
+    }
+  });
+  try {
+    dist::barrier_on_store(store, 2, 4, 300ms, "partial");
+  } catch (const ls::Error& e) {
+    errors[1] = e.what();
+  }
+  t0.join();
+  for (const auto& msg : errors) {
+    CHECK(msg.find("ranks 1, 3 (2 of 4) never arrived") != std::string::npos);
+    CHECK(msg.find("'partial'") != std::string::npos);
+  }
+}
+
+TEST_CASE("rendezvous: a rank that never starts makes the others fail naming it") {
+  auto results = ls::testing::launch_ranks(3, [](int rank) {
+    if (rank == 2) return;  // "crashes" before the rendezvous
+    try {
+      dist::rendezvous_from_env(dist::InitOptions().timeout(1000ms));
+      FAIL("rendezvous should have timed out");
+    } catch (const ls::Error& e) {
+      std::string msg = e.what();
+      CHECK(msg.find("rank 2 (1 of 3) never arrived") != std::string::npos);
+    }
+    if (rank == 0) std::this_thread::sleep_for(500ms);  // keep the server up while rank 1 asks
+  });
+  for (const auto& r : results) CHECK_MESSAGE(r.ok(), r.describe());
+}

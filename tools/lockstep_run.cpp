@@ -1,0 +1,410 @@
+// tools/lockstep_run.cpp — lockstep-run, the torchrun-style launcher.
+//
+//   lockstep-run --nproc-per-node N [--nnodes M --node-rank K
+//                --master-addr A --master-port P] -- prog args...
+//
+// Starts N copies of prog on this machine (fork + exec), copy i with
+//   RANK = K*N + i   WORLD_SIZE = M*N   LOCAL_RANK = i   LOCAL_WORLD_SIZE = N
+//   GROUP_RANK = K   MASTER_ADDR = A   MASTER_PORT = P
+// — what distributed/rendezvous.h reads. Every line a rank prints goes to our
+// stdout (or stderr) prefixed "[rank R] ". SIGINT/SIGTERM sent to the launcher
+// are forwarded to every rank. When a rank exits non-zero or dies by a signal,
+// the others get SIGTERM, then SIGKILL after a grace period, and the launcher
+// reports "lockstep-run: rank R failed first (...)" and exits non-zero (the
+// rank's exit status, or 128 + signal). Exit 0 when every rank succeeds.
+//
+// One thread, one poll() loop: it reads every rank's pipes, a self-pipe that
+// the signal handler writes to (SIGCHLD, SIGINT, SIGTERM), and reaps children.
+// Each rank runs in its own process group, so signals reach a shell's children
+// too (`sh -c 'sleep 30'` dies whole) and no orphan keeps a pipe open.
+// Deliberately plain C++ and POSIX: it links no lockstep library.
+// Read before: distributed/rendezvous.h (the variables), README.md (usage).
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+const char* kUsage =
+    "usage: lockstep-run --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]\n"
+    "                    [--grace-period SECONDS] -- prog [args...]\n"
+    "\n"
+    "Starts N processes of `prog` on this machine, as ranks of a world of M*N, with\n"
+    "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT set\n"
+    "(what ls::distributed::init_process_group reads). Output lines are prefixed \"[rank R] \".\n"
+    "\n"
+    "  --nproc-per-node N    processes on this node (required, >= 1)\n"
+    "  --nnodes M            nodes in the job (default 1); run lockstep-run once per node\n"
+    "  --node-rank K         this node's index in [0, M) (default 0)\n"
+    "  --master-addr A       address of the node running rank 0 (default 127.0.0.1)\n"
+    "  --master-port P       free TCP port there for the rendezvous store (default 29500)\n"
+    "  --grace-period S      seconds between SIGTERM and SIGKILL when stopping ranks (default 5)\n"
+    "  -h, --help            this text\n"
+    "\n"
+    "SIGINT/SIGTERM are forwarded to every rank. If a rank fails (non-zero exit or a signal)\n"
+    "the others are stopped and lockstep-run exits non-zero, naming the rank that failed first.\n";
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "lockstep-run: %s\n(run lockstep-run --help for usage)\n", msg.c_str());
+  std::exit(2);
+}
+
+long parse_number(const std::string& option, const std::string& text, long lo, long hi) {
+  errno = 0;
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || *end != '\0' || v < lo || v > hi) {
+    usage_error(option + " expects an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                "], got '" + text + "'");
+  }
+  return v;
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+struct Options {
+  long nproc = 0, nnodes = 1, node_rank = 0, master_port = 29500;
+  std::string master_addr = "127.0.0.1";
+  double grace_s = 5.0;
+  std::vector<std::string> command;
+};
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  bool have_nproc = false;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    }
+    if (a.rfind("-", 0) != 0) break;  // the program starts here
+    std::string name = a, value;
+    size_t eq = a.find('=');
+    if (eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    }
+    for (char& c : name) if (c == '_') c = '-';  // --nproc_per_node, as torchrun spells it
+    static const char* known[] = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr",
+                                  "--master-port", "--grace-period"};
+    bool is_known = false;
+    for (const char* k : known) is_known |= name == k;
+    if (!is_known) usage_error("unknown option '" + a + "'");
+    if (eq == std::string::npos) {
+      if (i + 1 >= argc) usage_error(name + " needs a value");
+      value = argv[++i];
+    }
+    if (name == "--nproc-per-node") {
+      o.nproc = parse_number(name, value, 1, 4096);
+      have_nproc = true;
+    } else if (name == "--nnodes") {
+      o.nnodes = parse_number(name, value, 1, 1 << 20);
+    } else if (name == "--node-rank") {
+      o.node_rank = parse_number(name, value, 0, 1 << 20);
+    } else if (name == "--master-addr") {
+      if (value.empty()) usage_error("--master-addr needs a non-empty address");
+      o.master_addr = value;
+    } else if (name == "--master-port") {
+      o.master_port = parse_number(name, value, 1, 65535);
+    } else if (name == "--grace-period") {
+      char* end = nullptr;
+      o.grace_s = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !(o.grace_s >= 0) || o.grace_s > 3600) {
+        usage_error("--grace-period expects seconds in [0, 3600], got '" + value + "'");
+      }
+    }
+  }
+  for (; i < argc; ++i) o.command.push_back(argv[i]);
+  if (!have_nproc) usage_error("--nproc-per-node N is required");
+  if (o.node_rank >= o.nnodes) {
+    usage_error("--node-rank " + std::to_string(o.node_rank) + " but --nnodes " + std::to_string(o.nnodes) +
+                ": the node rank must be in [0, nnodes)");
+  }
+  if (o.command.empty()) usage_error("no program given: put it after `--`, e.g. lockstep-run --nproc-per-node 2 -- ./train");
+  return o;
+}
+
+// ---- signals -----------------------------------------------------------------
+
+int g_signal_pipe[2] = {-1, -1};
+
+void on_signal(int sig) {
+  int saved = errno;
+  unsigned char b = static_cast<unsigned char>(sig);
+  (void)!::write(g_signal_pipe[1], &b, 1);
+  errno = saved;
+}
+
+void install_handlers() {
+  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    std::perror("lockstep-run: pipe");
+    std::exit(1);
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+// ---- ranks -------------------------------------------------------------------
+
+// One output stream of one rank: a pipe and the partial line read so far.
+struct Stream {
+  int fd = -1;
+  int out = 1;  // where its lines go: 1 (stdout) or 2 (stderr)
+  std::string partial;
+};
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;  // also its process group id
+  bool running = false;
+  int status = 0;
+  Stream streams[2];
+};
+
+void write_fully(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    off += static_cast<size_t>(n);
+  }
+}
+
+// Emits complete lines of `s` with the rank prefix; `flush` also emits a final partial line.
+void emit(Rank& r, Stream& s, bool flush) {
+  const std::string prefix = "[rank " + std::to_string(r.rank) + "] ";
+  std::string out;
+  size_t start = 0;
+  for (size_t nl; (nl = s.partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+    out += prefix;
+    out.append(s.partial, start, nl + 1 - start);
+  }
+  s.partial.erase(0, start);
+  if ((flush || s.partial.size() > 65536) && !s.partial.empty()) {
+    out += prefix + s.partial + "\n";
+    s.partial.clear();
+  }
+  if (!out.empty()) write_fully(s.out, out);
+}
+
+// Reads what is available; closes the stream at EOF.
+void drain(Rank& r, Stream& s) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(s.fd, buf, sizeof(buf));
+    if (n > 0) {
+      s.partial.append(buf, static_cast<size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) {
+      ::close(s.fd);
+      s.fd = -1;
+      emit(r, s, true);
+      return;
+    }
+    break;  // EAGAIN
+  }
+  emit(r, s, false);
+}
+
+void spawn(Rank& r, const Options& o) {
+  int pipes[2][2];
+  for (auto& p : pipes) {
+    if (::pipe2(p, O_CLOEXEC) != 0) {
+      std::perror("lockstep-run: pipe");
+      std::exit(1);
+    }
+  }
+  const long local = r.rank - o.node_rank * o.nproc;
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    std::perror("lockstep-run: fork");
+    std::exit(1);
+  }
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(pipes[0][1], 1);
+    ::dup2(pipes[1][1], 2);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(sig, &dfl, nullptr);
+    setenv("RANK", std::to_string(r.rank).c_str(), 1);
+    setenv("WORLD_SIZE", std::to_string(o.nproc * o.nnodes).c_str(), 1);
+    setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);
+    setenv("LOCAL_WORLD_SIZE", std::to_string(o.nproc).c_str(), 1);
+    setenv("GROUP_RANK", std::to_string(o.node_rank).c_str(), 1);
+    setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
+    setenv("MASTER_PORT", std::to_string(o.master_port).c_str(), 1);
+    std::vector<char*> args;
+    for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    std::fprintf(stderr, "lockstep-run: cannot run '%s': %s\n", args[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::setpgid(pid, pid);  // also from here, so the group exists before we ever signal it
+  r.pid = pid;
+  r.running = true;
+  for (int k = 0; k < 2; ++k) {
+    ::close(pipes[k][1]);
+    r.streams[k].fd = pipes[k][0];
+    r.streams[k].out = k + 1;
+    ::fcntl(r.streams[k].fd, F_SETFL, ::fcntl(r.streams[k].fd, F_GETFL) | O_NONBLOCK);
+  }
+}
+
+void signal_all(std::vector<Rank>& ranks, int sig) {
+  for (auto& r : ranks) {
+    if (r.running) ::kill(-r.pid, sig);  // the rank's process group, by its id
+  }
+}
+
+std::string describe(int status) {
+  if (WIFSIGNALED(status)) return "signal " + signal_name(WTERMSIG(status));
+  return "exit status " + std::to_string(WEXITSTATUS(status));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse_args(argc, argv);
+  install_handlers();
+  std::vector<Rank> ranks(static_cast<size_t>(o.nproc));
+  for (long i = 0; i < o.nproc; ++i) {
+    ranks[i].rank = static_cast<int>(o.node_rank * o.nproc + i);
+    spawn(ranks[i], o);
+  }
+
+  using Clock = std::chrono::steady_clock;
+  const auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_s * 1000));
+  int running = static_cast<int>(ranks.size());
+  int failed = -1;       // index of the rank that failed first
+  int interrupted = 0;   // the signal the launcher received, if any
+  bool stopping = false;
+  Clock::time_point kill_at{};
+  Clock::time_point drain_until = Clock::time_point::max();  // after the last exit: stop waiting for orphans
+
+  auto start_stopping = [&](int sig) {
+    signal_all(ranks, sig);
+    if (!stopping) kill_at = Clock::now() + grace;
+    stopping = true;
+  };
+
+  for (;;) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<size_t, int>> owners;
+    fds.push_back({g_signal_pipe[0], POLLIN, 0});
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      for (int k = 0; k < 2; ++k) {
+        if (ranks[i].streams[k].fd < 0) continue;
+        fds.push_back({ranks[i].streams[k].fd, POLLIN, 0});
+        owners.push_back({i, k});
+      }
+    }
+    if (running == 0 && (owners.empty() || Clock::now() >= drain_until)) break;
+    int wait_ms = 200;
+    if (stopping && running > 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - Clock::now()).count();
+      wait_ms = static_cast<int>(std::max<long>(0, std::min<long>(left, wait_ms)));
+    }
+    ::poll(fds.data(), fds.size(), wait_ms);
+
+    for (size_t j = 1; j < fds.size(); ++j) {
+      if (fds[j].revents) drain(ranks[owners[j - 1].first], ranks[owners[j - 1].first].streams[owners[j - 1].second]);
+    }
+    unsigned char sigs[64];
+    ssize_t n = ::read(g_signal_pipe[0], sigs, sizeof(sigs));
+    for (ssize_t k = 0; k < n; ++k) {
+      if (sigs[k] == SIGINT || sigs[k] == SIGTERM || sigs[k] == SIGHUP) {
+        if (!interrupted) interrupted = sigs[k];
+        start_stopping(sigs[k]);
+      }
+    }
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      Rank& r = ranks[i];
+      if (!r.running) continue;
+      // Peek first (WNOWAIT): while the rank is an unreaped zombie its id cannot be
+      // reused, so killing its process group below cannot hit a stranger.
+      siginfo_t info{};
+      if (::waitid(P_PID, static_cast<id_t>(r.pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 ||
+          info.si_pid != r.pid) {
+        continue;
+      }
+      ::kill(-r.pid, SIGKILL);  // whatever the rank left behind in its group
+      int status = 0;
+      ::waitpid(r.pid, &status, 0);
+      r.running = false;
+      r.status = status;
+      --running;
+      bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && failed < 0 && !interrupted) {
+        failed = static_cast<int>(i);
+        start_stopping(SIGTERM);
+      }
+      if (running == 0) drain_until = Clock::now() + std::chrono::milliseconds(500);
+    }
+    if (stopping && running > 0 && Clock::now() >= kill_at) signal_all(ranks, SIGKILL);
+  }
+  for (auto& r : ranks) {
+    for (auto& s : r.streams) {
+      if (s.fd >= 0) {
+        emit(r, s, true);
+        ::close(s.fd);
+      }
+    }
+  }
+
+  if (interrupted) {
+    std::fprintf(stderr, "lockstep-run: received %s, forwarded it to every rank\n", signal_name(interrupted).c_str());
+    return 128 + interrupted;
+  }
+  if (failed >= 0) {
+    const Rank& r = ranks[failed];
+    std::fprintf(stderr, "lockstep-run: rank %d failed first (%s); stopped the other ranks\n", r.rank,
+                 describe(r.status).c_str());
+    if (WIFSIGNALED(r.status)) return 128 + WTERMSIG(r.status);
+    return WEXITSTATUS(r.status);
+  }
+  return 0;
+}
