@@ -12,19 +12,6 @@
 namespace lockstep::distributed {
 namespace {
 
-// How many groups options ask for (InitOptions::round_robin(K); 1 when the
-// InitOptions in this build has no such setter).
-template <class O>
-int round_robin_groups(const O& options) {
-  if constexpr (requires { options.round_robin(); }) {
-    const int k = options.round_robin();
-    LS_CHECK(k >= 1, "init_process_group: round_robin(", k, ") must ask for at least 1 group");
-    return k;
-  } else {
-    return 1;
-  }
-}
-
 std::shared_ptr<ProcessGroup> make_gloo(const InitOptions& options, int groups) {
   RendezvousInfo info = rendezvous_from_env(options);
   ProcessGroupGloo::Options gloo_options;
@@ -59,7 +46,8 @@ std::shared_ptr<ProcessGroup> make_mpi(const InitOptions& options, int groups) {
 }  // namespace
 
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, const InitOptions& options) {
-  const int groups = round_robin_groups(options);
+  const int groups = options.round_robin();
+  LS_CHECK(groups >= 1, "init_process_group: round_robin(", groups, ") must ask for at least 1 group");
   if (backend == "gloo") return make_gloo(options, groups);
   if (backend == "mpi") return make_mpi(options, groups);
   if (backend == "nccl") {

@@ -163,7 +163,9 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   }
   context_ = std::move(context);
   options_.check_every_collective = options_.check_every_collective || detail::debug_checks_enabled();
-  queue_ = std::make_unique<detail::WorkQueue>();
+  if (const char* env = std::getenv("LOCKSTEP_GLOO_THREADS")) options_.threads = std::atoi(env);
+  if (const char* env = std::getenv("LOCKSTEP_GLOO_RING_THRESHOLD")) options_.ring_threshold_bytes = std::atoll(env);
+  queue_ = std::make_unique<detail::WorkQueue>(options_.threads);
 }
 
 ProcessGroupGloo::~ProcessGroupGloo() {
@@ -185,9 +187,12 @@ std::shared_ptr<Work> ProcessGroupGloo::enqueue(Pending pending, bool collective
 std::vector<Tensor> ProcessGroupGloo::run(const Pending& p) {
   const bool collective = p.fingerprint.kind != static_cast<int32_t>(CollectiveKind::SEND) &&
                           p.fingerprint.kind != static_cast<int32_t>(CollectiveKind::RECV);
-  if (!broken_.empty()) {
-    throw Error(lockstep::detail::str("gloo ", p.description, ": the process group is unusable after an "
-                            "earlier failure: ", broken_));
+  {
+    std::lock_guard<std::mutex> lock(broken_mutex_);
+    if (!broken_.empty()) {
+      throw Error(lockstep::detail::str("gloo ", p.description, ": the process group is unusable after an "
+                                        "earlier failure: ", broken_));
+    }
   }
   try {
     if (collective && (p.fingerprint.seq == 0 || options_.check_every_collective)) {
@@ -196,10 +201,14 @@ std::vector<Tensor> ProcessGroupGloo::run(const Pending& p) {
     return p.body(data_tag(p.fingerprint.seq), p.timeout);
   } catch (const gloo::Exception& e) {
     // Transport failure (peer gone, timeout): the pairs are out of step for good.
-    broken_ = lockstep::detail::str(p.description, " failed: ", e.what(), " (timeout ", p.timeout.count(),
-                          " ms; a peer rank may have exited, crashed, or stopped issuing "
-                          "collectives)");
-    throw Error(lockstep::detail::str("gloo ", broken_));
+    const std::string failure = lockstep::detail::str(
+        p.description, " failed: ", e.what(), " (timeout ", p.timeout.count(),
+        " ms; a peer rank may have exited, crashed, or stopped issuing collectives)");
+    {
+      std::lock_guard<std::mutex> lock(broken_mutex_);
+      if (broken_.empty()) broken_ = failure;
+    }
+    throw Error(lockstep::detail::str("gloo ", failure));
   }
   // ls::Error (a fingerprint mismatch, seen by every rank) leaves the group usable.
 }

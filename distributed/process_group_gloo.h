@@ -62,6 +62,7 @@ class ProcessGroupGloo : public ProcessGroup {
     std::string master_addr = "127.0.0.1";
     size_t ring_threshold_bytes = 256 * 1024;  // see Note [Allreduce algorithm choice]
     bool check_every_collective = false;       // see Note [Collective fingerprints]
+    int threads = 4;  // worker threads: collectives in flight at once (see Note [Collective order])
   };
 
   // Blocks until all `size` ranks have connected (or options.timeout passes).
@@ -96,7 +97,8 @@ class ProcessGroupGloo : public ProcessGroup {
   std::mutex issue_mutex_;      // callers: sequence numbers in issue order
   int64_t next_seq_ = 0;      // collectives
   int64_t next_p2p_seq_ = 0;  // send / recv
-  std::string broken_;          // worker thread: first failure, if any
+  std::mutex broken_mutex_;
+  std::string broken_;  // worker threads: the first transport failure, if any
   std::unique_ptr<detail::WorkQueue> queue_;
 };
 

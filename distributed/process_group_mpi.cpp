@@ -39,6 +39,7 @@ void mpi_check(int rc, const std::string& what) {
 detail::WorkQueue& mpi_thread() {
   static bool we_initialized = false;
   static detail::WorkQueue queue(
+      /*threads=*/1,
       [] {
         int initialized = 0;
         MPI_Initialized(&initialized);

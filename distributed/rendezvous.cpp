@@ -127,9 +127,9 @@ void barrier_on_store(Store& store, int rank, int world_size, std::chrono::milli
           missing.push_back(r);
         }
       }
-    } catch (const std::exception&) {
-      throw Error(detail::str("barrier '", name, "' on rank ", rank, " failed, and the store could not "
-                              "be asked which ranks are missing: ", e.what()));
+    } catch (const std::exception& asking) {
+      throw Error(detail::str("barrier '", name, "' on rank ", rank, " failed: ", e.what(),
+                              "; and the store could not be asked which ranks are missing: ", asking.what()));
     }
     if (missing.empty()) {  // the last rank arrived just as the timeout passed
       store.wait({done}, std::chrono::milliseconds(5000));
@@ -142,6 +142,12 @@ void barrier_on_store(Store& store, int rank, int world_size, std::chrono::milli
                             ") never arrived; they may have crashed, hung, or not been started — check "
                             "their output, and raise LOCKSTEP_TIMEOUT_S if they are just slow"));
   }
+  // Rank 0 may host the store (TCPStore): it must not return — and perhaps exit,
+  // taking the server down — while another rank still awaits the reply that
+  // releases it. So every rank checks out, and rank 0 leaves last.
+  const std::string left = name + "/left/" + std::to_string(generation);
+  if (store.add(left, 1) == world_size) store.set(left + "/all", std::string("1"));
+  if (rank == 0) store.wait({left + "/all"}, timeout);
 }
 
 }  // namespace lockstep::distributed

@@ -40,6 +40,9 @@ class InitOptions {
   InitOptions timeout(std::chrono::milliseconds t) const { auto o = *this; o.timeout_ = t; return o; }
   // Rendezvous through this store instead of a new TCPStore (MASTER_* are then unused).
   InitOptions store(std::shared_ptr<Store> s) const { auto o = *this; o.store_ = std::move(s); return o; }
+  // init_process_group: K process groups used round-robin (the paper's Section 3.3
+  // knob); the rendezvous itself ignores it. Default 1.
+  InitOptions round_robin(int k) const { auto o = *this; o.round_robin_ = k; return o; }
 
   const std::optional<int>& rank() const { return rank_; }
   const std::optional<int>& world_size() const { return world_size_; }
@@ -48,12 +51,14 @@ class InitOptions {
   const std::optional<int>& master_port() const { return master_port_; }
   const std::optional<std::chrono::milliseconds>& timeout() const { return timeout_; }
   const std::shared_ptr<Store>& store() const { return store_; }
+  int round_robin() const { return round_robin_; }
 
  private:
   std::optional<int> rank_, world_size_, local_rank_, master_port_;
   std::optional<std::string> master_addr_;
   std::optional<std::chrono::milliseconds> timeout_;
   std::shared_ptr<Store> store_;
+  int round_robin_ = 1;
 };
 
 struct RendezvousInfo {
@@ -79,7 +84,9 @@ std::chrono::milliseconds default_timeout();
 // Blocks until all world_size ranks have called it with the same `name` (as
 // often as this rank has), or throws after `timeout` naming the ranks that
 // have not arrived. Reusable: the k-th call with a name waits for everyone's
-// k-th call. Keys used: "<name>/count", "<name>/rank/<r>", "<name>/done/<k>".
+// k-th call. Rank 0 returns last (after every other rank has been released), so
+// a rank 0 hosting a TCPStore may exit right after it. Keys used: "<name>/count",
+// "<name>/rank/<r>", "<name>/done/<k>", "<name>/left/<k>", "<name>/left/<k>/all".
 void barrier_on_store(Store& store, int rank, int world_size, std::chrono::milliseconds timeout,
                       const std::string& name = "lockstep/barrier");
 

@@ -110,7 +110,7 @@ void TCPStore::connect(std::chrono::milliseconds timeout) {
     auto now = Clock::now();
     if (now >= deadline) break;
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(250));
   }
   ::freeaddrinfo(res);
   LS_CHECK(fd_ >= 0, "TCPStore: could not connect to the store server at ", where(), " within ",

@@ -4,7 +4,7 @@
 // (a background thread, distributed/tcp_store_server.h) listening on
 // MASTER_PORT, and then connects to it like everyone else. The other ranks
 // connect to MASTER_ADDR:MASTER_PORT, retrying with exponential backoff
-// (10 ms doubling to 1 s) until the timeout, since rank 0 may start later.
+// (10 ms doubling to 250 ms) until the timeout, since rank 0 may start later.
 // One TCPStore is one connection; its calls are serialized by a mutex, so
 // threads may share it, but a blocking get() holds it until answered.
 //

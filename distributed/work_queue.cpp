@@ -2,11 +2,15 @@
 // Read before: distributed/work_queue.h.
 #include "distributed/work_queue.h"
 
+#include "core/error.h"
+
 namespace lockstep::distributed::detail {
 
-WorkQueue::WorkQueue(std::function<void()> on_start, std::function<void()> on_exit)
+WorkQueue::WorkQueue(int threads, std::function<void()> on_start, std::function<void()> on_exit)
     : on_start_(std::move(on_start)), on_exit_(std::move(on_exit)) {
-  thread_ = std::thread([this] { loop(); });
+  LS_CHECK(threads >= 1, "WorkQueue: needs at least one thread, got ", threads);
+  LS_CHECK(threads == 1 || (!on_start_ && !on_exit_), "WorkQueue: on_start/on_exit need a single thread");
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { loop(); });
 }
 
 WorkQueue::~WorkQueue() {
@@ -14,8 +18,8 @@ WorkQueue::~WorkQueue() {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
   }
-  cv_.notify_one();
-  thread_.join();
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
 }
 
 void WorkQueue::enqueue(std::shared_ptr<Work> work, Task task) {

@@ -1,10 +1,12 @@
 // distributed/work_queue.h — the ordered worker thread behind the Gloo and MPI
 // process groups.
 //
-// The caller's thread enqueues (Work, task) and returns at once; one worker
-// thread runs the tasks strictly in enqueue order — the order every rank
-// issued its collectives in, which is what keeps ranks matched (see Note
-// [Collective order] in process_group_gloo.h). A task returns the tensors
+// The caller's thread enqueues (Work, task) and returns at once; worker threads
+// take the tasks strictly in enqueue order — the order every rank issued its
+// collectives in, which is what keeps ranks matched (see Note [Collective
+// order] in process_group_gloo.h). With one thread a task starts after the
+// previous one finished; with T threads up to T tasks run at once, still
+// started in order (Gloo keeps them apart by tag). A task returns the tensors
 // its Work reports as result(); an exception escaping a task fails that Work.
 // Read before: distributed/work.h. Read next: distributed/process_group_gloo.h.
 #pragma once
@@ -26,9 +28,10 @@ class WorkQueue {
  public:
   using Task = std::function<std::vector<Tensor>()>;
 
-  // `on_start` runs first on the worker thread (MPI initializes there; if it
-  // throws, every task fails with its error), `on_exit` last.
-  explicit WorkQueue(std::function<void()> on_start = {}, std::function<void()> on_exit = {});
+  // With one thread, `on_start` runs first on it (MPI initializes there; if it
+  // throws, every task fails with its error) and `on_exit` last.
+  explicit WorkQueue(int threads = 1, std::function<void()> on_start = {},
+                     std::function<void()> on_exit = {});
   ~WorkQueue();  // runs what is queued, then joins the worker
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
@@ -45,7 +48,7 @@ class WorkQueue {
   std::deque<std::pair<std::shared_ptr<Work>, Task>> queue_;
   bool stop_ = false;
   std::function<void()> on_start_, on_exit_;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace lockstep::distributed::detail

@@ -8,6 +8,12 @@
 // the same results as an uninterrupted run, because the data order depends only
 // on (seed, epoch) (DistributedSampler) and everything else is in the file.
 //
+// Distributed: run it under the launcher (or mpirun) and it trains with
+// DistributedDataParallel over Gloo: each rank takes its DistributedSampler
+// shard of every epoch (batch 64 per rank), rank 0 prints and checkpoints.
+//   build/bin/lockstep-run --nproc-per-node 2 -- build/bin/train_fashion_mnist --epochs 2
+// The checkpoint holds the plain module's state, so a single process can load it.
+//
 // Usage: build/bin/train_fashion_mnist [--epochs 4] [--batch 64] [--lr 0.05]
 //          [--threads 1] [--log-every 100] [--limit N] [--checkpoint PATH] [--resume]
 //          [--root /usr/share/datasets/fashion-mnist] [--seed 0]
@@ -108,6 +114,14 @@ int main(int argc, char** argv) {
   try {
     ls::set_num_threads(static_cast<int>(a.threads));
     ls::manual_seed(a.seed);
+    // Several ranks when started by lockstep-run / torchrun (WORLD_SIZE) or mpirun.
+    const char* world_env = std::getenv("WORLD_SIZE");
+    if (!world_env) world_env = std::getenv("OMPI_COMM_WORLD_SIZE");
+    const bool distributed = world_env != nullptr && std::atoi(world_env) > 1;
+    std::shared_ptr<ls::distributed::ProcessGroup> pg;
+    if (distributed) pg = ls::distributed::init_process_group("gloo");
+    const int rank = pg ? pg->rank() : 0;
+    const int world = pg ? pg->size() : 1;
     ls::data::FashionMNIST train(a.root, /*train=*/true);
     ls::data::FashionMNIST test(a.root, /*train=*/false);
     auto model = std::make_shared<ls::models::SmallCNN>();
@@ -116,16 +130,21 @@ int main(int argc, char** argv) {
     int64_t first_epoch = 0;
     if (a.resume && std::filesystem::exists(a.checkpoint)) {
       first_epoch = load_checkpoint(a.checkpoint, *model, opt);
-      std::printf("resumed from %s after epoch %lld\n", a.checkpoint.c_str(),
+      if (rank == 0) std::printf("resumed from %s after epoch %lld\n", a.checkpoint.c_str(),
                   static_cast<long long>(first_epoch));
     }
     const int64_t n = a.limit > 0 ? std::min<int64_t>(a.limit, train.size()) : train.size();
-    ls::data::DistributedSampler sampler(n, /*num_replicas=*/1, /*rank=*/0, /*shuffle=*/true, a.seed);
+    ls::data::DistributedSampler sampler(n, world, rank, /*shuffle=*/true, a.seed);
+    std::unique_ptr<ls::distributed::DistributedDataParallel<ls::models::SmallCNN>> ddp;
+    if (pg) ddp = std::make_unique<ls::distributed::DistributedDataParallel<ls::models::SmallCNN>>(model, pg);
+    auto forward = [&](const ls::Tensor& x) { return ddp ? ddp->forward(x) : model->forward(x); };
     ls::data::DataLoader loader(train, ls::data::DataLoaderOptions(a.batch).workers(1), sampler);
-    std::printf("train_fashion_mnist: SmallCNN, %lld training examples, batch %lld, SGD lr %.3g "
-                "momentum %.2g, %lld thread(s)\n",
-                static_cast<long long>(n), static_cast<long long>(a.batch), a.lr, a.momentum,
-                static_cast<long long>(a.threads));
+    if (rank == 0) {
+      std::printf("train_fashion_mnist: SmallCNN, %lld training examples, %d rank(s), batch %lld "
+                  "per rank, SGD lr %.3g momentum %.2g, %lld thread(s) per rank\n",
+                  static_cast<long long>(n), world, static_cast<long long>(a.batch), a.lr,
+                  a.momentum, static_cast<long long>(a.threads));
+    }
 
     for (int64_t epoch = first_epoch; epoch < a.epochs; ++epoch) {
       sampler.set_epoch(epoch);
@@ -135,14 +154,14 @@ int main(int argc, char** argv) {
       int64_t seen = 0, step = 0, window_examples = 0;
       for (const auto& batch : loader) {
         opt.zero_grad();
-        ls::Tensor loss = ls::nn::functional::cross_entropy(model->forward(batch.data), batch.target);
+        ls::Tensor loss = ls::nn::functional::cross_entropy(forward(batch.data), batch.target);
         loss.backward();
         opt.step();
         const int64_t b = batch.data.size(0);
         loss_sum += loss.item<double>() * static_cast<double>(b);
         seen += b;
         window_examples += b;
-        if (++step % a.log_every == 0) {
+        if (++step % a.log_every == 0 && rank == 0) {
           auto now = std::chrono::steady_clock::now();
           double secs = std::chrono::duration<double>(now - window_start).count();
           std::printf("epoch %lld step %5lld loss %.4f examples/s %.0f\n",
@@ -154,10 +173,11 @@ int main(int argc, char** argv) {
         }
       }
       double train_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (rank != 0) continue;  // replicas are identical: rank 0 evaluates, reports and saves
       double accuracy = evaluate(*model, test);
       std::printf("epoch %lld train_loss %.4f test_accuracy %.4f seconds %.1f examples/s %.0f\n",
                   static_cast<long long>(epoch + 1), loss_sum / static_cast<double>(seen), accuracy,
-                  train_secs, static_cast<double>(seen) / train_secs);
+                  train_secs, static_cast<double>(seen * world) / train_secs);
       std::fflush(stdout);
       save_checkpoint(a.checkpoint, *model, opt, epoch + 1);
     }

@@ -84,12 +84,17 @@ ResNet::ResNet(bool bottleneck, const std::vector<int64_t>& layers, int64_t num_
   fc = register_module("fc", std::make_shared<nn::Linear>(512 * expansion, num_classes));
 
   // torchvision's initialisation: He-normal (fan_out) convolutions, BN weight 1 / bias 0.
-  for (auto& [name, module] : named_modules()) {
-    if (auto c = std::dynamic_pointer_cast<nn::Conv2d>(module)) {
-      nn::init::kaiming_normal_(c->weight, 0.0, "fan_out", "relu");
-    } else if (auto bn = std::dynamic_pointer_cast<nn::BatchNorm2d>(module)) {
-      nn::init::ones_(bn->weight);
-      nn::init::zeros_(bn->bias);
+  // Walks the children's trees: this object is not owned by a shared_ptr until the
+  // constructor returns, so this->named_modules() (which lists itself through
+  // shared_from_this) would throw std::bad_weak_ptr here.
+  for (const auto& [child_name, child] : named_children()) {
+    for (const auto& [name, module] : child->named_modules()) {
+      if (auto c = std::dynamic_pointer_cast<nn::Conv2d>(module)) {
+        nn::init::kaiming_normal_(c->weight, 0.0, "fan_out", "relu");
+      } else if (auto bn = std::dynamic_pointer_cast<nn::BatchNorm2d>(module)) {
+        nn::init::ones_(bn->weight);
+        nn::init::zeros_(bn->bias);
+      }
     }
   }
 }

@@ -20,7 +20,7 @@
 //   };
 // forward() is not virtual: each module declares the signature it needs.
 //
-// Read before: autograd/engine.h. Read next: nn/linear.h, nn/state_dict.h.
+// Read before: autograd/engine.h. Read next: nn/linear.h, nn/state_dict.cpp, nn/serialize.h.
 #pragma once
 
 #include <map>

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <locale>
+#include <sstream>
 #include <vector>
 
 #include "core/factory.h"
@@ -64,27 +66,30 @@ struct Entry {
 };
 
 std::string build_header(const std::vector<Entry>& entries, const Metadata& metadata) {
-  std::string h = "{";
+  std::ostringstream h;
+  h.imbue(std::locale::classic());  // plain digits whatever the global locale
+  const char* sep = "";
+  h << '{';
   if (!metadata.empty()) {
-    h += "\"__metadata__\":{";
-    bool first = true;
+    h << "\"__metadata__\":{";
     for (const auto& [k, v] : metadata) {
-      h += (first ? "" : ",") + detail::json_quote(k) + ":" + detail::json_quote(v);
-      first = false;
+      h << sep << detail::json_quote(k) << ':' << detail::json_quote(v);
+      sep = ",";
     }
-    h += "}";
+    h << '}';
+    sep = ",";
   }
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const Entry& e = entries[i];
-    if (i > 0 || !metadata.empty()) h += ",";
-    h += detail::json_quote(e.name) + ":{\"dtype\":\"" + safetensors_dtype(e.data.dtype()) +
-         "\",\"shape\":[";
-    for (int64_t d = 0; d < e.data.dim(); ++d) h += (d ? "," : "") + std::to_string(e.data.size(d));
-    h += "],\"data_offsets\":[" + std::to_string(e.begin) + "," + std::to_string(e.end) + "]}";
+  for (const Entry& e : entries) {
+    h << sep << detail::json_quote(e.name) << ":{\"dtype\":\"" << safetensors_dtype(e.data.dtype())
+      << "\",\"shape\":[";
+    for (int64_t d = 0; d < e.data.dim(); ++d) h << (d ? "," : "") << e.data.size(d);
+    h << "],\"data_offsets\":[" << e.begin << ',' << e.end << "]}";
+    sep = ",";
   }
-  h += "}";
-  h.append((8 - h.size() % 8) % 8, ' ');  // the data then starts 8-byte aligned
-  return h;
+  h << '}';
+  std::string header = h.str();
+  header.append((8 - header.size() % 8) % 8, ' ');  // the data then starts 8-byte aligned
+  return header;
 }
 
 // Writes everything to `tmp`, flushed to disk; throws on any failure.

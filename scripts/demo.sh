@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # scripts/demo.sh — the README's main job: installs what is missing, builds, and
-# runs the training demo (build/bin/train_demo).
+# trains the Fashion-MNIST CNN with DistributedDataParallel on 2 ranks (2
+# processes on this machine, Gloo over loopback) through the launcher.
+# Extra arguments go to train_fashion_mnist (e.g. --epochs 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 scripts/build.sh
-build/bin/train_demo "$@"
+build/bin/lockstep-run --nproc-per-node 2 -- build/bin/train_fashion_mnist --epochs 2 "$@"

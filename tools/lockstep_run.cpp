@@ -257,7 +257,13 @@ void spawn(Rank& r, const Options& o) {
     }
   }
   const long local = r.rank - o.node_rank * o.nproc;
+  // Block signals across fork: until the child has reset its handlers, a signal
+  // would run our handler in the child and write to our signal pipe.
+  sigset_t all, old;
+  sigfillset(&all);
+  sigprocmask(SIG_BLOCK, &all, &old);
   pid_t pid = ::fork();
+  if (pid != 0) sigprocmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) {
     std::perror("lockstep-run: fork");
     std::exit(1);
@@ -269,6 +275,7 @@ void spawn(Rank& r, const Options& o) {
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE}) sigaction(sig, &dfl, nullptr);
+    sigprocmask(SIG_SETMASK, &old, nullptr);
     setenv("RANK", std::to_string(r.rank).c_str(), 1);
     setenv("WORLD_SIZE", std::to_string(o.nproc * o.nnodes).c_str(), 1);
     setenv("LOCAL_RANK", std::to_string(local).c_str(), 1);

@@ -41,6 +41,8 @@ gradient, stride = ceil(numel / 1024) (grad_sample.param.<name>), plus the full 
 L2 norm (grad_norm.param.<name>); state_sample.<name> holds the first 16 weights so the test
 can first check that its generator reproduces this one bit for bit.
 
+model_bert_tiny_masked.safetensors holds only input.ids, input.key_padding_mask and the
+float64 output of model_bert_tiny's model run with that mask (forward only).
 Also written: resnet50_params.txt and bert_base_params.txt, one line per tensor,
 "param|buffer <name> <dims...>", ending with "total_parameters <count>".
 """

@@ -21,9 +21,9 @@ struct LayerNormBackward final : BackwardNode {
   std::string name() const override { return "LayerNormBackward"; }
   variable_list apply(variable_list&& grads) override {
     auto [dx, dw, db] = native::layer_norm_backward(
-        grads[0], input.unpack(name()), normalized_shape, mean.unpack(name()),
-        rstd.unpack(name()), weight.unpack(name()), should_compute_output(0),
-        should_compute_output(1), should_compute_output(2));
+        grads[0], input.unpack(name()), normalized_shape, mean.unpack(name()), rstd.unpack(name()),
+        weight.unpack(name()), should_compute_output(0), should_compute_output(1),
+        should_compute_output(2));
     return {dx, dw, db};
   }
   void release_variables() override {

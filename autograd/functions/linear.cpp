@@ -24,8 +24,7 @@ struct LinearBackward final : BackwardNode {
   variable_list apply(variable_list&& grads) override {
     const Tensor g = native::to_dtype(grads[0], dtype);  // (*, out)
     auto [dx, dw, db] = native::linear_backward(g, input.unpack(name()), weight.unpack(name()),
-                                                should_compute_output(0),
-                                                should_compute_output(1),
+                                                should_compute_output(0), should_compute_output(1),
                                                 should_compute_output(2));
     return {dx, dw, db};
   }

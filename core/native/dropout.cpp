@@ -28,9 +28,8 @@ void check_p(double p, const char* op) {
 
 // out = x * mask * scale elementwise over contiguous tensors of the same numel.
 Tensor apply_mask(const Tensor& input, const Tensor& mask, double p, const char* op) {
-  LS_CHECK(mask.dtype() == kBool && mask.sizes() == input.sizes(), op, ": mask ",
-           mask.shape_str(), " (", dtype_name(mask.dtype()), ") must be a bool tensor of shape ",
-           input.shape_str());
+  LS_CHECK(mask.dtype() == kBool && mask.sizes() == input.sizes(), op, ": mask ", mask.shape_str(),
+           " (", dtype_name(mask.dtype()), ") must be a bool tensor of shape ", input.shape_str());
   const Tensor x = contiguous(input);
   const Tensor keep = contiguous(mask);
   Tensor out = empty(x.sizes(), x.dtype());

@@ -28,9 +28,10 @@
 // For float32, exp_simd and erf_simd below compute them with plain arithmetic
 // (range reduction, a polynomial, an exponent built from bits), which the
 // compiler vectorises inside an omp simd loop: about 20x faster than calling
-// expf/erff per element. Both are within ~1 ulp of the exact result over all
-// floats (checked exhaustively when written) and handle inf and NaN; exp
-// underflows gradually through the subnormals. float64 (gradcheck) uses libm.
+// expf/erff per element. Both stay within 1.03 ulp of the exact result (measured
+// on every 7th float32 when written; tests/core/test_unary.cpp checks <= 2 ulp)
+// and handle inf and NaN; exp underflows gradually through the subnormals.
+// float64 (gradcheck) uses libm.
 // They are always inlined: a call inside a loop would stop its vectorisation.
 //
 // Read before: core/shape.h (broadcast_strides), core/parallel.h.
@@ -179,8 +180,9 @@ void map_elements(const Tensor& out, const std::array<Tensor, sizeof...(In)>& in
   }(std::index_sequence_for<In...>{});
 
   // One run of `len` elements along the innermost dim, starting at element offsets `off`.
+  // `flatten` inlines f into the loops: a call left inside would stop vectorisation.
   auto run = [&]<size_t... I>(std::index_sequence<I...>, const std::array<int64_t, N>& off,
-                              int64_t len) {
+                              int64_t len) __attribute__((flatten)) {
     Out* o = out_base + off[0];
     const std::tuple<const In*...> p(std::get<I>(in_base) + off[I + 1]...);
     if (all_unit) {

@@ -57,7 +57,7 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& indices, int64_t pa
            weight.defined() ? weight.shape_str() : "(undefined)");
   const int64_t num = weight.size(0), dim = weight.size(1);
   check_padding_idx(padding_idx, num, "embedding");
-  const Tensor flat = checked_indices(indices, num, "embedding");  // (n)
+  const Tensor flat = checked_indices(indices, num, "embedding");             // (n)
   return reshape(index_select(weight, 0, flat), lookup_shape(indices, dim));  // (*, dim)
 }
 
@@ -70,7 +70,7 @@ Tensor embedding_backward(const Tensor& grad_output, const Tensor& indices, int6
   check_padding_idx(padding_idx, num_weights, "embedding_backward");
   const int64_t dim = grad_output.size(-1);
   const Tensor flat = checked_indices(indices, num_weights, "embedding_backward");  // (n)
-  Tensor grad_weight = zeros({num_weights, dim}, grad_output.dtype());  // (num, dim)
+  Tensor grad_weight = zeros({num_weights, dim}, grad_output.dtype());              // (num, dim)
   index_add_(grad_weight, 0, flat, reshape(grad_output, {flat.numel(), dim}));
   if (padding_idx >= 0) fill_(select(grad_weight, 0, padding_idx), 0.0);
   return grad_weight;

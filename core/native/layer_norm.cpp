@@ -48,8 +48,8 @@ void check_layer_norm(const Tensor& input, const IntList& normalized_shape, cons
     const char* what = p == &weight ? "weight" : "bias";
     LS_CHECK(p->sizes() == normalized_shape, "layer_norm: ", what, " has shape ", p->shape_str(),
              " but normalized_shape is ", shape_str(normalized_shape), "; they must match");
-    LS_CHECK(p->dtype() == input.dtype(), "layer_norm: ", what, " dtype ",
-             dtype_name(p->dtype()), " differs from input dtype ", dtype_name(input.dtype()));
+    LS_CHECK(p->dtype() == input.dtype(), "layer_norm: ", what, " dtype ", dtype_name(p->dtype()),
+             " differs from input dtype ", dtype_name(input.dtype()));
   }
 }
 
@@ -83,8 +83,8 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_forward(const Tensor& input,
   const int64_t d = row_length(normalized_shape), m = num_rows(input, normalized_shape);
   const Tensor x = contiguous(input);  // (M, D)
   Tensor y = empty(input.sizes(), input.dtype());
-  Tensor mean = empty({m}, input.dtype());  // (M)
-  Tensor rstd = empty({m}, input.dtype());  // (M)
+  Tensor mean = empty({m}, input.dtype());                            // (M)
+  Tensor rstd = empty({m}, input.dtype());                            // (M)
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();  // (D)
   const Tensor b = bias.defined() ? contiguous(bias) : Tensor();      // (D)
   dispatch_floating(input.dtype(), "layer_norm", [&]<class T>() {
@@ -140,14 +140,13 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_output
            grad_output.defined() ? grad_output.shape_str() : "(undefined)",
            " must have the input's shape ", input.shape_str());
   const int64_t d = row_length(normalized_shape), m = num_rows(input, normalized_shape);
-  LS_CHECK(mean.numel() == m && rstd.numel() == m, "layer_norm_backward: mean ",
-           mean.shape_str(), " and rstd ", rstd.shape_str(), " must hold one value per row (", m,
-           ")");
+  LS_CHECK(mean.numel() == m && rstd.numel() == m, "layer_norm_backward: mean ", mean.shape_str(),
+           " and rstd ", rstd.shape_str(), " must hold one value per row (", m, ")");
   const ScalarType dtype = input.dtype();
-  const Tensor x = contiguous(input);                              // (M, D)
-  const Tensor g = contiguous(to_dtype(grad_output, dtype));       // (M, D)
-  const Tensor mu = contiguous(to_dtype(mean, dtype));             // (M)
-  const Tensor rs = contiguous(to_dtype(rstd, dtype));             // (M)
+  const Tensor x = contiguous(input);                                 // (M, D)
+  const Tensor g = contiguous(to_dtype(grad_output, dtype));          // (M, D)
+  const Tensor mu = contiguous(to_dtype(mean, dtype));                // (M)
+  const Tensor rs = contiguous(to_dtype(rstd, dtype));                // (M)
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();  // (D)
   Tensor grad_input, grad_weight, grad_bias;
   if (need_input) grad_input = empty(input.sizes(), dtype);

@@ -26,18 +26,16 @@ namespace {
 
 // Shapes and dtypes of linear's operands; every error names both shapes.
 void check_linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
-  LS_CHECK(input.defined() && weight.defined(),
-           "linear: input and weight must be defined tensors");
+  LS_CHECK(input.defined() && weight.defined(), "linear: input and weight must be defined tensors");
   LS_CHECK(weight.dim() == 2, "linear: weight must be 2-d (out_features, in_features), got ",
            weight.shape_str());
-  LS_CHECK(input.dim() >= 1, "linear: input must have at least 1 dim (*, in_features), got a 0-d "
-                             "tensor");
+  LS_CHECK(input.dim() >= 1,
+           "linear: input must have at least 1 dim (*, in_features), got a 0-d tensor");
   LS_CHECK(input.size(-1) == weight.size(1), "linear: input ", input.shape_str(),
-           " has in_features ", input.size(-1), " but weight ", weight.shape_str(),
-           " expects ", weight.size(1), "; the last dim of input must equal weight.size(1)");
-  LS_CHECK(input.is_floating_point() && input.dtype() == weight.dtype(),
-           "linear: input (", dtype_name(input.dtype()), ") and weight (",
-           dtype_name(weight.dtype()),
+           " has in_features ", input.size(-1), " but weight ", weight.shape_str(), " expects ",
+           weight.size(1), "; the last dim of input must equal weight.size(1)");
+  LS_CHECK(input.is_floating_point() && input.dtype() == weight.dtype(), "linear: input (",
+           dtype_name(input.dtype()), ") and weight (", dtype_name(weight.dtype()),
            ") must have the same floating dtype; convert with .to(...) first");
   if (bias.defined()) {
     LS_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias must have shape [",
@@ -67,8 +65,8 @@ IntList with_last(const IntList& sizes, int64_t last) {
 Tensor linear_forward(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   check_linear(input, weight, bias);
   const int64_t m = rows_of(input), in = weight.size(1), out = weight.size(0);
-  const Tensor x = contiguous(input);  // (M, in)
-  const Tensor w = contiguous(weight);  // (out, in)
+  const Tensor x = contiguous(input);                              // (M, in)
+  const Tensor w = contiguous(weight);                             // (out, in)
   Tensor y = empty(with_last(input.sizes(), out), input.dtype());  // (M, out)
   dispatch_floating(input.dtype(), "linear", [&]<class T>() {
     T* yp = y.data_ptr<T>();
@@ -99,12 +97,12 @@ std::tuple<Tensor, Tensor, Tensor> linear_backward(const Tensor& grad_output, co
   const Tensor g = contiguous(grad_output);  // (M, out)
   Tensor grad_input, grad_weight, grad_bias;
   if (need_input) {
-    LS_CHECK(weight.defined() && weight.dim() == 2 && weight.size(0) == out &&
-                 weight.dtype() == dtype,
-             "linear_backward: weight ", weight.defined() ? weight.shape_str() : "(undefined)",
-             " does not match grad_output ", grad_output.shape_str());
+    LS_CHECK(
+        weight.defined() && weight.dim() == 2 && weight.size(0) == out && weight.dtype() == dtype,
+        "linear_backward: weight ", weight.defined() ? weight.shape_str() : "(undefined)",
+        " does not match grad_output ", grad_output.shape_str());
     const int64_t in = weight.size(1);
-    const Tensor w = contiguous(weight);  // (out, in)
+    const Tensor w = contiguous(weight);                            // (out, in)
     grad_input = empty(with_last(grad_output.sizes(), in), dtype);  // (M, in)
     dispatch_floating(dtype, "linear_backward", [&]<class T>() {
       gemm<T>(false, false, m, in, out, T(1), g.data_ptr<T>(), std::max<int64_t>(1, out),
@@ -117,12 +115,12 @@ std::tuple<Tensor, Tensor, Tensor> linear_backward(const Tensor& grad_output, co
              "linear_backward: input ", input.defined() ? input.shape_str() : "(undefined)",
              " does not match grad_output ", grad_output.shape_str());
     const int64_t in = input.size(-1);
-    const Tensor x = contiguous(input);  // (M, in)
+    const Tensor x = contiguous(input);     // (M, in)
     grad_weight = empty({out, in}, dtype);  // (out, in) = G^T (out, M) X (M, in)
     dispatch_floating(dtype, "linear_backward", [&]<class T>() {
-      gemm<T>(/*trans_a=*/true, false, out, in, m, T(1), g.data_ptr<T>(),
-              std::max<int64_t>(1, out), x.data_ptr<T>(), std::max<int64_t>(1, in), T(0),
-              grad_weight.data_ptr<T>(), std::max<int64_t>(1, in));
+      gemm<T>(/*trans_a=*/true, false, out, in, m, T(1), g.data_ptr<T>(), std::max<int64_t>(1, out),
+              x.data_ptr<T>(), std::max<int64_t>(1, in), T(0), grad_weight.data_ptr<T>(),
+              std::max<int64_t>(1, in));
     });
   }
   if (need_bias) grad_bias = sum(reshape(g, {m, out}), {0}, /*keepdim=*/false);  // (out)

@@ -111,7 +111,7 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& log_probs, const
           continue;
         }
         for (int64_t j = 0; j < c; ++j) row[j] = std::exp(lpp[i * c + j]) * s;  // softmax * s
-        row[t[i]] -= s;                                                      // - onehot * s
+        row[t[i]] -= s;                                                         // - onehot * s
       }
     });
   });

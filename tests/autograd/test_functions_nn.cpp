@@ -32,8 +32,7 @@ TEST_CASE("functions: gradcheck of linear with and without bias, 2-d and 3-d inp
     CAPTURE(ls::shape_str(sizes));
     ls::Tensor x = randn64(sizes);
     CHECK_GRADCHECK([](const Inputs& v) { return ls::linear(v[0], v[1], v[2]); }, {x, w, b});
-    CHECK_GRADCHECK([](const Inputs& v) { return ls::linear(v[0], v[1], ls::Tensor()); },
-                    {x, w});
+    CHECK_GRADCHECK([](const Inputs& v) { return ls::linear(v[0], v[1], ls::Tensor()); }, {x, w});
   }
   // A transposed (non-contiguous) input goes through the view's backward too.
   ls::Tensor xt = randn64({4, 3});
@@ -148,8 +147,9 @@ TEST_CASE("functions: gradcheck of cross_entropy with some targets ignored") {
   // Composes with other ops: the loss of a linear layer.
   ls::Tensor w = randn64({4, 3});
   ls::Tensor x = randn64({5, 3});
-  CHECK_GRADCHECK([](const Inputs& v) { return ls::cross_entropy(ls::linear(v[0], v[1], ls::Tensor()), v[2]); },
-                  {x, w, target});
+  CHECK_GRADCHECK(
+      [](const Inputs& v) { return ls::cross_entropy(ls::linear(v[0], v[1], ls::Tensor()), v[2]); },
+      {x, w, target});
 }
 
 TEST_CASE("functions: cross_entropy with every target ignored is NaN with zero gradient") {

@@ -34,8 +34,7 @@ TEST_CASE("embedding: forward gathers the indexed rows into (*indices, dim)") {
   Tensor idx = ls::tensor(std::vector<int64_t>{4, 0, 4, 2}, {2, 2});
   Tensor y = native::embedding_forward(w, idx, -1);
   CHECK(y.sizes() == ls::IntList{2, 2, 3});
-  CHECK(y.to_vector<float>() ==
-        std::vector<float>{40, 41, 42, 0, 1, 2, 40, 41, 42, 20, 21, 22});
+  CHECK(y.to_vector<float>() == std::vector<float>{40, 41, 42, 0, 1, 2, 40, 41, 42, 20, 21, 22});
   Tensor idx32 = ls::tensor(std::vector<int32_t>{1, 3});
   CHECK(native::embedding_forward(w, idx32, -1).to_vector<float>() ==
         std::vector<float>{10, 11, 12, 30, 31, 32});
@@ -71,6 +70,7 @@ TEST_CASE("embedding: errors name the bad index and num_embeddings") {
   CHECK_THROWS_WITH_AS(native::embedding_forward(w, ls::tensor(std::vector<int64_t>{0}), 5),
                        doctest::Contains("embedding: padding_idx 5 must be -1 (none) or in [0, 5)"),
                        ls::Error);
-  CHECK_THROWS_WITH_AS(native::embedding_forward(ls::zeros({5}), ls::tensor(std::vector<int64_t>{0}), -1),
-                       doctest::Contains("embedding: weight must be 2-d"), ls::Error);
+  CHECK_THROWS_WITH_AS(
+      native::embedding_forward(ls::zeros({5}), ls::tensor(std::vector<int64_t>{0}), -1),
+      doctest::Contains("embedding: weight must be 2-d"), ls::Error);
 }

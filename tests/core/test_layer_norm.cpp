@@ -15,6 +15,7 @@
 #include "core/factory.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels_transformer.h"
+#include "core/parallel.h"
 #include "core/rng.h"
 #include "core/shape.h"
 
@@ -127,6 +128,29 @@ TEST_CASE("layer_norm: backward matches the standard formula per row") {
   CHECK_FALSE(db2.defined());
 }
 
+TEST_CASE("layer_norm: results do not depend on the thread count") {
+  // 1024 rows of 64: big enough that rows (forward, grad_input) and column blocks
+  // (grad_weight, grad_bias) are split across threads.
+  ls::manual_seed(13);
+  Tensor x = ls::randn({1024, 64});
+  Tensor w = ls::randn({64});
+  Tensor b = ls::randn({64});
+  Tensor g = ls::randn({1024, 64});
+  const int saved_threads = ls::get_num_threads();
+  std::vector<Tensor> results[2];
+  for (int threads : {1, 2}) {
+    ls::set_num_threads(threads);
+    auto [y, mean, rstd] = native::layer_norm_forward(x, {64}, w, b, 1e-5);
+    auto [dx, dw, db] = native::layer_norm_backward(g, x, {64}, mean, rstd, w, true, true, true);
+    results[threads - 1] = {y, mean, rstd, dx, dw, db};
+  }
+  ls::set_num_threads(saved_threads);
+  for (size_t k = 0; k < results[0].size(); ++k) {
+    CAPTURE(k);
+    CHECK(native::equal(results[0][k], results[1][k]));
+  }
+}
+
 TEST_CASE("layer_norm: errors name the op and the shapes") {
   Tensor x = ls::zeros({2, 3, 4});
   CHECK_THROWS_WITH_AS(native::layer_norm_forward(x, {3}, Tensor(), Tensor(), 1e-5),
@@ -139,9 +163,9 @@ TEST_CASE("layer_norm: errors name the op and the shapes") {
                        doctest::Contains("layer_norm: weight has shape [3] but normalized_shape "
                                          "is [4]"),
                        ls::Error);
-  CHECK_THROWS_WITH_AS(native::layer_norm_forward(x, {4}, Tensor(), ls::ones({4}, ls::kFloat64),
-                                                  1e-5),
-                       doctest::Contains("layer_norm: bias dtype float64 differs from input "
-                                         "dtype float32"),
-                       ls::Error);
+  CHECK_THROWS_WITH_AS(
+      native::layer_norm_forward(x, {4}, Tensor(), ls::ones({4}, ls::kFloat64), 1e-5),
+      doctest::Contains("layer_norm: bias dtype float64 differs from input "
+                        "dtype float32"),
+      ls::Error);
 }

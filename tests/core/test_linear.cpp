@@ -122,9 +122,9 @@ TEST_CASE("linear: an empty batch gives an empty output and zero weight gradient
 
 TEST_CASE("linear: errors name the op and the shapes or dtypes at fault") {
   Tensor w = ls::zeros({4, 5});
-  CHECK_THROWS_WITH_AS(native::linear_forward(ls::zeros({2, 3}), w, Tensor()),
-                       doctest::Contains("linear: input [2, 3] has in_features 3 but weight [4, 5]"),
-                       ls::Error);
+  CHECK_THROWS_WITH_AS(
+      native::linear_forward(ls::zeros({2, 3}), w, Tensor()),
+      doctest::Contains("linear: input [2, 3] has in_features 3 but weight [4, 5]"), ls::Error);
   CHECK_THROWS_WITH_AS(native::linear_forward(ls::zeros({2, 5}, ls::kFloat64), w, Tensor()),
                        doctest::Contains("must have the same floating dtype"), ls::Error);
   CHECK_THROWS_WITH_AS(native::linear_forward(ls::zeros({2, 5}), w, ls::zeros({3})),

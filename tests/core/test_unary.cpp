@@ -99,7 +99,7 @@ TEST_CASE("unary: non-contiguous input gives a contiguous result in logical orde
   CHECK(e.sizes() == ls::IntList{3, 2});
   std::vector<float> tv = t.to_vector<float>();
   std::vector<float> ev = e.to_vector<float>();
-  for (size_t k = 0; k < 6; ++k) CHECK(ev[k] == std::exp(tv[k]));
+  for (size_t k = 0; k < 6; ++k) CHECK(ev[k] == doctest::Approx(std::exp(tv[k])).epsilon(1e-6));
 }
 
 TEST_CASE("unary: pow_scalar, including the exponents with a cheaper exact form") {
@@ -130,6 +130,43 @@ TEST_CASE("unary: relu_backward and gelu_backward") {
   std::string msg = error_of([&] { nv::relu_backward(g, ls::zeros({4}, ls::kFloat64)); });
   CHECK(msg.find("relu_backward") != std::string::npos);
   CHECK(msg.find("[5]") != std::string::npos);
+}
+
+// The float32 exp and erf are computed by vectorisable polynomials (see Note
+// [Vectorisable exp and erf]); check them to within 2 ulp over their whole range.
+TEST_CASE("unary: float32 exp and erf are within 2 ulp, with inf and NaN handled") {
+  std::vector<float> xs;
+  for (float x = -103.0f; x < 89.0f; x += 0.00731f) xs.push_back(x);
+  for (float x = -1e-3f; x < 1e-3f; x += 3.3e-7f) xs.push_back(x);  // erf near 0: relative error
+  const int64_t n = static_cast<int64_t>(xs.size());
+  std::vector<float> e = nv::unary(UnaryOp::Exp, ls::tensor(xs, {n})).to_vector<float>();
+  std::vector<float> f = nv::unary(UnaryOp::Erf, ls::tensor(xs, {n})).to_vector<float>();
+  auto ulps = [](float got, double ref) {
+    const float r = static_cast<float>(ref);
+    const double ulp = r == 0 ? 1e-45 : std::nextafter(std::abs(r), INFINITY) - std::abs(r);
+    return std::abs(got - ref) / ulp;
+  };
+  double worst_exp = 0, worst_erf = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double ref = std::exp(static_cast<double>(xs[i]));
+    if (ref > 1.2e-38) worst_exp = std::max(worst_exp, ulps(e[i], ref));  // normal results
+    worst_erf = std::max(worst_erf, ulps(f[i], std::erf(static_cast<double>(xs[i]))));
+  }
+  CHECK(worst_exp <= 2.0);
+  CHECK(worst_erf <= 2.0);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  ls::Tensor special = ls::tensor(std::vector<float>{-inf, inf, nan, -200.0f, 200.0f}, {5});
+  std::vector<float> se = nv::unary(UnaryOp::Exp, special).to_vector<float>();
+  CHECK(se[0] == 0.0f);
+  CHECK(se[1] == inf);
+  CHECK(std::isnan(se[2]));
+  CHECK(se[3] == 0.0f);
+  CHECK(se[4] == inf);
+  std::vector<float> sf = nv::unary(UnaryOp::Erf, special).to_vector<float>();
+  CHECK(sf[0] == -1.0f);
+  CHECK(sf[1] == 1.0f);
+  CHECK(std::isnan(sf[2]));
 }
 
 TEST_CASE("unary: large input takes the parallel path") {

@@ -7,6 +7,7 @@
 
 #include "core/factory.h"
 #include "core/nn_ops.h"
+#include "core/rng.h"
 #include "nn/nn.h"
 
 namespace lockstep::testing {

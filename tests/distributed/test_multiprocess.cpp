@@ -1,6 +1,8 @@
 // tests/distributed/test_multiprocess.cpp — the multi-process test helper itself
 // (tests/support/multiprocess.h): children get the torchrun variables, and a
 // throwing, failing-CHECK, crashing or hanging rank is reported as such.
+// (The deliberately failing CHECK of rank 2 below is also printed by doctest in
+// that child: expected output, the test case itself passes.)
 // Read before: tests/support/multiprocess.h.
 #include <doctest/doctest.h>
 

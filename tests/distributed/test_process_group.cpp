@@ -104,10 +104,10 @@ void other_collectives(int world) {
 
 }  // namespace
 
-TEST_CASE("process_group: gloo allreduce, every dtype and op, 2 ranks") { allreduce_everything(2); }
-TEST_CASE("process_group: gloo allreduce, every dtype and op, 4 ranks") { allreduce_everything(4); }
-TEST_CASE("process_group: gloo broadcast, allgather, reduce_scatter, barrier, 2 ranks") { other_collectives(2); }
-TEST_CASE("process_group: gloo broadcast, allgather, reduce_scatter, barrier, 4 ranks") { other_collectives(4); }
+TEST_CASE("process_group: gloo allreduce of every dtype and op on 2 ranks") { allreduce_everything(2); }
+TEST_CASE("process_group: gloo allreduce of every dtype and op on 4 ranks") { allreduce_everything(4); }
+TEST_CASE("process_group: gloo broadcast allgather reduce_scatter and barrier on 2 ranks") { other_collectives(2); }
+TEST_CASE("process_group: gloo broadcast allgather reduce_scatter and barrier on 4 ranks") { other_collectives(4); }
 
 TEST_CASE("process_group: gloo allreduce AVG on a non-power-of-two world uses the ring") {
   ls::testing::run_ranks(3, [](int rank) {
@@ -120,7 +120,7 @@ TEST_CASE("process_group: gloo allreduce AVG on a non-power-of-two world uses th
 
 TEST_CASE("process_group: gloo send and recv pass a tensor around the ring") {
   const int world = 3;
-  ls::testing::run_ranks(world, [](int rank) {
+  ls::testing::run_ranks(world, [=](int rank) {
     auto pg = gloo_group();
     const int next = (rank + 1) % world, prev = (rank + world - 1) % world;
     ls::Tensor mine = rank_input(rank, 6, ls::kFloat32);
@@ -141,9 +141,9 @@ TEST_CASE("process_group: gloo send and recv pass a tensor around the ring") {
   }, 60s);
 }
 
-TEST_CASE("process_group: round robin spreads interleaved collectives over K groups, in order") {
+TEST_CASE("process_group: round robin spreads interleaved collectives over K groups in order") {
   const int world = 2, groups = 3;
-  ls::testing::run_ranks(world, [](int rank) {
+  ls::testing::run_ranks(world, [=](int rank) {
     dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
     std::vector<std::shared_ptr<dist::ProcessGroup>> gloo;
     for (int k = 0; k < groups; ++k) {

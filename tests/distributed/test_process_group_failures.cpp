@@ -45,7 +45,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 
 }  // namespace
 
-TEST_CASE("process_group: allreduce returns before a late peer joins, then completes") {
+TEST_CASE("process_group: allreduce returns before a late peer joins and then completes") {
   ls::testing::run_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(20s));
     ls::Tensor t = rank_input(rank, 1000, ls::kFloat32);
@@ -116,7 +116,7 @@ TEST_CASE("process_group: mismatched sizes on the first collective raise an erro
   }, 60s);
 }
 
-TEST_CASE("process_group: LOCKSTEP_DISTRIBUTED_DEBUG checks every collective (dtype, op, kind)") {
+TEST_CASE("process_group: LOCKSTEP_DISTRIBUTED_DEBUG checks every collective (dtype and op and kind)") {
   ls::testing::run_ranks(2, [](int rank) {
     setenv("LOCKSTEP_DISTRIBUTED_DEBUG", "1", 1);
     auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(10s));

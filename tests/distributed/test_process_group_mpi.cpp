@@ -46,7 +46,7 @@ std::pair<int, std::string> run_command(const std::string& command) {
 }  // namespace
 
 // Skipped in ordinary runs (CTest does not even list it); the test below runs it under mpirun.
-TEST_CASE("mpi worker: every collective, dtype and op" * doctest::skip()) {
+TEST_CASE("mpi worker: every collective and dtype and op" * doctest::skip()) {
   REQUIRE_MESSAGE(dist::ProcessGroupMPI::launched_by_mpirun(), "run this test case under mpirun");
   auto pg = dist::init_process_group("mpi");
   const int rank = pg->rank(), world = pg->size();
@@ -111,7 +111,7 @@ TEST_CASE("mpi worker: every collective, dtype and op" * doctest::skip()) {
   std::fflush(stdout);
 }
 
-TEST_CASE("process_group: mpi backend under mpirun -np 2, every collective and dtype") {
+TEST_CASE("process_group: mpi backend under mpirun -np 2 runs every collective and dtype") {
   char exe[4096] = {0};
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   REQUIRE(n > 0);

@@ -193,14 +193,19 @@ TEST_CASE("rendezvous: a barrier that times out lists the ranks that never arriv
 TEST_CASE("rendezvous: a rank that never starts makes the others fail naming it") {
   auto results = ls::testing::launch_ranks(3, [](int rank) {
     if (rank == 2) return;  // "crashes" before the rendezvous
+    // Our own TCPStore, so that rank 0 can keep the server up until rank 1 has
+    // asked it which ranks are missing.
+    int port = std::stoi(std::getenv("MASTER_PORT"));
+    auto store = std::make_shared<dist::TCPStore>("127.0.0.1", port, rank == 0, 10000ms);
     try {
-      dist::rendezvous_from_env(dist::InitOptions().timeout(1000ms));
+      dist::rendezvous_from_env(dist::InitOptions().timeout(1000ms).store(store));
       FAIL("rendezvous should have timed out");
     } catch (const ls::Error& e) {
       std::string msg = e.what();
-      CHECK(msg.find("rank 2 (1 of 3) never arrived") != std::string::npos);
+      CHECK_MESSAGE(msg.find("rank 2 (1 of 3) never arrived") != std::string::npos, msg);
     }
-    if (rank == 0) std::this_thread::sleep_for(500ms);  // keep the server up while rank 1 asks
+    if (rank == 1) store->set("reported", std::string("1"));
+    if (rank == 0) store->wait({"reported"}, 10000ms);
   });
   for (const auto& r : results) CHECK_MESSAGE(r.ok(), r.describe());
 }

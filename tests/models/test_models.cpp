@@ -79,7 +79,7 @@ ls::models::BertConfig tiny_config_without_dropout() {
 
 }  // namespace
 
-TEST_CASE("models: resnet50's parameter and buffer names, shapes and count equal torchvision's") {
+TEST_CASE("resnet: resnet50's parameter and buffer names, shapes and count equal torchvision's") {
   const Listing torch = ls::testing::load_listing("resnet50_params.txt");
   const Listing ours = listing_of(*ls::models::resnet50());
   const std::string diff = compare_listings(ours, torch);
@@ -88,7 +88,7 @@ TEST_CASE("models: resnet50's parameter and buffer names, shapes and count equal
   CHECK(ours.total_parameters == torch.total_parameters);
 }
 
-TEST_CASE("models: BERT-base's parameter names, shapes and count equal torch_models.Bert()'s") {
+TEST_CASE("bert: BERT-base's parameter names, shapes and count equal torch_models.Bert()'s") {
   // 133M parameters (the MLM decoder is not tied to the token embedding): ~530 MB in f32.
   const Listing torch = ls::testing::load_listing("bert_base_params.txt");
   const Listing ours = listing_of(ls::models::Bert(ls::models::BertConfig::base()));
@@ -97,7 +97,7 @@ TEST_CASE("models: BERT-base's parameter names, shapes and count equal torch_mod
   CHECK(ours.total_parameters == torch.total_parameters);
 }
 
-TEST_CASE("models: resnet18 maps (2, 3, 64, 64) to (2, 1000) and backward reaches every parameter") {
+TEST_CASE("resnet: resnet18 maps (2, 3, 64, 64) to (2, 1000) and backward reaches every parameter") {
   ls::manual_seed(0);
   auto model = ls::models::resnet18();
   model->train();
@@ -112,7 +112,7 @@ TEST_CASE("models: resnet18 maps (2, 3, 64, 64) to (2, 1000) and backward reache
   }
 }
 
-TEST_CASE("models: tiny BERT maps ids (B, T) to logits (B, T, vocab) and backward reaches every parameter") {
+TEST_CASE("bert: tiny BERT maps ids (B, T) to logits (B, T, vocab) and backward reaches every parameter") {
   ls::manual_seed(0);
   const ls::models::BertConfig config = ls::models::BertConfig::tiny();
   ls::models::Bert model(config);
@@ -124,7 +124,7 @@ TEST_CASE("models: tiny BERT maps ids (B, T) to logits (B, T, vocab) and backwar
   check_every_parameter_reached(model);
 }
 
-TEST_CASE("models: BERT's key_padding_mask hides padded tokens from the other positions") {
+TEST_CASE("bert: BERT's key_padding_mask hides padded tokens from the other positions") {
   ls::manual_seed(0);
   ls::models::Bert model(tiny_config_without_dropout());
   model.eval();
