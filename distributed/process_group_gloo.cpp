@@ -152,7 +152,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   context->setTimeout(options_.timeout);
   try {
     auto device = gloo::transport::tcp::CreateDevice(attr);
-    GlooStoreAdapter adapter(std::move(store), "gloo/", options_.timeout);
+    GlooStoreAdapter adapter(store, "gloo/", options_.timeout);
     context->connectFullMesh(adapter, device);
   } catch (const std::exception& e) {
     throw Error(lockstep::detail::str("ProcessGroupGloo: rank ", rank, " of ", size,
@@ -162,6 +162,9 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
                             "LOCKSTEP_SOCKET_IFNAME name a reachable interface"));
   }
   context_ = std::move(context);
+  // Keep the store: on rank 0 it may host the server (TCPStore) that slower
+  // ranks are still reading their peers' addresses from.
+  store_ = std::move(store);
   options_.check_every_collective = options_.check_every_collective || detail::debug_checks_enabled();
   if (const char* env = std::getenv("LOCKSTEP_GLOO_THREADS")) options_.threads = std::atoi(env);
   if (const char* env = std::getenv("LOCKSTEP_GLOO_RING_THRESHOLD")) options_.ring_threshold_bytes = std::atoll(env);

@@ -2,7 +2,8 @@
 //
 // Construction is the rendezvous: every rank publishes its listening address in
 // the Store and connects to every other rank (a full mesh of TCP pairs, Gloo's
-// connectFullMesh). After that the store is not used. Collectives run on one
+// connectFullMesh). After that the store is only kept alive (rank 0 may host it,
+// and slower ranks may still be reading from it). Collectives run on one
 // worker thread (detail::WorkQueue) in issue order; the caller gets a Work at
 // once. Gloo blocks that thread, never the caller's.
 //
@@ -92,6 +93,7 @@ class ProcessGroupGloo : public ProcessGroup {
   void exchange_fingerprints(const detail::Fingerprint& mine, std::chrono::milliseconds timeout);
 
   Options options_;
+  std::shared_ptr<Store> store_;
   std::shared_ptr<gloo::Context> context_;
   std::string device_description_;
   std::mutex issue_mutex_;      // callers: sequence numbers in issue order

@@ -70,9 +70,10 @@ TEST_CASE("launcher: --nnodes and --node-rank offset the global ranks") {
 }
 
 TEST_CASE("launcher: a failing rank stops the others and is named with its exit status") {
-  // Rank 1 exits 3; ranks 0 and 2 sleep and report the SIGTERM they get.
+  // Rank 1 exits 3 (after a pause, so the others have set their traps); ranks 0
+  // and 2 sleep and report the SIGTERM they get.
   Run r = run("--nproc-per-node 3 --grace-period 20 -- sh -c "
-              "'if [ $RANK = 1 ]; then exit 3; fi; trap \"echo terminated; exit 0\" TERM; "
+              "'if [ $RANK = 1 ]; then sleep 1; exit 3; fi; trap \"echo terminated; exit 0\" TERM; "
               "sleep 30 & wait'");
   INFO(r.output);
   CHECK(r.exit_code == 3);
