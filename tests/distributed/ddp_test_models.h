@@ -12,13 +12,15 @@
 
 namespace lockstep::testing {
 
-// A CNN with BatchNorm: (B, 3, 8, 8) -> (B, 5).
+// A CNN with BatchNorm: (B, 3, 8, 8) -> (B, 5). conv1 has no bias, as convolutions
+// before BatchNorm usually do: BN cancels it, so its true gradient is 0 and Adam
+// would turn rounding noise into full-size steps of random sign.
 struct TinyCNN : nn::Module {
   std::shared_ptr<nn::Conv2d> conv1, conv2;
   std::shared_ptr<nn::BatchNorm2d> bn1;
   std::shared_ptr<nn::Linear> fc;
   TinyCNN() {
-    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(3, 4, 3).padding(1)));
+    conv1 = register_module("conv1", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(3, 4, 3).padding(1).bias(false)));
     bn1 = register_module("bn1", std::make_shared<nn::BatchNorm2d>(4));
     conv2 = register_module("conv2", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(4, 8, 3).stride(2).padding(1)));
     fc = register_module("fc", std::make_shared<nn::Linear>(8 * 4 * 4, 5));
