@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "distributed/distributed.h"
+#include "models/bert.h"
 #include "optim/optim.h"
 #include "tests/distributed/ddp_test_models.h"
 #include "tests/support/multiprocess.h"
@@ -119,4 +120,46 @@ TEST_CASE("ddp: no_sync every 3 iterations matches local accumulation") {
 
 TEST_CASE("ddp: round-robin process groups match local training") {
   check_equivalence(2, dist::DDPOptions().bucket_cap_mb(0.001), false, 1, /*round_robin=*/3);
+}
+
+TEST_CASE("ddp: 2 ranks match local training for a tiny BERT (AdamW, masked-LM loss)") {
+  constexpr int world = 2;
+  constexpr int64_t T = 8;
+  auto config = ls::models::BertConfig::tiny();
+  config.dropout = 0.0;  // deterministic, so one process can reproduce it
+  auto loss_of = [](ls::models::Bert& m, const ls::Tensor& ids, const ls::Tensor& target) {
+    ls::Tensor logits = m.forward(ids);  // (B, T, vocab)
+    return ls::cross_entropy(logits.reshape({-1, logits.size(-1)}), target.reshape({-1}));
+  };
+  ls::testing::run_ranks(world, [=](int rank) {
+    ls::manual_seed(5);
+    ls::Tensor ids = ls::randint(0, config.vocab_size, {kSteps * world * kPerRank, T});
+    ls::Tensor target = ls::randint(0, config.vocab_size, {kSteps * world * kPerRank, T});
+    auto pg = dist::init_process_group("gloo");
+    ls::manual_seed(rank == 0 ? 0 : 77 + rank);
+    auto model = std::make_shared<ls::models::Bert>(config);
+    dist::DistributedDataParallel ddp(model, pg);
+    ls::optim::AdamW opt(model->parameters(), ls::optim::AdamWOptions(1e-3));
+    for (int step = 0; step < kSteps; ++step) {
+      int64_t chunk = step * world + rank;
+      opt.zero_grad();
+      ls::Tensor logits = ddp.forward(rows(ids, chunk));
+      ls::cross_entropy(logits.reshape({-1, logits.size(-1)}), rows(target, chunk).reshape({-1})).backward();
+      opt.step();
+    }
+    check_same_on_all_ranks(*model, *pg);
+    // Local: one process, the world's examples of each step as one batch.
+    ls::manual_seed(0);
+    auto local = std::make_shared<ls::models::Bert>(config);
+    ls::optim::AdamW local_opt(local->parameters(), ls::optim::AdamWOptions(1e-3));
+    for (int step = 0; step < kSteps; ++step) {
+      local_opt.zero_grad();
+      loss_of(*local, ids.narrow(0, step * world * kPerRank, world * kPerRank),
+              target.narrow(0, step * world * kPerRank, world * kPerRank)).backward();
+      local_opt.step();
+    }
+    double diff = ls::testing::max_abs_diff(model->parameters(), local->parameters());
+    INFO("max |ddp - local| = ", diff);
+    CHECK(diff < 1e-4);
+  }, std::chrono::seconds(120));
 }
