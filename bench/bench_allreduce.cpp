@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   ls::set_num_threads(1);
   std::shared_ptr<dist::ProcessGroup> pg = make_group(args);
   const bool rank0 = pg->rank() == 0;
-  double sum_per_call_small = 0;
+  double ms_per_call_smallest = 0;
   for (int64_t per_call : args.sizes) {
     const int64_t calls = std::max<int64_t>(1, args.total / per_call);
     std::vector<ls::Tensor> tensors;
@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
     }
     const double m = median(ms);
     const double gbps = 4.0 * static_cast<double>(per_call * calls) / (m / 1e3) / 1e9;
-    if (per_call == args.sizes.front()) sum_per_call_small = m / calls;
+    if (per_call == args.sizes.front()) ms_per_call_smallest = m / calls;
     if (rank0) {
       std::printf("{\"bench\":\"allreduce\",\"backend\":\"%s\",\"world\":%d,\"per_call\":%lld,"
                   "\"calls\":%lld,\"iters\":%d,\"median_ms\":%.3f,\"ms_per_call\":%.4f,\"algbw_gbps\":%.3f}\n",
@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
     std::printf("{\"summary\":true,\"bench\":\"allreduce\",\"backend\":\"%s\",\"world\":%d,\"total\":%lld,"
                 "\"smallest_per_call\":%lld,\"ms_per_call_at_smallest\":%.4f}\n",
                 pg->backend_name().c_str(), pg->size(), static_cast<long long>(args.total),
-                static_cast<long long>(args.sizes.front()), sum_per_call_small);
+                static_cast<long long>(args.sizes.front()), ms_per_call_smallest);
   }
   pg->barrier()->wait();
   return 0;

@@ -5,12 +5,15 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <future>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -97,6 +100,27 @@ std::string local_address_towards(const std::string& host) {
   return out;
 }
 
+// Note [SIGPIPE]
+// Writing to a socket whose peer has died raises SIGPIPE, which by default
+// kills the process — before Gloo could report the error. (Python ignores
+// SIGPIPE, which is why PyTorch never sees this.) Rather than change the
+// process-wide disposition, the constructor blocks SIGPIPE in its own thread
+// while it creates Gloo's event-loop thread and our worker threads, which
+// inherit that mask; their writes then fail with EPIPE and Gloo throws.
+class BlockSigpipeForNewThreads {
+ public:
+  BlockSigpipeForNewThreads() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, &saved_);
+  }
+  ~BlockSigpipeForNewThreads() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+
+ private:
+  sigset_t saved_;
+};
+
 // Gloo tags are 32 bits: collective #k uses k (mod 2^31); its fingerprint
 // exchange sets the top bit (see Note [Collective order]).
 uint32_t data_tag(int64_t seq) { return static_cast<uint32_t>(seq & 0x7fffffff); }
@@ -148,6 +172,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     device_description_ = attr.hostname;
   }
 
+  BlockSigpipeForNewThreads no_sigpipe;  // see Note [SIGPIPE]
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(options_.timeout);
   try {
@@ -187,9 +212,71 @@ std::shared_ptr<Work> ProcessGroupGloo::enqueue(Pending pending, bool collective
   return work;
 }
 
-std::vector<Tensor> ProcessGroupGloo::run(const Pending& p) {
-  const bool collective = p.fingerprint.kind != static_cast<int32_t>(CollectiveKind::SEND) &&
-                          p.fingerprint.kind != static_cast<int32_t>(CollectiveKind::RECV);
+// Several consecutive collectives (the pieces of one allreduce) behind one Work,
+// which completes when the last piece does, or fails with the first error.
+std::shared_ptr<Work> ProcessGroupGloo::enqueue(std::vector<Pending> parts, std::vector<Tensor> result) {
+  if (parts.size() == 1) {
+    parts[0].fingerprint.reserved = 0;
+    return enqueue(std::move(parts[0]));
+  }
+  struct Joint {
+    std::mutex mutex;
+    size_t remaining;
+    std::exception_ptr error;
+    std::promise<void> checked;  // piece 1 passed check_before_running
+    std::shared_future<void> checked_future = checked.get_future().share();
+  };
+  std::lock_guard<std::mutex> lock(issue_mutex_);
+  auto joint = std::make_shared<Joint>();
+  joint->remaining = parts.size();
+  auto whole = parts[0].fingerprint;
+  whole.seq = next_seq_;
+  auto work = std::make_shared<Work>(lockstep::detail::str(detail::describe(whole), " in ", parts.size(),
+                                                           " pieces (gloo, rank ", rank_, ")"));
+  for (size_t k = 0; k < parts.size(); ++k) {
+    Pending p = std::move(parts[k]);
+    p.fingerprint.seq = next_seq_++;
+    p.description = lockstep::detail::str(detail::describe(p.fingerprint), " piece ", k + 1, "/",
+                                          joint->remaining, " (gloo, rank ", rank_, ")");
+    p.timeout = timeout();
+    queue_->enqueue(std::make_shared<Work>(p.description), [this, p = std::move(p), joint, work, result, k] {
+      std::exception_ptr error;
+      try {
+        // Pieces 2.. move no data until piece 1 has passed the checks, so a
+        // mismatch stops every piece on every rank (piece 1 started first: FIFO).
+        if (k == 0) {
+          try {
+            check_before_running(p);
+            joint->checked.set_value();
+          } catch (...) {
+            joint->checked.set_exception(std::current_exception());
+            throw;
+          }
+        } else {
+          joint->checked_future.get();
+        }
+        execute(p);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> guard(joint->mutex);
+      if (error && !joint->error) joint->error = error;
+      if (--joint->remaining == 0) {
+        if (joint->error) work->mark_failed(joint->error);
+        else work->mark_completed(result);
+      }
+      return std::vector<Tensor>{};
+    });
+  }
+  return work;
+}
+
+// Before any data moves: is the group still usable, and (on the first
+// collective, or every one in debug mode) do all ranks agree on this one? A
+// mismatch throws on every rank alike; it also breaks the group, because
+// collectives issued after it may already be running, and a size mismatch can
+// leave the ranks' sequence numbers apart (Note [Large allreduce in chunks]).
+void ProcessGroupGloo::check_before_running(const Pending& p) {
   {
     std::lock_guard<std::mutex> lock(broken_mutex_);
     if (!broken_.empty()) {
@@ -197,23 +284,45 @@ std::vector<Tensor> ProcessGroupGloo::run(const Pending& p) {
                                         "earlier failure: ", broken_));
     }
   }
+  const bool collective = p.fingerprint.kind != static_cast<int32_t>(CollectiveKind::SEND) &&
+                          p.fingerprint.kind != static_cast<int32_t>(CollectiveKind::RECV);
+  if (!collective || !(p.fingerprint.seq == 0 || options_.check_every_collective)) return;
   try {
-    if (collective && (p.fingerprint.seq == 0 || options_.check_every_collective)) {
-      exchange_fingerprints(p.fingerprint, p.timeout);
-    }
+    exchange_fingerprints(p.fingerprint, p.timeout);
+  } catch (const gloo::Exception& e) {
+    fail(p, e.what());
+  } catch (const std::exception& e) {
+    mark_broken(e.what());
+    throw;
+  }
+}
+
+// The collective itself; a transport failure (peer gone, timeout) breaks the
+// group for good: Gloo's pairs cannot be brought back in step.
+std::vector<Tensor> ProcessGroupGloo::execute(const Pending& p) {
+  try {
     return p.body(data_tag(p.fingerprint.seq), p.timeout);
   } catch (const gloo::Exception& e) {
-    // Transport failure (peer gone, timeout): the pairs are out of step for good.
-    const std::string failure = lockstep::detail::str(
-        p.description, " failed: ", e.what(), " (timeout ", p.timeout.count(),
-        " ms; a peer rank may have exited, crashed, or stopped issuing collectives)");
-    {
-      std::lock_guard<std::mutex> lock(broken_mutex_);
-      if (broken_.empty()) broken_ = failure;
-    }
-    throw Error(lockstep::detail::str("gloo ", failure));
+    fail(p, e.what());
   }
-  // ls::Error (a fingerprint mismatch, seen by every rank) leaves the group usable.
+}
+
+std::vector<Tensor> ProcessGroupGloo::run(const Pending& p) {
+  check_before_running(p);
+  return execute(p);
+}
+
+void ProcessGroupGloo::mark_broken(const std::string& failure) {
+  std::lock_guard<std::mutex> lock(broken_mutex_);
+  if (broken_.empty()) broken_ = failure;
+}
+
+[[noreturn]] void ProcessGroupGloo::fail(const Pending& p, const std::string& what) {
+  const std::string failure = lockstep::detail::str(
+      p.description, " failed: ", what, " (timeout ", p.timeout.count(),
+      " ms; a peer rank may have exited, crashed, or stopped issuing collectives)");
+  mark_broken(failure);
+  throw Error(lockstep::detail::str("gloo ", failure));
 }
 
 void ProcessGroupGloo::exchange_fingerprints(const Fingerprint& mine, std::chrono::milliseconds timeout) {
@@ -228,31 +337,45 @@ void ProcessGroupGloo::exchange_fingerprints(const Fingerprint& mine, std::chron
   detail::check_fingerprints(all.data(), size_, rank_, "gloo");
 }
 
+// See Note [Large allreduce in chunks]: a tensor above options_.chunk_bytes
+// becomes consecutive collectives on its pieces, one Work over all of them.
 std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
   detail::check_tensor(tensor, "allreduce");
   auto reduce = detail::reduce_function(tensor.dtype(), op, "allreduce");
-  const bool power_of_two = (size_ & (size_ - 1)) == 0;
-  const auto algorithm = tensor.nbytes() < options_.ring_threshold_bytes && power_of_two
-                             ? gloo::AllreduceOptions::Algorithm::BCUBE
-                             : gloo::AllreduceOptions::Algorithm::RING;
-  Pending p;
-  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::ALLREDUCE, &tensor, static_cast<int>(op));
-  p.body = [this, tensor, op, reduce, algorithm](uint32_t tag, std::chrono::milliseconds timeout) {
-    if (tensor.numel() > 0 && size_ > 1) {
-      gloo::AllreduceOptions opts(context_);
-      opts.setAlgorithm(algorithm);
-      with_element_type(tensor.element_size(), [&]<class E>() {
-        opts.setOutput(static_cast<E*>(tensor.raw_data()), static_cast<size_t>(tensor.numel()));
-      });
-      opts.setReduceFunction(reduce);
-      opts.setTag(tag);
-      opts.setTimeout(timeout);
-      gloo::allreduce(opts);
-    }
-    if (op == ReduceOp::AVG) detail::divide_in_place(tensor.raw_data(), tensor.dtype(), tensor.numel(), size_);
-    return std::vector<Tensor>{tensor};
-  };
-  return enqueue(std::move(p));
+  const int64_t numel = tensor.numel();
+  const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(options_.chunk_bytes / tensor.element_size()));
+  const int64_t pieces = options_.threads > 1 && size_ > 1 && numel > chunk ? (numel + chunk - 1) / chunk : 1;
+  Tensor flat = tensor.view({numel});  // (numel,), shares tensor's storage
+  std::vector<Pending> parts;
+  for (int64_t k = 0; k < pieces; ++k) {
+    Tensor part = pieces == 1 ? tensor : flat.narrow(0, k * chunk, std::min(chunk, numel - k * chunk));
+    const bool power_of_two = (size_ & (size_ - 1)) == 0;
+    const auto algorithm = part.nbytes() < options_.ring_threshold_bytes && power_of_two
+                               ? gloo::AllreduceOptions::Algorithm::BCUBE
+                               : gloo::AllreduceOptions::Algorithm::RING;
+    Pending p;
+    // The fingerprint names the whole tensor (and the piece), so ranks that
+    // disagree on the total size are caught even when the first pieces match.
+    p.fingerprint = detail::make_fingerprint(0, CollectiveKind::ALLREDUCE, &tensor, static_cast<int>(op));
+    p.fingerprint.reserved = k;
+    p.body = [this, part, op, reduce, algorithm](uint32_t tag, std::chrono::milliseconds timeout) {
+      if (part.numel() > 0 && size_ > 1) {
+        gloo::AllreduceOptions opts(context_);
+        opts.setAlgorithm(algorithm);
+        with_element_type(part.element_size(), [&]<class E>() {
+          opts.setOutput(static_cast<E*>(part.raw_data()), static_cast<size_t>(part.numel()));
+        });
+        opts.setReduceFunction(reduce);
+        opts.setTag(tag);
+        opts.setTimeout(timeout);
+        gloo::allreduce(opts);
+      }
+      if (op == ReduceOp::AVG) detail::divide_in_place(part.raw_data(), part.dtype(), part.numel(), size_);
+      return std::vector<Tensor>{part};
+    };
+    parts.push_back(std::move(p));
+  }
+  return enqueue(std::move(parts), {tensor});
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {

@@ -3,16 +3,23 @@
 // Construction is the rendezvous: every rank publishes its listening address in
 // the Store and connects to every other rank (a full mesh of TCP pairs, Gloo's
 // connectFullMesh). After that the store is only kept alive (rank 0 may host it,
-// and slower ranks may still be reading from it). Collectives run on one
-// worker thread (detail::WorkQueue) in issue order; the caller gets a Work at
-// once. Gloo blocks that thread, never the caller's.
+// and slower ranks may still be reading from it). Collectives run on the
+// group's worker threads (detail::WorkQueue), started in issue order; the
+// caller gets a Work at once. Gloo blocks those threads, never the caller's.
 //
 // Note [Collective order]
 // Gloo matches messages by (peer, slot), and a slot is derived from a tag. We
-// tag collective #k with k, and run them one at a time in issue order, so the
-// k-th collective of every rank meets the k-th collective of every other rank.
-// Tensors must stay alive and unmodified until the Work completes (the task
-// holds a reference).
+// tag collective #k with k (its position in the issue order, the same on every
+// rank), so the k-th collective of every rank meets the k-th collective of
+// every other rank even when several run at once. Options::threads worker
+// threads take collectives from the queue in issue order, so up to `threads`
+// are in flight: one Gloo collective is a chain of small send/recv steps, each
+// waiting on a thread wake-up on both ranks (~0.2-0.3 ms for a 40 KB allreduce
+// on this 2-core machine), and overlapping several chains is what brings
+// back-to-back small calls well under that (bench/bench_allreduce; 4 threads
+// measured best here, docs/results/allreduce.md). Completion order may differ
+// from issue order; DDP waits on every bucket's Work anyway. Tensors must stay
+// alive and unmodified until the Work completes (the task holds a reference).
 //
 // Note [Allreduce algorithm choice]
 // Gloo offers ring allreduce (reduce-scatter then allgather around a ring: 2(N-1)
@@ -22,6 +29,15 @@
 // transfer). Below Options::ring_threshold_bytes (default 256 KiB, where one
 // loopback/LAN round trip still dominates transfer time) we use BCube when N is
 // a power of two, and ring otherwise. bench/bench_allreduce measures both sides.
+//
+// Note [Large allreduce in chunks]
+// One Gloo ring allreduce alternates between moving a segment and reducing it,
+// on one thread. With several worker threads, an allreduce above
+// Options::chunk_bytes (4 MiB) is issued as consecutive allreduces of 4 MiB
+// pieces (each its own tag), so the threads work on several pieces at once —
+// the same split on every rank, since it depends only on the size. One Work
+// covers all pieces. Measured here: 60M floats in one call went from 0.25-0.35 s
+// to 0.21-0.28 s, about what 1M-float calls reach (docs/results/allreduce.md).
 //
 // Failure: a peer that dies closes its sockets, and Gloo raises on the next
 // send/recv; a peer that hangs is caught by the group's timeout() (Gloo's
@@ -63,7 +79,11 @@ class ProcessGroupGloo : public ProcessGroup {
     std::string master_addr = "127.0.0.1";
     size_t ring_threshold_bytes = 256 * 1024;  // see Note [Allreduce algorithm choice]
     bool check_every_collective = false;       // see Note [Collective fingerprints]
-    int threads = 4;  // worker threads: collectives in flight at once (see Note [Collective order])
+    // Worker threads = collectives in flight at once (see Note [Collective order]).
+    int threads = 4;
+    size_t chunk_bytes = 4 << 20;  // see Note [Large allreduce in chunks]
+    // LOCKSTEP_GLOO_THREADS and LOCKSTEP_GLOO_RING_THRESHOLD (bytes) override
+    // threads and ring_threshold_bytes (for benchmarks).
   };
 
   // Blocks until all `size` ranks have connected (or options.timeout passes).
@@ -89,7 +109,13 @@ class ProcessGroupGloo : public ProcessGroup {
  private:
   struct Pending;  // one queued collective: fingerprint + the Gloo calls to make
   std::shared_ptr<Work> enqueue(Pending pending, bool collective = true);
-  std::vector<Tensor> run(const Pending& pending);  // on the worker thread
+  std::shared_ptr<Work> enqueue(std::vector<Pending> parts, std::vector<Tensor> result);
+  // On the worker threads:
+  std::vector<Tensor> run(const Pending& pending);  // check_before_running, then execute
+  void check_before_running(const Pending& pending);
+  std::vector<Tensor> execute(const Pending& pending);
+  void mark_broken(const std::string& failure);
+  [[noreturn]] void fail(const Pending& pending, const std::string& what);
   void exchange_fingerprints(const detail::Fingerprint& mine, std::chrono::milliseconds timeout);
 
   Options options_;

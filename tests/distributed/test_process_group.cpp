@@ -118,6 +118,27 @@ TEST_CASE("process_group: gloo allreduce AVG on a non-power-of-two world uses th
   }, 60s);
 }
 
+TEST_CASE("process_group: a large allreduce runs in pieces on several threads and completes as one Work") {
+  ls::testing::run_ranks(2, [](int rank) {
+    dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
+    dist::ProcessGroupGloo::Options options;
+    options.chunk_bytes = 1024;  // 256 floats (128 doubles) a piece
+    dist::ProcessGroupGloo pg(info.store, info.rank, info.world_size, options);
+    for (ReduceOp op : {ReduceOp::AVG, ReduceOp::MAX}) {
+      ls::Tensor t = rank_input(rank, 1000, ls::kFloat32).view({10, 100});
+      auto work = pg.allreduce(t, op);
+      CHECK_MESSAGE(work->description().find("in 4 pieces") != std::string::npos, work->description());
+      work->wait(20s);
+      REQUIRE(work->result().size() == 1);
+      CHECK(work->result()[0].is_same(t));
+      check_reduced(t.view({1000}), op, 2, "allreduce in pieces");
+    }
+    ls::Tensor d = rank_input(rank, 300, ls::kFloat64);  // 3 pieces, the last one short
+    pg.allreduce(d, ReduceOp::PRODUCT)->wait(20s);
+    check_reduced(d, ReduceOp::PRODUCT, 2, "allreduce of f64 in pieces");
+  }, 60s);
+}
+
 TEST_CASE("process_group: gloo send and recv pass a tensor around the ring") {
   const int world = 3;
   ls::testing::run_ranks(world, [=](int rank) {

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "core/factory.h"
 #include "distributed/hash_store.h"
 #include "distributed/init.h"
+#include "distributed/prefix_store.h"
 #include "distributed/process_group_gloo.h"
 #include "tests/distributed/collective_test_util.h"
 #include "tests/support/multiprocess.h"
@@ -109,32 +111,53 @@ TEST_CASE("process_group: mismatched sizes on the first collective raise an erro
     CHECK_MESSAGE(contains(msg, "rank " + std::to_string(other) + " issued allreduce #0 of " +
                                     std::to_string(other == 0 ? 10 : 20) + " float32"), msg);
     CHECK_MESSAGE(contains(msg, "number of elements"), msg);
-    // Every rank saw the mismatch and skipped the data exchange: the group is still in step.
-    ls::Tensor ok = rank_input(rank, 4, ls::kFloat64);
-    pg->allreduce(ok, ReduceOp::MAX)->wait(10s);
-    check_reduced(ok, ReduceOp::MAX, 2, "allreduce after a mismatch");
+    // The group refuses further work, repeating the mismatch.
+    std::string next = error_of([&] { pg->barrier()->wait(10s); });
+    CHECK_MESSAGE(contains(next, "unusable after an earlier failure"), next);
+    CHECK_MESSAGE(contains(next, "mismatched collectives"), next);
+  }, 60s);
+}
+
+TEST_CASE("process_group: a size mismatch in a chunked allreduce stops every piece on every rank") {
+  ls::testing::run_ranks(2, [](int rank) {
+    dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(10s));
+    dist::ProcessGroupGloo::Options options;
+    options.timeout = 10s;
+    options.chunk_bytes = 1024;  // 256 floats a piece: 4 pieces on rank 0, 3 on rank 1
+    dist::ProcessGroupGloo pg(info.store, info.rank, info.world_size, options);
+    ls::Tensor t = ls::ones({rank == 0 ? 1000 : 700});
+    std::string msg = error_of([&] { pg.allreduce(t)->wait(10s); });  // well within the timeout
+    CHECK_MESSAGE(contains(msg, "issued allreduce #0 of " + std::to_string(rank == 0 ? 700 : 1000)), msg);
   }, 60s);
 }
 
 TEST_CASE("process_group: LOCKSTEP_DISTRIBUTED_DEBUG checks every collective (dtype and op and kind)") {
   ls::testing::run_ranks(2, [](int rank) {
     setenv("LOCKSTEP_DISTRIBUTED_DEBUG", "1", 1);
-    auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(10s));
+    dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(10s));
+    // One fresh group per case: a mismatch leaves its group unusable.
+    int group = 0;
+    auto second_collective_error = [&](const std::function<std::shared_ptr<dist::Work>(dist::ProcessGroup&)>& issue) {
+      auto store = std::make_shared<dist::PrefixStore>("debug" + std::to_string(group++), info.store);
+      dist::ProcessGroupGloo pg(store, info.rank, info.world_size);
+      ls::Tensor t = ls::ones({8});
+      pg.allreduce(t)->wait(10s);  // #0 agrees
+      return error_of([&] { issue(pg)->wait(10s); });
+    };
     ls::Tensor t = ls::ones({8});
-    pg->allreduce(t)->wait(10s);
-    pg->allreduce(t)->wait(10s);
-    // #2: rank 1 asks for MAX, rank 0 for SUM.
-    std::string op_msg = error_of([&] { pg->allreduce(t, rank == 0 ? ReduceOp::SUM : ReduceOp::MAX)->wait(10s); });
+    std::string op_msg = second_collective_error([&](dist::ProcessGroup& pg) {
+      return pg.allreduce(t, rank == 0 ? ReduceOp::SUM : ReduceOp::MAX);
+    });
     CHECK_MESSAGE(contains(op_msg, "reduce op"), op_msg);
-    CHECK_MESSAGE(contains(op_msg, "rank " + std::to_string(1 - rank) + " issued allreduce #2"), op_msg);
-    // #3: a dtype mismatch.
+    CHECK_MESSAGE(contains(op_msg, "rank " + std::to_string(1 - rank) + " issued allreduce #1"), op_msg);
     ls::Tensor u = ls::ones({8}, ls::TensorOptions().dtype(rank == 0 ? ls::kFloat32 : ls::kFloat64));
-    std::string dtype_msg = error_of([&] { pg->allreduce(u)->wait(10s); });
+    std::string dtype_msg = second_collective_error([&](dist::ProcessGroup& pg) { return pg.allreduce(u); });
     CHECK_MESSAGE(contains(dtype_msg, "dtype"), dtype_msg);
-    // #4: different collectives.
-    std::string kind_msg = error_of([&] { (rank == 0 ? pg->barrier() : pg->broadcast(t, 0))->wait(10s); });
+    std::string kind_msg = second_collective_error([&](dist::ProcessGroup& pg) {
+      return rank == 0 ? pg.barrier() : pg.broadcast(t, 0);
+    });
     CHECK_MESSAGE(contains(kind_msg, "collective"), kind_msg);
-    CHECK_MESSAGE(contains(kind_msg, rank == 0 ? "issued broadcast #4" : "issued barrier #4"), kind_msg);
+    CHECK_MESSAGE(contains(kind_msg, rank == 0 ? "issued broadcast #1" : "issued barrier #1"), kind_msg);
   }, 60s);
 }
 
