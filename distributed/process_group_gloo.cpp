@@ -1,6 +1,7 @@
 // distributed/process_group_gloo.cpp — the Gloo backend: store adapter, device
-// selection, and one task per collective, run in order on the worker thread.
-// Read before: distributed/process_group_gloo.h.
+// selection, the worker queue and failure handling. The collectives themselves
+// (what each one runs) are in process_group_gloo_collectives.cpp.
+// Read before: distributed/process_group_gloo.h. Read next: process_group_gloo_collectives.cpp.
 #include "distributed/process_group_gloo.h"
 
 #include <arpa/inet.h>
@@ -26,6 +27,7 @@
 
 #include "core/factory.h"
 #include "distributed/collective_check.h"
+#include "distributed/process_group_gloo_pending.h"
 #include "distributed/reduce_kernels.h"
 #include "distributed/work_queue.h"
 
@@ -126,28 +128,9 @@ class BlockSigpipeForNewThreads {
 uint32_t data_tag(int64_t seq) { return static_cast<uint32_t>(seq & 0x7fffffff); }
 uint32_t check_tag(int64_t seq) { return data_tag(seq) | 0x80000000u; }
 
-// Gloo sizes segments in whole elements of sizeof(E); hand it an unsigned type of
-// the tensor's element size (the reduce function knows the real dtype).
-template <class F>
-void with_element_type(size_t element_size, F&& fn) {
-  switch (element_size) {
-    case 1: return fn.template operator()<uint8_t>();
-    case 2: return fn.template operator()<uint16_t>();
-    case 4: return fn.template operator()<uint32_t>();
-    case 8: return fn.template operator()<uint64_t>();
-    default: throw Error(lockstep::detail::str("ProcessGroupGloo: unsupported element size ", element_size));
-  }
-}
-constexpr uint8_t kPointToPointSlotPrefix = 0x20;  // beside Gloo's collective prefixes (0x01..0x08)
 
 }  // namespace
 
-struct ProcessGroupGloo::Pending {
-  Fingerprint fingerprint;
-  std::string description;
-  std::chrono::milliseconds timeout;
-  std::function<std::vector<Tensor>(uint32_t tag, std::chrono::milliseconds timeout)> body;
-};
 
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, Options options)
     : ProcessGroup(rank, size), options_(std::move(options)) {
@@ -335,173 +318,6 @@ void ProcessGroupGloo::exchange_fingerprints(const Fingerprint& mine, std::chron
   opts.setTimeout(timeout);
   gloo::allgather(opts);
   detail::check_fingerprints(all.data(), size_, rank_, "gloo");
-}
-
-// See Note [Large allreduce in chunks]: a tensor above options_.chunk_bytes
-// becomes consecutive collectives on its pieces, one Work over all of them.
-std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
-  detail::check_tensor(tensor, "allreduce");
-  auto reduce = detail::reduce_function(tensor.dtype(), op, "allreduce");
-  const int64_t numel = tensor.numel();
-  const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(options_.chunk_bytes / tensor.element_size()));
-  const int64_t pieces = options_.threads > 1 && size_ > 1 && numel > chunk ? (numel + chunk - 1) / chunk : 1;
-  Tensor flat = tensor.view({numel});  // (numel,), shares tensor's storage
-  std::vector<Pending> parts;
-  for (int64_t k = 0; k < pieces; ++k) {
-    Tensor part = pieces == 1 ? tensor : flat.narrow(0, k * chunk, std::min(chunk, numel - k * chunk));
-    const bool power_of_two = (size_ & (size_ - 1)) == 0;
-    const auto algorithm = part.nbytes() < options_.ring_threshold_bytes && power_of_two
-                               ? gloo::AllreduceOptions::Algorithm::BCUBE
-                               : gloo::AllreduceOptions::Algorithm::RING;
-    Pending p;
-    // The fingerprint names the whole tensor (and the piece), so ranks that
-    // disagree on the total size are caught even when the first pieces match.
-    p.fingerprint = detail::make_fingerprint(0, CollectiveKind::ALLREDUCE, &tensor, static_cast<int>(op));
-    p.fingerprint.reserved = k;
-    p.body = [this, part, op, reduce, algorithm](uint32_t tag, std::chrono::milliseconds timeout) {
-      if (part.numel() > 0 && size_ > 1) {
-        gloo::AllreduceOptions opts(context_);
-        opts.setAlgorithm(algorithm);
-        with_element_type(part.element_size(), [&]<class E>() {
-          opts.setOutput(static_cast<E*>(part.raw_data()), static_cast<size_t>(part.numel()));
-        });
-        opts.setReduceFunction(reduce);
-        opts.setTag(tag);
-        opts.setTimeout(timeout);
-        gloo::allreduce(opts);
-      }
-      if (op == ReduceOp::AVG) detail::divide_in_place(part.raw_data(), part.dtype(), part.numel(), size_);
-      return std::vector<Tensor>{part};
-    };
-    parts.push_back(std::move(p));
-  }
-  return enqueue(std::move(parts), {tensor});
-}
-
-std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
-  detail::check_tensor(tensor, "broadcast");
-  detail::check_rank(root, size_, "broadcast", "root");
-  Pending p;
-  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::BROADCAST, &tensor, -1, root);
-  p.body = [this, tensor, root](uint32_t tag, std::chrono::milliseconds timeout) {
-    if (tensor.numel() > 0 && size_ > 1) {
-      gloo::BroadcastOptions opts(context_);
-      opts.setOutput(static_cast<uint8_t*>(tensor.raw_data()), tensor.nbytes());
-      opts.setRoot(root);
-      opts.setTag(tag);
-      opts.setTimeout(timeout);
-      gloo::broadcast(opts);
-    }
-    return std::vector<Tensor>{tensor};
-  };
-  return enqueue(std::move(p));
-}
-
-std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
-  detail::check_tensor(input, "allgather", "input");
-  prepare_gather_outputs(outputs, input, size_, "allgather");
-  Pending p;
-  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::ALLGATHER, &input);
-  p.body = [this, outputs, input](uint32_t tag, std::chrono::milliseconds timeout) {
-    const size_t bytes = input.nbytes();
-    if (bytes > 0) {
-      // Gloo gathers into one flat buffer; rank r's block then goes to outputs[r].
-      std::vector<uint8_t> flat(bytes * size_);
-      gloo::AllgatherOptions opts(context_);
-      opts.setInput(static_cast<uint8_t*>(input.raw_data()), bytes);
-      opts.setOutput(flat.data(), flat.size());
-      opts.setTag(tag);
-      opts.setTimeout(timeout);
-      gloo::allgather(opts);
-      for (int r = 0; r < size_; ++r) std::memcpy(outputs[r].raw_data(), flat.data() + r * bytes, bytes);
-    }
-    return outputs;
-  };
-  return enqueue(std::move(p));
-}
-
-std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& output, std::vector<Tensor>& inputs,
-                                                       ReduceOp op) {
-  detail::check_tensor(output, "reduce_scatter", "output");
-  check_scatter_inputs(inputs, output, size_, "reduce_scatter");
-  auto reduce = detail::reduce_function(output.dtype(), op, "reduce_scatter");
-  Pending p;
-  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::REDUCE_SCATTER, &output, static_cast<int>(op));
-  p.body = [this, output, inputs, op, reduce](uint32_t tag, std::chrono::milliseconds timeout) {
-    // Gloo 0.5's unbound-buffer API has no reduce-scatter, so: allreduce the
-    // inputs laid end to end (ring) and keep block rank(). That moves the
-    // allgather half too — 2(N-1)/N of the data instead of (N-1)/N.
-    const size_t bytes = output.nbytes();
-    if (bytes > 0) {
-      std::vector<uint8_t> flat(bytes * size_);
-      for (int r = 0; r < size_; ++r) std::memcpy(flat.data() + r * bytes, inputs[r].raw_data(), bytes);
-      if (size_ > 1) {
-        gloo::AllreduceOptions opts(context_);
-        opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-        with_element_type(output.element_size(), [&]<class E>() {
-          opts.setOutput(reinterpret_cast<E*>(flat.data()), static_cast<size_t>(output.numel()) * size_);
-        });
-        opts.setReduceFunction(reduce);
-        opts.setTag(tag);
-        opts.setTimeout(timeout);
-        gloo::allreduce(opts);
-      }
-      std::memcpy(output.raw_data(), flat.data() + rank_ * bytes, bytes);
-      if (op == ReduceOp::AVG) detail::divide_in_place(output.raw_data(), output.dtype(), output.numel(), size_);
-    }
-    return std::vector<Tensor>{output};
-  };
-  return enqueue(std::move(p));
-}
-
-std::shared_ptr<Work> ProcessGroupGloo::barrier() {
-  Pending p;
-  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::BARRIER);
-  p.body = [this](uint32_t tag, std::chrono::milliseconds timeout) {
-    if (size_ > 1) {
-      gloo::BarrierOptions opts(context_);
-      opts.setTag(tag);
-      opts.setTimeout(timeout);
-      gloo::barrier(opts);
-    }
-    return std::vector<Tensor>{};
-  };
-  return enqueue(std::move(p));
-}
-
-// Point-to-point: Gloo's unbound buffers, on a slot made from the user's tag.
-// They run on the worker like collectives, in issue order, and block it until
-// the peer has matched them — so pair them like blocking MPI sends (one rank
-// sends first while the other receives first). No fingerprint: the peers of a
-// send/recv are two ranks, not the group.
-std::shared_ptr<Work> ProcessGroupGloo::send(const Tensor& tensor, int dst_rank, int tag) {
-  detail::check_tensor(tensor, "send");
-  detail::check_rank(dst_rank, size_, "send", "dst_rank");
-  LS_CHECK(dst_rank != rank_, "send: rank ", rank_, " cannot send to itself");
-  Pending p;
-  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::SEND, &tensor);
-  p.body = [this, tensor, dst_rank, tag](uint32_t, std::chrono::milliseconds timeout) {
-    auto buf = context_->createUnboundBuffer(tensor.raw_data(), tensor.nbytes());
-    buf->send(dst_rank, gloo::Slot::build(kPointToPointSlotPrefix, static_cast<uint32_t>(tag)));
-    buf->waitSend(timeout);
-    return std::vector<Tensor>{tensor};
-  };
-  return enqueue(std::move(p), /*collective=*/false);
-}
-
-std::shared_ptr<Work> ProcessGroupGloo::recv(Tensor& tensor, int src_rank, int tag) {
-  detail::check_tensor(tensor, "recv");
-  detail::check_rank(src_rank, size_, "recv", "src_rank");
-  LS_CHECK(src_rank != rank_, "recv: rank ", rank_, " cannot receive from itself");
-  Pending p;
-  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::RECV, &tensor);
-  p.body = [this, tensor, src_rank, tag](uint32_t, std::chrono::milliseconds timeout) {
-    auto buf = context_->createUnboundBuffer(tensor.raw_data(), tensor.nbytes());
-    buf->recv(src_rank, gloo::Slot::build(kPointToPointSlotPrefix, static_cast<uint32_t>(tag)));
-    buf->waitRecv(timeout);
-    return std::vector<Tensor>{tensor};
-  };
-  return enqueue(std::move(p), /*collective=*/false);
 }
 
 }  // namespace lockstep::distributed
