@@ -1,10 +1,12 @@
 # tests/install/run_install_check.cmake — installs the build into a scratch prefix,
-# then configures, builds and runs tests/install/consumer against it with
+# then configures, builds and runs tests/install/consumer (main.cpp: core +
+# autograd; train_loops.cpp: the MLP and CNN loops of API.md) against it with
 # find_package(lockstep). Invoked by CTest (see tests/CMakeLists.txt).
 file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
 set(prefix ${WORK_DIR}/prefix)
 function(run)
-  execute_process(COMMAND ${ARGV} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  execute_process(COMMAND ${ARGV} WORKING_DIRECTORY ${WORK_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "command failed (${rc}): ${ARGV}\n${out}\n${err}")
   endif()
@@ -15,3 +17,4 @@ run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/tests/install/consumer -B ${WORK_DIR}/cons
     -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/consumer -j2)
 run(${WORK_DIR}/consumer/consumer)
+run(${WORK_DIR}/consumer/train_loops)
