@@ -11,6 +11,7 @@
 #include "core/grad_mode.h"
 #include "core/nn_ops.h"
 #include "core/parallel.h"
+#include "core/profiler.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "core/tensor_options.h"

@@ -8,6 +8,7 @@
 
 #include "core/grad_mode.h"
 #include "core/native/native.h"
+#include "core/profiler.h"
 
 namespace lockstep::autograd {
 
@@ -107,6 +108,7 @@ struct TaskScope {
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph) {
+  profiler::Scope prof("autograd.backward");  // nodes' scopes nest inside: see core/profiler.h
   LS_CHECK(grads.empty() || grads.size() == roots.size(), "backward: got ", grads.size(),
            " gradients for ", roots.size(), " outputs");
   GraphTask task;
@@ -139,7 +141,13 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     variable_list inputs = std::move(task.input_buffers[node.get()]);
     task.input_buffers.erase(node.get());
     fill_missing(*node, inputs);
-    variable_list outputs = node->apply(std::move(inputs));
+    variable_list outputs;
+    {
+      // name() builds a string: only while profiling (Note [Profiler cost when disabled]).
+      const std::string prof_name = profiler::is_enabled() ? node->name() : std::string();
+      profiler::Scope node_prof(prof_name);
+      outputs = node->apply(std::move(inputs));
+    }
     if (!retain_graph) node->release_variables();
     const auto& edges = node->next_edges();
     LS_CHECK(outputs.size() == edges.size() || edges.empty(), "backward: ", node->name(),

@@ -9,6 +9,7 @@
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/parallel.h"
+#include "core/profiler.h"
 
 namespace lockstep::optim {
 
@@ -101,6 +102,7 @@ void Adam::set_lr(double lr) {
 }
 
 void Adam::step() {
+  profiler::Scope prof("optimizer.step");  // core/profiler.h
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = checked_grad(i);

@@ -5,6 +5,7 @@
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/parallel.h"
+#include "core/profiler.h"
 
 namespace lockstep::optim {
 
@@ -62,6 +63,7 @@ void SGD::set_lr(double lr) {
 }
 
 void SGD::step() {
+  profiler::Scope prof("optimizer.step");  // core/profiler.h
   NoGradGuard no_grad;
   const bool use_momentum = options_.momentum() != 0.0;
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -12,6 +12,7 @@
 #include "autograd/functions/functions.h"
 #include "core/native/nn_kernels.h"
 #include "core/nn_ops.h"
+#include "core/profiler.h"
 
 namespace lockstep::autograd {
 namespace {
@@ -47,6 +48,7 @@ using namespace autograd;  // NOLINT: this file defines the op that records this
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum, double eps) {
+  profiler::Scope prof("batch_norm");
   auto [out, save_mean, save_invstd] = native::batch_norm_forward(
       input, weight, bias, running_mean, running_var, training, momentum, eps);
   if (compute_requires_grad({input, weight, bias})) {

@@ -12,6 +12,7 @@
 #include "autograd/functions/functions.h"
 #include "core/native/nn_kernels.h"
 #include "core/nn_ops.h"
+#include "core/profiler.h"
 
 namespace lockstep::autograd {
 namespace {
@@ -44,6 +45,7 @@ using namespace autograd;  // NOLINT: this file defines the op that records this
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
               const IntList& padding, const IntList& dilation, int64_t groups) {
+  profiler::Scope prof("conv2d");
   Tensor out = native::conv2d_forward(input, weight, bias, stride, padding, dilation, groups);
   if (compute_requires_grad({input, weight, bias})) {
     auto node = std::make_shared<Conv2dBackward>();

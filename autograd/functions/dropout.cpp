@@ -12,6 +12,7 @@
 #include "autograd/functions/functions.h"
 #include "core/native/nn_kernels_transformer.h"
 #include "core/nn_ops.h"
+#include "core/profiler.h"
 
 namespace lockstep::autograd {
 namespace {
@@ -36,6 +37,7 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the op that records this node
 
 Tensor dropout(const Tensor& input, double p, bool training) {
+  profiler::Scope prof("dropout");
   LS_CHECK(p >= 0.0 && p <= 1.0, "dropout: dropout probability has to be between 0 and 1, but got ",
            p);
   if (!training || p == 0.0) return input;

@@ -20,6 +20,7 @@
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/unary.cpp.
 #include "autograd/functions/functions.h"
+#include "core/profiler.h"
 
 namespace lockstep::autograd {
 namespace {
@@ -210,6 +211,7 @@ Tensor record_scalar(Tensor out, const Tensor& a) {
 }
 
 Tensor mul_scalar(const Tensor& a, double s) {
+  profiler::Scope prof("mul");
   Tensor out = native::binary_scalar(BinaryOp::Mul, a, s);
   if (compute_requires_grad({a})) {
     auto node = std::make_shared<MulScalarBackward>();
@@ -221,6 +223,7 @@ Tensor mul_scalar(const Tensor& a, double s) {
 }
 
 Tensor maximum_minimum(CompareOp self_wins, BinaryOp op, const Tensor& a, const Tensor& b) {
+  profiler::Scope prof(self_wins == CompareOp::Gt ? "maximum" : "minimum");
   Tensor out = native::binary(op, a, b);
   if (compute_requires_grad({a, b})) {
     auto node = std::make_shared<MaximumMinimumBackward>();
@@ -245,14 +248,17 @@ using native::BinaryOp;
 // ---- tensor (op) tensor ----
 
 Tensor operator+(const Tensor& a, const Tensor& b) {
+  profiler::Scope prof("add");
   return record_binary<AddBackward>(native::binary(BinaryOp::Add, a, b), a, b);
 }
 
 Tensor operator-(const Tensor& a, const Tensor& b) {
+  profiler::Scope prof("sub");
   return record_binary<SubBackward>(native::binary(BinaryOp::Sub, a, b), a, b);
 }
 
 Tensor operator*(const Tensor& a, const Tensor& b) {
+  profiler::Scope prof("mul");
   Tensor out = native::binary(BinaryOp::Mul, a, b);
   if (compute_requires_grad({a, b})) {
     auto node = std::make_shared<MulBackward>();
@@ -266,6 +272,7 @@ Tensor operator*(const Tensor& a, const Tensor& b) {
 }
 
 Tensor operator/(const Tensor& a, const Tensor& b) {
+  profiler::Scope prof("div");
   Tensor out = native::binary(BinaryOp::Div, a, b);
   if (compute_requires_grad({a, b})) {
     auto node = std::make_shared<DivBackward>();
@@ -281,16 +288,19 @@ Tensor operator/(const Tensor& a, const Tensor& b) {
 // ---- tensor (op) scalar ----
 
 Tensor operator+(const Tensor& a, double b) {
+  profiler::Scope prof("add");
   return record_scalar<AddScalarBackward>(native::binary_scalar(BinaryOp::Add, a, b), a);
 }
 
 Tensor operator-(const Tensor& a, double b) {
+  profiler::Scope prof("sub");
   return record_scalar<AddScalarBackward>(native::binary_scalar(BinaryOp::Sub, a, b), a);
 }
 
 Tensor operator*(const Tensor& a, double b) { return mul_scalar(a, b); }
 
 Tensor operator/(const Tensor& a, double b) {
+  profiler::Scope prof("div");
   Tensor out = native::binary_scalar(BinaryOp::Div, a, b);
   if (compute_requires_grad({a})) {
     auto node = std::make_shared<DivScalarBackward>();
@@ -304,16 +314,19 @@ Tensor operator/(const Tensor& a, double b) {
 // ---- scalar (op) tensor ----
 
 Tensor operator+(double a, const Tensor& b) {
+  profiler::Scope prof("add");
   return record_scalar<AddScalarBackward>(native::scalar_binary(BinaryOp::Add, a, b), b);
 }
 
 Tensor operator-(double a, const Tensor& b) {
+  profiler::Scope prof("rsub");
   return record_scalar<RsubScalarBackward>(native::scalar_binary(BinaryOp::Sub, a, b), b);
 }
 
 Tensor operator*(double a, const Tensor& b) { return mul_scalar(b, a); }
 
 Tensor operator/(double a, const Tensor& b) {
+  profiler::Scope prof("div");
   Tensor out = native::scalar_binary(BinaryOp::Div, a, b);
   if (compute_requires_grad({b})) {
     auto node = std::make_shared<RdivScalarBackward>();
@@ -330,6 +343,7 @@ Tensor operator-(const Tensor& a) { return a.neg(); }
 // ---- where, maximum, minimum ----
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  profiler::Scope prof("where");
   Tensor out = native::where(condition, a, b);
   if (compute_requires_grad({a, b})) {
     auto node = std::make_shared<WhereBackward>();

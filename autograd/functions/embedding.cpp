@@ -11,6 +11,7 @@
 #include "autograd/functions/functions.h"
 #include "core/native/nn_kernels_transformer.h"
 #include "core/nn_ops.h"
+#include "core/profiler.h"
 
 namespace lockstep::autograd {
 namespace {
@@ -36,6 +37,7 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the op that records this node
 
 Tensor embedding(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
+  profiler::Scope prof("embedding");
   Tensor out = native::embedding_forward(weight, indices, padding_idx);  // (*indices, dim)
   if (compute_requires_grad({weight})) {
     auto node = std::make_shared<EmbeddingBackward>();

@@ -13,6 +13,7 @@
 //
 // Read before: autograd/functions/functions.h, autograd/functions/shape.cpp.
 #include "autograd/functions/functions.h"
+#include "core/profiler.h"
 #include "core/shape.h"
 
 namespace lockstep::autograd {
@@ -102,6 +103,7 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
 
 Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
+  profiler::Scope prof("narrow");
   Tensor y = native::narrow(*this, dim, start, length);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<NarrowBackward>();
@@ -114,6 +116,7 @@ Tensor Tensor::narrow(int64_t dim, int64_t start, int64_t length) const {
 }
 
 Tensor Tensor::select(int64_t dim, int64_t index) const {
+  profiler::Scope prof("select");
   Tensor y = native::select(*this, dim, index);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<SelectBackward>();
@@ -126,6 +129,7 @@ Tensor Tensor::select(int64_t dim, int64_t index) const {
 }
 
 Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
+  profiler::Scope prof("index_select");
   Tensor y = native::index_select(*this, dim, index);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<IndexSelectBackward>();
@@ -138,6 +142,7 @@ Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
 }
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  profiler::Scope prof("cat");
   Tensor y = native::cat(tensors, dim);
   if (compute_requires_grad(tensors)) {
     auto node = std::make_shared<CatBackward>();
@@ -149,6 +154,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  profiler::Scope prof("stack");
   LS_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
   const int64_t d = wrap_dim(dim, tensors[0].dim() + 1, "stack");
   std::vector<Tensor> slices;

@@ -11,6 +11,7 @@
 #include "autograd/functions/functions.h"
 #include "core/native/nn_kernels_transformer.h"
 #include "core/nn_ops.h"
+#include "core/profiler.h"
 
 namespace lockstep::autograd {
 namespace {
@@ -43,6 +44,7 @@ using namespace autograd;  // NOLINT: this file defines the op that records this
 
 Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  profiler::Scope prof("layer_norm");
   auto [out, mean, rstd] = native::layer_norm_forward(input, normalized_shape, weight, bias, eps);
   if (compute_requires_grad({input, weight, bias})) {
     auto node = std::make_shared<LayerNormBackward>();

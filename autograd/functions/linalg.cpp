@@ -21,6 +21,7 @@
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/shape.cpp.
 #include "autograd/functions/functions.h"
+#include "core/profiler.h"
 #include "core/shape.h"
 
 namespace lockstep::autograd {
@@ -138,12 +139,14 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  profiler::Scope prof("matmul");
   return record_product<MatmulBackward>(native::matmul(a, b), a, b);
 }
 
 Tensor Tensor::matmul(const Tensor& other) const { return lockstep::matmul(*this, other); }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  profiler::Scope prof("bmm");
   return record_product<BmmBackward>(native::bmm(a, b), a, b);
 }
 

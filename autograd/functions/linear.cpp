@@ -13,6 +13,7 @@
 #include "autograd/functions/functions.h"
 #include "core/native/nn_kernels_transformer.h"
 #include "core/nn_ops.h"
+#include "core/profiler.h"
 
 namespace lockstep::autograd {
 namespace {
@@ -42,6 +43,7 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the op that records this node
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  profiler::Scope prof("linear");
   Tensor out = native::linear_forward(input, weight, bias);  // (*, out)
   if (compute_requires_grad({input, weight, bias})) {
     auto node = std::make_shared<LinearBackward>();

@@ -13,6 +13,7 @@
 #include "autograd/functions/functions.h"
 #include "core/native/nn_kernels_transformer.h"
 #include "core/nn_ops.h"
+#include "core/profiler.h"
 
 namespace lockstep::autograd {
 namespace {
@@ -53,6 +54,7 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
+  profiler::Scope prof("cross_entropy");
   auto [loss, log_probs] = native::cross_entropy_forward(logits, target, ignore_index);
   if (compute_requires_grad({logits})) {
     auto node = std::make_shared<CrossEntropyBackward>();
@@ -65,6 +67,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  profiler::Scope prof("mse_loss");
   Tensor loss = native::mse_loss_forward(input, target);
   if (compute_requires_grad({input, target})) {
     auto node = std::make_shared<MseLossBackward>();

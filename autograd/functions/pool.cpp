@@ -10,6 +10,7 @@
 #include "autograd/functions/functions.h"
 #include "core/native/nn_kernels.h"
 #include "core/nn_ops.h"
+#include "core/profiler.h"
 
 namespace lockstep::autograd {
 namespace {
@@ -41,6 +42,7 @@ using namespace autograd;  // NOLINT: this file defines the ops that record thes
 
 Tensor max_pool2d(const Tensor& input, const IntList& kernel_size, const IntList& stride,
                   const IntList& padding) {
+  profiler::Scope prof("max_pool2d");
   auto [out, indices] = native::max_pool2d_forward(input, kernel_size, stride, padding);
   if (compute_requires_grad({input})) {
     auto node = std::make_shared<MaxPool2dBackward>();
@@ -52,6 +54,7 @@ Tensor max_pool2d(const Tensor& input, const IntList& kernel_size, const IntList
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& input, const IntList& output_size) {
+  profiler::Scope prof("adaptive_avg_pool2d");
   Tensor out = native::adaptive_avg_pool2d_forward(input, output_size);
   if (compute_requires_grad({input})) {
     auto node = std::make_shared<AdaptiveAvgPool2dBackward>();

@@ -18,6 +18,7 @@
 
 #include "autograd/functions/functions.h"
 #include "core/factory.h"
+#include "core/profiler.h"
 #include "core/shape.h"
 
 namespace lockstep::autograd {
@@ -121,6 +122,7 @@ double count_reduced(const IntList& sizes, const IntList& dims) {
 }
 
 Tensor max_min_all(const Tensor& x, bool is_max) {
+  profiler::Scope prof(is_max ? "max" : "min");
   Tensor y = is_max ? native::max_all(x) : native::min_all(x);
   if (compute_requires_grad({x})) {
     auto node = std::make_shared<MaxMinAllBackward>();
@@ -133,6 +135,7 @@ Tensor max_min_all(const Tensor& x, bool is_max) {
 }
 
 std::tuple<Tensor, Tensor> max_min_dim(const Tensor& x, int64_t dim, bool keepdim, bool is_max) {
+  profiler::Scope prof(is_max ? "max" : "min");
   auto [values, indices] = is_max ? native::max_dim(x, dim, keepdim) : native::min_dim(x, dim, keepdim);
   if (compute_requires_grad({x})) {
     auto node = std::make_shared<MaxMinDimBackward>();
@@ -156,6 +159,7 @@ using namespace autograd;  // NOLINT: this file defines the ops that record thes
 Tensor Tensor::sum() const { return sum({}, false); }
 
 Tensor Tensor::sum(const IntList& dims, bool keepdim) const {
+  profiler::Scope prof("sum");
   Tensor y = native::sum(*this, dims, keepdim);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<SumBackward>();
@@ -170,6 +174,7 @@ Tensor Tensor::sum(const IntList& dims, bool keepdim) const {
 Tensor Tensor::mean() const { return mean({}, false); }
 
 Tensor Tensor::mean(const IntList& dims, bool keepdim) const {
+  profiler::Scope prof("mean");
   Tensor y = native::mean(*this, dims, keepdim);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<MeanBackward>();

@@ -15,6 +15,7 @@
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/indexing.cpp.
 #include "autograd/functions/functions.h"
+#include "core/profiler.h"
 #include "core/shape.h"
 
 namespace lockstep::autograd {
@@ -98,12 +99,14 @@ Tensor Tensor::contiguous() const {
 }
 
 Tensor Tensor::clone() const {
+  profiler::Scope prof("clone");
   Tensor y = native::clone(*this);
   if (compute_requires_grad({*this})) record(std::make_shared<CloneBackward>(), {*this}, {y});
   return y;
 }
 
 Tensor Tensor::to(ScalarType dtype) const {
+  profiler::Scope prof("to");
   if (dtype == this->dtype()) return *this;
   Tensor y = native::to_dtype(*this, dtype);
   // A conversion to an integer type ends the graph, as in PyTorch: ints hold no gradient.
@@ -123,30 +126,37 @@ Tensor Tensor::to(Device device) const {
 // ---- views and reshapes ----
 
 Tensor Tensor::reshape(const IntList& sizes) const {
+  profiler::Scope prof("reshape");
   return record_view(native::reshape(*this, sizes), *this, "ReshapeBackward");
 }
 
 Tensor Tensor::view(const IntList& sizes) const {
+  profiler::Scope prof("view");
   return record_view(native::view(*this, sizes), *this, "ViewBackward");
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  profiler::Scope prof("flatten");
   return record_view(native::flatten(*this, start_dim, end_dim), *this, "FlattenBackward");
 }
 
 Tensor Tensor::unsqueeze(int64_t dim) const {
+  profiler::Scope prof("unsqueeze");
   return record_view(native::unsqueeze(*this, dim), *this, "UnsqueezeBackward");
 }
 
 Tensor Tensor::squeeze(int64_t dim) const {
+  profiler::Scope prof("squeeze");
   return record_view(native::squeeze(*this, dim), *this, "SqueezeBackward");
 }
 
 Tensor Tensor::squeeze() const {
+  profiler::Scope prof("squeeze");
   return record_view(native::squeeze(*this), *this, "SqueezeBackward");
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  profiler::Scope prof("transpose");
   Tensor y = native::transpose(*this, dim0, dim1);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<TransposeBackward>();
@@ -165,6 +175,7 @@ Tensor Tensor::t() const {
 }
 
 Tensor Tensor::permute(const IntList& dims) const {
+  profiler::Scope prof("permute");
   Tensor y = native::permute(*this, dims);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<PermuteBackward>();
@@ -178,6 +189,7 @@ Tensor Tensor::permute(const IntList& dims) const {
 }
 
 Tensor Tensor::expand(const IntList& sizes) const {
+  profiler::Scope prof("expand");
   Tensor y = native::expand(*this, sizes);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<ExpandBackward>();

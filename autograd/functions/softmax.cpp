@@ -8,6 +8,7 @@
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/linalg.cpp.
 #include "autograd/functions/functions.h"
+#include "core/profiler.h"
 
 namespace lockstep::autograd {
 namespace {
@@ -40,6 +41,7 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
 
 Tensor Tensor::softmax(int64_t dim) const {
+  profiler::Scope prof("softmax");
   Tensor y = native::softmax(*this, dim);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<SoftmaxBackward>();
@@ -51,6 +53,7 @@ Tensor Tensor::softmax(int64_t dim) const {
 }
 
 Tensor Tensor::log_softmax(int64_t dim) const {
+  profiler::Scope prof("log_softmax");
   Tensor y = native::log_softmax(*this, dim);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<LogSoftmaxBackward>();

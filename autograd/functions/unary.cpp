@@ -17,6 +17,7 @@
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/reduce.cpp.
 #include "autograd/functions/functions.h"
+#include "core/profiler.h"
 
 namespace lockstep::autograd {
 namespace {
@@ -123,9 +124,11 @@ struct PowBackward final : UnaryBackward {  // saved = self
 
 enum class Save { Self, Result };
 
-// Runs native::unary(op, x) and records NodeT saving x or the result.
+// Runs native::unary(op, x) and records NodeT saving x or the result; `name`
+// names the op's profiler scope (core/profiler.h).
 template <class NodeT>
-Tensor unary_op(UnaryOp op, const Tensor& x, Save save) {
+Tensor unary_op(const char* name, UnaryOp op, const Tensor& x, Save save) {
+  profiler::Scope prof(name);
   Tensor y = native::unary(op, x);
   if (compute_requires_grad({x})) {
     auto node = std::make_shared<NodeT>();
@@ -144,28 +147,40 @@ using namespace autograd;  // NOLINT: this file defines the ops that record thes
 using native::UnaryOp;
 
 Tensor Tensor::neg() const {
+  profiler::Scope prof("neg");
   Tensor y = native::unary(UnaryOp::Neg, *this);
   if (compute_requires_grad({*this})) record(std::make_shared<NegBackward>(), {*this}, {y});
   return y;
 }
 
-Tensor Tensor::relu() const { return unary_op<ReluBackward>(UnaryOp::Relu, *this, Save::Result); }
-Tensor Tensor::gelu() const { return unary_op<GeluBackward>(UnaryOp::Gelu, *this, Save::Self); }
-Tensor Tensor::exp() const { return unary_op<ExpBackward>(UnaryOp::Exp, *this, Save::Result); }
-Tensor Tensor::log() const { return unary_op<LogBackward>(UnaryOp::Log, *this, Save::Self); }
-Tensor Tensor::tanh() const { return unary_op<TanhBackward>(UnaryOp::Tanh, *this, Save::Result); }
-Tensor Tensor::sqrt() const { return unary_op<SqrtBackward>(UnaryOp::Sqrt, *this, Save::Result); }
-Tensor Tensor::abs() const { return unary_op<AbsBackward>(UnaryOp::Abs, *this, Save::Self); }
+Tensor Tensor::relu() const {
+  return unary_op<ReluBackward>("relu", UnaryOp::Relu, *this, Save::Result);
+}
+Tensor Tensor::gelu() const {
+  return unary_op<GeluBackward>("gelu", UnaryOp::Gelu, *this, Save::Self);
+}
+Tensor Tensor::exp() const {
+  return unary_op<ExpBackward>("exp", UnaryOp::Exp, *this, Save::Result);
+}
+Tensor Tensor::log() const { return unary_op<LogBackward>("log", UnaryOp::Log, *this, Save::Self); }
+Tensor Tensor::tanh() const {
+  return unary_op<TanhBackward>("tanh", UnaryOp::Tanh, *this, Save::Result);
+}
+Tensor Tensor::sqrt() const {
+  return unary_op<SqrtBackward>("sqrt", UnaryOp::Sqrt, *this, Save::Result);
+}
+Tensor Tensor::abs() const { return unary_op<AbsBackward>("abs", UnaryOp::Abs, *this, Save::Self); }
 
 Tensor Tensor::sigmoid() const {
-  return unary_op<SigmoidBackward>(UnaryOp::Sigmoid, *this, Save::Result);
+  return unary_op<SigmoidBackward>("sigmoid", UnaryOp::Sigmoid, *this, Save::Result);
 }
 
 Tensor Tensor::rsqrt() const {
-  return unary_op<RsqrtBackward>(UnaryOp::Rsqrt, *this, Save::Result);
+  return unary_op<RsqrtBackward>("rsqrt", UnaryOp::Rsqrt, *this, Save::Result);
 }
 
 Tensor Tensor::pow(double exponent) const {
+  profiler::Scope prof("pow");
   Tensor y = native::pow_scalar(*this, exponent);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<PowBackward>();

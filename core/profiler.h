@@ -1,0 +1,102 @@
+// core/profiler.h — a built-in op profiler: where does a training step spend its time?
+//
+//   ls::profiler::enable();
+//   ... forward, backward, optimizer step ...
+//   std::cerr << ls::profiler::report();   // table: name, calls, total ms, self ms, %
+//
+// or, without changing the program: LOCKSTEP_PROFILE=1 ./my_program prints the
+// same table to stderr when the program exits (LOCKSTEP_PROFILE unset, empty
+// or "0": off).
+//
+// What is recorded: a Scope is an RAII timer with a name. The library opens one
+// around every differentiable op (autograd/functions/*.cpp, named like the op:
+// "conv2d", "linear", "add", ...), around every backward node the engine runs
+// (named by Node::name(): "Conv2dBackward", "AccumulateGrad", ...), around the
+// whole backward pass ("autograd.backward") and around each optimizer step
+// ("optimizer.step"). Programs may open their own scopes.
+//
+// Note [Profiler cost when disabled]
+// Scope's constructor is inline and, while profiling is off, does one relaxed
+// atomic load and nothing else: no clock read, no lock, no allocation. Callers
+// whose scope name costs something to build (the engine's node->name() returns
+// a std::string) build it only when is_enabled() says so and pass an empty name
+// otherwise; a Scope with an empty name records nothing.
+//
+// Note [Profiler self time and threads]
+// Scopes nest per thread: a thread-local pointer names the innermost open Scope,
+// and a closing Scope adds its duration to its parent's "children" time. So for
+// each name: total = time between open and close, self = total minus the time
+// spent in nested scopes. Self times never overlap on one thread, so the sum of
+// all self times is the profiled time of all threads together; the report's
+// percentages are of that sum (self % columns add up to 100). A name nested in
+// itself (an op calling the same op) counts its inner time twice in total.
+// Scopes on every thread are recorded (the data loader's thread, DDP's
+// communication threads, test threads), merged by name under one mutex taken
+// once per closing scope while profiling is on. OpenMP worker threads inside a
+// kernel open no scopes: their work is part of the op that launched them.
+// A Scope opened before enable() records nothing; one open across disable() or
+// reset() is still recorded when it closes.
+//
+// Read before: core/parallel.h. Read next: autograd/engine.cpp (the backward scopes).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace lockstep::profiler {
+
+namespace detail {
+inline std::atomic<bool> enabled{false};
+}  // namespace detail
+
+// Starts / stops recording. enable() keeps what was recorded before (use reset()).
+void enable();
+void disable();
+inline bool is_enabled() { return detail::enabled.load(std::memory_order_relaxed); }
+// Forgets every recorded entry and restarts the wall-clock reference.
+void reset();
+
+// One row of the report: aggregated over calls and threads.
+struct Entry {
+  std::string name;
+  int64_t calls = 0;
+  double total_ms = 0.0;  // open to close, nested scopes included
+  double self_ms = 0.0;   // total_ms minus the time in nested scopes
+};
+
+// Every name recorded since the last reset(), sorted by total_ms, largest first.
+std::vector<Entry> entries();
+
+// The table as text: one line per name (calls, total ms, self ms, total %,
+// self %), a header with the profiled time and the threads that recorded. See
+// Note [Profiler self time and threads] for what the percentages are of.
+std::string report();
+
+// RAII timer; see Note [Profiler cost when disabled]. `name` must outlive the
+// Scope (string literals, or a string the caller keeps alive).
+class Scope {
+ public:
+  explicit Scope(std::string_view name) {
+    if (is_enabled() && !name.empty()) open(name);
+  }
+  ~Scope() {
+    if (active_) close();
+  }
+  Scope(const Scope&) = delete;
+  Scope& operator=(const Scope&) = delete;
+
+ private:
+  void open(std::string_view name);
+  void close();
+
+  bool active_ = false;
+  std::string_view name_;
+  int64_t start_ns_ = 0;
+  int64_t children_ns_ = 0;  // time spent in scopes nested inside this one
+  Scope* parent_ = nullptr;  // the enclosing open Scope on this thread
+};
+
+}  // namespace lockstep::profiler
