@@ -14,6 +14,7 @@
 #include "core/factory.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels_transformer.h"
+#include "core/parallel.h"
 #include "core/rng.h"
 
 namespace ls = lockstep;
@@ -86,4 +87,36 @@ TEST_CASE("dropout: p == 1 zeroes everything, p outside [0, 1] is an error") {
                        doctest::Contains("between 0 and 1"), ls::Error);
   CHECK_THROWS_WITH_AS(native::dropout_forward(ls::ones({3}, ls::kInt64), 0.5),
                        doctest::Contains("dropout: expected a floating input"), ls::Error);
+}
+
+TEST_CASE("dropout: the mask does not depend on the thread count, and p == 0 keeps everything") {
+  // See Note [Counter-based dropout masks]: element i's draw depends only on (key, i).
+  Tensor x = ls::randn({100000});
+  const int saved = ls::get_num_threads();
+  ls::set_num_threads(1);
+  ls::manual_seed(3);
+  auto [y1, m1] = native::dropout_forward(x, 0.3);
+  ls::set_num_threads(2);
+  ls::manual_seed(3);
+  auto [y2, m2] = native::dropout_forward(x, 0.3);
+  ls::set_num_threads(saved);
+  CHECK(native::equal(m1, m2));
+  CHECK(native::equal(y1, y2));
+  auto [y0, m0] = native::dropout_forward(x, 0.0);
+  CHECK(native::equal(y0, x));
+  CHECK(m0.sum().item<int64_t>() == x.numel());
+}
+
+TEST_CASE("dropout: consecutive calls draw different masks and neighbours are uncorrelated") {
+  ls::manual_seed(11);
+  Tensor x = ls::ones({200000});
+  auto [y1, m1] = native::dropout_forward(x, 0.5);
+  auto [y2, m2] = native::dropout_forward(x, 0.5);
+  CHECK_FALSE(native::equal(m1, m2));
+  // Adjacent pairs both kept: 1/4 of pairs for independent draws; sd = sqrt(n * 3/16).
+  const auto k = m1.to(ls::kUInt8).to_vector<uint8_t>();
+  int64_t both = 0;
+  for (size_t i = 0; i + 1 < k.size(); i += 2) both += (k[i] && k[i + 1]) ? 1 : 0;
+  const double n = static_cast<double>(k.size() / 2);
+  CHECK(std::abs(static_cast<double>(both) - n / 4) < 6 * std::sqrt(n * 3.0 / 16.0));
 }
