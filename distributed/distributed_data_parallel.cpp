@@ -1,5 +1,5 @@
 // distributed/distributed_data_parallel.cpp — construction checks, initial
-// broadcast, buffer broadcast, arming the reducer.
+// broadcast, the forward's fingerprint check, buffer broadcast, arming the reducer.
 // Read before: distributed/distributed_data_parallel.h.
 #include "distributed/distributed_data_parallel.h"
 
@@ -121,8 +121,16 @@ DDPCore::DDPCore(std::shared_ptr<nn::Module> module_, std::shared_ptr<ProcessGro
 
 void DDPCore::pre_forward() {
   reducer->check_previous_reduction_finished();
-  if (!require_sync || !options.broadcast_buffers() || process_group->size() == 1) return;
-  auto buffers = module->named_buffers();
+  if (!require_sync) return;
+  // A synced forward arms the reducer (grad mode on) or broadcasts buffers; when
+  // it issues collectives (buffers, the unused-parameter bitmap) the ranks first
+  // compare fingerprints (Note [DDP iteration fingerprint]).
+  const bool arms = GradMode::is_enabled();
+  auto buffers = options.broadcast_buffers() && process_group->size() > 1 ? module->named_buffers()
+                                                                           : nn::NamedTensors{};
+  const bool bitmap = arms && options.find_unused_parameters();
+  if (!arms && buffers.empty()) return;
+  reducer->begin_synced_forward(/*exchange_fingerprint=*/!buffers.empty() || bitmap);
   if (buffers.empty()) return;
   NoGradGuard no_grad;
   std::vector<std::shared_ptr<Work>> works;

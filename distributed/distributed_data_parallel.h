@@ -12,7 +12,9 @@
 // broadcasts parameters and buffers from rank 0 so all replicas start equal
 // (paper Section 3.2.1). forward() broadcasts buffers (when broadcast_buffers),
 // calls the module's own forward with any arguments, and arms the Reducer with
-// the outputs. no_sync() returns a guard: backward passes inside it only
+// the outputs. Every synced iteration also checks that all ranks are at the
+// same point (Note [DDP iteration fingerprint], distributed/ddp_fingerprint.h):
+// a rank that skipped a backward makes every rank throw within that iteration. no_sync() returns a guard: backward passes inside it only
 // accumulate local gradients; the first synced backward after it reduces the
 // sum (paper Section 3.2.4).
 //

@@ -36,9 +36,10 @@ std::shared_ptr<ProcessGroup> make_mpi(const InitOptions& options, int groups) {
   LS_CHECK(!options.world_size() || *options.world_size() == pg->size(), "init_process_group(\"mpi\"): "
            "options ask for world_size ", options.world_size().value_or(-1), " but MPI's world has ",
            pg->size(), " processes (mpirun -np); leave world_size unset");
-  if (options.timeout()) {
-    for (auto& g : pgs) g->set_timeout(*options.timeout());
-  }
+  // Bounds DDP's waits (MPI itself has no per-operation timeout): the option,
+  // else LOCKSTEP_TIMEOUT_S, else 300 s — as for Gloo.
+  const auto timeout = options.timeout() ? *options.timeout() : default_timeout();
+  for (auto& g : pgs) g->set_timeout(timeout);
   if (groups == 1) return pgs[0];
   return std::make_shared<ProcessGroupRoundRobin>(std::move(pgs));
 }

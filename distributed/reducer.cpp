@@ -1,5 +1,7 @@
-// distributed/reducer.cpp — hooks, buckets, in-order launches, finalize.
-// Read before: distributed/reducer.h.
+// distributed/reducer.cpp — hooks, buckets, in-order launches, finalize, and
+// the per-iteration fingerprint check (Note [DDP iteration fingerprint] in
+// distributed/ddp_fingerprint.h).
+// Read before: distributed/reducer.h, distributed/ddp_fingerprint.h.
 #include "distributed/reducer.h"
 
 #include <sstream>
@@ -21,6 +23,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       options_(options),
       locations_(params_.size()),
       ready_(params_.size(), false),
+      fingerprint_(process_group_),
       local_used_(native::zeros({static_cast<int64_t>(params_.size())}, kInt64)) {
   for (const BucketSpec& spec : compute_bucket_assignment(params_, options.first_bucket_mb(),
                                                           options.bucket_cap_mb())) {
@@ -36,7 +39,9 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
     }
     bucket.flat = native::zeros({total}, spec.dtype);
     buckets_.push_back(std::move(bucket));
+    num_elements_ += total;
   }
+  layout_hash_ = detail::bucket_layout_hash(buckets_);
   for (size_t i = 0; i < params_.size(); ++i) {
     hooks_.push_back(params_[i].register_post_accumulate_grad_hook(
         [this, i](Tensor&) { autograd_hook(i); }));
@@ -45,6 +50,14 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
 
 Reducer::~Reducer() {
   for (auto& h : hooks_) h.remove();
+}
+
+void Reducer::begin_synced_forward(bool exchange_fingerprint) {
+  ++synced_forwards_;
+  if (!exchange_fingerprint) return;
+  // Wait now: the forward's own collectives must not meet another rank's buckets.
+  start_fingerprint(detail::DDPPhase::FORWARD);
+  finish_fingerprint();
 }
 
 void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
@@ -92,9 +105,15 @@ void Reducer::mark_variable_ready(size_t index) {
            "iteration; this happens with reentrant backward or a parameter shared by two "
            "graphs backpropagated separately");
   ready_[index] = true;
-  if (!finalize_queued_ && autograd::in_backward()) {
+  const bool in_backward = autograd::in_backward();
+  if (!finalize_queued_ && in_backward) {
     finalize_queued_ = true;
     autograd::queue_callback([this] { finalize_backward(); });
+    // The first gradient of this backward: tell the other ranks where we are.
+    // The exchange travels while the next gradients are computed; bucket 0
+    // waits for it (Note [DDP iteration fingerprint]).
+    ++synced_backwards_;
+    start_fingerprint(detail::DDPPhase::BACKWARD);
   }
   const Location loc = locations_[index];
   Bucket& bucket = buckets_[loc.bucket];
@@ -110,7 +129,10 @@ void Reducer::mark_variable_ready(size_t index) {
       native::fill_(slot, 0.0);
     }
   }
-  if (--bucket.pending == 0) mark_bucket_ready(loc.bucket);
+  // Launches happen in backward only, after the fingerprint was issued: a
+  // bucket filled by prepare_for_backward (unused parameters) goes with the
+  // first bucket that fills in backward, or at finalize.
+  if (--bucket.pending == 0 && in_backward) mark_bucket_ready(loc.bucket);
 }
 
 void Reducer::mark_bucket_ready(size_t bucket_index) {
@@ -121,6 +143,7 @@ void Reducer::mark_bucket_ready(size_t bucket_index) {
 // See Note [Bucket launch order].
 void Reducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
+    if (next_bucket_ == 0) finish_fingerprint();  // no bucket moves before the ranks agree
     Bucket& b = buckets_[next_bucket_++];
     b.work = process_group_->allreduce(b.flat, ReduceOp::SUM);
     b.launched = true;
@@ -142,22 +165,66 @@ std::string Reducer::names_of(const std::vector<size_t>& indices) const {
   return os.str();
 }
 
+void Reducer::start_fingerprint(detail::DDPPhase phase) {
+  try {
+    fingerprint_.start({phase, synced_forwards_, synced_backwards_, layout_hash_,
+                        static_cast<int64_t>(buckets_.size()), num_elements_});
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+}
+
+void Reducer::finish_fingerprint() {
+  try {
+    fingerprint_.finish();
+  } catch (const Error& e) {
+    fail(e.what());
+  }
+}
+
+void Reducer::fail(const std::string& message) {
+  expect_autograd_hooks_ = false;
+  if (failure_.empty()) failure_ = message;
+  throw Error(message);
+}
+
 void Reducer::finalize_backward() {
   expect_autograd_hooks_ = false;
   launch_ready_buckets();  // without overlap, every launch happens here
+  finish_fingerprint();    // when bucket 0 never filled, the check still happens
   unfinished_params_ = unready_parameters();
   unfinished_reduction_ = !unfinished_params_.empty();
 
+  // A failed wait (a dead or hung peer) names the backward and the bucket
+  // (bucket == buckets_.size(): the bitmap).
+  auto wait = [&](Work& work, size_t bucket) {
+    try {
+      work.wait(process_group_->timeout());
+    } catch (const std::exception& e) {
+      const std::string what =
+          bucket == buckets_.size()
+              ? std::string("the AllReduce of the used-parameter bitmap (find_unused_parameters)")
+              : lockstep::detail::str("the AllReduce of bucket ", bucket, " (", buckets_[bucket].flat.numel(), " ",
+                                      dtype_name(buckets_[bucket].flat.dtype()), " elements: ",
+                                      names_of(buckets_[bucket].param_indices), ")");
+      fail(lockstep::detail::str("DDP (rank ", process_group_->rank(), "): backward #", synced_backwards_,
+                                 ": ", what, " failed: ", e.what(), ". A peer rank has probably died or "
+                                 "stopped training (check its output, or lockstep-run's report of which "
+                                 "rank failed first); if it is only slow, raise LOCKSTEP_TIMEOUT_S"));
+    }
+  };
   std::vector<int64_t> global_used;
   if (local_used_work_) {
-    local_used_work_->wait(process_group_->timeout());
-    global_used = global_used_.to_vector<int64_t>();
+    auto work = std::move(local_used_work_);
     local_used_work_.reset();
+    wait(*work, buckets_.size());
+    global_used = global_used_.to_vector<int64_t>();
   }
   NoGradGuard no_grad;
-  for (Bucket& b : buckets_) {
+  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+    Bucket& b = buckets_[bi];
     if (!b.launched) continue;
-    b.work->wait(process_group_->timeout());
+    wait(*b.work, bi);
     for (size_t k = 0; k < b.param_indices.size(); ++k) {
       size_t i = b.param_indices[k];
       // Globally unused: no rank produced a gradient; leave .grad as it was so
@@ -176,9 +243,13 @@ void Reducer::finalize_backward() {
 }
 
 void Reducer::check_previous_reduction_finished() {
+  if (!failure_.empty()) {
+    throw Error(lockstep::detail::str("DDP (rank ", process_group_->rank(), "): this DistributedDataParallel "
+                                      "cannot continue after an earlier error: ", failure_));
+  }
   if (!unfinished_reduction_) return;
   unfinished_reduction_ = false;
-  throw Error(detail::str(
+  throw Error(lockstep::detail::str(
       "DDP (rank ", process_group_->rank(), "): the previous iteration's backward produced no "
       "gradient for parameter(s) ", names_of(unfinished_params_), ", so the buckets holding them "
       "were never reduced. This happens when forward does not use every parameter (or its "

@@ -1,15 +1,20 @@
 // distributed/reducer.h — the per-iteration state machine of DDP's backward.
 //
 // Vocabulary as PyTorch's reducer.cpp, so the two can be read side by side:
+//   begin_synced_forward(exchange)  from DDP's pre-forward: count the forward
+//       and, when that forward issues collectives, check the fingerprint first.
 //   prepare_for_backward(outputs)  after a synced forward: reset pending counts;
 //       with find_unused_parameters, walk the graph from the outputs and mark
 //       every parameter it cannot reach as ready now, and start the AllReduce of
 //       the used-parameter bitmap.
 //   autograd_hook(i)  parameter i's post-accumulate-grad hook: its .grad is final.
-//   mark_variable_ready(i)  copy grad / world into the bucket; when the bucket's
-//       pending count hits zero, mark_bucket_ready.
+//   mark_variable_ready(i)  copy grad / world into the bucket; the first one in a
+//       backward queues finalize_backward and starts the iteration fingerprint
+//       exchange (Note [DDP iteration fingerprint], distributed/ddp_fingerprint.h);
+//       when the bucket's pending count hits zero, mark_bucket_ready.
 //   mark_bucket_ready(b)  launch every ready bucket from the next unlaunched one,
-//       strictly in index order (Note [Bucket launch order]).
+//       strictly in index order (Note [Bucket launch order]); before bucket 0,
+//       wait for the fingerprint and stop with an error if the ranks disagree.
 //   finalize_backward()  queued as an autograd callback by the first hook: wait
 //       for every bucket, copy averages back into .grad, leave globally unused
 //       parameters' grads untouched.
@@ -31,6 +36,7 @@
 
 #include "autograd/accumulate_grad.h"
 #include "distributed/bucket.h"
+#include "distributed/ddp_fingerprint.h"
 #include "distributed/ddp_options.h"
 #include "distributed/process_group.h"
 
@@ -44,10 +50,15 @@ class Reducer {
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
+  // A synced forward is starting (it will arm the reducer or broadcast buffers).
+  // When it issues collectives of its own (`exchange_fingerprint`), the ranks'
+  // fingerprints are compared first (Note [DDP iteration fingerprint]).
+  void begin_synced_forward(bool exchange_fingerprint);
   // Arms the reducer for the backward of a synced forward whose results are `outputs`.
   void prepare_for_backward(const std::vector<Tensor>& outputs);
   // Throws if the previous synced iteration's reduction did not finish, naming
-  // the parameters that got no gradient (called at the start of each forward).
+  // the parameters that got no gradient, or if an earlier fingerprint mismatch
+  // or communication failure left DDP unusable (called at the start of each forward).
   void check_previous_reduction_finished();
 
   const std::vector<Bucket>& buckets() const { return buckets_; }
@@ -59,6 +70,9 @@ class Reducer {
   void mark_bucket_ready(size_t bucket_index);
   void launch_ready_buckets();
   void finalize_backward();
+  void start_fingerprint(detail::DDPPhase phase);  // Note [DDP iteration fingerprint]
+  void finish_fingerprint();  // waits for the exchange; a mismatch becomes failure_
+  [[noreturn]] void fail(const std::string& message);
   std::vector<size_t> unready_parameters() const;
   std::string names_of(const std::vector<size_t>& indices) const;
 
@@ -82,6 +96,14 @@ class Reducer {
   size_t next_bucket_ = 0;                // next bucket to launch (in index order)
   bool unfinished_reduction_ = false;     // set by finalize if some buckets never filled
   std::vector<size_t> unfinished_params_;
+
+  // Note [DDP iteration fingerprint]: counters and the exchange.
+  int64_t synced_forwards_ = 0;
+  int64_t synced_backwards_ = 0;
+  int64_t layout_hash_ = 0;
+  int64_t num_elements_ = 0;
+  detail::IterationFingerprint fingerprint_;
+  std::string failure_;  // set once a mismatch or a failed collective has stopped DDP
 
   // find_unused_parameters: parameters used locally since the last synced
   // backward (no_sync iterations accumulate), AllReduced as a bitmap.

@@ -11,7 +11,8 @@
 // are forwarded to every rank. When a rank exits non-zero or dies by a signal,
 // the others get SIGTERM, then SIGKILL after a grace period, and the launcher
 // reports "lockstep-run: rank R failed first (...)" and exits non-zero (the
-// rank's exit status, or 128 + signal). Exit 0 when every rank succeeds.
+// rank's exit status, or 128 + signal); among ranks found dead at the same
+// moment, one killed by a signal counts as first. Exit 0 when every rank succeeds.
 //
 // One thread, one poll() loop: it reads every rank's pipes, a self-pipe that
 // the signal handler writes to (SIGCHLD, SIGINT, SIGTERM), and reaps children.
@@ -368,6 +369,10 @@ int main(int argc, char** argv) {
         start_stopping(sigs[k]);
       }
     }
+    // Ranks that failed since the last pass. When several are reaped together,
+    // one killed by a signal is named first: a crash is the likelier cause, and
+    // the others' error exits its consequence (they saw the dead peer).
+    std::vector<int> failed_now;
     for (size_t i = 0; i < ranks.size(); ++i) {
       Rank& r = ranks[i];
       if (!r.running) continue;
@@ -385,11 +390,18 @@ int main(int argc, char** argv) {
       r.status = status;
       --running;
       bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-      if (!ok && failed < 0 && !interrupted) {
-        failed = static_cast<int>(i);
-        start_stopping(SIGTERM);
-      }
+      if (!ok) failed_now.push_back(static_cast<int>(i));
       if (running == 0) drain_until = Clock::now() + std::chrono::milliseconds(500);
+    }
+    if (!failed_now.empty() && failed < 0 && !interrupted) {
+      failed = failed_now[0];
+      for (int i : failed_now) {
+        if (WIFSIGNALED(ranks[i].status)) {
+          failed = i;
+          break;
+        }
+      }
+      start_stopping(SIGTERM);
     }
     if (stopping && running > 0 && Clock::now() >= kill_at) signal_all(ranks, SIGKILL);
   }

@@ -1,6 +1,7 @@
 // tests/distributed/test_launcher.cpp — build/bin/lockstep-run with small shell
 // commands: the variables each rank sees, the "[rank R] " output prefix, the
-// failure of one rank stopping the others and naming it, argument errors.
+// failure of one rank stopping the others and naming it, SIGTERM forwarded to
+// every rank, argument errors.
 // Every run is wrapped in coreutils `timeout`, so a broken launcher fails the
 // test instead of hanging it.
 // Read before: tools/lockstep_run.cpp.
@@ -29,8 +30,8 @@ struct Run {
   std::string output;  // stdout and stderr together
 };
 
-Run run(const std::string& args) {
-  std::string cmd = "timeout -s KILL 60 " + launcher() + " " + args + " 2>&1";
+// Runs a shell command line (bounded by `timeout`), capturing its output.
+Run run_shell(const std::string& cmd) {
   Run r;
   FILE* p = ::popen(cmd.c_str(), "r");
   REQUIRE(p != nullptr);
@@ -40,6 +41,15 @@ Run run(const std::string& args) {
   int status = ::pclose(p);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+Run run(const std::string& args) { return run_shell("timeout -s KILL 60 " + launcher() + " " + args + " 2>&1"); }
+
+// `s` inside single quotes for sh.
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
 }
 
 bool has(const Run& r, const std::string& s) { return r.output.find(s) != std::string::npos; }
@@ -111,4 +121,20 @@ TEST_CASE("launcher: argument errors are explained and --help prints usage") {
   Run help = run("--help");
   CHECK(help.exit_code == 0);
   CHECK(has(help, "usage: lockstep-run --nproc-per-node N"));
+}
+
+TEST_CASE("launcher: SIGTERM sent to the launcher is forwarded to every rank") {
+  // The launcher runs in the background of a shell; once both ranks have set
+  // their TERM trap (they print "ready"), the shell sends SIGTERM to the launcher.
+  const std::string script =
+      "out=$(mktemp); " + launcher() +
+      " --nproc-per-node 2 -- sh -c 'trap \"echo got-term; exit 0\" TERM; echo ready; sleep 30 & wait' > $out 2>&1 & "
+      "lp=$!; i=0; while [ $(grep -c ready $out) -lt 2 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done; "
+      "kill -TERM $lp; wait $lp; echo \"launcher exit $?\"; cat $out; rm -f $out";
+  Run r = run_shell("timeout -s KILL 60 sh -c " + shell_quote(script) + " 2>&1");
+  INFO(r.output);
+  CHECK(has(r, "launcher exit 143"));  // 128 + SIGTERM
+  CHECK(has(r, "[rank 0] got-term"));
+  CHECK(has(r, "[rank 1] got-term"));
+  CHECK(has(r, "lockstep-run: received SIGTERM, forwarded it to every rank"));
 }

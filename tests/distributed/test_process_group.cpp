@@ -1,7 +1,9 @@
 // tests/distributed/test_process_group.cpp — every collective x every dtype x
-// every ReduceOp on the Gloo backend, 2 and 4 ranks as processes on loopback,
-// against answers computed locally; and round-robin over K groups.
-// Read before: distributed/process_group_gloo.h, tests/distributed/collective_test_util.h,
+// every ReduceOp on the Gloo backend and on round-robin groups of Gloo groups,
+// 2 and 4 ranks as processes on loopback, against answers computed locally
+// (tests/distributed/collective_suite.h); Gloo's large/chunked/ring paths; and
+// the order round-robin keeps over K groups.
+// Read before: distributed/process_group_gloo.h, tests/distributed/collective_suite.h,
 // tests/support/multiprocess.h.
 #include <doctest/doctest.h>
 
@@ -14,6 +16,7 @@
 #include "distributed/prefix_store.h"
 #include "distributed/process_group_gloo.h"
 #include "distributed/process_group_round_robin.h"
+#include "tests/distributed/collective_suite.h"
 #include "tests/distributed/collective_test_util.h"
 #include "tests/support/multiprocess.h"
 
@@ -63,42 +66,37 @@ void allreduce_everything(int world) {
   }, 120s);
 }
 
-// broadcast from every root, allgather, reduce_scatter (every dtype/op), barrier.
-void other_collectives(int world) {
+// Every collective with every dtype (tests/distributed/collective_suite.h), then
+// what only Gloo's tests add: allgather of int32/uint8 and into given outputs.
+void every_collective(int world) {
   ls::testing::run_ranks(world, [world](int rank) {
     auto pg = gloo_group();
-    for (int root = 0; root < world; ++root) {
-      ls::Tensor t = rank_input(rank, 5, ls::kFloat64);
-      pg->broadcast(t, root)->wait(20s);
-      CHECK(t.to_vector<double>() == rank_input(root, 5, ls::kFloat64).to_vector<double>());
-    }
-    for (ls::ScalarType dtype : {ls::kFloat32, ls::kInt64, ls::kBFloat16, ls::kInt32, ls::kUInt8}) {
-      std::vector<ls::Tensor> outputs;  // empty: the group allocates one per rank
+    REQUIRE(pg->size() == world);
+    ls::testing::check_every_collective(*pg, "gloo", 20s);
+    for (ls::ScalarType dtype : {ls::kInt32, ls::kUInt8}) {
+      std::vector<ls::Tensor> outputs;
       pg->allgather(outputs, rank_input(rank, 3, dtype))->wait(20s);
       REQUIRE(static_cast<int>(outputs.size()) == world);
       for (int r = 0; r < world; ++r) {
         CHECK(outputs[r].dtype() == dtype);
-        CHECK(outputs[r].to(ls::kFloat64).to_vector<double>() ==
-              rank_input(r, 3, ls::kFloat64).to_vector<double>());
+        CHECK(ls::testing::as_doubles(outputs[r]) == ls::testing::as_doubles(rank_input(r, 3, ls::kFloat64)));
       }
     }
     std::vector<ls::Tensor> given = {ls::zeros({2, 2})};
     for (int r = 1; r < world; ++r) given.push_back(ls::zeros({4}));
     pg->allgather(given, rank_input(rank, 4, ls::kFloat32).view({2, 2}))->wait(20s);
     CHECK(given[world - 1].to_vector<float>() == rank_input(world - 1, 4, ls::kFloat32).to_vector<float>());
-    for (ls::ScalarType dtype : ls::testing::reducible_dtypes()) {
-      for (ReduceOp op : ls::testing::all_reduce_ops()) {
-        // inputs[j] holds elements [3j, 3j+3) of rank's sequence; rank r gets block r reduced.
-        std::vector<ls::Tensor> inputs;
-        for (int j = 0; j < world; ++j) inputs.push_back(rank_input(rank, 3, dtype, 3 * j));
-        ls::Tensor out = ls::empty({3}, ls::TensorOptions().dtype(dtype));
-        pg->reduce_scatter(out, inputs, op)->wait(20s);
-        check_reduced(out, op, world, "reduce_scatter", 3 * rank);
-      }
-    }
-    auto work = pg->barrier();
-    work->wait(20s);
-    CHECK(work->is_success());
+  }, 120s);
+}
+
+// The same list through init_process_group's round-robin group over 2 Gloo groups:
+// successive calls alternate between the groups, send/recv stay on the first.
+void every_collective_round_robin(int world) {
+  ls::testing::run_ranks(world, [world](int) {
+    auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(20s).round_robin(2));
+    REQUIRE(pg->backend_name() == "round_robin");
+    REQUIRE(pg->size() == world);
+    ls::testing::check_every_collective(*pg, "round_robin(2 x gloo)", 20s);
   }, 120s);
 }
 
@@ -106,8 +104,14 @@ void other_collectives(int world) {
 
 TEST_CASE("process_group: gloo allreduce of every dtype and op on 2 ranks") { allreduce_everything(2); }
 TEST_CASE("process_group: gloo allreduce of every dtype and op on 4 ranks") { allreduce_everything(4); }
-TEST_CASE("process_group: gloo broadcast allgather reduce_scatter and barrier on 2 ranks") { other_collectives(2); }
-TEST_CASE("process_group: gloo broadcast allgather reduce_scatter and barrier on 4 ranks") { other_collectives(4); }
+TEST_CASE("process_group: gloo every collective and dtype on 2 ranks") { every_collective(2); }
+TEST_CASE("process_group: gloo every collective and dtype on 4 ranks") { every_collective(4); }
+TEST_CASE("process_group: round robin over 2 gloo groups runs every collective and dtype on 2 ranks") {
+  every_collective_round_robin(2);
+}
+TEST_CASE("process_group: round robin over 2 gloo groups runs every collective and dtype on 4 ranks") {
+  every_collective_round_robin(4);
+}
 
 TEST_CASE("process_group: gloo allreduce AVG on a non-power-of-two world uses the ring") {
   ls::testing::run_ranks(3, [](int rank) {

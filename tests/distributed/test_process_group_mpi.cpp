@@ -1,28 +1,49 @@
 // tests/distributed/test_process_group_mpi.cpp — the MPI backend, for real under
-// mpirun: the CTest case launches `mpirun -np 2` on this same test binary,
-// asking it to run the (otherwise skipped) "mpi worker" test case, which checks
-// every collective, dtype and op on both ranks, round-robin over two MPI
-// groups, and a mismatch caught by the first-collective fingerprint.
-// Read before: distributed/process_group_mpi.h, tests/distributed/collective_test_util.h.
+// mpirun: each CTest case launches `mpirun -np N` on this same test binary,
+// asking it to run one of the (otherwise skipped) "mpi worker" test cases:
+//  - every collective, dtype and op (tests/distributed/collective_suite.h) on
+//    the MPI group and on a round-robin group of two MPI groups, async overlap,
+//    and a mismatch caught by the first-collective fingerprint — at 2 and 4 ranks;
+//  - a rank killed mid-sequence: mpirun ends the whole job, naming the rank and
+//    the signal, well within the bound (coreutils `timeout` around mpirun);
+//  - a peer that never joins: Work::wait(timeout) throws an error naming the
+//    collective, and the group still works once the peer arrives;
+//  - DDP over MPI (buckets, buffer broadcast, the iteration fingerprint) ends
+//    with the parameters of local training on the whole batch.
+// Workers that must order themselves across ranks without MPI (the MPI thread
+// is busy in the collective under test) use marker files in the directory the
+// parent passes as LOCKSTEP_TEST_SYNC_DIR.
+// Read before: distributed/process_group_mpi.h, tests/distributed/collective_suite.h.
 #include <doctest/doctest.h>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/factory.h"
+#include "distributed/distributed_data_parallel.h"
 #include "distributed/init.h"
 #include "distributed/process_group_mpi.h"
 #include "distributed/process_group_round_robin.h"
+#include "optim/sgd.h"
+#include "tests/distributed/collective_suite.h"
 #include "tests/distributed/collective_test_util.h"
+#include "tests/distributed/ddp_test_models.h"
 
 namespace ls = lockstep;
 namespace dist = lockstep::distributed;
+namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using dist::ReduceOp;
 using ls::testing::check_reduced;
@@ -43,15 +64,56 @@ std::pair<int, std::string> run_command(const std::string& command) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
+// Exit status of coreutils `timeout` when it had to stop the command.
+constexpr int kTimedOut = 124;
+
+// Runs the worker test cases matching `worker` under `mpirun -np`, bounded by
+// `bound_s` seconds, with a fresh marker directory. Returns (exit status, output).
+std::pair<int, std::string> run_mpi_workers(int np, const std::string& worker, int bound_s) {
+  char exe[4096] = {0};
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  REQUIRE(n > 0);
+  char dir_template[] = "/tmp/lockstep_mpi_test_XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  // `timeout` ends mpirun (by its PID) if the job outlives the bound;
+  // yield_when_idle keeps oversubscribed ranks from spinning on the shared cores.
+  const std::string command = "timeout " + std::to_string(bound_s) +
+                              " mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1 -np " +
+                              std::to_string(np) + " -x LOCKSTEP_TEST_SYNC_DIR=" + dir_template + " " + exe +
+                              " --no-skip --test-case='" + worker + "'";
+  auto result = run_command(command);
+  fs::remove_all(dir_template);
+  result.second = command + "\n" + result.second;
+  return result;
+}
+
+// Marker files between the ranks of one mpirun job.
+fs::path marker(const std::string& name) {
+  const char* dir = std::getenv("LOCKSTEP_TEST_SYNC_DIR");
+  REQUIRE_MESSAGE(dir != nullptr, "run the mpi workers through the process_group: mpi test cases");
+  return fs::path(dir) / name;
+}
+void touch(const std::string& name) { std::ofstream(marker(name)) << "1"; }
+// Polls for the marker (at most `limit`); false if it never appeared.
+bool wait_for(const std::string& name, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!fs::exists(marker(name))) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
 }  // namespace
 
-// Skipped in ordinary runs (CTest does not even list it); the test below runs it under mpirun.
+// Skipped in ordinary runs (CTest does not even list them); the test cases below run them under mpirun.
 TEST_CASE("mpi worker: every collective and dtype and op" * doctest::skip()) {
   REQUIRE_MESSAGE(dist::ProcessGroupMPI::launched_by_mpirun(), "run this test case under mpirun");
   auto pg = dist::init_process_group("mpi");
   const int rank = pg->rank(), world = pg->size();
   CHECK(pg->backend_name() == "mpi");
-  // The first collective carries the fingerprint check: a size mismatch names the rank.
+  // The first collective carries the fingerprint check: a size mismatch names the rank
+  // (rank 0 sees rank 1's 4 elements first; the others see rank 0's 3).
   ls::Tensor odd = ls::ones({rank == 0 ? 3 : 4});
   std::string msg;
   try {
@@ -59,67 +121,153 @@ TEST_CASE("mpi worker: every collective and dtype and op" * doctest::skip()) {
   } catch (const std::exception& e) {
     msg = e.what();
   }
-  CHECK_MESSAGE(contains(msg, "rank " + std::to_string(1 - rank) + " issued allreduce #0"), msg);
+  const std::string expected = rank == 0 ? "rank 1 issued allreduce #0 of 4 float32" : "rank 0 issued allreduce #0 of 3 float32";
+  CHECK_MESSAGE(contains(msg, expected), msg);
 
-  for (ls::ScalarType dtype : ls::testing::reducible_dtypes()) {
-    for (ReduceOp op : ls::testing::all_reduce_ops()) {
-      ls::Tensor t = rank_input(rank, 7, dtype);
-      pg->allreduce(t, op)->wait(30s);
-      check_reduced(t, op, world, "mpi allreduce");
-      std::vector<ls::Tensor> inputs;
-      for (int j = 0; j < world; ++j) inputs.push_back(rank_input(rank, 3, dtype, 3 * j));
-      ls::Tensor out = ls::empty({3}, ls::TensorOptions().dtype(dtype));
-      pg->reduce_scatter(out, inputs, op)->wait(30s);
-      check_reduced(out, op, world, "mpi reduce_scatter", 3 * rank);
-    }
-  }
-  for (int root = 0; root < world; ++root) {
-    ls::Tensor t = rank_input(rank, 5, ls::kFloat16);
-    pg->broadcast(t, root)->wait(30s);
-    CHECK(t.to(ls::kFloat64).to_vector<double>() == rank_input(root, 5, ls::kFloat64).to_vector<double>());
-  }
-  std::vector<ls::Tensor> outputs;
-  pg->allgather(outputs, rank_input(rank, 3, ls::kInt64))->wait(30s);
-  REQUIRE(static_cast<int>(outputs.size()) == world);
-  for (int r = 0; r < world; ++r) CHECK(outputs[r].to_vector<int64_t>() == rank_input(r, 3, ls::kInt64).to_vector<int64_t>());
-  ls::Tensor msg_t = rank_input(rank, 6, ls::kFloat32), got = ls::zeros({6});
+  ls::testing::check_every_collective(*pg, "mpi", 30s);
+
+  // Async: rank 1 issues its allreduce only after rank 0 has seen its own still
+  // pending (and computed meanwhile), so the collective cannot have completed yet.
+  ls::Tensor t = rank_input(rank, 1000, ls::kFloat32);
+  if (rank == 1) REQUIRE(wait_for("rank0_checked", 30s));
+  auto work = pg->allreduce(t);
   if (rank == 0) {
-    pg->send(msg_t, 1, 3)->wait(30s);
-    pg->recv(got, 1, 3)->wait(30s);
-  } else if (rank == 1) {
-    pg->recv(got, 0, 3)->wait(30s);
-    pg->send(msg_t, 0, 3)->wait(30s);
+    CHECK_FALSE(work->is_completed());
+    ls::Tensor busy = ls::ones({64, 64}).matmul(ls::ones({64, 64}));  // the caller keeps computing
+    CHECK(busy.sum().item<float>() == 64.0f * 64 * 64);
+    CHECK_FALSE(work->is_completed());
+    touch("rank0_checked");
   }
-  if (rank < 2) CHECK(got.to_vector<float>() == rank_input(1 - rank, 6, ls::kFloat32).to_vector<float>());
-  pg->barrier()->wait(30s);
+  work->wait(30s);
+  check_reduced(t, ReduceOp::SUM, world, "mpi async allreduce");
 
-  // Round robin over two more MPI groups: interleaved, all in flight.
-  std::vector<std::shared_ptr<dist::ProcessGroup>> groups = {dist::ProcessGroupMPI::create(),
-                                                             dist::ProcessGroupMPI::create()};
-  dist::ProcessGroupRoundRobin rr(groups);
-  std::vector<ls::Tensor> ts;
-  std::vector<std::shared_ptr<dist::Work>> works;
-  for (int i = 0; i < 10; ++i) {
-    ts.push_back(rank_input(rank, 3 + i, ls::kFloat64, i));
-    works.push_back(rr.allreduce(ts.back()));
-  }
-  for (int i = 0; i < 10; ++i) {
-    works[i]->wait(30s);
-    check_reduced(ts[i], ReduceOp::SUM, world, "mpi round robin", i);
-  }
+  // Round robin over two more MPI groups: the same list, calls alternating.
+  auto rr = dist::init_process_group("mpi", dist::InitOptions().round_robin(2));
+  REQUIRE(dynamic_cast<dist::ProcessGroupRoundRobin*>(rr.get()) != nullptr);
+  ls::testing::check_every_collective(*rr, "round_robin(2 x mpi)", 30s);
   std::printf("mpi worker: rank %d of %d ok\n", rank, world);
   std::fflush(stdout);
 }
 
+TEST_CASE("mpi worker: a rank killed mid-sequence" * doctest::skip()) {
+  auto pg = dist::init_process_group("mpi");
+  ls::Tensor t = rank_input(pg->rank(), 100, ls::kFloat32);
+  pg->allreduce(t)->wait(30s);  // #0 succeeds everywhere
+  std::printf("mpi worker: rank %d passed allreduce #0\n", pg->rank());
+  std::fflush(stdout);
+  if (pg->rank() == 1) raise(SIGKILL);
+  // The others block in allreduce #1 until mpirun ends the job; waiting longer
+  // than the parent's bound shows that it was mpirun, not this wait, that ended it.
+  pg->allreduce(t)->wait(300s);
+  std::printf("mpi worker: rank %d was not stopped\n", pg->rank());
+}
+
+TEST_CASE("mpi worker: a peer that never joins" * doctest::skip()) {
+  auto pg = dist::init_process_group("mpi");
+  const int rank = pg->rank(), world = pg->size();
+  ls::Tensor warm = ls::ones({4});
+  pg->allreduce(warm)->wait(30s);  // #0
+  ls::Tensor t = rank_input(rank, 10, ls::kFloat64);
+  if (rank == 0) {
+    auto work = pg->allreduce(t);  // #1: rank 1 has not issued it
+    std::string msg;
+    try {
+      work->wait(1000ms);
+    } catch (const std::exception& e) {
+      msg = e.what();
+    }
+    CHECK_MESSAGE(contains(msg, "allreduce #1 of 10 float64"), msg);
+    CHECK_MESSAGE(contains(msg, "(mpi, rank 0)"), msg);
+    CHECK_MESSAGE(contains(msg, "did not complete within 1000 ms"), msg);
+    CHECK_FALSE(work->is_completed());
+    touch("rank0_timed_out");
+    // The caller's wait timed out, not the collective: it completes once the peer joins.
+    work->wait(30s);
+  } else {
+    REQUIRE(wait_for("rank0_timed_out", 30s));
+    pg->allreduce(t)->wait(30s);
+  }
+  check_reduced(t, ReduceOp::SUM, world, "allreduce after a late peer");
+  std::printf("mpi worker: rank %d of %d ok\n", rank, world);
+  std::fflush(stdout);
+}
+
+TEST_CASE("mpi worker: ddp matches local training" * doctest::skip()) {
+  auto pg = dist::init_process_group("mpi");
+  const int rank = pg->rank(), world = pg->size();
+  constexpr int kSteps = 3;
+  constexpr int64_t kPerRank = 4;
+  auto [x, y] = ls::testing::image_data(kSteps * world * kPerRank, 77);
+  auto chunk = [&](const ls::Tensor& t, int64_t c) { return t.narrow(0, c * kPerRank, kPerRank); };
+  // Local reference from seed 0: each step averages the chunks of all ranks.
+  ls::manual_seed(0);
+  auto local = std::make_shared<ls::testing::TinyCNN>();
+  ls::optim::SGD local_opt(local->parameters(), ls::optim::SGDOptions(0.1).momentum(0.9));
+  for (int step = 0; step < kSteps; ++step) {
+    for (int r = 0; r < world; ++r) {
+      const int64_t c = step * world + r;
+      (ls::cross_entropy(local->forward(chunk(x, c)), chunk(y, c)) / static_cast<double>(world)).backward();
+    }
+    local_opt.step();
+    local_opt.zero_grad();
+  }
+  ls::manual_seed(rank == 0 ? 0 : 500 + rank);  // DDP's initial broadcast must equalize them
+  auto model = std::make_shared<ls::testing::TinyCNN>();
+  dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().bucket_cap_mb(0));
+  ls::optim::SGD opt(model->parameters(), ls::optim::SGDOptions(0.1).momentum(0.9));
+  for (int step = 0; step < kSteps; ++step) {
+    const int64_t c = step * world + rank;
+    ls::cross_entropy(ddp.forward(chunk(x, c)), chunk(y, c)).backward();
+    opt.step();
+    opt.zero_grad();
+  }
+  const double diff = ls::testing::max_abs_diff(model->parameters(), ls::testing::clone_all(local->parameters()));
+  CHECK_MESSAGE(diff < 2e-5, "max |ddp over mpi - local| = " << diff);
+  std::printf("mpi worker: rank %d of %d ok\n", rank, world);
+  std::fflush(stdout);
+}
+
+namespace {
+void every_collective_under_mpirun(int np) {
+  auto [status, output] = run_mpi_workers(np, "mpi worker: every collective*", 240);
+  CHECK_MESSAGE(status == 0, output);
+  for (int r = 0; r < np; ++r) {
+    CHECK_MESSAGE(contains(output, "mpi worker: rank " + std::to_string(r) + " of " + std::to_string(np) + " ok"),
+                  output);
+  }
+}
+}  // namespace
+
 TEST_CASE("process_group: mpi backend under mpirun -np 2 runs every collective and dtype") {
-  char exe[4096] = {0};
-  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  REQUIRE(n > 0);
-  // `timeout` bounds the whole run (it ends mpirun by its PID if it hangs).
-  const std::string command = std::string("timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 ") +
-                              exe + " --no-skip --test-case='mpi worker: *'";
-  auto [status, output] = run_command(command);
-  CHECK_MESSAGE(status == 0, command << "\n" << output);
+  every_collective_under_mpirun(2);
+}
+
+TEST_CASE("process_group: mpi backend under mpirun -np 4 runs every collective and dtype") {
+  every_collective_under_mpirun(4);
+}
+
+TEST_CASE("process_group: mpi a killed rank makes mpirun end the job naming the rank and signal") {
+  // The survivors wait up to 300 s in their collective; the 60 s bound passes
+  // only if mpirun ends them on its own when rank 1 dies.
+  auto [status, output] = run_mpi_workers(3, "mpi worker: a rank killed*", 60);
+  CHECK_MESSAGE(status != kTimedOut, "mpirun did not end the job within 60 s\n" << output);
+  CHECK_MESSAGE(status == 128 + SIGKILL, output);
+  CHECK_MESSAGE(contains(output, "mpi worker: rank 1 passed allreduce #0"), output);
+  CHECK_MESSAGE(contains(output, "process rank 1"), output);
+  CHECK_MESSAGE(contains(output, "exited on signal 9"), output);
+  CHECK_MESSAGE(!contains(output, "was not stopped"), output);
+}
+
+TEST_CASE("process_group: mpi Work::wait times out naming the collective when a peer never joins") {
+  auto [status, output] = run_mpi_workers(2, "mpi worker: a peer that never joins*", 120);
+  CHECK_MESSAGE(status == 0, output);
+  CHECK_MESSAGE(contains(output, "mpi worker: rank 0 of 2 ok"), output);
+  CHECK_MESSAGE(contains(output, "mpi worker: rank 1 of 2 ok"), output);
+}
+
+TEST_CASE("process_group: mpi backend carries DDP training equal to local training under mpirun -np 2") {
+  auto [status, output] = run_mpi_workers(2, "mpi worker: ddp matches*", 120);
+  CHECK_MESSAGE(status == 0, output);
   CHECK_MESSAGE(contains(output, "mpi worker: rank 0 of 2 ok"), output);
   CHECK_MESSAGE(contains(output, "mpi worker: rank 1 of 2 ok"), output);
 }
