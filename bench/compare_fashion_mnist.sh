@@ -1,27 +1,56 @@
 #!/usr/bin/env bash
 # bench/compare_fashion_mnist.sh [EPOCHS] — trains the Fashion-MNIST CNN with
 # lockstep (build/bin/train_fashion_mnist) and with PyTorch 1.13
-# (../shared/ref/torch_fashion_mnist.py, Debian python3-torch) one after the
-# other on the same machine, one thread each, same architecture and
-# hyper-parameters, and prints test accuracy and examples/s per epoch side by side.
+# (../shared/ref/torch_fashion_mnist.py, Debian python3-torch) on the same
+# machine, one thread each, same architecture and hyper-parameters, alternating
+# the two for each seed, and prints test accuracy and training seconds per
+# epoch: per seed, then the mean over seeds.
+#   SEEDS="0 1 2" bench/compare_fashion_mnist.sh 4     (default SEEDS=0)
+# PyTorch's script fixes torch.manual_seed(0); bench/torch_seeded.py runs it
+# with each seed instead. The two frameworks' initial weights and shuffles come
+# from different generators, so one seed of each is one draw from each
+# distribution: compare means over several seeds. Env: BUILD (default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 epochs=${1:-4}
+seeds=${SEEDS:-0}
+build=${BUILD:-build}
 ref=../shared/ref/torch_fashion_mnist.py
 if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
   scripts/install_deps.sh python3-torch python3-torchvision
 fi
 out=$(mktemp -d)
-OMP_NUM_THREADS=1 build/bin/train_fashion_mnist --epochs "$epochs" --threads 1 --log-every 100000 \
-  --checkpoint "$out/ckpt.safetensors" | tee "$out/lockstep.log"
-OMP_NUM_THREADS=1 /usr/bin/python3 "$ref" --epochs "$epochs" --threads 1 | tee "$out/torch.log"
-echo
-printf "%-6s %-22s %-22s %-14s %-14s\n" epoch lockstep_accuracy pytorch_accuracy lockstep_s pytorch_s
-for e in $(seq 1 "$epochs"); do
-  la=$(awk -v e="$e" '$1=="epoch" && $2==e && $3=="train_loss" {print $6}' "$out/lockstep.log")
-  ls_=$(awk -v e="$e" '$1=="epoch" && $2==e && $3=="train_loss" {print $8}' "$out/lockstep.log")
-  ta=$(awk -v e="$e" '$1=="epoch" && $2==e {print $6}' "$out/torch.log")
-  ts=$(awk -v e="$e" '$1=="epoch" && $2==e {print $8}' "$out/torch.log")
-  printf "%-6s %-22s %-22s %-14s %-14s\n" "$e" "$la" "$ta" "$ls_" "$ts"
+trap 'rm -rf "$out"' EXIT
+for s in $seeds; do
+  OMP_NUM_THREADS=1 "$build/bin/train_fashion_mnist" --epochs "$epochs" --threads 1 --seed "$s" \
+    --log-every 100000 --checkpoint "$out/ckpt.safetensors" | tee "$out/lockstep_$s.log"
+  OMP_NUM_THREADS=1 /usr/bin/python3 bench/torch_seeded.py "$s" "$ref" --epochs "$epochs" --threads 1 \
+    | tee "$out/torch_$s.log"
 done
-rm -rf "$out"
+# Lines "epoch E train_loss L test_accuracy A seconds S ..." in both logs.
+field() { awk -v e="$2" -v f="$3" '$1=="epoch" && $2==e && $3=="train_loss" {print $f}' "$1"; }
+echo
+printf "%-5s %-6s %-18s %-18s %-12s %-12s\n" seed epoch lockstep_accuracy pytorch_accuracy lockstep_s pytorch_s
+for s in $seeds; do
+  for e in $(seq 1 "$epochs"); do
+    printf "%-5s %-6s %-18s %-18s %-12s %-12s\n" "$s" "$e" \
+      "$(field "$out/lockstep_$s.log" "$e" 6)" "$(field "$out/torch_$s.log" "$e" 6)" \
+      "$(field "$out/lockstep_$s.log" "$e" 8)" "$(field "$out/torch_$s.log" "$e" 8)"
+  done
+done
+echo
+echo "mean over seeds ($seeds):"
+printf "%-6s %-18s %-18s %-10s %-12s %-12s\n" epoch lockstep_accuracy pytorch_accuracy difference lockstep_s pytorch_s
+for e in $(seq 1 "$epochs"); do
+  la=0; ta=0; lsec=0; tsec=0; n=0
+  for s in $seeds; do
+    la=$(echo "$la + $(field "$out/lockstep_$s.log" "$e" 6)" | bc -l)
+    ta=$(echo "$ta + $(field "$out/torch_$s.log" "$e" 6)" | bc -l)
+    lsec=$(echo "$lsec + $(field "$out/lockstep_$s.log" "$e" 8)" | bc -l)
+    tsec=$(echo "$tsec + $(field "$out/torch_$s.log" "$e" 8)" | bc -l)
+    n=$((n + 1))
+  done
+  printf "%-6s %-18.4f %-18.4f %-+10.4f %-12.1f %-12.1f\n" "$e" "$(echo "$la / $n" | bc -l)" \
+    "$(echo "$ta / $n" | bc -l)" "$(echo "($la - $ta) / $n" | bc -l)" \
+    "$(echo "$lsec / $n" | bc -l)" "$(echo "$tsec / $n" | bc -l)"
+done
