@@ -1,4 +1,10 @@
-// core/native/conv.cpp — 2-d convolution, forward and backward, as im2col + GEMM.
+// core/native/conv.cpp — 2-d convolution, forward and backward: the argument
+// checks, the backend switch, and the reference path, im2col + GEMM.
+//
+// float32 runs on oneDNN's convolution primitives by default (conv_onednn.cpp,
+// see Note [Convolution backends] in conv_onednn.h); the im2col path below is
+// the definition they are tested against, float64's path, and the fallback for
+// geometries oneDNN has no fast kernel for.
 //
 // Note [Convolution as a matrix product]
 // For one image and one group, with K = C_in_g * kH * kW input values under a
@@ -22,13 +28,16 @@
 // partial (C_out, K) buffer and the partials are added at the end. With one
 // image (or one thread) the loop runs on the caller and each GEMM uses every thread.
 //
-// Read before: core/native/nn_kernels.h, core/native/gemm.h.
-// Read next: core/native/pool.cpp, autograd/functions/conv.cpp.
+// Read before: core/native/nn_kernels.h, core/native/gemm.h, core/native/conv_geometry.h.
+// Read next: core/native/conv_onednn.h, core/native/pool.cpp, autograd/functions/conv.cpp.
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <string>
 #include <tuple>
 
+#include "core/native/conv_geometry.h"
+#include "core/native/conv_onednn.h"
 #include "core/native/gemm.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
@@ -48,25 +57,24 @@ namespace {
 
 std::string hw_str(int64_t h, int64_t w) { return lockstep::detail::str(h, "x", w); }
 
-// Every size the kernels need, checked once; see Note [Convolution as a matrix product].
-struct ConvGeometry {
-  int64_t n, c_in, h, w;  // input (N, C_in, H, W)
-  int64_t c_out, kh, kw;  // weight (C_out, C_in / groups, kH, kW)
-  int64_t stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
-  int64_t oh, ow;  // output (N, C_out, oH, oW)
+std::atomic<ConvBackend> g_conv_backend{ConvBackend::OneDNN};
 
-  int64_t c_in_g() const { return c_in / groups; }
-  int64_t c_out_g() const { return c_out / groups; }
-  int64_t k() const { return c_in_g() * kh * kw; }  // rows of cols
-  int64_t p() const { return oh * ow; }             // columns of cols
-  bool is_pointwise() const {
-    return kh == 1 && kw == 1 && stride_h == 1 && stride_w == 1 && pad_h == 0 && pad_w == 0;
+}  // namespace
+
+void set_conv_backend(ConvBackend backend) { g_conv_backend.store(backend); }
+ConvBackend conv_backend() { return g_conv_backend.load(); }
+
+const char* conv_backend_name(ConvBackend backend) {
+  switch (backend) {
+    case ConvBackend::Reference: return "reference";
+    case ConvBackend::OneDNN: return "onednn";
   }
-};
+  return "unknown";
+}
 
-ConvGeometry make_geometry(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                           const IntList& stride, const IntList& padding, const IntList& dilation,
-                           int64_t groups, const char* op) {
+ConvGeometry make_conv_geometry(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                const IntList& stride, const IntList& padding,
+                                const IntList& dilation, int64_t groups, const char* op) {
   lockstep::detail::check_defined(input, op);
   lockstep::detail::check_defined(weight, op);
   LS_CHECK(input.dim() == 4, op, ": expected a 4-d input (N, C, H, W) but got shape ",
@@ -120,6 +128,8 @@ ConvGeometry make_geometry(const Tensor& input, const Tensor& weight, const Tens
            "); use a larger input, more padding or a smaller kernel");
   return g;
 }
+
+namespace {
 
 // cols (K, P) from one group's channels x (C_in_g, H, W);
 // see Note [Convolution as a matrix product].
@@ -230,16 +240,86 @@ void conv_image_backward(const T* gy_n, const T* x_n, const T* w, const ConvGeom
   }
 }
 
+// db[co] = sum over n and P of G (N, C_out, P), accumulated in double.
+Tensor reference_bias_grad(const Tensor& gy, const ConvGeometry& g) {
+  Tensor grad_bias = empty({g.c_out}, gy.dtype());  // (C_out)
+  dispatch_floating(gy.dtype(), "conv2d_backward", [&]<class T>() {
+    const T* gyp = gy.data_ptr<T>();
+    T* gb = grad_bias.data_ptr<T>();
+    const int64_t p = g.p();
+    parallel_for(0, g.c_out, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t co = lo; co < hi; ++co) {
+        double s = 0;
+        for (int64_t n = 0; n < g.n; ++n) {
+          const T* row = gyp + (n * g.c_out + co) * p;
+          for (int64_t i = 0; i < p; ++i) s += row[i];
+        }
+        gb[co] = static_cast<T>(s);
+      }
+    });
+  });
+  return grad_bias;
+}
+
+// (grad_input, grad_weight) by im2col + GEMM; each is undefined unless asked for.
+std::pair<Tensor, Tensor> reference_backward(const Tensor& gy, const Tensor& x, const Tensor& w,
+                                             const ConvGeometry& g, bool need_input,
+                                             bool need_weight) {
+  Tensor grad_input, grad_weight;
+  if (!need_input && !need_weight) return {grad_input, grad_weight};
+  dispatch_floating(x.dtype(), "conv2d_backward", [&]<class T>() {
+    // One chunk of images per thread, each with its own partial grad_weight.
+    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), g.n));
+    const int64_t w_numel = w.numel();
+    Tensor partial =
+        need_weight ? zeros({chunks, w_numel}, x.dtype()) : Tensor();  // (chunks, C_out*K)
+    if (need_input) grad_input = zeros(x.sizes(), x.dtype());          // col2im adds into it
+    const T* gyp = gy.data_ptr<T>();
+    const T* xp = x.data_ptr<T>();
+    const T* wp = w.data_ptr<T>();
+    T* pw = need_weight ? partial.data_ptr<T>() : nullptr;
+    T* gxp = need_input ? grad_input.data_ptr<T>() : nullptr;
+    const int64_t in_numel = g.c_in * g.h * g.w, out_numel = g.c_out * g.p();
+    parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
+      auto cols = cols_buffer<T>(g);
+      for (int64_t c = lo; c < hi; ++c) {
+        for (int64_t n = g.n * c / chunks; n < g.n * (c + 1) / chunks; ++n) {
+          conv_image_backward(gyp + n * out_numel, xp + n * in_numel, wp, g, cols.get(),
+                              pw != nullptr ? pw + c * w_numel : nullptr,
+                              gxp != nullptr ? gxp + n * in_numel : nullptr);
+        }
+      }
+    });
+    if (need_weight) {
+      grad_weight = chunks == 1 ? partial : sum(partial, {0}, /*keepdim=*/false);
+      grad_weight = reshape(grad_weight, w.sizes());
+    }
+  });
+  return {grad_input, grad_weight};
+}
+
+// Whether float32 work goes to oneDNN (Note [Convolution backends]); an empty
+// batch stays on the reference path, which handles it without a primitive.
+bool use_onednn(const Tensor& x, const ConvGeometry& g) {
+  return x.dtype() == kFloat32 && conv_backend() == ConvBackend::OneDNN && g.n > 0;
+}
+
 }  // namespace
 
 Tensor conv2d_forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
                       const IntList& stride, const IntList& padding, const IntList& dilation,
                       int64_t groups) {
   const char* op = "conv2d";
-  const ConvGeometry g = make_geometry(input, weight, bias, stride, padding, dilation, groups, op);
+  const ConvGeometry g =
+      make_conv_geometry(input, weight, bias, stride, padding, dilation, groups, op);
   const Tensor x = contiguous(input), w = contiguous(weight);
   const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
   Tensor out = empty({g.n, g.c_out, g.oh, g.ow}, x.dtype());  // (N, C_out, oH, oW)
+  if (use_onednn(x, g) &&
+      conv2d_forward_onednn(g, x.data_ptr<float>(), w.data_ptr<float>(),
+                            b.defined() ? b.data_ptr<float>() : nullptr, out.data_ptr<float>())) {
+    return out;
+  }
   dispatch_floating(x.dtype(), op, [&]<class T>() {
     const T* xp = x.data_ptr<T>();
     const T* wp = w.data_ptr<T>();
@@ -262,7 +342,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, co
                                                    bool need_weight, bool need_bias) {
   const char* op = "conv2d_backward";
   const ConvGeometry g =
-      make_geometry(input, weight, Tensor(), stride, padding, dilation, groups, op);
+      make_conv_geometry(input, weight, Tensor(), stride, padding, dilation, groups, op);
   lockstep::detail::check_defined(grad_output, op);
   const IntList out_sizes{g.n, g.c_out, g.oh, g.ow};
   LS_CHECK(grad_output.sizes() == out_sizes && grad_output.dtype() == input.dtype(), op,
@@ -270,50 +350,24 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, co
            " but the output has shape ", shape_str(out_sizes), " and dtype ", input.dtype());
   const Tensor gy = contiguous(grad_output), x = contiguous(input), w = contiguous(weight);
   Tensor grad_input, grad_weight, grad_bias;
-  dispatch_floating(x.dtype(), op, [&]<class T>() {
-    const T* gyp = gy.data_ptr<T>();
-    const int64_t p = g.p();
-    if (need_bias) {  // db[co] = sum over n and P of G, accumulated in double
-      grad_bias = empty({g.c_out}, x.dtype());
-      T* gb = grad_bias.data_ptr<T>();
-      parallel_for(0, g.c_out, 1, [&](int64_t lo, int64_t hi) {
-        for (int64_t co = lo; co < hi; ++co) {
-          double s = 0;
-          for (int64_t n = 0; n < g.n; ++n) {
-            const T* row = gyp + (n * g.c_out + co) * p;
-            for (int64_t i = 0; i < p; ++i) s += row[i];
-          }
-          gb[co] = static_cast<T>(s);
-        }
-      });
-    }
-    if (!need_input && !need_weight) return;
-    // One chunk of images per thread, each with its own partial grad_weight.
-    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(get_num_threads(), g.n));
-    const int64_t w_numel = weight.numel();
-    Tensor partial =
-        need_weight ? zeros({chunks, w_numel}, x.dtype()) : Tensor();  // (chunks, C_out*K)
-    if (need_input) grad_input = zeros(x.sizes(), x.dtype());          // col2im adds into it
-    const T* xp = x.data_ptr<T>();
-    const T* wp = w.data_ptr<T>();
-    T* pw = need_weight ? partial.data_ptr<T>() : nullptr;
-    T* gxp = need_input ? grad_input.data_ptr<T>() : nullptr;
-    const int64_t in_numel = g.c_in * g.h * g.w;
-    parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
-      auto cols = cols_buffer<T>(g);
-      for (int64_t c = lo; c < hi; ++c) {
-        for (int64_t n = g.n * c / chunks; n < g.n * (c + 1) / chunks; ++n) {
-          conv_image_backward(gyp + n * g.c_out * p, xp + n * in_numel, wp, g, cols.get(),
-                              pw != nullptr ? pw + c * w_numel : nullptr,
-                              gxp != nullptr ? gxp + n * in_numel : nullptr);
-        }
-      }
-    });
-    if (need_weight) {
-      grad_weight = chunks == 1 ? partial : sum(partial, {0}, /*keepdim=*/false);
-      grad_weight = reshape(grad_weight, weight.sizes());
-    }
-  });
+  if (use_onednn(x, g) && (need_input || need_weight)) {
+    // Each pass falls back to the reference on its own when oneDNN declines it.
+    if (need_input) grad_input = empty(x.sizes(), kFloat32);            // (N, C_in, H, W)
+    if (need_weight) grad_weight = empty(w.sizes(), kFloat32);          // (C_out, C_in_g, kH, kW)
+    if (need_weight && need_bias) grad_bias = empty({g.c_out}, kFloat32);  // (C_out)
+    const ConvBackwardDone done = conv2d_backward_onednn(
+        g, gy.data_ptr<float>(), x.data_ptr<float>(), w.data_ptr<float>(),
+        need_input ? grad_input.data_ptr<float>() : nullptr,
+        need_weight ? grad_weight.data_ptr<float>() : nullptr,
+        grad_bias.defined() ? grad_bias.data_ptr<float>() : nullptr);
+    if (!done.input) grad_input = Tensor();
+    if (!done.weight) grad_weight = grad_bias = Tensor();
+  }
+  if (need_bias && !grad_bias.defined()) grad_bias = reference_bias_grad(gy, g);
+  auto [ref_input, ref_weight] = reference_backward(
+      gy, x, w, g, need_input && !grad_input.defined(), need_weight && !grad_weight.defined());
+  if (ref_input.defined()) grad_input = ref_input;
+  if (ref_weight.defined()) grad_weight = ref_weight;
   return {grad_input, grad_weight, grad_bias};
 }
 

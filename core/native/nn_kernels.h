@@ -9,7 +9,8 @@
 // Each backward takes `need_*` flags so a gradient nobody wants is not computed;
 // the tuple slot of a skipped gradient holds an undefined Tensor.
 //
-// Files: conv.cpp (im2col + GEMM), pool.cpp, batch_norm.cpp.
+// Files: conv.cpp (checks, im2col + GEMM reference), conv_onednn.cpp (oneDNN
+// float32 path), pool.cpp, batch_norm.cpp.
 // Read before: core/native/native.h, core/native/gemm.h.
 // Read next: core/native/conv.cpp, autograd/functions/conv.cpp.
 #pragma once
@@ -25,7 +26,17 @@ namespace lockstep::native {
 // (h, w); `op` and `what` name the caller in the error for any other length.
 std::pair<int64_t, int64_t> pair_param(const IntList& values, const char* op, const char* what);
 
-// ---- convolution (conv.cpp) ----
+// ---- convolution (conv.cpp, conv_onednn.cpp) ----
+// Two backends compute the same convolution (see Note [Convolution backends] in
+// core/native/conv_onednn.h):
+//   Reference  im2col + GEMM (conv.cpp), the definition; float64 always runs it
+//   OneDNN     oneDNN's convolution primitives for float32, the default
+enum class ConvBackend { Reference, OneDNN };
+// Process-wide choice used by conv2d_forward / conv2d_backward; tests and benchmarks switch it.
+void set_conv_backend(ConvBackend backend);
+ConvBackend conv_backend();
+const char* conv_backend_name(ConvBackend backend);  // "reference", "onednn"
+
 // input (N, C_in, H, W), weight (C_out, C_in / groups, kH, kW), bias (C_out) or
 // undefined -> (N, C_out, H', W') with H' = (H + 2 pad_h - dil_h (kH - 1) - 1) / stride_h + 1.
 Tensor conv2d_forward(const Tensor& input, const Tensor& weight, const Tensor& bias,

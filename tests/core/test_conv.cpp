@@ -6,8 +6,10 @@
 // channel, kernel row, kernel column — the kernel loops fused); its backward
 // (`direct_conv_backward`) walks the same loops and scatters each product's
 // partial derivatives. Every stride/padding/dilation/groups combination below,
-// including depthwise and the 1x1 fast path, is compared with them in float32
-// and float64, on one and on several threads (the batch-parallel path).
+// including depthwise and the 1x1 fast path, is compared with them in float64
+// (the reference backend) and in float32 on both backends (see Note
+// [Convolution backends]), on one and on several threads (the batch-parallel path).
+// tests/core/test_conv_onednn.cpp compares the two backends on more geometries.
 // Read before: core/native/conv.cpp.
 #include <doctest/doctest.h>
 
@@ -165,15 +167,22 @@ void run_case(const ConvCase& c, ls::ScalarType dtype, double tol) {
 TEST_CASE("conv: forward and backward match a direct convolution (float64 and float32)") {
   ls::manual_seed(1);
   const int saved_threads = ls::get_num_threads();
+  const native::ConvBackend saved_backend = native::conv_backend();
   for (int threads : {1, 3}) {
     ls::set_num_threads(threads);
     for (size_t i = 0; i < cases().size(); ++i) {
       CAPTURE(threads);
       CAPTURE(i);
       run_case(cases()[i], ls::kFloat64, 1e-10);
-      run_case(cases()[i], ls::kFloat32, 1e-4);
+      for (auto backend : {native::ConvBackend::Reference, native::ConvBackend::OneDNN}) {
+        const std::string backend_name = native::conv_backend_name(backend);
+        CAPTURE(backend_name);
+        native::set_conv_backend(backend);
+        run_case(cases()[i], ls::kFloat32, 1e-4);
+      }
     }
   }
+  native::set_conv_backend(saved_backend);
   ls::set_num_threads(saved_threads);
 }
 

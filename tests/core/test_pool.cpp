@@ -4,12 +4,14 @@
 // max_pool2d: every output is compared with the maximum over its window,
 // computed directly (out-of-plane positions skipped), and its index must point
 // at that maximum; the backward must put each grad_output element at the
-// position of its maximum. adaptive_avg_pool2d: windows from PyTorch's formula
+// position of its maximum; inputs full of ties, NaNs and -inf exercise each
+// fast path of Note [Max-pool fast path]. adaptive_avg_pool2d: windows from PyTorch's formula
 // written with floating floor/ceil, a hand-worked overlapping case, and the
 // backward as the transpose of the forward (<gy, pool(x)> == <pool_backward(gy), x>).
 // Read before: core/native/pool.cpp.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -51,6 +53,65 @@ struct PoolCase {
   IntList kernel, stride, padding;
 };
 
+// Checks max_pool2d_forward/backward on x (N, C, H, W) against the definition:
+// the first maximum of each window in row-major order, or its last NaN (PyTorch's
+// rule); an all -inf window points at its first in-plane position.
+void check_max_pool(const Tensor& x, const PoolCase& pc) {
+  CAPTURE(ls::shape_str(x.sizes()));
+  CAPTURE(ls::shape_str(pc.kernel));
+  CAPTURE(ls::shape_str(pc.stride));
+  CAPTURE(ls::shape_str(pc.padding));
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), w = x.size(3);
+  auto [y, idx] = native::max_pool2d_forward(x, pc.kernel, pc.stride, pc.padding);
+  const int64_t kh = pc.kernel.front(), kw = pc.kernel.back();
+  const int64_t sh = pc.stride.empty() ? kh : pc.stride.front();
+  const int64_t sw = pc.stride.empty() ? kw : pc.stride.back();
+  const int64_t ph = pc.padding.front(), pw = pc.padding.back();
+  const int64_t oh = (h + 2 * ph - kh) / sh + 1, ow = (w + 2 * pw - kw) / sw + 1;
+  REQUIRE(y.sizes() == IntList{n, c, oh, ow});
+  REQUIRE(idx.dtype() == ls::kInt64);
+  const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
+  const std::vector<int64_t> iv = idx.to_vector<int64_t>();
+  Tensor gy = ls::randn(y.sizes(), ls::TensorOptions().dtype(x.dtype()));
+  const std::vector<double> gyv = gy.to_vector<double>();
+  std::vector<double> expected_gx(xv.size(), 0.0);
+  int64_t wrong_values = 0, wrong_indices = 0;
+  for (int64_t p = 0; p < n * c; ++p) {
+    for (int64_t oy = 0; oy < oh; ++oy) {
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        const int64_t y0 = std::max<int64_t>(oy * sh - ph, 0), x0 = std::max<int64_t>(ox * sw - pw, 0);
+        double best = -std::numeric_limits<double>::infinity();
+        int64_t best_at = y0 * w + x0;
+        for (int64_t iy = oy * sh - ph; iy < oy * sh - ph + kh; ++iy) {
+          for (int64_t ix = ox * sw - pw; ix < ox * sw - pw + kw; ++ix) {
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            const double v = xv[p * h * w + iy * w + ix];
+            if (v > best || std::isnan(v)) {
+              best = v;
+              best_at = iy * w + ix;
+            }
+          }
+        }
+        const int64_t o = (p * oh + oy) * ow + ox;
+        const bool same = std::isnan(best) ? std::isnan(yv[o]) : yv[o] == best;
+        wrong_values += same ? 0 : 1;
+        wrong_indices += iv[o] == best_at ? 0 : 1;
+        expected_gx[p * h * w + best_at] += gyv[o];
+      }
+    }
+  }
+  CHECK(wrong_values == 0);
+  CHECK(wrong_indices == 0);
+  Tensor gx = native::max_pool2d_backward(gy, idx, x.sizes());
+  REQUIRE(gx.sizes() == x.sizes());
+  std::vector<double> gxv = gx.to_vector<double>();
+  int64_t wrong_grads = 0;
+  for (size_t i = 0; i < gxv.size(); ++i) {
+    wrong_grads += gxv[i] == doctest::Approx(expected_gx[i]) ? 0 : 1;
+  }
+  CHECK(wrong_grads == 0);
+}
+
 }  // namespace
 
 TEST_CASE("pool: max_pool2d values, indices and backward match the direct definition") {
@@ -65,52 +126,50 @@ TEST_CASE("pool: max_pool2d values, indices and backward match the direct defini
     for (ls::ScalarType dtype : {ls::kFloat32, ls::kFloat64}) {
       for (const PoolCase& pc : cases) {
         CAPTURE(threads);
-        CAPTURE(ls::shape_str(pc.kernel));
-        CAPTURE(ls::shape_str(pc.stride));
-        const int64_t n = 2, c = 3, h = 7, w = 8;
-        Tensor x = ls::randn({n, c, h, w}, ls::TensorOptions().dtype(dtype));
-        auto [y, idx] = native::max_pool2d_forward(x, pc.kernel, pc.stride, pc.padding);
-        const int64_t kh = pc.kernel.front(), kw = pc.kernel.back();
-        const int64_t sh = pc.stride.empty() ? kh : pc.stride.front();
-        const int64_t sw = pc.stride.empty() ? kw : pc.stride.back();
-        const int64_t ph = pc.padding.front(), pw = pc.padding.back();
-        const int64_t oh = (h + 2 * ph - kh) / sh + 1, ow = (w + 2 * pw - kw) / sw + 1;
-        REQUIRE(y.sizes() == IntList{n, c, oh, ow});
-        REQUIRE(idx.dtype() == ls::kInt64);
-        const std::vector<double> xv = x.to_vector<double>(), yv = y.to_vector<double>();
-        const std::vector<int64_t> iv = idx.to_vector<int64_t>();
-        Tensor gy = ls::randn(y.sizes(), ls::TensorOptions().dtype(dtype));
-        const std::vector<double> gyv = gy.to_vector<double>();
-        std::vector<double> expected_gx(xv.size(), 0.0);
-        for (int64_t p = 0; p < n * c; ++p) {
-          for (int64_t oy = 0; oy < oh; ++oy) {
-            for (int64_t ox = 0; ox < ow; ++ox) {
-              double best = -std::numeric_limits<double>::infinity();
-              int64_t best_at = -1;
-              for (int64_t iy = oy * sh - ph; iy < oy * sh - ph + kh; ++iy) {
-                for (int64_t ix = ox * sw - pw; ix < ox * sw - pw + kw; ++ix) {
-                  if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
-                  if (xv[p * h * w + iy * w + ix] > best) {
-                    best = xv[p * h * w + iy * w + ix];
-                    best_at = iy * w + ix;
-                  }
-                }
-              }
-              const int64_t o = (p * oh + oy) * ow + ox;
-              CHECK(yv[o] == best);
-              CHECK(iv[o] == best_at);
-              expected_gx[p * h * w + best_at] += gyv[o];
-            }
-          }
-        }
-        Tensor gx = native::max_pool2d_backward(gy, idx, x.sizes());
-        REQUIRE(gx.sizes() == x.sizes());
-        std::vector<double> gxv = gx.to_vector<double>();
-        for (size_t i = 0; i < gxv.size(); ++i) CHECK(gxv[i] == doctest::Approx(expected_gx[i]));
+        check_max_pool(ls::randn({2, 3, 7, 8}, ls::TensorOptions().dtype(dtype)), pc);
       }
     }
   }
   ls::set_num_threads(saved_threads);
+}
+
+TEST_CASE("pool: max_pool2d fast paths keep ties, NaNs and -inf as the definition") {
+  // Note [Max-pool fast path]: unpadded side-by-side windows (kw <= sw), the
+  // per-row interior path with padding, rows longer than one chunk (128), odd
+  // sizes with leftover rows/columns, and windows overlapping. Values are
+  // small integers (many ties, as after a ReLU), with NaNs and -inf sprinkled in.
+  ls::manual_seed(5);
+  const std::vector<std::pair<IntList, PoolCase>> cases = {
+      {{2, 3, 28, 28}, {{2}, {2}, {0}}},          // the small CNN's pools
+      {{2, 2, 14, 14}, {{2}, {2}, {0}}},
+      {{1, 2, 9, 11}, {{2}, {2}, {0}}},           // leftover row and column
+      {{1, 2, 10, 12}, {{3}, {3}, {0}}},          // side by side, stride 3
+      {{1, 2, 9, 13}, {{2, 1}, {3, 2}, {0}}},     // kw < sw
+      {{1, 2, 3, 300}, {{2}, {2}, {0}}},          // output rows longer than a chunk
+      {{1, 2, 11, 300}, {{3}, {2}, {1}}},         // ResNet-like, padded, long rows
+      {{1, 2, 12, 15}, {{3}, {2}, {0}}},          // overlapping, unpadded
+      {{1, 2, 8, 9}, {{3, 2}, {1, 1}, {1, 1}}},   // stride 1, padded both ways
+  };
+  for (ls::ScalarType dtype : {ls::kFloat32, ls::kFloat64}) {
+    for (const auto& [sizes, pc] : cases) {
+      int64_t numel = 1;
+      for (int64_t d : sizes) numel *= d;
+      std::vector<double> v(static_cast<size_t>(numel));
+      Tensor r = ls::randint(0, 4, {numel});
+      const std::vector<double> rv = r.to_vector<double>();
+      Tensor u = ls::rand({numel});
+      const std::vector<double> uv = u.to_vector<double>();
+      for (size_t i = 0; i < v.size(); ++i) {
+        v[i] = rv[i];
+        if (uv[i] < 0.02) v[i] = std::nan("");
+        if (uv[i] > 0.97) v[i] = -std::numeric_limits<double>::infinity();
+      }
+      check_max_pool(native::to_dtype(ls::tensor(v, sizes), dtype), pc);
+    }
+  }
+  // Every value -inf: each index is its window's first in-plane position.
+  check_max_pool(ls::full({1, 1, 6, 6}, -std::numeric_limits<double>::infinity()),
+                 {{2}, {2}, {0}});
 }
 
 TEST_CASE("pool: max_pool2d of a hand-worked plane, and NaN propagates") {

@@ -1,0 +1,61 @@
+// core/native/conv_onednn.h — the oneDNN convolution path (float32), behind conv.cpp.
+//
+// Note [Convolution backends]
+// conv2d_forward / conv2d_backward (conv.cpp) have two backends, chosen
+// process-wide with set_conv_backend (core/native/nn_kernels.h):
+//   Reference  im2col + GEMM in conv.cpp, the definition (float32 and float64)
+//   OneDNN     oneDNN's convolution primitives (this file; float32 only), the default
+// float64 always runs the reference. The oneDNN path takes and returns plain
+// NCHW buffers; inside, each pass (forward, backward-data, backward-weights)
+// picks the layouts its primitive works in (see Note [oneDNN convolution
+// layouts] in conv_onednn.cpp) and reorders at the edges. Primitives are built
+// once per geometry and kept in a process-wide cache, so steady-state training
+// builds none. Where oneDNN has only its slow reference implementation for a
+// pass (or the layout plan leaves the pass to the reference), the functions
+// below say so and conv.cpp runs the im2col path for that pass.
+// Tests compare the two backends (tests/core/test_conv_onednn.cpp).
+//
+// Read before: core/native/conv_geometry.h. Read next: core/native/conv_onednn.cpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/native/conv_geometry.h"
+
+namespace lockstep::native {
+
+// The three passes of a convolution, each its own oneDNN primitive.
+enum class ConvPass { Forward, BackwardData, BackwardWeights };
+
+// Contiguous float32 buffers with the shapes of `g`:
+//   x (N, C_in, H, W), w (C_out, C_in / groups, kH, kW), bias (C_out) or null,
+//   y / gy (N, C_out, oH, oW).
+// The forward writes y and returns true, or returns false having written
+// nothing when oneDNN declines the pass (the caller then uses the reference).
+bool conv2d_forward_onednn(const ConvGeometry& g, const float* x, const float* w,
+                           const float* bias, float* y);
+// The backward passes asked for: gx (N, C_in, H, W) when gx is not null;
+// gw (C_out, C_in / groups, kH, kW) and, when gb is not null, gb (C_out) when gw
+// is not null; each overwritten. Says which passes ran (a pass oneDNN declines
+// writes nothing). Both passes read gy; it is reordered once for the two.
+struct ConvBackwardDone {
+  bool input = false, weight = false;
+};
+ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, const float* x,
+                                        const float* w, float* gx, float* gw, float* gb);
+
+// What the cache holds, for tests and benchmarks: primitives built so far
+// (every call that missed the cache) and the entries held now.
+struct ConvOnednnCacheStats {
+  int64_t built = 0;
+  int64_t entries = 0;
+};
+ConvOnednnCacheStats conv_onednn_cache_stats();
+
+// The oneDNN implementation and layout one pass uses for `g` (with a bias when
+// `bias`), e.g. "jit:avx512_core (blocked)", or "none" when it falls back to the
+// reference. For benchmark output and tests.
+std::string conv_onednn_impl(const ConvGeometry& g, ConvPass pass, bool bias);
+
+}  // namespace lockstep::native
