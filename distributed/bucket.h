@@ -5,7 +5,9 @@
 // its slice of `flat` when the gradient is ready; when `pending` reaches zero
 // the whole buffer is AllReduced at once (one collective for many small
 // gradients: paper Section 3.2.2), and after the collective the averaged slices
-// are copied back into the parameters' .grad.
+// are copied back into the parameters' .grad. With gradient_as_bucket_view the
+// slices ARE the parameters' .grad (Note [Gradients as bucket views] in
+// distributed/reducer_buckets.cpp), so neither copy happens.
 // Read before: distributed/bucket_assignment.h. Read next: distributed/reducer.h.
 #pragma once
 
@@ -14,7 +16,7 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "distributed/work.h"
+#include "distributed/tensor_future.h"
 
 namespace lockstep::distributed {
 
@@ -24,8 +26,8 @@ struct Bucket {
   std::vector<int64_t> offsets;       // element offset of each parameter's slice
   std::vector<int64_t> lengths;       // numel of each parameter
   size_t pending = 0;                 // gradients not yet copied in this iteration
-  bool launched = false;              // AllReduce issued this iteration
-  std::shared_ptr<Work> work;         // the AllReduce in flight
+  bool launched = false;              // AllReduce (or comm hook) issued this iteration
+  TensorFuture future;                // its result: the averaged flat gradients
 
   // The slice of `flat` for the k-th parameter of this bucket, viewed flat: (lengths[k]).
   Tensor slice(size_t k) const { return flat.narrow(0, offsets[k], lengths[k]); }

@@ -1,18 +1,38 @@
 // distributed/bucket_assignment.cpp — greedy bucketing by (device, dtype) in
-// reverse registration order.
+// the expected ready order (reverse registration order by default).
 // Read before: distributed/bucket_assignment.h.
 #include "distributed/bucket_assignment.h"
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <utility>
 
 namespace lockstep::distributed {
 
 std::vector<BucketSpec> compute_bucket_assignment(const std::vector<Tensor>& params,
                                                   double first_bucket_mb, double bucket_cap_mb) {
+  std::vector<size_t> reverse(params.size());
+  std::iota(reverse.rbegin(), reverse.rend(), size_t{0});  // n-1, ..., 1, 0
+  return compute_bucket_assignment(params, reverse, first_bucket_mb, bucket_cap_mb);
+}
+
+std::vector<BucketSpec> compute_bucket_assignment(const std::vector<Tensor>& params,
+                                                  const std::vector<size_t>& ready_order,
+                                                  double first_bucket_mb, double bucket_cap_mb) {
   LS_CHECK(bucket_cap_mb >= 0 && first_bucket_mb >= 0, "DDP: bucket sizes must be >= 0, got "
            "bucket_cap_mb=", bucket_cap_mb, " first_bucket_mb=", first_bucket_mb);
+  // position[i]: where parameter i comes in the ready order.
+  std::vector<size_t> position(params.size(), params.size());
+  LS_CHECK(ready_order.size() == params.size(), "DDP bucket assignment: the ready order lists ",
+           ready_order.size(), " parameters but there are ", params.size());
+  for (size_t k = 0; k < ready_order.size(); ++k) {
+    const size_t i = ready_order[k];
+    LS_CHECK(i < params.size() && position[i] == params.size(), "DDP bucket assignment: the ready "
+             "order is not a permutation of the ", params.size(), " parameter indices (index ", i,
+             " out of range or repeated)");
+    position[i] = k;
+  }
   constexpr double kMB = 1024.0 * 1024.0;
   struct Open {
     BucketSpec spec;
@@ -21,7 +41,7 @@ std::vector<BucketSpec> compute_bucket_assignment(const std::vector<Tensor>& par
   // Key: (device type, device index, dtype) — one open bucket per key.
   std::map<std::tuple<int, int, int>, Open> open;
   std::vector<BucketSpec> closed;
-  for (size_t i = params.size(); i-- > 0;) {
+  for (size_t i : ready_order) {
     const Tensor& p = params[i];
     auto key = std::make_tuple(static_cast<int>(p.device().type), p.device().index,
                                static_cast<int>(p.dtype()));
@@ -43,10 +63,10 @@ std::vector<BucketSpec> compute_bucket_assignment(const std::vector<Tensor>& par
   for (auto& [key, b] : open) {
     if (!b.spec.param_indices.empty()) closed.push_back(std::move(b.spec));
   }
-  // Launch order: by the position of each bucket's first parameter in the
-  // reversed list (the bucket holding the last-registered parameter first).
-  std::stable_sort(closed.begin(), closed.end(), [](const BucketSpec& a, const BucketSpec& b) {
-    return a.param_indices.front() > b.param_indices.front();
+  // Launch order: by where each bucket's first parameter comes in the ready
+  // order (the bucket expected to fill first goes first).
+  std::stable_sort(closed.begin(), closed.end(), [&](const BucketSpec& a, const BucketSpec& b) {
+    return position[a.param_indices.front()] < position[b.param_indices.front()];
   });
   return closed;
 }

@@ -82,6 +82,7 @@ std::vector<std::pair<IterationState, std::vector<int>>> group_by(const std::vec
                                                                   Key key) {
   std::vector<std::pair<IterationState, std::vector<int>>> groups;
   for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    if (all[r].phase == DDPPhase::JOINED) continue;  // only mirrors the others' collectives
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return key(g.first) == key(all[r]); });
     if (it == groups.end()) {
       groups.push_back({all[r], {r}});
@@ -95,7 +96,13 @@ std::vector<std::pair<IterationState, std::vector<int>>> group_by(const std::vec
 }  // namespace
 
 std::string describe_disagreement(const std::vector<IterationState>& all, int my_rank) {
-  if (std::all_of(all.begin(), all.end(), [&](const IterationState& s) { return s == all[0]; })) return "";
+  // Ranks that have joined (DDPPhase::JOINED) are not compared.
+  auto training = std::find_if(all.begin(), all.end(), [](const IterationState& s) { return s.phase != DDPPhase::JOINED; });
+  if (std::all_of(all.begin(), all.end(), [&](const IterationState& s) {
+        return s.phase == DDPPhase::JOINED || s == *training;
+      })) {
+    return "";
+  }
   auto where = [](const IterationState& s) { return std::make_tuple(s.phase, s.forwards, s.backwards); };
   auto shape = [](const IterationState& s) { return std::make_tuple(s.layout_hash, s.num_buckets, s.num_elements); };
   const auto positions = group_by(all, where);
@@ -164,9 +171,11 @@ void IterationFingerprint::finish() {
   const std::string where = mine_.phase == DDPPhase::BACKWARD
                                 ? lockstep::detail::str("backward #", mine_.backwards)
                                 : lockstep::detail::str("forward #", mine_.forwards);
+  wait_failed_ = false;
   try {
     work->wait(process_group_->timeout());
   } catch (const std::exception& e) {
+    wait_failed_ = true;
     throw Error(lockstep::detail::str(
         "DDP (rank ", rank, "): ", where, ": the iteration fingerprint exchange with the other ranks "
         "failed (Note [DDP iteration fingerprint]): ", e.what(), ". A peer rank has probably died or "

@@ -25,6 +25,8 @@
 // the same tensor shape, so when one rank is in a backward and another already
 // in its next forward — the signature of a skipped backward — their
 // fingerprints meet each other, never a gradient bucket.
+// Ranks that have joined (join(), distributed/ddp_join.h) send phase JOINED
+// and are left out of the comparison.
 // What it cannot see: a rank that skips a whole iteration (forward and
 // backward) issues the same sequence, one iteration late; that shows up as a
 // peer that never arrives at the end (a timeout or a closed connection).
@@ -52,7 +54,9 @@
 
 namespace lockstep::distributed::detail {
 
-enum class DDPPhase : int64_t { FORWARD = 1, BACKWARD = 2 };
+// JOINED: a rank that has run out of inputs inside join() (distributed/ddp_join.h)
+// and only mirrors the others' collectives; its fingerprint is not compared.
+enum class DDPPhase : int64_t { FORWARD = 1, BACKWARD = 2, JOINED = 3 };
 
 // One rank's fingerprint, as it travels (six int64).
 struct IterationState {
@@ -86,8 +90,13 @@ class IterationFingerprint {
   // Waits (with the group's timeout) for the exchange started last and throws
   // ls::Error when the ranks disagree or the exchange failed (a dead peer).
   void finish();
+  // Whether the last finish() threw because the exchange itself failed (a
+  // timeout or a dead peer) rather than because the ranks disagreed.
+  bool wait_failed() const { return wait_failed_; }
+  DDPPhase phase() const { return mine_.phase; }  // of the exchange started last
 
  private:
+  bool wait_failed_ = false;
   std::shared_ptr<ProcessGroup> process_group_;
   IterationState mine_;
   Tensor packed_;               // (6) int64, this rank's state

@@ -3,7 +3,11 @@
 // Read before: distributed/process_group.h. Read next: distributed/bucket_assignment.h.
 #pragma once
 
+#include <memory>
+
 namespace lockstep::distributed {
+
+class Store;
 
 class DDPOptions {
  public:
@@ -21,12 +25,31 @@ class DDPOptions {
   // false: launch no AllReduce until backward has finished (the paper's
   // no-overlap baseline, for benchmarks). Default true.
   DDPOptions& overlap(bool v) { overlap_ = v; return *this; }
+  // Make each parameter's .grad a view into its bucket's flat buffer, so that
+  // hooks copy nothing in and finalize copies nothing out, and one
+  // gradient-sized buffer is saved (Note [Gradients as bucket views] in
+  // distributed/reducer_buckets.cpp). Default false, like PyTorch.
+  DDPOptions& gradient_as_bucket_view(bool v) { gradient_as_bucket_view_ = v; return *this; }
+  // Rebuild the buckets once, before the second synced iteration, in the order
+  // gradients became ready in the first (rank 0's order, broadcast). Default
+  // true, like PyTorch (Note [Bucket rebuild from the traced order] in
+  // distributed/reducer_buckets.cpp).
+  DDPOptions& rebuild_buckets(bool v) { rebuild_buckets_ = v; return *this; }
+  // A store every rank reaches (e.g. the one given to init_process_group with
+  // InitOptions().store): each rank records its progress there, two small
+  // writes per iteration, so that when a collective times out the error names
+  // the ranks that did not arrive and where they are (Note [Progress board],
+  // distributed/ddp_progress.h). Default: none.
+  DDPOptions& progress_store(std::shared_ptr<Store> store) { progress_store_ = std::move(store); return *this; }
 
   double bucket_cap_mb() const { return bucket_cap_mb_; }
   double first_bucket_mb() const { return first_bucket_mb_; }
   bool find_unused_parameters() const { return find_unused_parameters_; }
   bool broadcast_buffers() const { return broadcast_buffers_; }
   bool overlap() const { return overlap_; }
+  bool gradient_as_bucket_view() const { return gradient_as_bucket_view_; }
+  bool rebuild_buckets() const { return rebuild_buckets_; }
+  const std::shared_ptr<Store>& progress_store() const { return progress_store_; }
 
  private:
   double bucket_cap_mb_ = 25.0;
@@ -34,6 +57,9 @@ class DDPOptions {
   bool find_unused_parameters_ = false;
   bool broadcast_buffers_ = true;
   bool overlap_ = true;
+  bool gradient_as_bucket_view_ = false;
+  bool rebuild_buckets_ = true;
+  std::shared_ptr<Store> progress_store_;
 };
 
 }  // namespace lockstep::distributed

@@ -2,7 +2,7 @@
 // include (the repo-root lockstep.h includes it).
 // Reading order: store.h -> rendezvous.h -> work.h -> process_group.h ->
 // process_group_gloo.h / process_group_mpi.h / process_group_round_robin.h ->
-// init.h -> distributed_data_parallel.h.
+// init.h -> distributed_data_parallel.h -> comm_hook.h -> comm_hooks/ -> ddp_join.h.
 #pragma once
 
 #include "distributed/store.h"
@@ -21,3 +21,5 @@
 
 #include "distributed/ddp_options.h"
 #include "distributed/distributed_data_parallel.h"
+#include "distributed/comm_hooks/default_hooks.h"
+#include "distributed/comm_hooks/powersgd.h"

@@ -1,5 +1,6 @@
 // distributed/distributed_data_parallel.cpp — construction checks, initial
-// broadcast, the forward's fingerprint check, buffer broadcast, arming the reducer.
+// broadcast, the forward's fingerprint check, the bucket rebuild, buffer
+// broadcast, arming the reducer.
 // Read before: distributed/distributed_data_parallel.h.
 #include "distributed/distributed_data_parallel.h"
 
@@ -119,23 +120,49 @@ DDPCore::DDPCore(std::shared_ptr<nn::Module> module_, std::shared_ptr<ProcessGro
   reducer = std::make_unique<Reducer>(std::move(params), std::move(names), process_group, options);
 }
 
-void DDPCore::pre_forward() {
-  reducer->check_previous_reduction_finished();
-  if (!require_sync) return;
-  // A synced forward arms the reducer (grad mode on) or broadcasts buffers; when
-  // it issues collectives (buffers, the unused-parameter bitmap) the ranks first
-  // compare fingerprints (Note [DDP iteration fingerprint]).
-  const bool arms = GradMode::is_enabled();
-  auto buffers = options.broadcast_buffers() && process_group->size() > 1 ? module->named_buffers()
-                                                                           : nn::NamedTensors{};
-  const bool bitmap = arms && options.find_unused_parameters();
-  if (!arms && buffers.empty()) return;
-  reducer->begin_synced_forward(/*exchange_fingerprint=*/!buffers.empty() || bitmap);
-  if (buffers.empty()) return;
+DDPCore::~DDPCore() = default;
+
+nn::NamedTensors DDPCore::synced_buffers() const {
+  return options.broadcast_buffers() && process_group->size() > 1 ? module->named_buffers() : nn::NamedTensors{};
+}
+
+void DDPCore::broadcast_from(const nn::NamedTensors& tensors, int source, const char* what) {
   NoGradGuard no_grad;
   std::vector<std::shared_ptr<Work>> works;
-  for (auto& [name, b] : buffers) works.push_back(process_group->broadcast(b, 0));
-  for (auto& w : works) w->wait(process_group->timeout());
+  for (const auto& [name, t] : tensors) {
+    Tensor target = t;
+    works.push_back(process_group->broadcast(target, source));
+  }
+  try {
+    for (auto& w : works) w->wait(process_group->timeout());
+  } catch (const std::exception& e) {
+    throw Error(lockstep::detail::str("DDP (rank ", process_group->rank(), "): the broadcast of the ", what,
+                                      " from rank ", source, " failed: ", e.what(), ". A peer rank has probably "
+                                      "died or stopped training; if it is only slow, raise LOCKSTEP_TIMEOUT_S"));
+  }
+}
+
+void DDPCore::pre_forward() {
+  reducer->check_previous_reduction_finished();
+  const bool arms = require_sync && GradMode::is_enabled();
+  // Note [Bucket rebuild from the traced order] (reducer_buckets.cpp).
+  const bool rebuild = arms && reducer->should_rebuild_buckets();
+  int source = 0;  // buffers and the traced bucket order come from rank 0 ...
+  if (join) {
+    // ... or, inside join(), from the lowest rank still training
+    // (Note [Join: shadowing the collectives], ddp_join.h).
+    source = join->forward_round(require_sync, arms, rebuild).source();
+  }
+  if (!require_sync) return;
+  // A synced forward arms the reducer (grad mode on) or broadcasts buffers; when
+  // it issues collectives (buffers, the unused-parameter bitmap, the bucket
+  // rebuild) the ranks first compare fingerprints (Note [DDP iteration fingerprint]).
+  auto buffers = synced_buffers();
+  const bool bitmap = arms && options.find_unused_parameters();
+  if (!arms && buffers.empty()) return;
+  reducer->begin_synced_forward(/*exchange_fingerprint=*/!buffers.empty() || bitmap || rebuild);
+  if (rebuild) reducer->rebuild_buckets(source);
+  if (!buffers.empty()) broadcast_from(buffers, source, "module buffers");
 }
 
 void DDPCore::post_forward(const std::vector<Tensor>& outputs) {

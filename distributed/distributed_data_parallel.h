@@ -14,9 +14,13 @@
 // calls the module's own forward with any arguments, and arms the Reducer with
 // the outputs. Every synced iteration also checks that all ranks are at the
 // same point (Note [DDP iteration fingerprint], distributed/ddp_fingerprint.h):
-// a rank that skipped a backward makes every rank throw within that iteration. no_sync() returns a guard: backward passes inside it only
-// accumulate local gradients; the first synced backward after it reduces the
-// sum (paper Section 3.2.4).
+// a rank that skipped a backward makes every rank throw within that iteration.
+// no_sync() returns a guard: backward passes inside it only accumulate local
+// gradients; the first synced backward after it reduces the sum (paper
+// Section 3.2.4). Beyond the paper: register_comm_hook (comm_hook.h),
+// join(fn) for uneven inputs (ddp_join.h), the options
+// gradient_as_bucket_view and rebuild_buckets (reducer_buckets.cpp), and
+// progress_store (ddp_progress.h). docs/ddp.md sections 5-9 walk through them.
 //
 // Read before: distributed/reducer.h. Read next: docs/ddp.md.
 #pragma once
@@ -26,6 +30,8 @@
 #include <utility>
 #include <vector>
 
+#include "distributed/comm_hook.h"
+#include "distributed/ddp_join.h"
 #include "distributed/ddp_options.h"
 #include "distributed/process_group.h"
 #include "distributed/reducer.h"
@@ -40,14 +46,20 @@ class DDPCore {
  public:
   DDPCore(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> process_group,
           const DDPOptions& options);
+  ~DDPCore();
   void pre_forward();
   void post_forward(const std::vector<Tensor>& outputs);
+  // The buffers a synced forward broadcasts: none when broadcast_buffers is
+  // off, in a world of one, or when the module has none.
+  nn::NamedTensors synced_buffers() const;
+  void broadcast_from(const nn::NamedTensors& tensors, int source, const char* what);
 
   bool require_sync = true;  // false inside no_sync()
   std::shared_ptr<nn::Module> module;
   std::shared_ptr<ProcessGroup> process_group;
   DDPOptions options;
   std::unique_ptr<Reducer> reducer;
+  std::unique_ptr<JoinState> join;  // set while join() runs (ddp_join.h)
 };
 
 // The tensors in a forward's result, whatever its type: a Tensor, a vector of
@@ -105,6 +117,27 @@ class DistributedDataParallel {
 
   // `auto guard = ddp.no_sync();` — see NoSyncGuard.
   [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(core_); }
+
+  // Runs fn() (a training loop over this rank's inputs, however many) and then
+  // mirrors the collectives of the ranks still training until every rank has
+  // finished; see Note [Join: shadowing the collectives] (ddp_join.h).
+  template <class Fn>
+  void join(Fn&& fn, const JoinOptions& options = JoinOptions()) {
+    detail::JoinScope scope(core_, options);
+    std::forward<Fn>(fn)();
+    scope.finish();
+  }
+
+  // Replaces the bucket AllReduce with hook(*state, bucket) -> TensorFuture
+  // (Note [Communication hooks], comm_hook.h). Once, before the first backward.
+  template <class State, class Hook>
+  void register_comm_hook(std::shared_ptr<State> state, Hook hook) {
+    LS_CHECK(state != nullptr, "DistributedDataParallel::register_comm_hook: the state is null");
+    core_.reducer->register_comm_hook(
+        [state = std::move(state), hook = std::move(hook)](GradBucket& bucket) -> TensorFuture {
+          return hook(*state, bucket);
+        });
+  }
 
   const std::shared_ptr<M>& module() const { return module_; }
   ProcessGroup& process_group() const { return *core_.process_group; }

@@ -1,7 +1,8 @@
-// distributed/reducer.cpp — hooks, buckets, in-order launches, finalize, and
-// the per-iteration fingerprint check (Note [DDP iteration fingerprint] in
-// distributed/ddp_fingerprint.h).
+// distributed/reducer.cpp — hooks, buckets, in-order launches (AllReduce or
+// the communication hook), finalize, and the per-iteration fingerprint check
+// (Note [DDP iteration fingerprint] in distributed/ddp_fingerprint.h).
 // Read before: distributed/reducer.h, distributed/ddp_fingerprint.h.
+// Read next: distributed/reducer_buckets.cpp, distributed/reducer_join.cpp.
 #include "distributed/reducer.h"
 
 #include <sstream>
@@ -11,7 +12,6 @@
 #include "autograd/graph_traversal.h"
 #include "core/grad_mode.h"
 #include "core/native/native.h"
-#include "distributed/bucket_assignment.h"
 
 namespace lockstep::distributed {
 
@@ -21,27 +21,15 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       names_(std::move(names)),
       process_group_(std::move(process_group)),
       options_(options),
-      locations_(params_.size()),
+      divisor_(static_cast<double>(process_group_->size())),
       ready_(params_.size(), false),
       fingerprint_(process_group_),
       local_used_(native::zeros({static_cast<int64_t>(params_.size())}, kInt64)) {
-  for (const BucketSpec& spec : compute_bucket_assignment(params_, options.first_bucket_mb(),
-                                                          options.bucket_cap_mb())) {
-    Bucket bucket;
-    int64_t total = 0;
-    for (size_t k = 0; k < spec.param_indices.size(); ++k) {
-      size_t i = spec.param_indices[k];
-      bucket.param_indices.push_back(i);
-      bucket.offsets.push_back(total);
-      bucket.lengths.push_back(params_[i].numel());
-      locations_[i] = {buckets_.size(), k};
-      total += params_[i].numel();
-    }
-    bucket.flat = native::zeros({total}, spec.dtype);
-    buckets_.push_back(std::move(bucket));
-    num_elements_ += total;
+  initialize_buckets(compute_bucket_assignment(params_, options.first_bucket_mb(), options.bucket_cap_mb()));
+  if (options.progress_store()) {
+    progress_ = std::make_unique<detail::ProgressBoard>(options.progress_store(), process_group_->rank(),
+                                                        process_group_->size());
   }
-  layout_hash_ = detail::bucket_layout_hash(buckets_);
   for (size_t i = 0; i < params_.size(); ++i) {
     hooks_.push_back(params_[i].register_post_accumulate_grad_hook(
         [this, i](Tensor&) { autograd_hook(i); }));
@@ -50,6 +38,17 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
 
 Reducer::~Reducer() {
   for (auto& h : hooks_) h.remove();
+}
+
+void Reducer::register_comm_hook(CommHook hook) {
+  const int rank = process_group_->rank();
+  LS_CHECK(hook != nullptr, "DDP (rank ", rank, "): register_comm_hook was given an empty hook");
+  LS_CHECK(comm_hook_ == nullptr, "DDP (rank ", rank, "): register_comm_hook can be called only once; "
+           "a communication hook is already registered");
+  LS_CHECK(synced_backwards_ == 0 && !expect_autograd_hooks_, "DDP (rank ", rank, "): register_comm_hook "
+           "must be called before the first synced forward/backward (buckets already hold gradients "
+           "scaled for the default AllReduce). Register it right after constructing DistributedDataParallel");
+  comm_hook_ = std::move(hook);
 }
 
 void Reducer::begin_synced_forward(bool exchange_fingerprint) {
@@ -68,7 +67,7 @@ void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
   for (Bucket& b : buckets_) {
     b.pending = b.param_indices.size();
     b.launched = false;
-    b.work.reset();
+    b.future = TensorFuture();
   }
   if (!options_.find_unused_parameters()) return;
 
@@ -90,16 +89,17 @@ void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
   global_used_ = native::clone(local_used_);  // (num params) int64
   local_used_work_ = process_group_->allreduce(global_used_, ReduceOp::SUM);
   native::fill_(local_used_, 0.0);
-  for (size_t i : unused) mark_variable_ready(i);
+  for (size_t i : unused) mark_variable_ready(i, /*locally_unused=*/true);
 }
 
 void Reducer::autograd_hook(size_t index) {
   if (options_.find_unused_parameters()) local_used_.data_ptr<int64_t>()[index] = 1;
   if (!expect_autograd_hooks_) return;  // no_sync, or a backward DDP did not arm
+  record_ready_order(index);
   mark_variable_ready(index);
 }
 
-void Reducer::mark_variable_ready(size_t index) {
+void Reducer::mark_variable_ready(size_t index, bool locally_unused) {
   LS_CHECK(!ready_[index], "DDP (rank ", process_group_->rank(), "): parameter '", names_[index],
            "' received a gradient twice in one backward. DDP reduces each gradient once per "
            "iteration; this happens with reentrant backward or a parameter shared by two "
@@ -113,26 +113,42 @@ void Reducer::mark_variable_ready(size_t index) {
     // The exchange travels while the next gradients are computed; bucket 0
     // waits for it (Note [DDP iteration fingerprint]).
     ++synced_backwards_;
+    record_progress(0, false);
     start_fingerprint(detail::DDPPhase::BACKWARD);
   }
-  const Location loc = locations_[index];
-  Bucket& bucket = buckets_[loc.bucket];
-  {
-    NoGradGuard no_grad;
-    Tensor slot = bucket.slice(loc.slot);  // (numel)
-    const Tensor& grad = params_[index].grad();
-    if (grad.defined()) {
-      // The paper's averaging: scale by 1 / world before the SUM AllReduce.
-      native::copy_(slot, grad.reshape({-1}));
-      native::binary_scalar_(native::BinaryOp::Mul, slot, 1.0 / process_group_->size());
-    } else {
-      native::fill_(slot, 0.0);
-    }
-  }
+  copy_grad_into_bucket(index, locally_unused);
   // Launches happen in backward only, after the fingerprint was issued: a
   // bucket filled by prepare_for_backward (unused parameters) goes with the
   // first bucket that fills in backward, or at finalize.
-  if (--bucket.pending == 0 && in_backward) mark_bucket_ready(loc.bucket);
+  Bucket& bucket = buckets_[locations_[index].bucket];
+  if (--bucket.pending == 0 && in_backward) mark_bucket_ready(locations_[index].bucket);
+}
+
+void Reducer::copy_grad_into_bucket(size_t index, bool locally_unused) {
+  NoGradGuard no_grad;
+  const Location loc = locations_[index];
+  Tensor slot = buckets_[loc.bucket].slice(loc.slot);  // (numel)
+  Tensor& grad = params_[index].mutable_grad();
+  // The paper's averaging: scale by 1 / world before the SUM AllReduce. A
+  // communication hook gets the plain local sums (Note [Communication hooks]).
+  const double scale = comm_hook_ ? 1.0 : 1.0 / divisor_;
+  if (!grad.defined()) {
+    native::fill_(slot, 0.0);
+    return;
+  }
+  const bool as_view = options_.gradient_as_bucket_view();
+  if (as_view && is_bucket_view(index, grad)) {
+    // Already in its slot: nothing to copy (Note [Gradients as bucket views]).
+    // A locally unused parameter may end globally unused, and then keeps its
+    // .grad as it was: give that value its own storage before scaling the slot.
+    if (locally_unused) grad = native::clone(grad);
+  } else {
+    native::copy_(slot, grad.reshape({-1}));
+    // From now on .grad is the slot (the copy above re-established the view
+    // that zero_grad(set_to_none) dropped).
+    if (as_view && !locally_unused) grad = bucket_view(index);
+  }
+  if (scale != 1.0) native::binary_scalar_(native::BinaryOp::Mul, slot, scale);
 }
 
 void Reducer::mark_bucket_ready(size_t bucket_index) {
@@ -142,12 +158,38 @@ void Reducer::mark_bucket_ready(size_t bucket_index) {
 
 // See Note [Bucket launch order].
 void Reducer::launch_ready_buckets() {
+  const size_t first = next_bucket_;
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     if (next_bucket_ == 0) finish_fingerprint();  // no bucket moves before the ranks agree
-    Bucket& b = buckets_[next_bucket_++];
-    b.work = process_group_->allreduce(b.flat, ReduceOp::SUM);
-    b.launched = true;
+    const size_t bi = next_bucket_++;
+    buckets_[bi].future = launch(bi, buckets_[bi].flat);
+    buckets_[bi].launched = true;
   }
+  if (next_bucket_ != first) record_progress(next_bucket_, false);
+}
+
+// The default AllReduce, or the hook (Note [Communication hooks]), on `flat`:
+// the bucket's buffer, or zeros of its size when shadowing (reducer_join.cpp).
+TensorFuture Reducer::launch(size_t bucket_index, Tensor flat) {
+  if (!comm_hook_) return TensorFuture::from_work(process_group_->allreduce(flat, ReduceOp::SUM), flat);
+  const Bucket& b = buckets_[bucket_index];
+  std::vector<Tensor> params;
+  for (size_t i : b.param_indices) params.push_back(params_[i]);
+  GradBucket grad_bucket(bucket_index, buckets_.size(), flat, std::move(params), b.param_indices, b.offsets,
+                         divisor_);
+  TensorFuture future;
+  try {
+    future = comm_hook_(grad_bucket);
+  } catch (const std::exception& e) {
+    fail(lockstep::detail::str("DDP (rank ", process_group_->rank(), "): the communication hook failed on bucket ",
+                               bucket_index, ": ", e.what()));
+  }
+  if (!future.valid()) {
+    fail(lockstep::detail::str("DDP (rank ", process_group_->rank(), "): the communication hook returned an "
+                               "empty TensorFuture for bucket ", bucket_index, "; return TensorFuture::ready(t) "
+                               "or TensorFuture::from_work(work, t)"));
+  }
+  return future;
 }
 
 std::vector<size_t> Reducer::unready_parameters() const {
@@ -178,8 +220,28 @@ void Reducer::finish_fingerprint() {
   try {
     fingerprint_.finish();
   } catch (const Error& e) {
-    fail(e.what());
+    // A failed exchange (not a disagreement): who never came? In a forward the
+    // others should have finished the last backward; in a backward, started this one.
+    const bool in_forward = fingerprint_.phase() == detail::DDPPhase::FORWARD;
+    const std::string note =
+        fingerprint_.wait_failed() ? progress_note(in_forward ? position(buckets_.size(), true) : position(0, false))
+                                   : "";
+    fail(note.empty() ? std::string(e.what()) : e.what() + ("." + note));
   }
+}
+
+detail::DDPPosition Reducer::position(size_t launched, bool finished) const {
+  return {synced_backwards_, static_cast<int64_t>(launched), static_cast<int64_t>(buckets_.size()), finished};
+}
+
+void Reducer::record_progress(size_t launched, bool finished) {
+  if (progress_) progress_->record(position(launched, finished));
+}
+
+std::string Reducer::progress_note(const detail::DDPPosition& waiting_at) const {
+  if (!progress_) return "";
+  const std::string text = progress_->who_is_behind(waiting_at);
+  return text.empty() ? "" : " " + text;
 }
 
 void Reducer::fail(const std::string& message) {
@@ -188,56 +250,82 @@ void Reducer::fail(const std::string& message) {
   throw Error(message);
 }
 
+// A failed wait (a dead or hung peer, a failing hook) names the backward and
+// the bucket (bucket == buckets_.size(): the bitmap).
+void Reducer::wait_or_fail(const std::function<void()>& wait, size_t bucket) {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    const std::string what =
+        bucket == buckets_.size()
+            ? std::string("the AllReduce of the used-parameter bitmap (find_unused_parameters)")
+            : lockstep::detail::str(comm_hook_ ? "the communication hook of bucket " : "the AllReduce of bucket ",
+                                    bucket, " (", buckets_[bucket].flat.numel(), " ",
+                                    dtype_name(buckets_[bucket].flat.dtype()), " elements: ",
+                                    names_of(buckets_[bucket].param_indices), ")");
+    fail(lockstep::detail::str("DDP (rank ", process_group_->rank(), "): backward #", synced_backwards_,
+                               ": ", what, " failed: ", e.what(), ". A peer rank has probably died or "
+                               "stopped training (check its output, or lockstep-run's report of which "
+                               "rank failed first); if it is only slow, raise LOCKSTEP_TIMEOUT_S.",
+                               progress_note(position(bucket == buckets_.size() ? 0 : bucket + 1, false))));
+  }
+}
+
 void Reducer::finalize_backward() {
   expect_autograd_hooks_ = false;
   launch_ready_buckets();  // without overlap, every launch happens here
   finish_fingerprint();    // when bucket 0 never filled, the check still happens
   unfinished_params_ = unready_parameters();
   unfinished_reduction_ = !unfinished_params_.empty();
+  if (!unfinished_reduction_) finish_ready_order();  // Note [Bucket rebuild from the traced order]
 
-  // A failed wait (a dead or hung peer) names the backward and the bucket
-  // (bucket == buckets_.size(): the bitmap).
-  auto wait = [&](Work& work, size_t bucket) {
-    try {
-      work.wait(process_group_->timeout());
-    } catch (const std::exception& e) {
-      const std::string what =
-          bucket == buckets_.size()
-              ? std::string("the AllReduce of the used-parameter bitmap (find_unused_parameters)")
-              : lockstep::detail::str("the AllReduce of bucket ", bucket, " (", buckets_[bucket].flat.numel(), " ",
-                                      dtype_name(buckets_[bucket].flat.dtype()), " elements: ",
-                                      names_of(buckets_[bucket].param_indices), ")");
-      fail(lockstep::detail::str("DDP (rank ", process_group_->rank(), "): backward #", synced_backwards_,
-                                 ": ", what, " failed: ", e.what(), ". A peer rank has probably died or "
-                                 "stopped training (check its output, or lockstep-run's report of which "
-                                 "rank failed first); if it is only slow, raise LOCKSTEP_TIMEOUT_S"));
-    }
-  };
   std::vector<int64_t> global_used;
   if (local_used_work_) {
     auto work = std::move(local_used_work_);
     local_used_work_.reset();
-    wait(*work, buckets_.size());
+    wait_or_fail([&] { work->wait(process_group_->timeout()); }, buckets_.size());
     global_used = global_used_.to_vector<int64_t>();
   }
-  NoGradGuard no_grad;
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
-    Bucket& b = buckets_[bi];
-    if (!b.launched) continue;
-    wait(*b.work, bi);
-    for (size_t k = 0; k < b.param_indices.size(); ++k) {
-      size_t i = b.param_indices[k];
-      // Globally unused: no rank produced a gradient; leave .grad as it was so
-      // optimizers skip the parameter.
-      if (!global_used.empty() && global_used[i] == 0) continue;
-      Tensor averaged = b.slice(k).view(params_[i].sizes());
-      Tensor& grad = params_[i].mutable_grad();
-      if (grad.defined()) {
-        native::copy_(grad, averaged);
-        grad.impl()->storage->bump_version();
-      } else {
-        grad = native::clone(averaged);
-      }
+    if (buckets_[bi].launched) finalize_bucket(bi, global_used);
+  }
+  // This backward's hooks marked parameters the bitmap already counted: the
+  // next bitmap counts from the next forward (and its no_sync iterations) only.
+  if (options_.find_unused_parameters()) native::fill_(local_used_, 0.0);
+  record_progress(buckets_.size(), true);
+}
+
+void Reducer::finalize_bucket(size_t bi, const std::vector<int64_t>& global_used) {
+  Bucket& b = buckets_[bi];
+  Tensor result;
+  wait_or_fail([&] { result = b.future.wait(process_group_->timeout()); }, bi);
+  b.future = TensorFuture();
+  NoGradGuard no_grad;
+  if (result.raw_data() != b.flat.raw_data() || result.dtype() != b.flat.dtype()) {
+    LS_CHECK(result.numel() == b.flat.numel(), "DDP (rank ", process_group_->rank(), "): the communication "
+             "hook of bucket ", bi, " returned ", result.numel(), " elements but the bucket holds ",
+             b.flat.numel(), "; the hook's future must yield the averaged flat bucket");
+    native::copy_(b.flat, result.reshape({-1}));
+  }
+  b.flat.impl()->storage->bump_version();
+  const bool as_view = options_.gradient_as_bucket_view();
+  for (size_t k = 0; k < b.param_indices.size(); ++k) {
+    const size_t i = b.param_indices[k];
+    // Globally unused: no rank produced a gradient; leave .grad as it was so
+    // optimizers skip the parameter.
+    if (!global_used.empty() && global_used[i] == 0) continue;
+    Tensor& grad = params_[i].mutable_grad();
+    if (as_view) {
+      // Usually already the slot; a parameter used on other ranks only gets it now.
+      if (!grad.defined() || !is_bucket_view(i, grad)) grad = bucket_view(i);
+      continue;
+    }
+    Tensor averaged = b.slice(k).view(params_[i].sizes());
+    if (grad.defined()) {
+      native::copy_(grad, averaged);
+      grad.impl()->storage->bump_version();
+    } else {
+      grad = native::clone(averaged);
     }
   }
 }

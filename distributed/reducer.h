@@ -8,16 +8,24 @@
 //       every parameter it cannot reach as ready now, and start the AllReduce of
 //       the used-parameter bitmap.
 //   autograd_hook(i)  parameter i's post-accumulate-grad hook: its .grad is final.
-//   mark_variable_ready(i)  copy grad / world into the bucket; the first one in a
+//   mark_variable_ready(i)  copy grad / world into the bucket (with
+//       gradient_as_bucket_view: scale it where it is); the first one in a
 //       backward queues finalize_backward and starts the iteration fingerprint
 //       exchange (Note [DDP iteration fingerprint], distributed/ddp_fingerprint.h);
 //       when the bucket's pending count hits zero, mark_bucket_ready.
 //   mark_bucket_ready(b)  launch every ready bucket from the next unlaunched one,
-//       strictly in index order (Note [Bucket launch order]); before bucket 0,
-//       wait for the fingerprint and stop with an error if the ranks disagree.
+//       strictly in index order (Note [Bucket launch order]): an AllReduce, or
+//       the communication hook (Note [Communication hooks], comm_hook.h);
+//       before bucket 0, wait for the fingerprint and stop with an error if the
+//       ranks disagree.
 //   finalize_backward()  queued as an autograd callback by the first hook: wait
-//       for every bucket, copy averages back into .grad, leave globally unused
-//       parameters' grads untouched.
+//       for every bucket, copy averages back into .grad (or point .grad at the
+//       bucket), leave globally unused parameters' grads untouched.
+// Bucket construction, gradient views and the rebuild from the traced order
+// live in reducer_buckets.cpp; what a rank that has joined does instead of
+// training (join(), distributed/ddp_join.h) in reducer_join.cpp. With
+// DDPOptions().progress_store, every failed wait also names the ranks that did
+// not arrive (Note [Progress board], distributed/ddp_progress.h).
 //
 // Note [Bucket launch order]
 // Every rank must issue the same collectives in the same order, or AllReduces
@@ -26,8 +34,9 @@
 // early is not launched until all buckets before it have been: launches follow
 // bucket index, which is the same on every rank (paper Section 3.2.3).
 //
-// Read before: distributed/bucket.h, autograd/accumulate_grad.h. Read next:
-// distributed/distributed_data_parallel.h.
+// Read before: distributed/bucket.h, distributed/comm_hook.h,
+// autograd/accumulate_grad.h. Read next: distributed/reducer.cpp,
+// distributed/reducer_buckets.cpp, distributed/distributed_data_parallel.h.
 #pragma once
 
 #include <memory>
@@ -36,8 +45,11 @@
 
 #include "autograd/accumulate_grad.h"
 #include "distributed/bucket.h"
+#include "distributed/bucket_assignment.h"
+#include "distributed/comm_hook.h"
 #include "distributed/ddp_fingerprint.h"
 #include "distributed/ddp_options.h"
+#include "distributed/ddp_progress.h"
 #include "distributed/process_group.h"
 
 namespace lockstep::distributed {
@@ -61,18 +73,62 @@ class Reducer {
   // or communication failure left DDP unusable (called at the start of each forward).
   void check_previous_reduction_finished();
 
+  // Note [Bucket rebuild from the traced order] (reducer_buckets.cpp).
+  // True once a synced backward has recorded the ready order and the buckets
+  // have not been rebuilt yet (and rebuild_buckets is on).
+  bool should_rebuild_buckets() const;
+  // Collective: broadcasts `source_rank`'s traced order and rebuilds the
+  // buckets in it. Called by DDP in a synced forward, after the fingerprint.
+  void rebuild_buckets(int source_rank);
+  bool has_rebuilt_buckets() const { return rebuilt_; }
+
+  // Note [Communication hooks] (comm_hook.h). Once, before the first synced backward.
+  void register_comm_hook(CommHook hook);
+  bool has_comm_hook() const { return comm_hook_ != nullptr; }
+
+  // What the SUM of the ranks' gradients is divided by (the world size; fewer
+  // under join() with divide_by_initial_world_size(false)).
+  void set_divisor(double divisor) { divisor_ = divisor; }
+  double divisor() const { return divisor_; }
+
+  // For a rank that has joined (reducer_join.cpp, distributed/ddp_join.h):
+  // mirror the collectives of the other ranks' synced forward and backward,
+  // contributing nothing, so that their collectives find a partner.
+  void shadow_synced_forward(bool exchange_fingerprint);
+  void shadow_backward();
+
   const std::vector<Bucket>& buckets() const { return buckets_; }
   size_t num_buckets() const { return buckets_.size(); }
+  const std::vector<Tensor>& parameters() const { return params_; }
+  ProcessGroup& process_group() const { return *process_group_; }
 
  private:
+  // reducer_buckets.cpp
+  void initialize_buckets(const std::vector<BucketSpec>& specs);
+  Tensor bucket_view(size_t index) const;  // parameter's slice, shaped like it
+  bool is_bucket_view(size_t index, const Tensor& grad) const;
+  void record_ready_order(size_t index);
+  void finish_ready_order();
+
+  // reducer.cpp
   void autograd_hook(size_t index);
-  void mark_variable_ready(size_t index);
+  void mark_variable_ready(size_t index, bool locally_unused = false);
+  void copy_grad_into_bucket(size_t index, bool locally_unused);
   void mark_bucket_ready(size_t bucket_index);
   void launch_ready_buckets();
+  TensorFuture launch(size_t bucket_index, Tensor flat);
   void finalize_backward();
+  void finalize_bucket(size_t bucket_index, const std::vector<int64_t>& global_used);
+  void wait_or_fail(const std::function<void()>& wait, size_t bucket_index);
   void start_fingerprint(detail::DDPPhase phase);  // Note [DDP iteration fingerprint]
   void finish_fingerprint();  // waits for the exchange; a mismatch becomes failure_
   [[noreturn]] void fail(const std::string& message);
+  // This rank's position in the current synced backward (Note [Progress board]).
+  detail::DDPPosition position(size_t launched, bool finished) const;
+  void record_progress(size_t launched, bool finished);
+  // " Progress board: ..." naming the ranks not yet at `waiting_at`, or ""
+  // without a progress_store.
+  std::string progress_note(const detail::DDPPosition& waiting_at) const;
   std::vector<size_t> unready_parameters() const;
   std::string names_of(const std::vector<size_t>& indices) const;
 
@@ -81,6 +137,8 @@ class Reducer {
   std::shared_ptr<ProcessGroup> process_group_;
   DDPOptions options_;
   std::vector<autograd::HookHandle> hooks_;
+  CommHook comm_hook_;
+  double divisor_;
 
   std::vector<Bucket> buckets_;
   struct Location {
@@ -97,6 +155,11 @@ class Reducer {
   bool unfinished_reduction_ = false;     // set by finalize if some buckets never filled
   std::vector<size_t> unfinished_params_;
 
+  // Note [Bucket rebuild from the traced order].
+  std::vector<size_t> ready_order_;       // parameters in the order their hooks fired
+  bool order_traced_ = false;             // a synced backward completed the trace
+  bool rebuilt_ = false;
+
   // Note [DDP iteration fingerprint]: counters and the exchange.
   int64_t synced_forwards_ = 0;
   int64_t synced_backwards_ = 0;
@@ -104,6 +167,7 @@ class Reducer {
   int64_t num_elements_ = 0;
   detail::IterationFingerprint fingerprint_;
   std::string failure_;  // set once a mismatch or a failed collective has stopped DDP
+  std::unique_ptr<detail::ProgressBoard> progress_;  // with DDPOptions().progress_store
 
   // find_unused_parameters: parameters used locally since the last synced
   // backward (no_sync iterations accumulate), AllReduced as a bitmap.
