@@ -6,18 +6,13 @@
 //                        [--profile 0|1]
 //
 // The step mirrors shared/ref/torch_step.py with shared/ref/torch_models.py, so the
-// two can be compared number for number (bench/compare_step.sh):
-//   ResNet: input randn (B, 3, S, S), labels randint [0, 1000) (B), cross-entropy.
-//   BERT:   ids randint [0, vocab) (B, T), labels randint [0, vocab) (B, T), MLM loss =
-//           cross-entropy of logits.reshape(B*T, vocab) against labels.reshape(B*T)
-//           (every position, as the reference does; no masking), dropout on (training).
-//   SGD lr 0.01 momentum 0.9; seed 0 for weights and inputs; the same inputs every step.
+// two can be compared number for number (bench/compare_step.sh). The model, its input,
+// labels, loss and FLOP count come from bench/bench_models.h (shared with bench_ddp);
+// SGD lr 0.01 momentum 0.9.
 // Timing, like the reference: fwd = forward + loss; bwd = zero_grad + backward;
 // opt = optimizer step; step = all three. Warm-up steps are printed (warmup: true)
 // but left out of the medians.
-// --layers sets BERT's encoder depth (default 12 for bert, 2 for bert-tiny), like
-// torch_step.py --layers; bert-tiny is BertConfig::tiny() (no PyTorch counterpart),
-// whose 64 positions make its default --seq 64 (bert: 128).
+// --layers sets BERT's encoder depth; bert-tiny has no PyTorch counterpart (bench_models.h).
 //
 // Output: one JSON line per step, then a summary line: medians of step/fwd/bwd/opt ms,
 // cpu_ms (process CPU time of the step, all threads: with 1 thread on a busy machine,
@@ -25,19 +20,13 @@
 // params, train_gflop (per step), gflops (train_gflop / median step), peak_rss_mb
 // (getrusage ru_maxrss of this process: the high-water mark of resident memory).
 //
-// FLOP count (train_gflop): 3 x the forward FLOPs of convolutions, linear layers and
-// attention matmuls, 2 FLOPs per multiply-add (backward = grad input + grad weight,
-// each about one forward); norms, activations, pooling, embeddings and the optimizer
-// are not counted. ResNet: computed by WALKING THE MODEL's layers (each Conv2d's
-// options and the spatial size flowing through the blocks, plus fc). BERT: an
-// ANALYTIC FORMULA from BertConfig (per layer 4 projections, 2 FFN linears, scores
-// and context matmuls; then the MLM head's linear and the decoder).
+// FLOP count (train_gflop): 3 x Workload::forward_flops (see bench/bench_models.h).
 //
 // --profile 1 profiles the timed steps (not the warm-up) with ls::profiler and prints
 // its table to stderr at the end (core/profiler.h). LOCKSTEP_PROFILE=1 also works but
 // includes the warm-up step, whose first calls create oneDNN primitives.
 //
-// Read before: models/resnet.h, models/bert.h, optim/sgd.h, core/profiler.h.
+// Read before: bench/bench_models.h, optim/sgd.h, core/profiler.h.
 // Read next: bench/compare_step.sh, docs/results/cpu_step.md.
 #include <sys/resource.h>
 #include <time.h>
@@ -52,12 +41,9 @@
 #include <string>
 #include <vector>
 
-#include "core/factory.h"
-#include "core/nn_ops.h"
+#include "bench/bench_models.h"
 #include "core/parallel.h"
 #include "core/profiler.h"
-#include "core/rng.h"
-#include "models/models.h"
 #include "optim/sgd.h"
 
 namespace {
@@ -65,18 +51,16 @@ namespace {
 namespace ls = lockstep;
 
 struct Options {
-  std::string model = "resnet50";
-  int64_t batch = 8, image = 224, seq = -1, layers = -1;  // -1: the model's default
+  ls::bench::ModelOptions model;
   int iters = 3, warmup = 1, threads = 1;
   bool profile = false;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
-               "bench_step: %s\nusage: bench_step --model resnet50|resnet18|bert|bert-tiny "
-               "[--batch B] [--image S] [--seq T] [--iters N] [--warmup W] [--threads T] "
-               "[--layers L] [--profile 0|1]\n",
-               why.c_str());
+               "bench_step: %s\nusage: bench_step %s [--iters N] [--warmup W] [--threads T] "
+               "[--profile 0|1]\n",
+               why.c_str(), ls::bench::kModelUsage);
   std::exit(2);
 }
 
@@ -86,137 +70,24 @@ Options parse(int argc, char** argv) {
     const std::string arg = argv[i];
     if (i + 1 >= argc) usage(arg + " needs a value");
     const char* v = argv[++i];
-    if (arg == "--model") {
-      o.model = v;
-    } else if (arg == "--batch") {
-      o.batch = std::atoll(v);
-    } else if (arg == "--image") {
-      o.image = std::atoll(v);
-    } else if (arg == "--seq") {
-      o.seq = std::atoll(v);
+    if (ls::bench::parse_model_flag(o.model, arg, v)) {
     } else if (arg == "--iters") {
       o.iters = std::atoi(v);
     } else if (arg == "--warmup") {
       o.warmup = std::atoi(v);
     } else if (arg == "--threads") {
       o.threads = std::atoi(v);
-    } else if (arg == "--layers") {
-      o.layers = std::atoll(v);
     } else if (arg == "--profile") {
       o.profile = std::atoi(v) != 0;
     } else {
       usage("unknown option " + arg);
     }
   }
-  if (o.model != "resnet50" && o.model != "resnet18" && o.model != "bert" &&
-      o.model != "bert-tiny") {
-    usage("unknown model " + o.model);
-  }
-  if (o.batch < 1 || o.image < 32 || (o.seq != -1 && o.seq < 1) || o.iters < 1 || o.warmup < 0 ||
-      o.threads < 1 || (o.layers != -1 && o.layers < 1)) {
-    usage(
-        "--batch, --seq, --iters, --threads, --layers must be >= 1, --warmup >= 0, --image >= 32");
+  if (std::string why = ls::bench::check_model_options(o.model); !why.empty()) usage(why);
+  if (o.iters < 1 || o.warmup < 0 || o.threads < 1) {
+    usage("--iters and --threads must be >= 1, --warmup >= 0");
   }
   return o;
-}
-
-// ---- FLOPs (see the file header) ----
-
-// Forward FLOPs of `conv` on an (N, C_in, h, w) input; updates h, w to the output size.
-double conv_flops(const ls::nn::Conv2d& conv, int64_t n, int64_t& h, int64_t& w) {
-  const auto& o = conv.options;
-  int64_t* hw[2] = {&h, &w};
-  for (int d = 0; d < 2; ++d) {
-    *hw[d] = (*hw[d] + 2 * o.padding()[d] - o.dilation()[d] * (o.kernel_size()[d] - 1) - 1) /
-                 o.stride()[d] +
-             1;
-  }
-  const double macs_per_output =
-      static_cast<double>(o.in_channels() / o.groups()) * o.kernel_size()[0] * o.kernel_size()[1];
-  return 2.0 * static_cast<double>(n * o.out_channels() * h * w) * macs_per_output;
-}
-
-// Walks conv1, maxpool, every block of layer1..4 and fc in forward order.
-double resnet_forward_flops(const ls::models::ResNet& net, int64_t n, int64_t image) {
-  int64_t h = image, w = image;
-  double flops = conv_flops(*net.conv1, n, h, w);
-  const auto& pool = *net.maxpool;
-  h = (h + 2 * pool.padding[0] - pool.kernel_size[0]) / pool.stride[0] + 1;
-  w = (w + 2 * pool.padding[1] - pool.kernel_size[1]) / pool.stride[1] + 1;
-  for (const auto& stage : {net.layer1, net.layer2, net.layer3, net.layer4}) {
-    for (size_t i = 0; i < stage->size(); ++i) {
-      const int64_t h_in = h, w_in = w;
-      std::shared_ptr<ls::nn::Sequential> downsample;
-      if (auto b = std::dynamic_pointer_cast<ls::models::Bottleneck>((*stage)[i])) {
-        for (const auto& c : {b->conv1, b->conv2, b->conv3}) flops += conv_flops(*c, n, h, w);
-        downsample = b->downsample;
-      } else if (auto b = std::dynamic_pointer_cast<ls::models::BasicBlock>((*stage)[i])) {
-        for (const auto& c : {b->conv1, b->conv2}) flops += conv_flops(*c, n, h, w);
-        downsample = b->downsample;
-      }
-      if (downsample) {
-        int64_t hd = h_in, wd = w_in;
-        auto conv = std::dynamic_pointer_cast<ls::nn::Conv2d>((*downsample)[0]);
-        if (conv) flops += conv_flops(*conv, n, hd, wd);
-      }
-    }
-  }
-  return flops + 2.0 * static_cast<double>(n * net.fc->in_features * net.fc->out_features);
-}
-
-double bert_forward_flops(const ls::models::BertConfig& c, int64_t batch, int64_t seq) {
-  const double tokens = static_cast<double>(batch * seq), H = c.hidden, F = c.ffn;
-  const double per_layer = 2.0 * tokens * H * (4.0 * H)     // Q, K, V, output projections
-                           + 2.0 * tokens * H * (2.0 * F)   // FFN up and down
-                           + 2.0 * 2.0 * tokens * seq * H;  // scores Q K^T, context P V
-  const double head = 2.0 * tokens * H * H + 2.0 * tokens * H * c.vocab_size;  // head + decoder
-  return per_layer * static_cast<double>(c.layers) + head;
-}
-
-// ---- the step ----
-
-struct Workload {
-  std::shared_ptr<ls::nn::Module> module;
-  std::function<ls::Tensor()> loss;  // forward + loss
-  double forward_flops = 0.0;
-  std::string shape_json;  // the input-shape fields of the summary line
-};
-
-Workload make_workload(Options& o) {  // settles o.seq's default
-  ls::manual_seed(0);
-  Workload wl;
-  if (o.model == "resnet50" || o.model == "resnet18") {
-    auto net = o.model == "resnet50" ? ls::models::resnet50() : ls::models::resnet18();
-    ls::Tensor x = ls::randn({o.batch, 3, o.image, o.image});  // (B, 3, S, S)
-    ls::Tensor y = ls::randint(0, 1000, {o.batch});            // (B)
-    wl.module = net;
-    wl.loss = [net, x, y] { return ls::cross_entropy(net->forward(x), y); };
-    wl.forward_flops = resnet_forward_flops(*net, o.batch, o.image);
-    wl.shape_json = "\"image\":" + std::to_string(o.image);
-  } else {
-    ls::models::BertConfig config =
-        o.model == "bert" ? ls::models::BertConfig::base() : ls::models::BertConfig::tiny();
-    if (o.layers > 0) config.layers = o.layers;
-    if (o.seq == -1) o.seq = std::min<int64_t>(128, config.max_positions);
-    if (o.seq > config.max_positions) {
-      usage("--seq " + std::to_string(o.seq) + " exceeds the model's " +
-            std::to_string(config.max_positions) + " positions");
-    }
-    auto net = std::make_shared<ls::models::Bert>(config);
-    const int64_t vocab = config.vocab_size, tokens = o.batch * o.seq;
-    ls::Tensor ids = ls::randint(0, vocab, {o.batch, o.seq});     // (B, T)
-    ls::Tensor labels = ls::randint(0, vocab, {o.batch, o.seq});  // (B, T)
-    wl.module = net;
-    wl.loss = [net, ids, labels, vocab, tokens] {
-      ls::Tensor logits = net->forward(ids);  // (B, T, vocab)
-      return ls::cross_entropy(logits.reshape({tokens, vocab}), labels.reshape({tokens}));
-    };
-    wl.forward_flops = bert_forward_flops(config, o.batch, o.seq);
-    wl.shape_json =
-        "\"seq\":" + std::to_string(o.seq) + ",\"layers\":" + std::to_string(config.layers);
-  }
-  wl.module->train();
-  return wl;
 }
 
 double ms_between(std::chrono::steady_clock::time_point a,
@@ -250,9 +121,8 @@ namespace {
 int run(int argc, char** argv) {
   Options o = parse(argc, argv);
   ls::set_num_threads(o.threads);
-  Workload wl = make_workload(o);
-  int64_t params = 0;
-  for (const ls::Tensor& p : wl.module->parameters()) params += p.numel();
+  ls::bench::Workload wl = ls::bench::make_workload(o.model);
+  const int64_t params = wl.num_parameters();
   ls::optim::SGD sgd(wl.module->parameters(), ls::optim::SGDOptions(0.01).momentum(0.9));
 
   using clock = std::chrono::steady_clock;
@@ -264,7 +134,7 @@ int run(int argc, char** argv) {
     }
     const double cpu0 = process_cpu_ms();
     const auto t0 = clock::now();
-    ls::Tensor loss = wl.loss();
+    ls::Tensor loss = wl.loss();  // forward + loss
     const auto t1 = clock::now();
     sgd.zero_grad();
     loss.backward();
@@ -278,7 +148,7 @@ int run(int argc, char** argv) {
     std::printf(
         "{\"bench\":\"step\",\"model\":\"%s\",\"iter\":%d,\"warmup\":%s,\"step_ms\":%.2f,"
         "\"fwd_ms\":%.2f,\"bwd_ms\":%.2f,\"opt_ms\":%.2f,\"cpu_ms\":%.2f,\"loss\":%.5f}\n",
-        o.model.c_str(), i, warm ? "true" : "false", s, f, b, u, c, loss.item<float>());
+        o.model.model.c_str(), i, warm ? "true" : "false", s, f, b, u, c, loss.item<float>());
     std::fflush(stdout);
     if (warm) continue;
     step_ms.push_back(s);
@@ -295,7 +165,7 @@ int run(int argc, char** argv) {
       "%s,\"threads\":%d,\"iters\":%d,\"params\":%lld,"
       "\"step_ms\":%.2f,\"fwd_ms\":%.2f,\"bwd_ms\":%.2f,\"opt_ms\":%.2f,\"cpu_ms\":%.2f,"
       "\"train_gflop\":%.3f,\"gflops\":%.2f,\"peak_rss_mb\":%.1f}\n",
-      o.model.c_str(), static_cast<long long>(o.batch), wl.shape_json.c_str(), o.threads, o.iters,
+      o.model.model.c_str(), static_cast<long long>(o.model.batch), wl.shape_json.c_str(), o.threads, o.iters,
       static_cast<long long>(params), step, median(fwd_ms), median(bwd_ms), median(opt_ms),
       median(cpu_ms), train_gflop, train_gflop / (step * 1e-3), peak_rss_mb());
   std::fflush(stdout);  // before a profiler table goes to stderr

@@ -1,0 +1,354 @@
+// bench/bench_ddp.cpp — per-iteration latency of data-parallel training, ResNet or BERT,
+// with DDP (overlapped or not), one flat AllReduce after backward, or no communication:
+// the program behind the paper's Figures 6-10 and 12 (bench/figures/).
+//
+//   build/bin/lockstep-run --nproc-per-node 2 -- build/bin/bench_ddp --model resnet18 --image 64
+//       --batch 4 --iters 5 --mode ddp [--bucket-mb 25] [--first-bucket-mb 1]
+//       [--backend gloo|mpi|nccl] [--rr 1] [--sync-every 1] [--threads 1] [--warmup 1]
+//       [--broadcast-buffers 1]
+//   mpirun -np 2 build/bin/bench_ddp --backend mpi ...
+//   build/bin/bench_ddp ...                 (no launcher: one process, world 1)
+// Model flags (--model --batch --image --seq --layers) as bench_step (bench/bench_models.h).
+//
+// Modes (all ranks run the same model on the same fixed batch of size --batch):
+//   local       no communication: one replica's compute (the baseline);
+//   ddp         DistributedDataParallel, AllReduce overlapped with backward;
+//   no-overlap  DistributedDataParallel with DDPOptions().overlap(false): every bucket's
+//               AllReduce is launched at the end of backward (the paper's baseline);
+//   flat        the bare model; after backward one AllReduce of all gradients
+//               concatenated into one buffer, then the averages are copied back into
+//               .grad (like shared/ref/torch_ddp.py --mode flat, which skips the copy-back).
+// --rr K wraps K process groups in ProcessGroupRoundRobin (paper Section 3.3, Figure 12).
+// --sync-every S: gradient accumulation, paper Section 3.2.4: S-1 of every S iterations
+// run forward and backward under ddp.no_sync() (flat: skip the AllReduce), the S-th syncs
+// and takes the optimizer step (SGD lr 0.01 momentum 0.9; zero_grad after each step).
+// Warm-up iterations always sync, so --iters a multiple of S times whole cycles.
+//
+// Timing of one iteration (every rank; rank 0 prints). Before it, an untimed barrier
+// lines the ranks up, as torch_ddp.py does. Then
+//   fwd_ms        forward + loss (DDP: buffer broadcast, fingerprint and arming included);
+//   bwd_ms        backward COMPUTE: from loss.backward() to the end of the last autograd
+//                 node, DDP's gradient hooks (copy into buckets, launches) included;
+//   comm_wait_ms  from the end of backward compute until every gradient is averaged in
+//                 .grad: DDP's finalize (wait for the buckets, copy out; with no-overlap
+//                 also every launch) or the flat AllReduce; local: ~0;
+//   opt_ms        optimizer step + zero_grad (0 on no_sync iterations);
+//   iter_ms       all four.
+// How the end of backward compute is seen (Note [Backward clock]): before DDP is built,
+// this program registers its own post-accumulate-grad hook on every parameter; the first
+// one to fire in a backward queues an autograd callback that reads the clock. Hooks run in
+// registration order and callbacks in queue order, so this callback is queued before the
+// reducer's finalize_backward and runs right after the last node, before the wait.
+//
+// Output: one JSON line per iteration from rank 0 (warm-up ones marked), then a summary
+// line: medians of iter/fwd/bwd/comm_wait/opt ms over the timed iterations, mean_iter_ms,
+// examples_per_s = world * batch * iters / (the slowest rank's total timed seconds),
+// buckets (DDP's bucket count) and bucket_sizes_mb (each bucket's MB in launch order, as
+// DDP holds them at the end of the run), and replicas_equal (a float64 checksum of the parameters
+// is the same on every rank after the run).
+//
+// Read before: bench/bench_models.h, distributed/distributed_data_parallel.h, docs/ddp.md.
+// Read next: bench/figures/README.md, docs/results/evaluation.md.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "autograd/engine.h"
+#include "bench/bench_models.h"
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/parallel.h"
+#include "distributed/distributed.h"
+#include "optim/sgd.h"
+
+namespace {
+
+namespace ls = lockstep;
+namespace dist = lockstep::distributed;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  ls::bench::ModelOptions model;
+  int iters = 5, warmup = 1, threads = 1, rr = 1, sync_every = 1;
+  std::string mode = "ddp", backend = "gloo";
+  double bucket_mb = 25.0, first_bucket_mb = 1.0;
+  bool broadcast_buffers = true;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "bench_ddp: %s\nusage: bench_ddp %s --iters N --mode local|ddp|no-overlap|flat "
+               "[--bucket-mb M] [--first-bucket-mb F] [--backend gloo|mpi|nccl] [--rr K] "
+               "[--sync-every S] [--threads T] [--warmup W] [--broadcast-buffers 0|1]\n",
+               why.c_str(), ls::bench::kModelUsage);
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  o.model.batch = 4;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc) usage(arg + " needs a value");
+    const char* v = argv[++i];
+    if (ls::bench::parse_model_flag(o.model, arg, v)) continue;
+    if (arg == "--iters") o.iters = std::atoi(v);
+    else if (arg == "--warmup") o.warmup = std::atoi(v);
+    else if (arg == "--threads") o.threads = std::atoi(v);
+    else if (arg == "--mode") o.mode = v;
+    else if (arg == "--backend") o.backend = v;
+    else if (arg == "--bucket-mb") o.bucket_mb = std::atof(v);
+    else if (arg == "--first-bucket-mb") o.first_bucket_mb = std::atof(v);
+    else if (arg == "--rr") o.rr = std::atoi(v);
+    else if (arg == "--sync-every") o.sync_every = std::atoi(v);
+    else if (arg == "--broadcast-buffers") o.broadcast_buffers = std::atoi(v) != 0;
+    else usage("unknown option " + arg);
+  }
+  if (std::string why = ls::bench::check_model_options(o.model); !why.empty()) usage(why);
+  if (o.mode != "local" && o.mode != "ddp" && o.mode != "no-overlap" && o.mode != "flat") {
+    usage("unknown --mode " + o.mode);
+  }
+  if (o.backend != "gloo" && o.backend != "mpi" && o.backend != "nccl") {
+    usage("unknown --backend " + o.backend);
+  }
+  if (o.iters < 1 || o.warmup < 0 || o.threads < 1 || o.rr < 1 || o.sync_every < 1 ||
+      o.bucket_mb < 0 || o.first_bucket_mb < 0) {
+    usage("--iters, --threads, --rr, --sync-every must be >= 1; --warmup, --bucket-mb, "
+          "--first-bucket-mb >= 0");
+  }
+  return o;
+}
+
+// A launcher (lockstep-run, torchrun-style env, or mpirun) says how many ranks there are;
+// without one this is a single process and gets a world of 1 over an in-process store.
+std::shared_ptr<dist::ProcessGroup> make_process_group(const Options& o) {
+  dist::InitOptions init = dist::InitOptions().round_robin(o.rr);
+  const bool launched = std::getenv("RANK") != nullptr ||
+                        std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ||
+                        std::getenv("PMI_RANK") != nullptr;
+  if (!launched && o.backend == "gloo") {
+    init = init.rank(0).world_size(1).store(std::make_shared<dist::HashStore>());
+  }
+  return dist::init_process_group(o.backend, init);
+}
+
+// Note [Backward clock]: see the file header. The hooks must be registered before DDP's.
+struct BackwardClock {
+  Clock::time_point compute_end;
+  bool queued = false;
+  std::vector<ls::autograd::HookHandle> hooks;
+};
+
+std::shared_ptr<BackwardClock> install_backward_clock(const std::vector<ls::Tensor>& params) {
+  auto clock = std::make_shared<BackwardClock>();
+  std::weak_ptr<BackwardClock> weak = clock;
+  for (const ls::Tensor& p : params) {
+    clock->hooks.push_back(p.register_post_accumulate_grad_hook([weak](ls::Tensor&) {
+      auto c = weak.lock();
+      if (!c || c->queued) return;
+      c->queued = true;
+      ls::autograd::queue_callback([weak] {
+        if (auto c2 = weak.lock()) c2->compute_end = Clock::now();
+      });
+    }));
+  }
+  return clock;
+}
+
+// flat mode: one buffer holding every gradient, AllReduced after backward.
+class FlatReducer {
+ public:
+  explicit FlatReducer(std::vector<ls::Tensor> params) : params_(std::move(params)) {
+    int64_t n = 0;
+    for (const ls::Tensor& p : params_) n += p.numel();
+    flat_ = ls::zeros({n});  // (total params)
+  }
+  void reduce(dist::ProcessGroup& pg) {
+    ls::NoGradGuard no_grad;
+    int64_t offset = 0;
+    for (const ls::Tensor& p : params_) {
+      const int64_t n = p.numel();
+      if (p.grad().defined()) flat_.narrow(0, offset, n).copy_(p.grad().reshape({-1}));
+      else flat_.narrow(0, offset, n).zero_();
+      offset += n;
+    }
+    pg.allreduce(flat_)->wait(pg.timeout());
+    flat_.mul_(1.0 / pg.size());
+    offset = 0;
+    for (ls::Tensor& p : params_) {
+      const int64_t n = p.numel();
+      if (p.grad().defined()) p.mutable_grad().copy_(flat_.narrow(0, offset, n).view(p.sizes()));
+      offset += n;
+    }
+  }
+
+ private:
+  std::vector<ls::Tensor> params_;
+  ls::Tensor flat_;  // (total params)
+};
+
+double ms(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// One float64 number per rank that differs when the replicas' parameters do.
+double parameter_checksum(const std::vector<ls::Tensor>& params) {
+  double sum = 0.0;
+  for (const ls::Tensor& p : params) {
+    ls::Tensor c = p.contiguous();
+    const float* d = c.data_ptr<float>();
+    for (int64_t i = 0; i < c.numel(); ++i) sum += static_cast<double>(d[i]) * (1.0 + (i % 7));
+  }
+  return sum;
+}
+
+double allreduce_scalar(dist::ProcessGroup& pg, double v, dist::ReduceOp op) {
+  ls::Tensor t = ls::full({1}, v, ls::TensorOptions().dtype(ls::kFloat64));
+  pg.allreduce(t, op)->wait(pg.timeout());
+  return t.item<double>();
+}
+
+struct Times {
+  std::vector<double> iter, fwd, bwd, comm, opt;
+};
+
+template <class M>
+int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
+        std::shared_ptr<dist::ProcessGroup> pg) {
+  const int rank = pg->rank(), world = pg->size();
+  const std::vector<ls::Tensor> params = wl.module->parameters();
+  auto backward_clock = install_backward_clock(params);  // before DDP's hooks
+
+  const bool use_ddp = o.mode == "ddp" || o.mode == "no-overlap";
+  std::unique_ptr<dist::DistributedDataParallel<M>> ddp;
+  if (use_ddp) {
+    ddp = std::make_unique<dist::DistributedDataParallel<M>>(
+        net, pg,
+        dist::DDPOptions()
+            .bucket_cap_mb(o.bucket_mb)
+            .first_bucket_mb(o.first_bucket_mb)
+            .broadcast_buffers(o.broadcast_buffers)
+            .overlap(o.mode == "ddp"));
+  }
+  std::unique_ptr<FlatReducer> flat;
+  if (o.mode == "flat") flat = std::make_unique<FlatReducer>(params);
+  ls::optim::SGD sgd(params, ls::optim::SGDOptions(0.01).momentum(0.9));
+
+  Times t;
+  double timed_s = 0.0;
+  for (int i = 0; i < o.warmup + o.iters; ++i) {
+    // Warm-up iterations always sync; timed ones count cycles of --sync-every from 0.
+    const bool sync = i < o.warmup || (i - o.warmup + 1) % o.sync_every == 0;
+    if (world > 1) pg->barrier()->wait(pg->timeout());
+    const auto t0 = Clock::now();
+    ls::Tensor loss;
+    Clock::time_point t1, t2;
+    auto forward_backward = [&] {
+      loss = wl.loss_of(ddp ? ddp->forward(wl.input) : net->forward(wl.input));
+      t1 = Clock::now();
+      backward_clock->queued = false;
+      loss.backward();
+      t2 = Clock::now();
+    };
+    if (ddp && !sync) {
+      auto guard = ddp->no_sync();
+      forward_backward();
+    } else {
+      forward_backward();
+    }
+    const auto compute_end = backward_clock->queued ? backward_clock->compute_end : t2;
+    if (flat && sync) {
+      flat->reduce(*pg);
+      t2 = Clock::now();
+    }
+    if (sync) {
+      sgd.step();
+      sgd.zero_grad();
+    }
+    const auto t3 = Clock::now();
+    const bool warm = i < o.warmup;
+    const double it = ms(t0, t3), f = ms(t0, t1), b = ms(t1, compute_end),
+                 c = ms(compute_end, t2), u = ms(t2, t3);
+    if (rank == 0) {
+      std::printf(
+          "{\"bench\":\"ddp\",\"iter\":%d,\"warmup\":%s,\"sync\":%s,\"iter_ms\":%.2f,"
+          "\"fwd_ms\":%.2f,\"bwd_ms\":%.2f,\"comm_wait_ms\":%.2f,\"opt_ms\":%.2f,\"loss\":%.5f}\n",
+          i, warm ? "true" : "false", sync ? "true" : "false", it, f, b, c, u,
+          loss.item<float>());
+      std::fflush(stdout);
+    }
+    if (warm) continue;
+    t.iter.push_back(it);
+    t.fwd.push_back(f);
+    t.bwd.push_back(b);
+    t.comm.push_back(c);
+    t.opt.push_back(u);
+    timed_s += it * 1e-3;
+  }
+
+  const double slowest_s = allreduce_scalar(*pg, timed_s, dist::ReduceOp::MAX);
+  const double sum = parameter_checksum(params);
+  const bool equal = allreduce_scalar(*pg, sum, dist::ReduceOp::MAX) ==
+                     allreduce_scalar(*pg, sum, dist::ReduceOp::MIN);
+  std::string bucket_sizes = "[";  // MB per bucket, in launch order (after any rebuild)
+  for (size_t b = 0; ddp && b < ddp->reducer().num_buckets(); ++b) {
+    const ls::Tensor& flat_bucket = ddp->reducer().buckets()[b].flat;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%s%.2f", b ? "," : "",
+                  static_cast<double>(flat_bucket.numel() * flat_bucket.element_size()) / (1 << 20));
+    bucket_sizes += buf;
+  }
+  bucket_sizes += "]";
+  if (rank == 0) {
+    const double mean = std::accumulate(t.iter.begin(), t.iter.end(), 0.0) / t.iter.size();
+    std::printf(
+        "{\"bench\":\"ddp\",\"summary\":true,\"framework\":\"lockstep\",\"model\":\"%s\","
+        "\"batch\":%lld,%s,\"mode\":\"%s\",\"backend\":\"%s\",\"world\":%d,\"rr\":%d,"
+        "\"bucket_mb\":%g,\"first_bucket_mb\":%g,\"sync_every\":%d,\"threads\":%d,\"iters\":%d,"
+        "\"params\":%lld,\"buckets\":%zu,\"bucket_sizes_mb\":%s,\"iter_ms\":%.2f,\"mean_iter_ms\":%.2f,\"fwd_ms\":%.2f,"
+        "\"bwd_ms\":%.2f,\"comm_wait_ms\":%.2f,\"opt_ms\":%.2f,\"examples_per_s\":%.2f,"
+        "\"replicas_equal\":%s}\n",
+        o.model.model.c_str(), static_cast<long long>(o.model.batch), wl.shape_json.c_str(),
+        o.mode.c_str(), o.backend.c_str(), world, o.rr, o.bucket_mb, o.first_bucket_mb,
+        o.sync_every, o.threads, o.iters, static_cast<long long>(wl.num_parameters()),
+        ddp ? ddp->reducer().num_buckets() : size_t{0}, bucket_sizes.c_str(), median(t.iter), mean, median(t.fwd),
+        median(t.bwd), median(t.comm), median(t.opt),
+        static_cast<double>(world) * o.model.batch * o.iters / slowest_s,
+        equal ? "true" : "false");
+    std::fflush(stdout);
+  }
+  // Replicas that drifted apart under DDP or flat averaging are a bug: fail the run.
+  return equal || o.mode == "local" ? 0 : 3;
+}
+
+int run_main(int argc, char** argv) {
+  Options o = parse(argc, argv);
+  ls::set_num_threads(o.threads);
+  auto pg = make_process_group(o);
+  ls::bench::Workload wl = ls::bench::make_workload(o.model);
+  return ls::bench::visit_net(wl, [&](auto net) { return run(o, wl, net, pg); });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run_main(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_ddp: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,84 @@
+// bench/bench_models.h — the benchmark workloads shared by bench_step and bench_ddp:
+// ResNet or BERT, its fixed input and labels, its loss, and its FLOP count.
+//
+// Built exactly like shared/ref/torch_models.py's make(), so numbers compare with
+// PyTorch's (bench/compare_step.sh, bench/figures/torch_ddp_bench.py):
+//   ResNet: input randn (B, 3, S, S), labels randint [0, 1000) (B), cross-entropy.
+//   BERT:   ids randint [0, vocab) (B, T), labels randint [0, vocab) (B, T), MLM loss =
+//           cross-entropy of logits.reshape(B*T, vocab) against labels.reshape(B*T)
+//           (every position, as the reference does; no masking), dropout on (training).
+//   Seed 0 for weights and inputs; the same inputs every step.
+// --layers sets BERT's encoder depth (default 12 for bert, 2 for bert-tiny); bert-tiny is
+// BertConfig::tiny(), whose 64 positions make its default --seq 64 (bert: 128).
+//
+// FLOP count (forward_flops): the forward FLOPs of convolutions, linear layers and
+// attention matmuls, 2 FLOPs per multiply-add; norms, activations, pooling and
+// embeddings are not counted. ResNet: computed by WALKING THE MODEL's layers (each
+// Conv2d's options and the spatial size flowing through the blocks, plus fc). BERT: an
+// ANALYTIC FORMULA from BertConfig (per layer 4 projections, 2 FFN linears, scores and
+// context matmuls; then the MLM head's linear and the decoder). A training step is
+// counted as 3 x forward (backward = grad input + grad weight, each about one forward).
+//
+// The two networks have different forward signatures (ResNet is a UnaryModule, BERT's
+// forward takes an optional padding mask), so the workload keeps the typed pointer of
+// the one it built; visit_net() hands it to a generic lambda, which is how bench_ddp
+// wraps either in DistributedDataParallel<M>.
+//
+// Read before: models/resnet.h, models/bert.h.
+// Read next: bench/bench_step.cpp, bench/bench_ddp.cpp.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+#include "models/models.h"
+
+namespace lockstep::bench {
+
+// The model flags common to bench_step and bench_ddp.
+struct ModelOptions {
+  std::string model = "resnet50";  // resnet50 | resnet18 | bert | bert-tiny
+  int64_t batch = 8, image = 224;
+  int64_t seq = -1, layers = -1;   // -1: the model's default (settled by make_workload)
+};
+
+// Parses one model flag (--model --batch --image --seq --layers) at argv[i], taking
+// its value argv[i + 1]; returns false when `arg` is not a model flag.
+bool parse_model_flag(ModelOptions& o, const std::string& arg, const char* value);
+// Checks the values; returns "" or what is wrong (for the program's usage message).
+std::string check_model_options(const ModelOptions& o);
+// "--model resnet50|resnet18|bert|bert-tiny [--batch B] [--image S] [--seq T] [--layers L]"
+extern const char* const kModelUsage;
+
+struct Workload {
+  // Exactly one of resnet / bert is set; module is the same object, untyped.
+  std::shared_ptr<models::ResNet> resnet;
+  std::shared_ptr<models::Bert> bert;
+  std::shared_ptr<nn::Module> module;
+  Tensor input;   // ResNet: (B, 3, S, S) float; BERT: ids (B, T) int64
+  Tensor labels;  // ResNet: (B) int64; BERT: (B, T) int64
+  double forward_flops = 0.0;
+  std::string shape_json;  // the input-shape fields of a summary line, e.g. "\"image\":224"
+
+  // The loss of the network's output for `input`: cross-entropy against labels.
+  Tensor loss_of(const Tensor& output) const;
+  // Forward of the bare network + loss.
+  Tensor loss() const { return loss_of(resnet ? resnet->forward(input) : bert->forward(input)); }
+  int64_t num_parameters() const;
+};
+
+// Builds the model (seed 0), its input and labels, in training mode. Settles o.seq and
+// o.layers to the model's defaults when they are -1. Throws ls::Error when --seq exceeds
+// the model's positions.
+Workload make_workload(ModelOptions& o);
+
+// Calls f(std::shared_ptr<models::ResNet>) or f(std::shared_ptr<models::Bert>).
+template <class F>
+decltype(auto) visit_net(const Workload& w, F&& f) {
+  if (w.resnet) return f(w.resnet);
+  return f(w.bert);
+}
+
+}  // namespace lockstep::bench

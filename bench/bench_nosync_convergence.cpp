@@ -1,0 +1,205 @@
+// bench/bench_nosync_convergence.cpp — training loss against iterations when DDP
+// synchronizes only every S iterations (no_sync, gradient accumulation): the paper's
+// Figure 11, on real data (Fashion-MNIST) with the small CNN.
+//
+//   build/bin/lockstep-run --nproc-per-node 2 -- build/bin/bench_nosync_convergence
+//       --batch 32 --iters 400 --sync-every 1,2,4,8 [--lr 0.05] [--momentum 0.9] [--seed 0]
+//       [--threads 1] [--root /usr/share/datasets/fashion-mnist]
+//   (no launcher: one process, world 1)
+//
+// --sync-every takes a list: each S trains a fresh model (same seed) in turn, in the same
+// processes, so data loading and the rendezvous are paid once.
+// One iteration = one forward and backward of a --batch batch on every rank (a
+// DistributedSampler shard, reshuffled every epoch). S-1 of every S iterations run under
+// ddp.no_sync(): gradients only accumulate locally. The S-th synchronizes — its AllReduce
+// carries the sum of the S local gradients, averaged over ranks — and then SGD takes one
+// step and the gradients are zeroed. Each backward uses loss / S, so a step applies the
+// mean gradient over S x world x batch examples: S trades communication for a larger
+// effective batch and S times fewer optimizer steps (paper Section 3.2.4).
+// The CNN and hyper-parameters are those of shared/ref/torch_fashion_mnist.py
+// (models/small_cnn.h; SGD lr 0.05 momentum 0.9); PyTorch's twin of this program is
+// bench/figures/torch_nosync_convergence.py.
+//
+// Output (rank 0), per S: one JSON line per iteration {"sync_every", "iter", "sync", "loss"}
+// with rank 0's unscaled batch loss, then a summary with test accuracy (the 10,000 test images),
+// optimizer steps, seconds and whether all ranks ended with the same parameters.
+//
+// Read before: distributed/distributed_data_parallel.h (no_sync), models/small_cnn.h.
+// Read next: bench/figures/fig11.sh.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "core/nn_ops.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+#include "data/data.h"
+#include "distributed/distributed.h"
+#include "models/models.h"
+#include "optim/sgd.h"
+
+namespace {
+
+namespace ls = lockstep;
+namespace dist = lockstep::distributed;
+
+struct Options {
+  int64_t batch = 32, iters = 400, threads = 1;
+  std::vector<int64_t> sync_every = {1};
+  double lr = 0.05, momentum = 0.9;
+  uint64_t seed = 0;
+  std::string root = ls::data::FashionMNIST::kDefaultRoot;
+};
+
+[[noreturn]] void usage(const std::string& why) {
+  std::fprintf(stderr,
+               "bench_nosync_convergence: %s\nusage: bench_nosync_convergence [--batch B] "
+               "[--iters N] [--sync-every S] [--lr LR] [--momentum M] [--seed N] "
+               "[--threads T] [--root DIR]\n",
+               why.c_str());
+  std::exit(2);
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 >= argc) usage(arg + " needs a value");
+    const char* v = argv[++i];
+    if (arg == "--batch") o.batch = std::atoll(v);
+    else if (arg == "--iters") o.iters = std::atoll(v);
+    else if (arg == "--sync-every") {
+      o.sync_every.clear();
+      std::stringstream ss(v);
+      for (std::string item; std::getline(ss, item, ',');) o.sync_every.push_back(std::atoll(item.c_str()));
+    }
+    else if (arg == "--threads") o.threads = std::atoll(v);
+    else if (arg == "--lr") o.lr = std::atof(v);
+    else if (arg == "--momentum") o.momentum = std::atof(v);
+    else if (arg == "--seed") o.seed = std::strtoull(v, nullptr, 10);
+    else if (arg == "--root") o.root = v;
+    else usage("unknown option " + arg);
+  }
+  bool bad_sync = o.sync_every.empty();
+  for (int64_t s : o.sync_every) bad_sync = bad_sync || s < 1;
+  if (o.batch < 1 || o.iters < 1 || bad_sync || o.threads < 1 || o.lr <= 0) {
+    usage("--batch, --iters, each --sync-every value, --threads must be >= 1 and --lr > 0");
+  }
+  return o;
+}
+
+double test_accuracy(ls::models::SmallCNN& model, const ls::data::FashionMNIST& test) {
+  ls::NoGradGuard no_grad;
+  model.eval();
+  int64_t correct = 0;
+  ls::data::DataLoader loader(test, ls::data::DataLoaderOptions(1000).workers(1));
+  for (const auto& batch : loader) {
+    ls::Tensor pred = model.forward(batch.data).argmax(1);  // (B)
+    correct += pred.eq(batch.target).sum().item<int64_t>();
+  }
+  model.train();
+  return static_cast<double>(correct) / static_cast<double>(test.size());
+}
+
+double checksum(const std::vector<ls::Tensor>& params) {
+  double sum = 0.0;
+  for (const ls::Tensor& p : params) {
+    ls::Tensor c = p.contiguous();
+    const float* d = c.data_ptr<float>();
+    for (int64_t i = 0; i < c.numel(); ++i) sum += static_cast<double>(d[i]) * (1.0 + (i % 7));
+  }
+  return sum;
+}
+
+// Trains a fresh model for o.iters iterations synchronizing every `sync_every`; returns
+// whether all ranks ended with the same parameters.
+bool train(const Options& o, int64_t sync_every, std::shared_ptr<dist::ProcessGroup> pg,
+           const ls::data::FashionMNIST& train, const ls::data::FashionMNIST& test) {
+  const int rank = pg->rank(), world = pg->size();
+  ls::manual_seed(o.seed);
+  auto model = std::make_shared<ls::models::SmallCNN>();
+  dist::DistributedDataParallel<ls::models::SmallCNN> ddp(model, pg);
+  ls::optim::SGD sgd(model->parameters(), ls::optim::SGDOptions(o.lr).momentum(o.momentum));
+  ls::data::DistributedSampler sampler(train.size(), world, rank, /*shuffle=*/true, o.seed);
+  ls::data::DataLoader loader(train, ls::data::DataLoaderOptions(o.batch).workers(1), sampler);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t it = 0, steps = 0;
+  for (int64_t epoch = 0; it < o.iters; ++epoch) {
+    sampler.set_epoch(epoch);
+    for (const auto& batch : loader) {
+      if (it == o.iters) break;
+      const bool sync = (it + 1) % sync_every == 0;
+      ls::Tensor loss;
+      auto step = [&] {
+        loss = ls::cross_entropy(ddp.forward(batch.data), batch.target);  // (N, 10) vs (N)
+        (loss * (1.0 / static_cast<double>(sync_every))).backward();
+      };
+      if (sync) {
+        step();
+        sgd.step();
+        sgd.zero_grad();
+        ++steps;
+      } else {
+        auto guard = ddp.no_sync();
+        step();
+      }
+      if (rank == 0) {
+        std::printf("{\"bench\":\"nosync\",\"sync_every\":%lld,\"iter\":%lld,\"sync\":%s,"
+                    "\"loss\":%.5f}\n",
+                    static_cast<long long>(sync_every), static_cast<long long>(it),
+                    sync ? "true" : "false", loss.item<double>());
+      }
+      ++it;
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ls::Tensor sums = ls::full({2}, checksum(model->parameters()), ls::TensorOptions().dtype(ls::kFloat64));
+  sums.narrow(0, 1, 1).mul_(-1.0);  // (max, -min) in one MAX allreduce
+  pg->allreduce(sums, dist::ReduceOp::MAX)->wait(pg->timeout());
+  const std::vector<double> s = sums.to_vector<double>();
+  const bool equal = s[0] == -s[1];
+  if (rank == 0) {
+    std::printf(
+        "{\"bench\":\"nosync\",\"summary\":true,\"framework\":\"lockstep\",\"world\":%d,"
+        "\"batch\":%lld,\"sync_every\":%lld,\"iters\":%lld,\"steps\":%lld,\"lr\":%g,"
+        "\"seconds\":%.2f,\"test_accuracy\":%.4f,\"replicas_equal\":%s}\n",
+        world, static_cast<long long>(o.batch), static_cast<long long>(sync_every),
+        static_cast<long long>(o.iters), static_cast<long long>(steps), o.lr, seconds,
+        test_accuracy(*model, test), equal ? "true" : "false");
+    std::fflush(stdout);
+  }
+  return equal;
+}
+
+int run(const Options& o) {
+  ls::set_num_threads(static_cast<int>(o.threads));
+  const bool launched = std::getenv("RANK") != nullptr || std::getenv("OMPI_COMM_WORLD_RANK") != nullptr;
+  dist::InitOptions init;
+  if (!launched) init = init.rank(0).world_size(1).store(std::make_shared<dist::HashStore>());
+  auto pg = dist::init_process_group("gloo", init);
+  ls::data::FashionMNIST train_set(o.root, /*train=*/true);
+  ls::data::FashionMNIST test_set(o.root, /*train=*/false);
+  bool all_equal = true;
+  for (int64_t s : o.sync_every) all_equal = train(o, s, pg, train_set, test_set) && all_equal;
+  return all_equal ? 0 : 3;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_nosync_convergence: %s\n", e.what());
+    return 1;
+  }
+}
