@@ -12,6 +12,7 @@
 # distribution: compare means over several seeds. Env: BUILD (default build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source bench/openblas_coretype.sh  # PyTorch's OpenBLAS at its best kernels
 epochs=${1:-4}
 seeds=${SEEDS:-0}
 build=${BUILD:-build}

@@ -25,6 +25,7 @@ REPS=${REPS:-10}
 BENCH="$BUILD/bin/bench_gemm"
 PY=/usr/bin/python3
 OPENBLAS_DIR=/usr/lib/x86_64-linux-gnu/openblas-pthread
+source "$(dirname "$0")/openblas_coretype.sh"  # OpenBLAS at its best kernels
 
 [[ -x "$BENCH" ]] || { echo "compare_gemm: $BENCH not found; build it with cmake --build $BUILD --target bench_gemm" >&2; exit 1; }
 

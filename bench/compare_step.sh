@@ -44,6 +44,7 @@ REF=${REF:-$HERE/../../shared/ref}
 BENCH="$BUILD/bin/bench_step"
 PY=/usr/bin/python3
 CLOCK=${CLOCK:-wall}
+source "$HERE/openblas_coretype.sh"  # PyTorch's OpenBLAS at its best kernels
 
 case "$CLOCK" in
   wall) STEP_KEY=step_ms ;;

@@ -26,6 +26,7 @@ PY=${PY:-/usr/bin/python3}
 REF=${REF:-$REPO/../shared/ref}
 TORCH_BENCH="$FIG_DIR/torch_ddp_bench.py"
 export OMP_NUM_THREADS=1
+source "$FIG_DIR/../openblas_coretype.sh"  # PyTorch's OpenBLAS at its best kernels
 mkdir -p "$OUT"
 RUN_TIMEOUT=${RUN_TIMEOUT:-900}
 _port=$((20000 + RANDOM % 10000))
