@@ -63,6 +63,9 @@ uint32_t big_endian_u32(const uint8_t* p) {
 }  // namespace
 
 Tensor read_idx(const std::string& path, int64_t expected_dims) {
+  // The dim count is one header byte; a negative one would size the header below as 2^64 - 4.
+  LS_CHECK(expected_dims >= 0 && expected_dims <= 255, "read_idx: '", path, "': expected_dims is ",
+           expected_dims, ", but an IDX file has 0 to 255 dims (3 for images, 1 for labels)");
   GzReader in(path);
   uint8_t magic[4];
   LS_CHECK(in.read(magic, 4) == 4, "read_idx: '", path,
@@ -76,16 +79,21 @@ Tensor read_idx(const std::string& path, int64_t expected_dims) {
   std::vector<uint8_t> header(static_cast<size_t>(4 * expected_dims));
   LS_CHECK(in.read(header.data(), header.size()) == header.size(), "read_idx: '", path,
            "' is truncated inside its header (", expected_dims, " dim sizes expected)");
+  // The product of the non-zero sizes is kept below 2^62 even when another size
+  // is 0: the tensor's strides multiply them, and (0, 2^32-1, 2^32-1) would
+  // overflow int64 there (found by fuzz/fuzz_idx.cpp).
   IntList sizes;
-  uint64_t numel = 1;
+  uint64_t nonzero_product = 1;
+  bool has_zero = false;
   for (int64_t d = 0; d < expected_dims; ++d) {
     uint32_t s = big_endian_u32(header.data() + 4 * d);
     sizes.push_back(s);
-    // Each size is < 2^32, so the product overflows 64 bits only past 2^63 / 2^32.
-    LS_CHECK(s == 0 || numel <= (uint64_t{1} << 62) / s, "read_idx: '", path,
+    LS_CHECK(s == 0 || nonzero_product <= (uint64_t{1} << 62) / s, "read_idx: '", path,
              "' declares sizes ", shape_str(sizes), "... whose product overflows; the header is corrupt");
-    numel *= s;
+    if (s == 0) has_zero = true;
+    else nonzero_product *= s;
   }
+  const uint64_t numel = has_zero ? 0 : nonzero_product;
 
   // See Note [Validating IDX sizes]: grow by what the file really holds, keep at most numel + 1.
   std::vector<uint8_t> payload;

@@ -14,7 +14,10 @@
 // reader decompresses the payload in fixed-size chunks and never keeps more
 // than the header promised plus one byte; only once the real length matches the
 // header exactly does it allocate a tensor. A lying header costs at most the
-// file's actual contents, never the header's claim.
+// file's actual contents, never the header's claim. The product of the
+// non-zero sizes must also stay below 2^62, even when another size is 0 (an
+// empty tensor), since the tensor's strides multiply them. fuzz/fuzz_idx.cpp
+// checks all this on random files.
 // Read before: data/dataset.h. Read next: data/fashion_mnist.h.
 #pragma once
 

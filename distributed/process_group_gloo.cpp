@@ -220,7 +220,7 @@ std::shared_ptr<Work> ProcessGroupGloo::enqueue(std::vector<Pending> parts, std:
     Pending p = std::move(parts[k]);
     p.fingerprint.seq = next_seq_++;
     p.description = lockstep::detail::str(detail::describe(p.fingerprint), " piece ", k + 1, "/",
-                                          joint->remaining, " (gloo, rank ", rank_, ")");
+                                          parts.size(), " (gloo, rank ", rank_, ")");
     p.timeout = timeout();
     queue_->enqueue(std::make_shared<Work>(p.description), [this, p = std::move(p), joint, work, result, k] {
       std::exception_ptr error;

@@ -4,6 +4,8 @@
 #include "nn/safetensors_json.h"
 
 #include <cstdio>
+#include <unordered_set>
+#include <utility>
 
 #include "core/error.h"
 
@@ -50,6 +52,8 @@ class Parser {
   JsonValue parse_value(int depth) {
     if (depth > kMaxJsonDepth) fail("nesting deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     if (at_end()) fail("unexpected end of the header");
+    if (++values_ > kMaxJsonValues)  // see Note [JSON value limit]
+      fail("more than " + std::to_string(kMaxJsonValues) + " values; the header is corrupt");
     const char c = peek();
     JsonValue v;
     if (c == '{') {
@@ -78,16 +82,18 @@ class Parser {
       ++pos_;
       return;
     }
+    // A set, not a scan of the keys so far: a header with n tensors must not
+    // cost n^2 comparisons (100k tensors took minutes that way).
+    std::unordered_set<std::string> seen;
     while (true) {
       skip_whitespace();
       if (peek() != '"') fail("expected a string key");
       std::string key = parse_string();
-      for (const auto& [existing, value] : v.object)
-        if (existing == key) fail("duplicate key \"" + key + "\"");
+      if (!seen.insert(key).second) fail("duplicate key \"" + key + "\"");
       skip_whitespace();
       expect(':');
       skip_whitespace();
-      v.object.emplace_back(std::move(key), parse_value(depth + 1));
+      v.object.push_back(JsonMember{std::move(key), parse_value(depth + 1)});
       skip_whitespace();
       if (peek() == ',') {
         ++pos_;
@@ -211,6 +217,7 @@ class Parser {
   std::string_view text_;
   const std::string& context_;
   size_t pos_ = 0;
+  size_t values_ = 0;
 };
 
 }  // namespace

@@ -1,11 +1,15 @@
 // nn/serialize.cpp — the safetensors writer and reader (see Note [safetensors
-// layout] in nn/serialize.h).
+// layout] in nn/serialize.h): the checksum, writing through a temporary file,
+// and one strict reader over a file or a buffer in memory.
 // Read before: nn/serialize.h, nn/safetensors_json.h.
 #include "nn/serialize.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
@@ -13,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <locale>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -56,6 +61,34 @@ bool parse_dtype(const std::string& s, ScalarType& out) {
 }
 
 std::string errno_str() { return std::strerror(errno); }
+
+// ---- the checksum (Note [Checkpoint checksum] in nn/serialize.h) ----
+
+// The value stored under kChecksumKey: 8 lowercase hex digits.
+std::string crc_hex(uint32_t crc) {
+  char buf[9];
+  std::snprintf(buf, sizeof buf, "%08x", crc);
+  return buf;
+}
+
+bool parse_crc_hex(const std::string& s, uint32_t& out) {
+  if (s.size() != 8) return false;
+  out = 0;
+  for (const char c : s) {
+    out <<= 4;
+    if (c >= '0' && c <= '9') out |= static_cast<uint32_t>(c - '0');
+    else if (c >= 'a' && c <= 'f') out |= static_cast<uint32_t>(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F') out |= static_cast<uint32_t>(c - 'A' + 10);
+    else return false;
+  }
+  return true;
+}
+
+// CRC-32 of `crc`'s bytes followed by these n (zlib's crc32; 0 for no bytes).
+uint32_t crc_update(uint32_t crc, const void* data, size_t n) {
+  if (n == 0) return crc;  // zlib answers 0 for a null buffer, which would reset a running CRC
+  return static_cast<uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), n));
+}
 
 // ---- writing ----
 
@@ -110,6 +143,17 @@ void write_file(const std::string& tmp, const std::string& header,
   const std::string err = ok ? "" : errno_str();
   ok = (std::fclose(f) == 0) && ok;
   LS_CHECK(ok, where, ": writing '", tmp, "' failed: ", err.empty() ? errno_str() : err);
+}
+
+// Makes a rename in `file`'s directory durable (Note [Atomic checkpoint
+// writes]). Best effort: the file is complete either way, and some file systems
+// cannot sync a directory.
+void sync_directory_of(const std::filesystem::path& file) {
+  const std::filesystem::path dir = file.has_parent_path() ? file.parent_path() : ".";
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  ::fsync(fd);
+  ::close(fd);
 }
 
 // ---- reading ----
@@ -181,52 +225,58 @@ TensorInfo parse_tensor_info(const std::string& name, const detail::JsonValue& v
   return info;
 }
 
-}  // namespace
+// Where the bytes of a safetensors file come from: a file on disk, or memory.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual uint64_t size() const = 0;
+  // Reads exactly n bytes at `offset` (offset + n <= size(), checked by the caller).
+  virtual void read(uint64_t offset, void* out, size_t n, const char* what) = 0;
+};
 
-void save_tensors(const std::map<std::string, Tensor>& tensors, const std::string& path,
-                  const Metadata& metadata) {
-  const std::string where = "ls::nn::save_tensors('" + path + "')";
-  std::vector<Entry> entries;
-  uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {  // std::map: name order
-    LS_CHECK(name != "__metadata__", where, ": '__metadata__' is reserved and cannot name a tensor");
-    LS_CHECK(t.defined(), where, ": tensor '", name, "' is undefined");
-    Tensor data = t.detach();
-    if (!data.device().is_cpu()) data = data.to(Device::cpu());
-    data = data.contiguous();
-    const uint64_t n = data.nbytes();
-    entries.push_back({name, data, offset, offset + n});
-    offset += n;
-  }
-  const std::string header = build_header(entries, metadata);
-
-  const std::filesystem::path target(path);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  try {
-    write_file(tmp, header, entries, where);
+class FileSource final : public ByteSource {
+ public:
+  FileSource(const std::string& path, const std::string& where) : in_(path, std::ios::binary), where_(where) {
+    LS_CHECK(in_.is_open(), where, ": cannot open the file: ", errno_str());
     std::error_code ec;
-    std::filesystem::rename(tmp, target, ec);
-    LS_CHECK(!ec, where, ": cannot rename '", tmp, "' to '", path, "': ", ec.message());
-  } catch (...) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    throw;
+    size_ = std::filesystem::file_size(path, ec);
+    LS_CHECK(!ec, where, ": cannot read the file size: ", ec.message());
   }
-}
+  uint64_t size() const override { return size_; }
+  void read(uint64_t offset, void* out, size_t n, const char* what) override {
+    in_.seekg(static_cast<std::streamoff>(offset));
+    in_.read(static_cast<char*>(out), static_cast<std::streamsize>(n));
+    LS_CHECK(in_.good(), where_, ": cannot read ", what, " (", n, " bytes at offset ", offset,
+             "); the file is truncated or was changed while it was read");
+  }
 
-std::map<std::string, Tensor> load_tensors(const std::string& path, Metadata* metadata) {
-  const std::string where = "ls::nn::load_tensors('" + path + "')";
-  std::ifstream in(path, std::ios::binary);
-  LS_CHECK(in.is_open(), where, ": cannot open the file: ", errno_str());
-  std::error_code ec;
-  const uint64_t file_size = std::filesystem::file_size(path, ec);
-  LS_CHECK(!ec, where, ": cannot read the file size: ", ec.message());
+ private:
+  std::ifstream in_;
+  std::string where_;
+  uint64_t size_ = 0;
+};
+
+class MemorySource final : public ByteSource {
+ public:
+  MemorySource(const void* data, size_t size) : data_(static_cast<const uint8_t*>(data)), size_(size) {}
+  uint64_t size() const override { return size_; }
+  void read(uint64_t offset, void* out, size_t n, const char*) override {
+    if (n > 0) std::memcpy(out, data_ + offset, n);
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_;
+};
+
+std::map<std::string, Tensor> read_safetensors(ByteSource& in, const std::string& where,
+                                               Metadata* metadata) {
+  const uint64_t file_size = in.size();
   LS_CHECK(file_size >= 8, where, ": the file has ", file_size, " bytes, fewer than the 8-byte "
            "header length; it is truncated or not a safetensors file");
 
   uint8_t length[8];
-  in.read(reinterpret_cast<char*>(length), 8);
-  LS_CHECK(in.good(), where, ": cannot read the header length");
+  in.read(0, length, 8, "the header length");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t{length[i]} << (8 * i);
   LS_CHECK(n <= file_size - 8, where, ": the header length (", n, " bytes) is larger than the rest "
@@ -235,14 +285,14 @@ std::map<std::string, Tensor> load_tensors(const std::string& path, Metadata* me
            kMaxHeaderBytes, "-byte limit; the file is corrupt");
   LS_CHECK(n >= 2, where, ": the header (", n, " bytes) is too short to hold a JSON object");
   std::string header(n, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(n));
-  LS_CHECK(in.good(), where, ": cannot read the ", n, "-byte header");
+  in.read(8, header.data(), n, "the header");
 
   const detail::JsonValue root = detail::parse_json(header, where);
   LS_CHECK(root.kind == detail::JsonValue::Kind::Object, where, ": the header must be a JSON "
            "object but is a ", root.kind_name());
 
   std::vector<TensorInfo> infos;
+  Metadata file_metadata;
   for (const auto& [name, value] : root.object) {
     if (name != "__metadata__") {
       infos.push_back(parse_tensor_info(name, value, where));
@@ -253,18 +303,27 @@ std::map<std::string, Tensor> load_tensors(const std::string& path, Metadata* me
     for (const auto& [k, v] : value.object) {
       LS_CHECK(v.kind == detail::JsonValue::Kind::String, where, ": __metadata__ value of \"", k,
                "\" must be a string but is a ", v.kind_name());
-      if (metadata) (*metadata)[k] = v.string;
+      file_metadata[k] = v.string;
     }
   }
-  if (metadata && !field(root, "__metadata__")) metadata->clear();
+  // See Note [Checkpoint checksum]: verified below, consumed here.
+  std::optional<uint32_t> recorded_crc;
+  if (auto it = file_metadata.find(kChecksumKey); it != file_metadata.end()) {
+    uint32_t crc = 0;
+    LS_CHECK(parse_crc_hex(it->second, crc), where, ": __metadata__ \"", kChecksumKey, "\" is \"",
+             it->second.substr(0, 32), "\", not 8 hex digits; the header is corrupt");
+    recorded_crc = crc;
+    file_metadata.erase(it);
+  }
 
   // The tensors must tile the data region exactly (no gaps or overlaps), as the
   // reference implementation requires; this also bounds every read by the file.
   const uint64_t data_size = file_size - 8 - n;
   std::vector<const TensorInfo*> order;
   for (const auto& info : infos) order.push_back(&info);
-  std::stable_sort(order.begin(), order.end(), [](const TensorInfo* a, const TensorInfo* b) {
-    return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+  std::sort(order.begin(), order.end(), [](const TensorInfo* a, const TensorInfo* b) {
+    if (a->begin != b->begin) return a->begin < b->begin;
+    return a->end != b->end ? a->end < b->end : a->name < b->name;  // names are unique
   });
   uint64_t expected = 0;
   const TensorInfo* previous = nullptr;
@@ -284,22 +343,85 @@ std::map<std::string, Tensor> load_tensors(const std::string& path, Metadata* me
   LS_CHECK(expected == data_size, where, ": the tensors cover ", expected, " bytes but the file "
            "holds ", data_size, " bytes of data; the file is corrupt");
 
+  // Read in data order, so the checksum runs over the data section front to back.
   std::map<std::string, Tensor> out;
-  for (const auto& info : infos) {
-    Tensor t = empty(info.shape, TensorOptions().dtype(info.dtype));
+  uint32_t crc = 0;
+  for (const TensorInfo* info : order) {
+    Tensor t = empty(info->shape, TensorOptions().dtype(info->dtype));
     if (t.nbytes() > 0) {
-      in.seekg(static_cast<std::streamoff>(8 + n + info.begin));
-      in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(t.nbytes()));
-      LS_CHECK(in.good(), where, ": cannot read the data of tensor '", info.name,
-               "'; the file is truncated");
+      const std::string what = "the data of tensor '" + info->name + "'";
+      in.read(8 + n + info->begin, t.raw_data(), t.nbytes(), what.c_str());
+      crc = crc_update(crc, t.raw_data(), t.nbytes());
     }
-    if (info.dtype == kBool) {  // any non-zero byte is true; keep bools 0/1 in memory
+    if (info->dtype == kBool) {  // any non-zero byte is true; keep bools 0/1 in memory
       auto* p = static_cast<uint8_t*>(t.raw_data());
       for (int64_t i = 0; i < t.numel(); ++i) p[i] = p[i] != 0;
     }
-    out.emplace(info.name, std::move(t));
+    out.emplace(info->name, std::move(t));
   }
+  LS_CHECK(!recorded_crc || *recorded_crc == crc, where, ": the data section's CRC-32 is ",
+           crc_hex(crc), " but the header records ", crc_hex(recorded_crc.value_or(0)), " (\"",
+           kChecksumKey, "\"); the file is corrupt or truncated-and-padded, or was modified after "
+           "it was written: restore it from a backup or write the checkpoint again");
+  if (metadata) *metadata = std::move(file_metadata);
   return out;
+}
+
+}  // namespace
+
+void save_tensors(const std::map<std::string, Tensor>& tensors, const std::string& path,
+                  const Metadata& metadata) {
+  const std::string where = "ls::nn::save_tensors('" + path + "')";
+  LS_CHECK(!metadata.count(kChecksumKey), where, ": the metadata key \"", kChecksumKey,
+           "\" is reserved: save_tensors writes the file's checksum under it");
+  std::vector<Entry> entries;
+  uint64_t offset = 0;
+  uint32_t crc = 0;
+  for (const auto& [name, t] : tensors) {  // std::map: name order
+    LS_CHECK(name != "__metadata__", where, ": '__metadata__' is reserved and cannot name a tensor");
+    LS_CHECK(t.defined(), where, ": tensor '", name, "' is undefined");
+    Tensor data = t.detach();
+    if (!data.device().is_cpu()) data = data.to(Device::cpu());
+    data = data.contiguous();
+    const uint64_t n = data.nbytes();
+    crc = crc_update(crc, data.raw_data(), n);
+    entries.push_back({name, data, offset, offset + n});
+    offset += n;
+  }
+  Metadata with_checksum = metadata;  // see Note [Checkpoint checksum]
+  with_checksum[kChecksumKey] = crc_hex(crc);
+  const std::string header = build_header(entries, with_checksum);
+
+  // See Note [Atomic checkpoint writes]. The counter keeps two threads of one
+  // process that save to the same path from sharing a temporary.
+  static std::atomic<uint64_t> counter{0};
+  const std::filesystem::path target(path);
+  const std::string tmp =
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+  try {
+    write_file(tmp, header, entries, where);
+    std::error_code ec;
+    std::filesystem::rename(tmp, target, ec);
+    LS_CHECK(!ec, where, ": cannot rename '", tmp, "' to '", path, "': ", ec.message());
+  } catch (...) {
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
+    throw;
+  }
+  sync_directory_of(target);
+}
+
+std::map<std::string, Tensor> load_tensors(const std::string& path, Metadata* metadata) {
+  const std::string where = "ls::nn::load_tensors('" + path + "')";
+  FileSource in(path, where);
+  return read_safetensors(in, where, metadata);
+}
+
+std::map<std::string, Tensor> load_tensors_from_bytes(const void* data, size_t size, Metadata* metadata) {
+  const std::string where = "ls::nn::load_tensors_from_bytes(" + std::to_string(size) + " bytes)";
+  LS_CHECK(data != nullptr || size == 0, where, ": data is null");
+  MemorySource in(data, size);
+  return read_safetensors(in, where, metadata);
 }
 
 void save(const Module& module, const std::string& path, const Metadata& metadata) {

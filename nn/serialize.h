@@ -13,20 +13,35 @@
 //                 [begin, end) relative to 8 + N. Tensors tile the data exactly:
 //                 no gaps, no overlaps, end - begin = numel * element size.
 // dtypes: F32 F64 F16 BF16 I64 I32 U8 BOOL (lockstep's; others are refused).
-// lockstep writes tensors in name order (header and data alike) and omits an
-// empty __metadata__; it reads any valid file, including those written by
-// Python's safetensors (which orders tensors differently).
+// lockstep writes tensors in name order (header and data alike) and its
+// checksum under __metadata__ (below); it reads any valid file, including those
+// written by Python's safetensors (which orders tensors differently).
 //
-// Writes are atomic: the file is written to a temporary name in the same
-// directory, flushed to disk, then renamed over `path`, so a crash never leaves
-// a half-written checkpoint under the real name.
+// Note [Checkpoint checksum]
+// save_tensors stores "lockstep.crc32" in __metadata__: the CRC-32 (zlib's
+// crc32, the gzip/PNG polynomial) of the whole data section [8 + N, EOF), as 8
+// lowercase hex digits. load_tensors recomputes it while reading and throws,
+// naming the file, when it differs, so a flipped bit or a file cut short and
+// padded back is caught rather than loaded as weights. The key is consumed:
+// load_tensors' metadata out-parameter never contains it, and save_tensors
+// refuses it in user metadata. Files without it (Python's safetensors, older
+// lockstep) load as before; the header itself is guarded by the strict parser.
+//
+// Note [Atomic checkpoint writes]
+// The file is written to a unique temporary name in the same directory
+// (path.tmp.<pid>.<n>), flushed and fsync'ed, then renamed over `path`, and the
+// directory is fsync'ed: a crash or a failed write never leaves a half-written
+// checkpoint under the real name — the previous one stays until the new one is
+// complete — and a failed save removes its temporary.
+//
 // Reads are strict: a truncated or corrupt file (header length beyond the file,
 // bad JSON, unknown dtype, offsets out of range, overlapping or not matching
-// shape * dtype size) throws ls::Error naming the file and the problem, and the
-// reader never allocates more than the file's size.
+// shape * dtype size, a checksum that does not match) throws ls::Error naming
+// the file and the problem, and the reader never allocates more than the
+// file's size (fuzz/fuzz_safetensors.cpp checks this on random input).
 //
 // Read before: nn/module.h (state_dict). Read next: nn/safetensors_json.h,
-// optim/ (optimizer state uses save_tensors / load_tensors).
+// nn/serialize.cpp, optim/ (optimizer state uses save_tensors / load_tensors).
 #pragma once
 
 #include <map>
@@ -38,11 +53,17 @@ namespace lockstep::nn {
 
 using Metadata = std::map<std::string, std::string>;
 
+// The __metadata__ key of the checksum (Note [Checkpoint checksum]).
+inline constexpr const char* kChecksumKey = "lockstep.crc32";
+
 // Low level: any named tensors (any shape, any lockstep dtype) to/from a file.
 void save_tensors(const std::map<std::string, Tensor>& tensors, const std::string& path,
                   const Metadata& metadata = {});
 // If `metadata` is given it receives the file's __metadata__ (empty if none).
 std::map<std::string, Tensor> load_tensors(const std::string& path, Metadata* metadata = nullptr);
+// The same reader over the `size` bytes of a whole file held in memory.
+std::map<std::string, Tensor> load_tensors_from_bytes(const void* data, size_t size,
+                                                      Metadata* metadata = nullptr);
 
 // A module's state_dict() (parameters and buffers, dotted names).
 void save(const Module& module, const std::string& path, const Metadata& metadata = {});

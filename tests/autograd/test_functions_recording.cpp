@@ -55,7 +55,8 @@ TEST_CASE("functions: nodes carry PyTorch-style names and one edge per input") {
   CHECK(a.reshape({4}).grad_fn()->name() == "ReshapeBackward");
   CHECK(a.exp().grad_fn()->name() == "ExpBackward");
   CHECK(a.log_softmax(0).grad_fn()->name() == "LogSoftmaxBackward");
-  const auto& edges = (a * b).grad_fn()->next_edges();
+  const ls::Tensor prod = a * b;  // keeps the node alive while its edges are read
+  const auto& edges = prod.grad_fn()->next_edges();
   REQUIRE(edges.size() == 2);
   CHECK(edges[0].is_valid());
   CHECK_FALSE(edges[1].is_valid());  // b needs no gradient

@@ -2,7 +2,9 @@
 // dtype (0-d, empty and non-contiguous tensors too), metadata, the byte-exact
 // layout of a tiny file, a file laid out the way Python's safetensors writes
 // it, module save/load, atomic replacement, and clear errors (never a crash)
-// for truncated and corrupt files.
+// for truncated and corrupt files. The checksum and failure-atomicity are in
+// test_serialize_checksum.cpp, inputs found by fuzzing in
+// test_serialize_fuzz_regressions.cpp.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -134,8 +136,9 @@ TEST_CASE("serialize: the bytes of a tiny file are exactly the safetensors layou
   ls::nn::save_tensors({{"b", ls::tensor(std::vector<int32_t>{7}, {1})},
                         {"a", ls::tensor(std::vector<float>{1, 2}, {2})}},
                        path, {{"format", "pt"}});
+  // a97ca09d: Python's zlib.crc32 of the 12 data bytes below (Note [Checkpoint checksum]).
   const std::string header =
-      R"({"__metadata__":{"format":"pt"},)"
+      R"({"__metadata__":{"format":"pt","lockstep.crc32":"a97ca09d"},)"
       R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
       R"("b":{"dtype":"I32","shape":[1],"data_offsets":[8,12]}})";
   const std::string padded = header + std::string((8 - header.size() % 8) % 8, ' ');
