@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -132,6 +133,21 @@ uint32_t check_tag(int64_t seq) { return data_tag(seq) | 0x80000000u; }
 }  // namespace
 
 
+namespace {
+
+// A tuning variable's value: an integer in [1, max], or an error naming the variable.
+int64_t positive_env_value(const char* name, const char* text, int64_t max) {
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text, &end, 10);
+  LS_CHECK(errno == 0 && end != text && *end == '\0' && value >= 1 && value <= max,
+           "ProcessGroupGloo: ", name, "='", text, "' is not an integer between 1 and ", max,
+           "; unset it to use the default");
+  return value;
+}
+
+}  // namespace
+
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, Options options)
     : ProcessGroup(rank, size), options_(std::move(options)) {
   LS_CHECK(store != nullptr, "ProcessGroupGloo: store is null");
@@ -174,8 +190,12 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   // ranks are still reading their peers' addresses from.
   store_ = std::move(store);
   options_.check_every_collective = options_.check_every_collective || detail::debug_checks_enabled();
-  if (const char* env = std::getenv("LOCKSTEP_GLOO_THREADS")) options_.threads = std::atoi(env);
-  if (const char* env = std::getenv("LOCKSTEP_GLOO_RING_THRESHOLD")) options_.ring_threshold_bytes = std::atoll(env);
+  if (const char* env = std::getenv("LOCKSTEP_GLOO_THREADS")) {
+    options_.threads = static_cast<int>(positive_env_value("LOCKSTEP_GLOO_THREADS", env, 64));
+  }
+  if (const char* env = std::getenv("LOCKSTEP_GLOO_RING_THRESHOLD")) {
+    options_.ring_threshold_bytes = positive_env_value("LOCKSTEP_GLOO_RING_THRESHOLD", env, int64_t{1} << 40);
+  }
   queue_ = std::make_unique<detail::WorkQueue>(options_.threads);
 }
 

@@ -204,3 +204,13 @@ TEST_CASE("process_group: Work::wait times out naming the collective") {
   CHECK_FALSE(work.is_success());
   CHECK(error_of([&] { work.wait(); }) == "boom");
 }
+
+TEST_CASE("process_group: a malformed LOCKSTEP_GLOO_THREADS is an error naming the variable") {
+  ls::testing::run_ranks(2, [](int rank) {
+    ::setenv("LOCKSTEP_GLOO_THREADS", rank == 0 ? "four" : "0", 1);
+    const std::string message = error_of([] { dist::init_process_group("gloo"); });
+    INFO(message);
+    CHECK(message.find("LOCKSTEP_GLOO_THREADS") != std::string::npos);
+    CHECK(message.find("is not an integer between 1 and 64") != std::string::npos);
+  }, std::chrono::seconds(60));
+}
