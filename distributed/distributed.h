@@ -18,6 +18,7 @@
 #include "distributed/process_group_mpi.h"
 #include "distributed/process_group_round_robin.h"
 #include "distributed/init.h"
+#include "distributed/checkpoint.h"
 
 #include "distributed/ddp_options.h"
 #include "distributed/distributed_data_parallel.h"

@@ -10,7 +10,8 @@
 //
 // Distributed: run it under the launcher (or mpirun) and it trains with
 // DistributedDataParallel over Gloo: each rank takes its DistributedSampler
-// shard of every epoch (batch 64 per rank), rank 0 prints and checkpoints.
+// shard of every epoch (batch 64 per rank); rank 0 prints and writes the
+// checkpoint while the other ranks wait for it (save_on_rank0).
 //   build/bin/lockstep-run --nproc-per-node 2 -- build/bin/train_fashion_mnist --epochs 2
 // The checkpoint holds the plain module's state, so a single process can load it.
 //
@@ -88,13 +89,17 @@ Args parse(int argc, char** argv) {
 }
 
 // Model and optimizer state in one file: "model.<name>" and "optim.<key>" tensors,
-// the finished epoch count in the metadata.
+// the finished epoch count in the metadata. Distributed: rank 0 writes and every
+// rank waits until the file is complete (distributed/checkpoint.h).
 void save_checkpoint(const std::string& path, const ls::nn::Module& model,
-                     const ls::optim::Optimizer& opt, int64_t epochs_done) {
+                     const ls::optim::Optimizer& opt, int64_t epochs_done,
+                     ls::distributed::ProcessGroup* pg) {
   std::map<std::string, ls::Tensor> all;
   for (auto& [k, v] : model.state_dict()) all["model." + k] = v;
   for (auto& [k, v] : opt.state_dict()) all["optim." + k] = v;
-  ls::nn::save_tensors(all, path, {{"epochs_done", std::to_string(epochs_done)}});
+  const ls::nn::Metadata meta{{"epochs_done", std::to_string(epochs_done)}};
+  if (pg != nullptr) ls::distributed::save_on_rank0(all, path, *pg, meta);
+  else ls::nn::save_tensors(all, path, meta);
 }
 
 int64_t load_checkpoint(const std::string& path, ls::nn::Module& model, ls::optim::Optimizer& opt) {
@@ -200,14 +205,14 @@ int main(int argc, char** argv) {
         }
       }
       double train_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (rank == 0) {  // replicas are identical: rank 0 evaluates, reports and saves
+      if (rank == 0) {  // replicas are identical: rank 0 evaluates and reports
         double accuracy = evaluate(*model, test);
         std::printf("epoch %lld train_loss %.4f test_accuracy %.4f seconds %.1f examples/s %.0f\n",
                     static_cast<long long>(epoch + 1), loss_sum / static_cast<double>(seen), accuracy,
                     train_secs, static_cast<double>(seen * world) / train_secs);
         std::fflush(stdout);
-        save_checkpoint(a.checkpoint, *model, opt, epoch + 1);
       }
+      save_checkpoint(a.checkpoint, *model, opt, epoch + 1, pg.get());
       if (epoch + 1 == a.stop_after_epoch) break;
     }
   } catch (const ls::Error& e) {
