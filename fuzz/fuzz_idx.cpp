@@ -4,7 +4,7 @@
 // never crash, hang, or allocate what a lying header claims (Note [Validating
 // IDX sizes]; libFuzzer's -malloc_limit_mb enforces the last) — and a file that
 // loads must hold exactly the values its header declares.
-// Seeds: fuzz/make_seeds.cpp. Read before: data/idx.h. Read next: fuzz/CMakeLists.txt.
+// Seeds: fuzz/make_seeds.cpp. Read before: data/idx.h, fuzz/fuzz_util.h. Read next: fuzz/CMakeLists.txt.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -14,28 +14,17 @@
 #include <string>
 
 #include "core/error.h"
+#include "fuzz/fuzz_util.h"
 #include "data/idx.h"
 
 namespace ls = lockstep;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "fuzz_idx: %s\n", what.c_str());
-  std::abort();
-}
+[[noreturn]] void fail(const std::string& what) { lockstep::fuzz::fail("fuzz_idx", what); }
 
 const std::string& memfd_path(const uint8_t* data, size_t size) {
-  static const int fd = memfd_create("fuzz_idx", MFD_CLOEXEC);
-  static const std::string path = "/proc/self/fd/" + std::to_string(fd);
-  if (fd < 0 || ::ftruncate(fd, 0) != 0) fail("memfd_create/ftruncate failed");
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::pwrite(fd, data + done, size - done, static_cast<off_t>(done));
-    if (n <= 0) fail("pwrite to the memfd failed");
-    done += static_cast<size_t>(n);
-  }
-  return path;
+  return lockstep::fuzz::memfd_path("fuzz_idx", data, size);
 }
 
 }  // namespace

@@ -16,29 +16,17 @@
 #include <string>
 
 #include "core/error.h"
+#include "fuzz/fuzz_util.h"
 #include "nn/serialize.h"
 
 namespace ls = lockstep;
 
 namespace {
 
-[[noreturn]] void fail(const std::string& what) {
-  std::fprintf(stderr, "fuzz_safetensors: %s\n", what.c_str());
-  std::abort();
-}
+[[noreturn]] void fail(const std::string& what) { lockstep::fuzz::fail("fuzz_safetensors", what); }
 
-// One in-memory file for the whole run, rewritten for each input.
 const std::string& memfd_path(const uint8_t* data, size_t size) {
-  static const int fd = memfd_create("fuzz_safetensors", MFD_CLOEXEC);
-  static const std::string path = "/proc/self/fd/" + std::to_string(fd);
-  if (fd < 0 || ::ftruncate(fd, 0) != 0) fail("memfd_create/ftruncate failed");
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::pwrite(fd, data + done, size - done, static_cast<off_t>(done));
-    if (n <= 0) fail("pwrite to the memfd failed");
-    done += static_cast<size_t>(n);
-  }
-  return path;
+  return lockstep::fuzz::memfd_path("fuzz_safetensors", data, size);
 }
 
 bool same(const std::map<std::string, ls::Tensor>& a, const std::map<std::string, ls::Tensor>& b) {
