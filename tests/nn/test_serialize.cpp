@@ -21,6 +21,7 @@
 #include "core/grad_mode.h"
 #include "core/rng.h"
 #include "nn/nn.h"
+#include "tests/support/temp_files.h"
 
 namespace ls = lockstep;
 namespace fs = std::filesystem;
@@ -28,32 +29,12 @@ using Bytes = std::string;
 
 namespace {
 
-// A fresh directory per test case, removed at the end.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("lockstep_test_serialize_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
+// One scratch directory per test case (tests/support/temp_files.h).
+struct TempDir : ls::testing::TempDir {
+  TempDir() : ls::testing::TempDir("lockstep_test_serialize") {}
 };
-
-Bytes read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return Bytes(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const std::string& path, const Bytes& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using ls::testing::read_bytes;
+using ls::testing::write_bytes;
 
 Bytes u64_le(uint64_t n) {
   Bytes b(8, '\0');
@@ -230,7 +211,7 @@ TEST_CASE("serialize: save and load a module, replacing the file atomically") {
   ls::nn::save(*net, path);
   // Only the checkpoint is left in the directory: the temporary was renamed.
   int files = 0;
-  for (const auto& entry : fs::directory_iterator(dir.path)) files += entry.is_regular_file();
+  for (const auto& entry : fs::directory_iterator(dir.path())) files += entry.is_regular_file();
   CHECK(files == 1);
 
   ls::manual_seed(2);

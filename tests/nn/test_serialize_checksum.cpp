@@ -21,42 +21,19 @@
 #include "core/factory.h"
 #include "core/rng.h"
 #include "nn/nn.h"
+#include "tests/support/temp_files.h"
 
 namespace ls = lockstep;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("lockstep_test_checksum_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-  int count_files() const {
-    int n = 0;
-    for (const auto& e : fs::directory_iterator(path)) n += e.is_regular_file();
-    return n;
-  }
+// One scratch directory per test case (tests/support/temp_files.h).
+struct TempDir : ls::testing::TempDir {
+  TempDir() : ls::testing::TempDir("lockstep_test_checksum") {}
 };
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using ls::testing::read_bytes;
+using ls::testing::write_bytes;
 
 // Where the data section starts: 8 + the header length in the first 8 bytes.
 size_t data_start(const std::string& file) {
