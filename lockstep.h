@@ -15,8 +15,10 @@
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "core/tensor_options.h"
+#include "core/timeline.h"
 
 #include "autograd/accumulate_grad.h"
+#include "autograd/checkpoint.h"
 #include "autograd/engine.h"
 #include "autograd/graph_traversal.h"
 #include "autograd/node.h"

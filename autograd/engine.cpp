@@ -20,6 +20,7 @@ struct GraphTask {
   std::unordered_map<Node*, int> dependencies;           // edges not yet delivered
   std::unordered_map<Node*, variable_list> input_buffers;  // summed incoming gradients
   std::vector<std::function<void()>> callbacks;          // queue_callback()
+  GraphTask* outer = nullptr;  // the backward this one runs inside (Note [Reentrant backward])
 };
 
 thread_local GraphTask* current_task = nullptr;
@@ -113,6 +114,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
            " gradients for ", roots.size(), " outputs");
   GraphTask task;
   task.retain_graph = retain_graph;
+  task.outer = current_task;
   std::vector<Edge> root_edges;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];
@@ -143,8 +145,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     fill_missing(*node, inputs);
     variable_list outputs;
     {
-      // name() builds a string: only while profiling (Note [Profiler cost when disabled]).
-      const std::string prof_name = profiler::is_enabled() ? node->name() : std::string();
+      // name() builds a string: only while profiling or tracing (Note [Profiler cost when disabled]).
+      const std::string prof_name = profiler::is_recording() ? node->name() : std::string();
       profiler::Scope node_prof(prof_name);
       outputs = node->apply(std::move(inputs));
     }
@@ -171,7 +173,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
 void queue_callback(std::function<void()> fn) {
   LS_CHECK(current_task != nullptr, "queue_callback: can only be called during a backward pass "
                                     "(e.g. from a post-accumulate-grad hook)");
-  current_task->callbacks.push_back(std::move(fn));
+  // Note [Reentrant backward]: a nested backward's callbacks belong to the outermost one.
+  GraphTask* task = current_task;
+  while (task->outer != nullptr) task = task->outer;
+  task->callbacks.push_back(std::move(fn));
 }
 
 bool in_backward() { return current_task != nullptr; }

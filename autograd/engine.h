@@ -12,6 +12,15 @@
 //      for its AllReduces there), then, without retain_graph, free saved tensors.
 // Everything runs on the calling thread.
 //
+// Note [Reentrant backward]
+// A node's apply() may itself call backward() (autograd/checkpoint.h re-runs
+// a function with grad enabled and backpropagates through the recomputation):
+// the nested call is an independent backward with its own dependencies and
+// ready queue, and returns before the outer node does. Only callbacks differ:
+// queue_callback() from inside a nested backward (a DDP gradient hook fired by
+// the recomputation) queues on the OUTERMOST backward, so "when the backward
+// finishes" means the user's backward, not a checkpoint's inner one.
+//
 // Read before: autograd/accumulate_grad.h. Read next: autograd/graph_traversal.h.
 #pragma once
 
@@ -27,7 +36,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
               bool retain_graph = false);
 
 // Runs fn once when the current backward finishes (after every node ran, before
-// backward() returns). Throws if no backward is running on this thread.
+// backward() returns; the outermost backward when nested, see Note [Reentrant
+// backward]). Throws if no backward is running on this thread.
 void queue_callback(std::function<void()> fn);
 
 // True while this thread is inside backward().

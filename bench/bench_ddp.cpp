@@ -5,7 +5,8 @@
 //   build/bin/lockstep-run --nproc-per-node 2 -- build/bin/bench_ddp --model resnet18 --image 64
 //       --batch 4 --iters 5 --mode ddp [--bucket-mb 25] [--first-bucket-mb 1]
 //       [--backend gloo|mpi|nccl] [--rr 1] [--sync-every 1] [--threads 1] [--warmup 1]
-//       [--broadcast-buffers 1]
+//       [--broadcast-buffers 1] [--sync-bn 1] [--deterministic 0|1]
+//       [--bucket-view 0|1] [--static-graph 0|1] [--find-unused 0|1] [--rebuild-buckets 0|1]
 //   mpirun -np 2 build/bin/bench_ddp --backend mpi ...
 //   build/bin/bench_ddp ...                 (no launcher: one process, world 1)
 // Model flags (--model --batch --image --seq --layers) as bench_step (bench/bench_models.h).
@@ -18,6 +19,14 @@
 //   flat        the bare model; after backward one AllReduce of all gradients
 //               concatenated into one buffer, then the averages are copied back into
 //               .grad (like shared/ref/torch_ddp.py --mode flat, which skips the copy-back).
+// --bucket-mb auto: DDPOptions().autotune_buckets(true) picks bucket_cap_mb and
+// first_bucket_mb at construction (Note [Bucket autotuning]); the summary reports the
+// choice as bucket_mb / first_bucket_mb and bucket_autotuned true.
+// --deterministic 1: DDPOptions().deterministic(true), AllGather + rank-ordered sum
+// instead of AllReduce (Note [Deterministic reduction]).
+// --bucket-view, --static-graph, --find-unused, --rebuild-buckets: the DDPOptions
+// gradient_as_bucket_view, static_graph, find_unused_parameters, rebuild_buckets
+// (defaults 0, 0, 0, 1 as in DDPOptions; docs/ddp.md sections 5, 6, 10).
 // --rr K wraps K process groups in ProcessGroupRoundRobin (paper Section 3.3, Figure 12).
 // --sync-every S: gradient accumulation, paper Section 3.2.4: S-1 of every S iterations
 // run forward and backward under ddp.no_sync() (flat: skip the AllReduce), the S-th syncs
@@ -44,8 +53,9 @@
 // line: medians of iter/fwd/bwd/comm_wait/opt ms over the timed iterations, mean_iter_ms,
 // examples_per_s = world * batch * iters / (the slowest rank's total timed seconds),
 // buckets (DDP's bucket count) and bucket_sizes_mb (each bucket's MB in launch order, as
-// DDP holds them at the end of the run), and replicas_equal (a float64 checksum of the parameters
-// is the same on every rank after the run).
+// DDP holds them at the end of the run), peak_rss_mb (the largest peak resident set of any
+// rank, getrusage ru_maxrss, over the whole run) and replicas_equal (a float64 checksum of the
+// parameters is the same on every rank after the run).
 //
 // Read before: bench/bench_models.h, distributed/distributed_data_parallel.h, docs/ddp.md.
 // Read next: bench/figures/README.md, docs/results/evaluation.md.
@@ -59,6 +69,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include "autograd/engine.h"
 #include "bench/bench_models.h"
@@ -80,13 +92,18 @@ struct Options {
   std::string mode = "ddp", backend = "gloo";
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
   bool broadcast_buffers = true;
+  bool autotune = false;       // --bucket-mb auto
+  bool deterministic = false;  // --deterministic 1
+  bool sync_bn = false;  // --sync-bn 1: convert_sync_batchnorm (distributed/sync_batch_norm.h)
+  bool bucket_view = false, static_graph = false, find_unused = false, rebuild = true;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "bench_ddp: %s\nusage: bench_ddp %s --iters N --mode local|ddp|no-overlap|flat "
-               "[--bucket-mb M] [--first-bucket-mb F] [--backend gloo|mpi|nccl] [--rr K] "
-               "[--sync-every S] [--threads T] [--warmup W] [--broadcast-buffers 0|1]\n",
+               "[--bucket-mb M|auto] [--first-bucket-mb F] [--deterministic 0|1] [--backend gloo|mpi|nccl] [--rr K] "
+               "[--sync-every S] [--threads T] [--warmup W] [--broadcast-buffers 0|1] [--sync-bn 0|1] "
+               "[--bucket-view 0|1] [--static-graph 0|1] [--find-unused 0|1] [--rebuild-buckets 0|1]\n",
                why.c_str(), ls::bench::kModelUsage);
   std::exit(2);
 }
@@ -104,11 +121,18 @@ Options parse(int argc, char** argv) {
     else if (arg == "--threads") o.threads = std::atoi(v);
     else if (arg == "--mode") o.mode = v;
     else if (arg == "--backend") o.backend = v;
+    else if (arg == "--bucket-mb" && std::string(v) == "auto") o.autotune = true;
     else if (arg == "--bucket-mb") o.bucket_mb = std::atof(v);
+    else if (arg == "--deterministic") o.deterministic = std::atoi(v) != 0;
     else if (arg == "--first-bucket-mb") o.first_bucket_mb = std::atof(v);
     else if (arg == "--rr") o.rr = std::atoi(v);
     else if (arg == "--sync-every") o.sync_every = std::atoi(v);
     else if (arg == "--broadcast-buffers") o.broadcast_buffers = std::atoi(v) != 0;
+    else if (arg == "--sync-bn") o.sync_bn = std::atoi(v) != 0;
+    else if (arg == "--bucket-view") o.bucket_view = std::atoi(v) != 0;
+    else if (arg == "--static-graph") o.static_graph = std::atoi(v) != 0;
+    else if (arg == "--find-unused") o.find_unused = std::atoi(v) != 0;
+    else if (arg == "--rebuild-buckets") o.rebuild = std::atoi(v) != 0;
     else usage("unknown option " + arg);
   }
   if (std::string why = ls::bench::check_model_options(o.model); !why.empty()) usage(why);
@@ -241,7 +265,13 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
             .bucket_cap_mb(o.bucket_mb)
             .first_bucket_mb(o.first_bucket_mb)
             .broadcast_buffers(o.broadcast_buffers)
-            .overlap(o.mode == "ddp"));
+            .overlap(o.mode == "ddp")
+            .autotune_buckets(o.autotune)
+            .deterministic(o.deterministic)
+            .gradient_as_bucket_view(o.bucket_view)
+            .static_graph(o.static_graph)
+            .find_unused_parameters(o.find_unused)
+            .rebuild_buckets(o.rebuild));
   }
   std::unique_ptr<FlatReducer> flat;
   if (o.mode == "flat") flat = std::make_unique<FlatReducer>(params);
@@ -303,6 +333,10 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
   const double sum = parameter_checksum(params);
   const bool equal = allreduce_scalar(*pg, sum, dist::ReduceOp::MAX) ==
                      allreduce_scalar(*pg, sum, dist::ReduceOp::MIN);
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: peak resident set, KB on Linux
+  const double peak_rss_mb =
+      allreduce_scalar(*pg, static_cast<double>(usage.ru_maxrss) / 1024.0, dist::ReduceOp::MAX);
   std::string bucket_sizes = "[";  // MB per bucket, in launch order (after any rebuild)
   for (size_t b = 0; ddp && b < ddp->reducer().num_buckets(); ++b) {
     const ls::Tensor& flat_bucket = ddp->reducer().buckets()[b].flat;
@@ -317,17 +351,22 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
     std::printf(
         "{\"bench\":\"ddp\",\"summary\":true,\"framework\":\"lockstep\",\"model\":\"%s\","
         "\"batch\":%lld,%s,\"mode\":\"%s\",\"backend\":\"%s\",\"world\":%d,\"rr\":%d,"
-        "\"bucket_mb\":%g,\"first_bucket_mb\":%g,\"sync_every\":%d,\"threads\":%d,\"iters\":%d,"
+        "\"bucket_mb\":%g,\"first_bucket_mb\":%g,\"bucket_autotuned\":%s,\"deterministic\":%s,\"sync_every\":%d,\"threads\":%d,\"iters\":%d,"
         "\"params\":%lld,\"buckets\":%zu,\"bucket_sizes_mb\":%s,\"iter_ms\":%.2f,\"mean_iter_ms\":%.2f,\"fwd_ms\":%.2f,"
         "\"bwd_ms\":%.2f,\"comm_wait_ms\":%.2f,\"opt_ms\":%.2f,\"examples_per_s\":%.2f,"
-        "\"replicas_equal\":%s}\n",
+        "\"sync_bn\":%s,\"bucket_view\":%s,\"static_graph\":%s,\"find_unused\":%s,"
+        "\"rebuild_buckets\":%s,\"peak_rss_mb\":%.1f,\"replicas_equal\":%s}\n",
         o.model.model.c_str(), static_cast<long long>(o.model.batch), wl.shape_json.c_str(),
-        o.mode.c_str(), o.backend.c_str(), world, o.rr, o.bucket_mb, o.first_bucket_mb,
+        o.mode.c_str(), o.backend.c_str(), world, o.rr, ddp ? ddp->options().bucket_cap_mb() : o.bucket_mb,
+        ddp ? ddp->options().first_bucket_mb() : o.first_bucket_mb, o.autotune ? "true" : "false",
+        o.deterministic ? "true" : "false",
         o.sync_every, o.threads, o.iters, static_cast<long long>(wl.num_parameters()),
         ddp ? ddp->reducer().num_buckets() : size_t{0}, bucket_sizes.c_str(), median(t.iter), mean, median(t.fwd),
         median(t.bwd), median(t.comm), median(t.opt),
         static_cast<double>(world) * o.model.batch * o.iters / slowest_s,
-        equal ? "true" : "false");
+        o.sync_bn ? "true" : "false", o.bucket_view ? "true" : "false",
+        o.static_graph ? "true" : "false", o.find_unused ? "true" : "false",
+        o.rebuild ? "true" : "false", peak_rss_mb, equal ? "true" : "false");
     std::fflush(stdout);
   }
   // Replicas that drifted apart under DDP or flat averaging are a bug: fail the run.
@@ -339,6 +378,7 @@ int run_main(int argc, char** argv) {
   ls::set_num_threads(o.threads);
   auto pg = make_process_group(o);
   ls::bench::Workload wl = ls::bench::make_workload(o.model);
+  if (o.sync_bn) dist::convert_sync_batchnorm(wl.module, pg);  // BatchNorm2d statistics over the group
   return ls::bench::visit_net(wl, [&](auto net) { return run(o, wl, net, pg); });
 }
 

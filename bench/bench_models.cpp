@@ -14,7 +14,7 @@
 namespace lockstep::bench {
 
 const char* const kModelUsage =
-    "--model resnet50|resnet18|bert|bert-tiny [--batch B] [--image S] [--seq T] [--layers L]";
+    "--model resnet50|resnet18|bert|bert-tiny|mlp-reversed [--batch B] [--image S] [--seq T] [--layers L]";
 
 bool parse_model_flag(ModelOptions& o, const std::string& arg, const char* value) {
   if (arg == "--model") o.model = value;
@@ -28,8 +28,8 @@ bool parse_model_flag(ModelOptions& o, const std::string& arg, const char* value
 
 std::string check_model_options(const ModelOptions& o) {
   if (o.model != "resnet50" && o.model != "resnet18" && o.model != "bert" &&
-      o.model != "bert-tiny") {
-    return "unknown model '" + o.model + "' (resnet50, resnet18, bert or bert-tiny)";
+      o.model != "bert-tiny" && o.model != "mlp-reversed") {
+    return "unknown model '" + o.model + "' (resnet50, resnet18, bert, bert-tiny or mlp-reversed)";
   }
   if (o.batch < 1 || o.image < 32 || (o.seq != -1 && o.seq < 1) || (o.layers != -1 && o.layers < 1)) {
     return "--batch, --seq and --layers must be >= 1 and --image >= 32";
@@ -92,8 +92,26 @@ double bert_forward_flops(const models::BertConfig& c, int64_t batch, int64_t se
 
 }  // namespace
 
+ReversedMLP::ReversedMLP(int64_t num_layers) {
+  LS_CHECK(num_layers >= 1, "ReversedMLP: needs at least one layer, got ", num_layers);
+  layers.resize(static_cast<size_t>(num_layers));
+  for (int64_t i = num_layers - 1; i >= 0; --i) {  // registered last-to-first (on purpose)
+    layers[static_cast<size_t>(i)] = register_module(
+        "fc" + std::to_string(i), std::make_shared<nn::Linear>(kWidth, kWidth));
+  }
+}
+
+Tensor ReversedMLP::forward(const Tensor& x) {
+  Tensor h = x;  // (B, kWidth)
+  for (size_t i = 0; i < layers.size(); ++i) {
+    h = layers[i]->forward(h);  // (B, kWidth)
+    if (i + 1 < layers.size()) h = h.relu();
+  }
+  return h;
+}
+
 Tensor Workload::loss_of(const Tensor& output) const {
-  if (resnet) return cross_entropy(output, labels);  // output (B, 1000)
+  if (resnet || mlp) return cross_entropy(output, labels);  // output (B, 1000) or (B, 2048)
   const int64_t vocab = output.size(-1), tokens = labels.numel();
   return cross_entropy(output.reshape({tokens, vocab}), labels.reshape({tokens}));  // (B*T, V)
 }
@@ -114,6 +132,15 @@ Workload make_workload(ModelOptions& o) {
     wl.labels = randint(0, 1000, {o.batch});           // (B)
     wl.forward_flops = resnet_forward_flops(*wl.resnet, o.batch, o.image);
     wl.shape_json = "\"image\":" + std::to_string(o.image);
+  } else if (o.model == "mlp-reversed") {
+    if (o.layers == -1) o.layers = 8;
+    const int64_t width = ReversedMLP::kWidth;
+    wl.mlp = std::make_shared<ReversedMLP>(o.layers);
+    wl.module = wl.mlp;
+    wl.input = randn({o.batch, width});           // (B, 2048)
+    wl.labels = randint(0, width, {o.batch});     // (B)
+    wl.forward_flops = 2.0 * static_cast<double>(o.batch * width * width * o.layers);
+    wl.shape_json = "\"width\":" + std::to_string(width) + ",\"layers\":" + std::to_string(o.layers);
   } else {
     models::BertConfig config =
         o.model == "bert" ? models::BertConfig::base() : models::BertConfig::tiny();

@@ -10,6 +10,12 @@
 //   Seed 0 for weights and inputs; the same inputs every step.
 // --layers sets BERT's encoder depth (default 12 for bert, 2 for bert-tiny); bert-tiny is
 // BertConfig::tiny(), whose 64 positions make its default --seq 64 (bert: 128).
+// mlp-reversed (no PyTorch twin): --layers (default 8) Linear(2048, 2048) layers with ReLU
+// between them, REGISTERED LAST-TO-FIRST (fc7 first, fc0 last) but run fc0 -> fc7; input
+// randn (B, 2048), labels randint [0, 2048) (B), cross-entropy. DDP's default buckets follow
+// reverse registration order, i.e. forward order here, so bucket 0 holds fc0, whose gradient
+// is ready LAST: nothing overlaps until the traced-order rebuild (docs/ddp.md section 6,
+// bench/figures/beyond.sh) reorders the buckets.
 //
 // FLOP count (forward_flops): the forward FLOPs of convolutions, linear layers and
 // attention matmuls, 2 FLOPs per multiply-add; norms, activations, pooling and
@@ -31,6 +37,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "models/models.h"
@@ -39,7 +46,7 @@ namespace lockstep::bench {
 
 // The model flags common to bench_step and bench_ddp.
 struct ModelOptions {
-  std::string model = "resnet50";  // resnet50 | resnet18 | bert | bert-tiny
+  std::string model = "resnet50";  // resnet50 | resnet18 | bert | bert-tiny | mlp-reversed
   int64_t batch = 8, image = 224;
   int64_t seq = -1, layers = -1;   // -1: the model's default (settled by make_workload)
 };
@@ -49,23 +56,35 @@ struct ModelOptions {
 bool parse_model_flag(ModelOptions& o, const std::string& arg, const char* value);
 // Checks the values; returns "" or what is wrong (for the program's usage message).
 std::string check_model_options(const ModelOptions& o);
-// "--model resnet50|resnet18|bert|bert-tiny [--batch B] [--image S] [--seq T] [--layers L]"
+// "--model resnet50|resnet18|bert|bert-tiny|mlp-reversed [--batch B] [--image S] [--seq T] [--layers L]"
 extern const char* const kModelUsage;
 
+// mlp-reversed's network (see the file header): (B, width) -> (B, width) logits.
+struct ReversedMLP : nn::UnaryModule {
+  static constexpr int64_t kWidth = 2048;
+  explicit ReversedMLP(int64_t layers);
+  std::string type_name() const override { return "ReversedMLP"; }
+  Tensor forward(const Tensor& x) override;  // (B, kWidth) -> (B, kWidth)
+  std::vector<std::shared_ptr<nn::Linear>> layers;  // in FORWARD order (fc0 first)
+};
+
 struct Workload {
-  // Exactly one of resnet / bert is set; module is the same object, untyped.
+  // Exactly one of resnet / bert / mlp is set; module is the same object, untyped.
   std::shared_ptr<models::ResNet> resnet;
   std::shared_ptr<models::Bert> bert;
+  std::shared_ptr<ReversedMLP> mlp;
   std::shared_ptr<nn::Module> module;
-  Tensor input;   // ResNet: (B, 3, S, S) float; BERT: ids (B, T) int64
-  Tensor labels;  // ResNet: (B) int64; BERT: (B, T) int64
+  Tensor input;   // ResNet: (B, 3, S, S) float; BERT: ids (B, T) int64; MLP: (B, 2048) float
+  Tensor labels;  // ResNet, MLP: (B) int64; BERT: (B, T) int64
   double forward_flops = 0.0;
   std::string shape_json;  // the input-shape fields of a summary line, e.g. "\"image\":224"
 
   // The loss of the network's output for `input`: cross-entropy against labels.
   Tensor loss_of(const Tensor& output) const;
   // Forward of the bare network + loss.
-  Tensor loss() const { return loss_of(resnet ? resnet->forward(input) : bert->forward(input)); }
+  Tensor loss() const {
+    return loss_of(resnet ? resnet->forward(input) : mlp ? mlp->forward(input) : bert->forward(input));
+  }
   int64_t num_parameters() const;
 };
 
@@ -74,10 +93,12 @@ struct Workload {
 // the model's positions.
 Workload make_workload(ModelOptions& o);
 
-// Calls f(std::shared_ptr<models::ResNet>) or f(std::shared_ptr<models::Bert>).
+// Calls f(std::shared_ptr<models::ResNet>), f(std::shared_ptr<ReversedMLP>) or
+// f(std::shared_ptr<models::Bert>).
 template <class F>
 decltype(auto) visit_net(const Workload& w, F&& f) {
   if (w.resnet) return f(w.resnet);
+  if (w.mlp) return f(w.mlp);
   return f(w.bert);
 }
 

@@ -5,6 +5,8 @@
 //   build/bin/lockstep-run --nproc-per-node 2 -- build/bin/bench_nosync_convergence
 //       --batch 32 --iters 400 --sync-every 1,2,4,8 [--lr 0.05] [--momentum 0.9] [--seed 0]
 //       [--threads 1] [--root /usr/share/datasets/fashion-mnist]
+//       [--comm-hook none|allreduce|fp16|bf16|powersgd] [--powersgd-rank R]
+//       [--start-powersgd-iter K]
 //   (no launcher: one process, world 1)
 //
 // --sync-every takes a list: each S trains a fresh model (same seed) in turn, in the same
@@ -16,16 +18,25 @@
 // step and the gradients are zeroed. Each backward uses loss / S, so a step applies the
 // mean gradient over S x world x batch examples: S trades communication for a larger
 // effective batch and S times fewer optimizer steps (paper Section 3.2.4).
+// --comm-hook registers a DDP communication hook (Note [Communication hooks],
+// distributed/comm_hook.h) on every fresh model: allreduce (bitwise DDP's own reduction),
+// fp16 / bf16 (gradients rounded to 16 bits on the wire) or powersgd (rank --powersgd-rank
+// power iteration with error feedback, plain AllReduce for the first --start-powersgd-iter
+// synced backward passes; Note [PowerSGD]). none (default) is DDP without a hook.
 // The CNN and hyper-parameters are those of shared/ref/torch_fashion_mnist.py
 // (models/small_cnn.h; SGD lr 0.05 momentum 0.9); PyTorch's twin of this program is
 // bench/figures/torch_nosync_convergence.py.
 //
 // Output (rank 0), per S: one JSON line per iteration {"sync_every", "iter", "sync", "loss"}
 // with rank 0's unscaled batch loss, then a summary with test accuracy (the 10,000 test images),
-// optimizer steps, seconds and whether all ranks ended with the same parameters.
+// optimizer steps, seconds and whether all ranks ended with the same parameters, plus the
+// hook and wire_ratio: the values each rank sends per synced iteration relative to DDP's
+// float32 AllReduce of every gradient, in bytes (see wire_ratio() below; PowerSGD counted
+// after its start iteration).
 //
 // Read before: distributed/distributed_data_parallel.h (no_sync), models/small_cnn.h.
 // Read next: bench/figures/fig11.sh.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -56,13 +67,16 @@ struct Options {
   double lr = 0.05, momentum = 0.9;
   uint64_t seed = 0;
   std::string root = ls::data::FashionMNIST::kDefaultRoot;
+  std::string comm_hook = "none";  // none | allreduce | fp16 | bf16 | powersgd
+  int64_t powersgd_rank = 1, start_powersgd_iter = 10;
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "bench_nosync_convergence: %s\nusage: bench_nosync_convergence [--batch B] "
                "[--iters N] [--sync-every S] [--lr LR] [--momentum M] [--seed N] "
-               "[--threads T] [--root DIR]\n",
+               "[--threads T] [--root DIR] [--comm-hook none|allreduce|fp16|bf16|powersgd] "
+               "[--powersgd-rank R] [--start-powersgd-iter K]\n",
                why.c_str());
   std::exit(2);
 }
@@ -85,12 +99,22 @@ Options parse(int argc, char** argv) {
     else if (arg == "--momentum") o.momentum = std::atof(v);
     else if (arg == "--seed") o.seed = std::strtoull(v, nullptr, 10);
     else if (arg == "--root") o.root = v;
+    else if (arg == "--comm-hook") o.comm_hook = v;
+    else if (arg == "--powersgd-rank") o.powersgd_rank = std::atoll(v);
+    else if (arg == "--start-powersgd-iter") o.start_powersgd_iter = std::atoll(v);
     else usage("unknown option " + arg);
   }
   bool bad_sync = o.sync_every.empty();
   for (int64_t s : o.sync_every) bad_sync = bad_sync || s < 1;
   if (o.batch < 1 || o.iters < 1 || bad_sync || o.threads < 1 || o.lr <= 0) {
     usage("--batch, --iters, each --sync-every value, --threads must be >= 1 and --lr > 0");
+  }
+  const std::string& h = o.comm_hook;
+  if (h != "none" && h != "allreduce" && h != "fp16" && h != "bf16" && h != "powersgd") {
+    usage("unknown --comm-hook " + h + " (none, allreduce, fp16, bf16 or powersgd)");
+  }
+  if (o.powersgd_rank < 1 || o.start_powersgd_iter < 0) {
+    usage("--powersgd-rank must be >= 1 and --start-powersgd-iter >= 0");
   }
   return o;
 }
@@ -118,6 +142,50 @@ double checksum(const std::vector<ls::Tensor>& params) {
   return sum;
 }
 
+// Values sent per synced iteration relative to a float32 AllReduce of every gradient,
+// weighted by bytes per value. fp16/bf16: 2 of 4 bytes. PowerSGD (Note [PowerSGD]): a
+// gradient with more than one dimension, seen as (n, m) with n = size(0), is sent as
+// P (n, r) and Q (m, r) with r = min(R, n, m) when (n + m) r * min_compression_rate < n m
+// (PowerSGDOptions' default 2); every other gradient goes uncompressed. Both are AllReduced
+// the same way, so the ratio of values is the ratio of bytes each rank sends.
+double wire_ratio(const Options& o, const std::vector<ls::Tensor>& params) {
+  if (o.comm_hook == "fp16" || o.comm_hook == "bf16") return 0.5;
+  if (o.comm_hook != "powersgd") return 1.0;
+  const double min_rate = ls::distributed::comm_hooks::PowerSGDOptions().min_compression_rate();
+  double full = 0.0, sent = 0.0;
+  for (const ls::Tensor& p : params) {
+    const int64_t numel = p.numel();
+    full += static_cast<double>(numel);
+    if (p.dim() < 2) {
+      sent += static_cast<double>(numel);
+      continue;
+    }
+    const int64_t n = p.size(0), m = numel / n;
+    const int64_t r = std::min({o.powersgd_rank, n, m});
+    const bool compress = static_cast<double>((n + m) * r) * min_rate < static_cast<double>(n * m);
+    sent += compress ? static_cast<double>((n + m) * r) : static_cast<double>(numel);
+  }
+  return sent / full;
+}
+
+// Registers o.comm_hook on `ddp` (nothing for "none").
+template <class M>
+void register_hook(const Options& o, dist::DistributedDataParallel<M>& ddp,
+                   const std::shared_ptr<dist::ProcessGroup>& pg) {
+  namespace hooks = dist::comm_hooks;
+  if (o.comm_hook == "allreduce") ddp.register_comm_hook(pg, hooks::allreduce_hook);
+  else if (o.comm_hook == "fp16") ddp.register_comm_hook(pg, hooks::fp16_compress_hook);
+  else if (o.comm_hook == "bf16") ddp.register_comm_hook(pg, hooks::bf16_compress_hook);
+  else if (o.comm_hook == "powersgd") {
+    auto state = std::make_shared<hooks::PowerSGDState>(
+        pg, hooks::PowerSGDOptions()
+                .matrix_approximation_rank(o.powersgd_rank)
+                .start_powersgd_iter(o.start_powersgd_iter)
+                .random_seed(o.seed));
+    ddp.register_comm_hook(state, hooks::powersgd_hook);
+  }
+}
+
 // Trains a fresh model for o.iters iterations synchronizing every `sync_every`; returns
 // whether all ranks ended with the same parameters.
 bool train(const Options& o, int64_t sync_every, std::shared_ptr<dist::ProcessGroup> pg,
@@ -126,6 +194,7 @@ bool train(const Options& o, int64_t sync_every, std::shared_ptr<dist::ProcessGr
   ls::manual_seed(o.seed);
   auto model = std::make_shared<ls::models::SmallCNN>();
   dist::DistributedDataParallel<ls::models::SmallCNN> ddp(model, pg);
+  register_hook(o, ddp, pg);
   ls::optim::SGD sgd(model->parameters(), ls::optim::SGDOptions(o.lr).momentum(o.momentum));
   ls::data::DistributedSampler sampler(train.size(), world, rank, /*shuffle=*/true, o.seed);
   ls::data::DataLoader loader(train, ls::data::DataLoaderOptions(o.batch).workers(1), sampler);
@@ -171,10 +240,13 @@ bool train(const Options& o, int64_t sync_every, std::shared_ptr<dist::ProcessGr
     std::printf(
         "{\"bench\":\"nosync\",\"summary\":true,\"framework\":\"lockstep\",\"world\":%d,"
         "\"batch\":%lld,\"sync_every\":%lld,\"iters\":%lld,\"steps\":%lld,\"lr\":%g,"
-        "\"seconds\":%.2f,\"test_accuracy\":%.4f,\"replicas_equal\":%s}\n",
+        "\"seconds\":%.2f,\"test_accuracy\":%.4f,\"comm_hook\":\"%s\",\"powersgd_rank\":%lld,"
+        "\"start_powersgd_iter\":%lld,\"wire_ratio\":%.5f,\"replicas_equal\":%s}\n",
         world, static_cast<long long>(o.batch), static_cast<long long>(sync_every),
         static_cast<long long>(o.iters), static_cast<long long>(steps), o.lr, seconds,
-        test_accuracy(*model, test), equal ? "true" : "false");
+        test_accuracy(*model, test), o.comm_hook.c_str(), static_cast<long long>(o.powersgd_rank),
+        static_cast<long long>(o.start_powersgd_iter), wire_ratio(o, model->parameters()),
+        equal ? "true" : "false");
     std::fflush(stdout);
   }
   return equal;

@@ -18,7 +18,11 @@
 // cpu_ms (process CPU time of the step, all threads: with 1 thread on a busy machine,
 // cpu_ms < step_ms shows how much of the step the scheduler gave to other processes),
 // params, train_gflop (per step), gflops (train_gflop / median step), peak_rss_mb
-// (getrusage ru_maxrss of this process: the high-water mark of resident memory).
+// (getrusage ru_maxrss of this process: the high-water mark of resident memory),
+// alloc_peak_mb (the tensor allocator's high-water mark over the steps, core/allocator.h:
+// peak_rss_mb minus this is code, libraries and heap slack). Each step line also has
+// alloc_fwd_mb (tensor bytes alive right after forward + loss: the saved activations) and
+// cached_fwd_mb (free large blocks the allocator holds at that moment, Note [CPU block cache]).
 //
 // FLOP count (train_gflop): 3 x Workload::forward_flops (see bench/bench_models.h).
 //
@@ -42,6 +46,7 @@
 #include <vector>
 
 #include "bench/bench_models.h"
+#include "core/allocator.h"
 #include "core/parallel.h"
 #include "core/profiler.h"
 #include "optim/sgd.h"
@@ -108,6 +113,8 @@ double process_cpu_ms() {
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
 
+double mb(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
+
 double peak_rss_mb() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -127,28 +134,36 @@ int run(int argc, char** argv) {
 
   using clock = std::chrono::steady_clock;
   std::vector<double> step_ms, fwd_ms, bwd_ms, opt_ms, cpu_ms;
+  double alloc_peak_mb = 0;  // the allocator's high-water mark over all steps
   for (int i = 0; i < o.warmup + o.iters; ++i) {
     if (o.profile && i == o.warmup) {
       ls::profiler::reset();
       ls::profiler::enable();
     }
+    ls::cpu_allocator().reset_peak();
     const double cpu0 = process_cpu_ms();
     const auto t0 = clock::now();
     ls::Tensor loss = wl.loss();  // forward + loss
     const auto t1 = clock::now();
+    const ls::AllocatorStats fwd_stats = ls::cpu_allocator().stats();
+    const double after_fwd = mb(fwd_stats.current_bytes), cached_fwd = mb(fwd_stats.cached_bytes);
     sgd.zero_grad();
     loss.backward();
     const auto t2 = clock::now();
     sgd.step();
     const auto t3 = clock::now();
     const double c = process_cpu_ms() - cpu0;
+    const double alloc_peak = mb(ls::cpu_allocator().stats().peak_bytes);
+    alloc_peak_mb = std::max(alloc_peak_mb, alloc_peak);
     const bool warm = i < o.warmup;
     const double s = ms_between(t0, t3), f = ms_between(t0, t1), b = ms_between(t1, t2),
                  u = ms_between(t2, t3);
     std::printf(
         "{\"bench\":\"step\",\"model\":\"%s\",\"iter\":%d,\"warmup\":%s,\"step_ms\":%.2f,"
-        "\"fwd_ms\":%.2f,\"bwd_ms\":%.2f,\"opt_ms\":%.2f,\"cpu_ms\":%.2f,\"loss\":%.5f}\n",
-        o.model.model.c_str(), i, warm ? "true" : "false", s, f, b, u, c, loss.item<float>());
+        "\"fwd_ms\":%.2f,\"bwd_ms\":%.2f,\"opt_ms\":%.2f,\"cpu_ms\":%.2f,\"loss\":%.5f,"
+        "\"alloc_fwd_mb\":%.1f,\"cached_fwd_mb\":%.1f,\"alloc_peak_mb\":%.1f}\n",
+        o.model.model.c_str(), i, warm ? "true" : "false", s, f, b, u, c, loss.item<float>(),
+        after_fwd, cached_fwd, alloc_peak);
     std::fflush(stdout);
     if (warm) continue;
     step_ms.push_back(s);
@@ -164,10 +179,10 @@ int run(int argc, char** argv) {
       "{\"bench\":\"step\",\"summary\":true,\"model\":\"%s\",\"batch\":%lld,"
       "%s,\"threads\":%d,\"iters\":%d,\"params\":%lld,"
       "\"step_ms\":%.2f,\"fwd_ms\":%.2f,\"bwd_ms\":%.2f,\"opt_ms\":%.2f,\"cpu_ms\":%.2f,"
-      "\"train_gflop\":%.3f,\"gflops\":%.2f,\"peak_rss_mb\":%.1f}\n",
+      "\"train_gflop\":%.3f,\"gflops\":%.2f,\"peak_rss_mb\":%.1f,\"alloc_peak_mb\":%.1f}\n",
       o.model.model.c_str(), static_cast<long long>(o.model.batch), wl.shape_json.c_str(), o.threads, o.iters,
       static_cast<long long>(params), step, median(fwd_ms), median(bwd_ms), median(opt_ms),
-      median(cpu_ms), train_gflop, train_gflop / (step * 1e-3), peak_rss_mb());
+      median(cpu_ms), train_gflop, train_gflop / (step * 1e-3), peak_rss_mb(), alloc_peak_mb);
   std::fflush(stdout);  // before a profiler table goes to stderr
   if (o.profile) std::fputs(ls::profiler::report().c_str(), stderr);
   return 0;

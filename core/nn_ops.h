@@ -4,8 +4,8 @@
 // Like the ops in core/tensor.h they are declared in core and defined in
 // autograd/functions/ (see Note [Where ops live]); their CPU kernels live in
 // core/native/ (conv.cpp, pool.cpp, batch_norm.cpp, layer_norm.cpp,
-// embedding.cpp, dropout.cpp, loss.cpp, linear.cpp). nn::functional and the
-// layers in nn/ call these. Shapes follow PyTorch: images are (N, C, H, W).
+// embedding.cpp, dropout.cpp, loss.cpp, linear.cpp; the fused ReLUs in
+// fused_relu.h). nn::functional and the layers in nn/ call these. Shapes follow PyTorch: images are (N, C, H, W).
 // Read before: core/tensor.h. Read next: nn/functional.h.
 #pragma once
 
@@ -35,6 +35,14 @@ Tensor adaptive_avg_pool2d(const Tensor& input, const IntList& output_size);
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum, double eps);
+// relu(batch_norm(...)) as one op, which keeps no batch-norm output alive (see
+// Note [Fused BatchNorm + ReLU] in autograd/functions/batch_norm.cpp).
+Tensor batch_norm_relu(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                       const Tensor& running_mean, const Tensor& running_var, bool training,
+                       double momentum, double eps);
+// relu(a + b) as one op: a residual add and its ReLU. Same shape and dtype: fused;
+// otherwise (broadcasting, promotion) it is (a + b).relu().
+Tensor add_relu(const Tensor& a, const Tensor& b);
 
 // Normalises over the trailing dims given by normalized_shape; weight/bias have
 // that shape (or are undefined).

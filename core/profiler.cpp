@@ -2,6 +2,8 @@
 // Read before: core/profiler.h (Note [Profiler self time and threads]).
 #include "core/profiler.h"
 
+#include "core/timeline.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -54,13 +56,13 @@ void enable() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.enabled_since_ns < 0) s.enabled_since_ns = now_ns();
-  detail::enabled.store(true, std::memory_order_relaxed);
+  detail::recording.fetch_or(detail::kProfiling, std::memory_order_relaxed);
 }
 
 void disable() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  detail::enabled.store(false, std::memory_order_relaxed);
+  detail::recording.fetch_and(~detail::kProfiling, std::memory_order_relaxed);
   if (s.enabled_since_ns >= 0) {
     s.enabled_ns += now_ns() - s.enabled_since_ns;
     s.enabled_since_ns = -1;
@@ -79,6 +81,7 @@ void reset() {
 
 void Scope::open(std::string_view name) {
   active_ = true;
+  mode_ = detail::recording.load(std::memory_order_relaxed);
   name_ = name;
   parent_ = innermost;
   innermost = this;
@@ -89,6 +92,8 @@ void Scope::close() {
   const int64_t elapsed = now_ns() - start_ns_;
   innermost = parent_;
   if (parent_ != nullptr) parent_->children_ns_ += elapsed;
+  if (mode_ & detail::kTimeline) timeline::complete(name_, "scope", start_ns_, start_ns_ + elapsed);
+  if (!(mode_ & detail::kProfiling)) return;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.stats.find(name_);

@@ -22,6 +22,9 @@
 // a std::string) build it only when is_enabled() says so and pass an empty name
 // otherwise; a Scope with an empty name records nothing.
 //
+// The timeline (core/timeline.h) reuses these scopes: while it records, each
+// Scope also becomes one event of the trace (Note [Timeline cost when disabled]).
+//
 // Note [Profiler self time and threads]
 // Scopes nest per thread: a thread-local pointer names the innermost open Scope,
 // and a closing Scope adds its duration to its parent's "children" time. So for
@@ -49,13 +52,21 @@
 namespace lockstep::profiler {
 
 namespace detail {
-inline std::atomic<bool> enabled{false};
+// Who records Scopes: the profiler's table and/or the timeline (core/timeline.h),
+// one word so that a Scope tests both with one load.
+inline std::atomic<unsigned> recording{0};
+constexpr unsigned kProfiling = 1u, kTimeline = 2u;
 }  // namespace detail
 
 // Starts / stops recording. enable() keeps what was recorded before (use reset()).
 void enable();
 void disable();
-inline bool is_enabled() { return detail::enabled.load(std::memory_order_relaxed); }
+inline bool is_enabled() {
+  return (detail::recording.load(std::memory_order_relaxed) & detail::kProfiling) != 0;
+}
+// The profiler or the timeline records Scopes: callers that build a scope name
+// (the engine) test this one.
+inline bool is_recording() { return detail::recording.load(std::memory_order_relaxed) != 0; }
 // Forgets every recorded entry and restarts the wall-clock reference.
 void reset();
 
@@ -72,6 +83,9 @@ std::vector<Entry> entries();
 
 // The table as text: one line per name (calls, total ms, self ms, total %,
 // self %), a header with the profiled time and the threads that recorded. See
+// The timeline (core/timeline.h) reuses these scopes: while it records, each
+// Scope also becomes one event of the trace (Note [Timeline cost when disabled]).
+//
 // Note [Profiler self time and threads] for what the percentages are of.
 std::string report();
 
@@ -80,7 +94,7 @@ std::string report();
 class Scope {
  public:
   explicit Scope(std::string_view name) {
-    if (is_enabled() && !name.empty()) open(name);
+    if (is_recording() && !name.empty()) open(name);
   }
   ~Scope() {
     if (active_) close();
@@ -93,6 +107,7 @@ class Scope {
   void close();
 
   bool active_ = false;
+  unsigned mode_ = 0;  // detail::recording when opened: who gets this scope
   std::string_view name_;
   int64_t start_ns_ = 0;
   int64_t children_ns_ = 0;  // time spent in scopes nested inside this one

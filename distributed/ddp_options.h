@@ -35,12 +35,40 @@ class DDPOptions {
   // true, like PyTorch (Note [Bucket rebuild from the traced order] in
   // distributed/reducer_buckets.cpp).
   DDPOptions& rebuild_buckets(bool v) { rebuild_buckets_ = v; return *this; }
-  // A store every rank reaches (e.g. the one given to init_process_group with
-  // InitOptions().store): each rank records its progress there, two small
-  // writes per iteration, so that when a collective times out the error names
-  // the ranks that did not arrive and where they are (Note [Progress board],
-  // distributed/ddp_progress.h). Default: none.
-  DDPOptions& progress_store(std::shared_ptr<Store> store) { progress_store_ = std::move(store); return *this; }
+  // The progress board (Note [Progress board], distributed/ddp_progress.h):
+  // each rank records its progress in a store every rank reaches, two small
+  // writes per iteration from a background thread, so that when a collective
+  // times out the error names the ranks that did not arrive and where they are.
+  // On by default, on the process group's own store (ProcessGroup::store(); a
+  // group without one, e.g. MPI, has no board). progress_store(store) uses
+  // another store; progress_store(nullptr), progress_board(false) or the
+  // environment variable LOCKSTEP_PROGRESS_BOARD=0 turns it off.
+  DDPOptions& progress_store(std::shared_ptr<Store> store) {
+    progress_store_ = std::move(store);
+    progress_board_ = progress_store_ != nullptr;
+    return *this;
+  }
+  DDPOptions& progress_board(bool v) { progress_board_ = v; return *this; }
+  // The set of used parameters and the autograd graph are the same every
+  // iteration (PyTorch's static_graph). The first synced backward counts how
+  // many times each parameter's gradient becomes ready and AllReduces the
+  // used-parameter bitmap once; later iterations reuse both: no graph traversal,
+  // no bitmap collective, and a parameter may become ready several times in one
+  // backward (activation checkpointing, autograd/checkpoint.h) — its bucket
+  // waits for the last time (Note [Static graph] in distributed/reducer.cpp).
+  // Default false.
+  DDPOptions& static_graph(bool v) { static_graph_ = v; return *this; }
+  // Sum every gradient element in rank order 0..N-1 (AllGather + local sum), so
+  // results are bitwise identical across bucket_cap_mb values, backends and
+  // runs, at N/2 times the AllReduce traffic (Note [Deterministic reduction] in
+  // distributed/comm_hooks/deterministic_hook.h). Default false.
+  DDPOptions& deterministic(bool v) { deterministic_ = v; return *this; }
+  // At construction, time AllReduce at a few sizes on the process group and
+  // choose bucket_cap_mb and first_bucket_mb from the fitted latency and
+  // bandwidth, replacing the values set here (Note [Bucket autotuning] in
+  // distributed/bucket_autotune.h). Collective: every rank must set it alike.
+  // Default false.
+  DDPOptions& autotune_buckets(bool v) { autotune_buckets_ = v; return *this; }
 
   double bucket_cap_mb() const { return bucket_cap_mb_; }
   double first_bucket_mb() const { return first_bucket_mb_; }
@@ -50,6 +78,10 @@ class DDPOptions {
   bool gradient_as_bucket_view() const { return gradient_as_bucket_view_; }
   bool rebuild_buckets() const { return rebuild_buckets_; }
   const std::shared_ptr<Store>& progress_store() const { return progress_store_; }
+  bool progress_board() const { return progress_board_; }
+  bool static_graph() const { return static_graph_; }
+  bool deterministic() const { return deterministic_; }
+  bool autotune_buckets() const { return autotune_buckets_; }
 
  private:
   double bucket_cap_mb_ = 25.0;
@@ -60,6 +92,10 @@ class DDPOptions {
   bool gradient_as_bucket_view_ = false;
   bool rebuild_buckets_ = true;
   std::shared_ptr<Store> progress_store_;
+  bool progress_board_ = true;
+  bool static_graph_ = false;
+  bool deterministic_ = false;
+  bool autotune_buckets_ = false;
 };
 
 }  // namespace lockstep::distributed

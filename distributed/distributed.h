@@ -24,3 +24,5 @@
 #include "distributed/distributed_data_parallel.h"
 #include "distributed/comm_hooks/default_hooks.h"
 #include "distributed/comm_hooks/powersgd.h"
+#include "distributed/comm_hooks/deterministic_hook.h"
+#include "distributed/sync_batch_norm.h"

@@ -4,6 +4,8 @@
 // Read before: distributed/distributed_data_parallel.h.
 #include "distributed/distributed_data_parallel.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <sstream>
 
 #include "core/factory.h"
@@ -117,6 +119,24 @@ DDPCore::DDPCore(std::shared_ptr<nn::Module> module_, std::shared_ptr<ProcessGro
     params.push_back(p);
     names.push_back(name);
   }
+  if (options.autotune_buckets()) {
+    // Note [Bucket autotuning]: measure on this group, replace the two sizes.
+    int64_t gradient_bytes = 0;
+    for (const Tensor& p : params) gradient_bytes += static_cast<int64_t>(p.nbytes());
+    bucket_choice = autotune_buckets(*process_group, gradient_bytes);
+    options.bucket_cap_mb(bucket_choice->bucket_cap_mb).first_bucket_mb(bucket_choice->first_bucket_mb);
+    if (process_group->rank() == 0) std::fprintf(stderr, "%s\n", bucket_choice->describe().c_str());
+  }
+  // The progress board is on by default, on the group's own store (null for a
+  // group without one, which leaves it off): Note [Progress board].
+  // LOCKSTEP_PROGRESS_BOARD=0 turns it off without a code change.
+  if (const char* env = std::getenv("LOCKSTEP_PROGRESS_BOARD")) {
+    const std::string value = env;
+    LS_CHECK(value == "0" || value == "1", "DistributedDataParallel: LOCKSTEP_PROGRESS_BOARD='", value,
+             "' must be 0 (no progress board) or 1 (the default); unset it for the default");
+    if (value == "0") options.progress_board(false);
+  }
+  if (options.progress_board() && !options.progress_store()) options.progress_store(process_group->store());
   reducer = std::make_unique<Reducer>(std::move(params), std::move(names), process_group, options);
 }
 

@@ -19,17 +19,21 @@
 // gradients; the first synced backward after it reduces the sum (paper
 // Section 3.2.4). Beyond the paper: register_comm_hook (comm_hook.h),
 // join(fn) for uneven inputs (ddp_join.h), the options
-// gradient_as_bucket_view and rebuild_buckets (reducer_buckets.cpp), and
-// progress_store (ddp_progress.h). docs/ddp.md sections 5-9 walk through them.
+// gradient_as_bucket_view and rebuild_buckets (reducer_buckets.cpp),
+// progress_store (ddp_progress.h), static_graph (Note [Static graph] in
+// reducer.cpp), deterministic (comm_hooks/deterministic_hook.h) and
+// autotune_buckets (bucket_autotune.h). docs/ddp.md sections 5-12 walk through them.
 //
 // Read before: distributed/reducer.h. Read next: docs/ddp.md.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "distributed/bucket_autotune.h"
 #include "distributed/comm_hook.h"
 #include "distributed/ddp_join.h"
 #include "distributed/ddp_options.h"
@@ -60,6 +64,7 @@ class DDPCore {
   DDPOptions options;
   std::unique_ptr<Reducer> reducer;
   std::unique_ptr<JoinState> join;  // set while join() runs (ddp_join.h)
+  std::optional<BucketChoice> bucket_choice;  // with autotune_buckets (bucket_autotune.h)
 };
 
 // The tensors in a forward's result, whatever its type: a Tensor, a vector of
@@ -143,6 +148,9 @@ class DistributedDataParallel {
   ProcessGroup& process_group() const { return *core_.process_group; }
   const Reducer& reducer() const { return *core_.reducer; }
   const DDPOptions& options() const { return core_.options; }
+  // With DDPOptions().autotune_buckets(true): what the measurement chose (the
+  // same on every rank; options() holds the chosen sizes). Otherwise empty.
+  const std::optional<BucketChoice>& bucket_choice() const { return core_.bucket_choice; }
 
  private:
   std::shared_ptr<M> module_;

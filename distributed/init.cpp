@@ -23,7 +23,11 @@ std::shared_ptr<ProcessGroup> make_gloo(const InitOptions& options, int groups) 
     pgs.push_back(std::make_shared<ProcessGroupGloo>(store, info.rank, info.world_size, gloo_options));
   }
   if (groups == 1) return pgs[0];
-  return std::make_shared<ProcessGroupRoundRobin>(std::move(pgs));
+  auto round_robin = std::make_shared<ProcessGroupRoundRobin>(std::move(pgs));
+  // Its own prefix: users of ProcessGroup::store() (DDP's progress board) do
+  // not mix their keys with the member groups' rendezvous.
+  round_robin->set_store(std::make_shared<PrefixStore>("lockstep/pg_round_robin", info.store));
+  return round_robin;
 }
 
 std::shared_ptr<ProcessGroup> make_mpi(const InitOptions& options, int groups) {

@@ -24,6 +24,8 @@
 
 namespace lockstep::distributed {
 
+class Store;
+
 enum class ReduceOp { SUM, AVG, MAX, MIN, PRODUCT };
 const char* reduce_op_name(ReduceOp op);
 
@@ -54,10 +56,18 @@ class ProcessGroup {
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
 
+  // The store this group was created from (every rank reaches it), or null if
+  // none (MPI). Gloo groups set it at construction; init_process_group sets it
+  // for a round-robin group. DDP keeps its progress board there by default
+  // (Note [Progress board], distributed/ddp_progress.h).
+  std::shared_ptr<Store> store() const { return store_; }
+  void set_store(std::shared_ptr<Store> store) { store_ = std::move(store); }
+
  protected:
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_{300000};
+  std::shared_ptr<Store> store_;
 };
 
 }  // namespace lockstep::distributed

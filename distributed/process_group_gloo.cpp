@@ -336,7 +336,7 @@ void ProcessGroupGloo::exchange_fingerprints(const Fingerprint& mine, std::chron
   opts.setOutput(all.data(), all.size());
   opts.setTag(check_tag(mine.seq));
   opts.setTimeout(timeout);
-  gloo::allgather(opts);
+  gloo_detail::call_gloo(*context_, [&] { gloo::allgather(opts); });  // Note [Gloo buffers after a failure]
   detail::check_fingerprints(all.data(), size_, rank_, "gloo");
 }
 

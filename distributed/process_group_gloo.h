@@ -43,7 +43,9 @@
 // send/recv; a peer that hangs is caught by the group's timeout() (Gloo's
 // per-operation timeout). Either way the Work fails with an error naming the
 // collective, and the group is broken: later collectives fail at once with the
-// first error (Gloo's pairs cannot be resynchronized).
+// first error (Gloo's pairs cannot be resynchronized). Before the failed call's
+// buffers are freed, every pair is closed, so Gloo's loop thread can no longer
+// touch them (Note [Gloo buffers after a failure], process_group_gloo_pending.h).
 // Read before: distributed/process_group.h, distributed/work_queue.h,
 // distributed/collective_check.h. Read next: distributed/process_group_mpi.h.
 #pragma once
@@ -118,8 +120,7 @@ class ProcessGroupGloo : public ProcessGroup {
   [[noreturn]] void fail(const Pending& pending, const std::string& what);
   void exchange_fingerprints(const detail::Fingerprint& mine, std::chrono::milliseconds timeout);
 
-  Options options_;
-  std::shared_ptr<Store> store_;
+  Options options_;  // the store is the base class's store_ (ProcessGroup::store())
   std::shared_ptr<gloo::Context> context_;
   std::string device_description_;
   std::mutex issue_mutex_;      // callers: sequence numbers in issue order

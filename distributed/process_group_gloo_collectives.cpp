@@ -1,7 +1,9 @@
 // distributed/process_group_gloo_collectives.cpp — the Gloo backend's
 // collectives: each public call checks its arguments and queues a Pending whose
 // body runs the Gloo algorithm on the worker thread (allreduce in chunks,
-// broadcast, allgather, reduce_scatter, barrier, send/recv).
+// broadcast, allgather, reduce_scatter, barrier, send/recv). Every Gloo call
+// goes through gloo_detail::call_gloo with its options and buffers declared
+// before it (Note [Gloo buffers after a failure]).
 // Read before: distributed/process_group_gloo.cpp.
 #include <cstring>
 
@@ -52,7 +54,7 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
         opts.setReduceFunction(reduce);
         opts.setTag(tag);
         opts.setTimeout(timeout);
-        gloo::allreduce(opts);
+        gloo_detail::call_gloo(*context_, [&] { gloo::allreduce(opts); });
       }
       if (op == ReduceOp::AVG) detail::divide_in_place(part.raw_data(), part.dtype(), part.numel(), size_);
       return std::vector<Tensor>{part};
@@ -74,7 +76,7 @@ std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
       opts.setRoot(root);
       opts.setTag(tag);
       opts.setTimeout(timeout);
-      gloo::broadcast(opts);
+      gloo_detail::call_gloo(*context_, [&] { gloo::broadcast(opts); });
     }
     return std::vector<Tensor>{tensor};
   };
@@ -96,7 +98,7 @@ std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, 
       opts.setOutput(flat.data(), flat.size());
       opts.setTag(tag);
       opts.setTimeout(timeout);
-      gloo::allgather(opts);
+      gloo_detail::call_gloo(*context_, [&] { gloo::allgather(opts); });
       for (int r = 0; r < size_; ++r) std::memcpy(outputs[r].raw_data(), flat.data() + r * bytes, bytes);
     }
     return outputs;
@@ -128,7 +130,7 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& output, std::vect
         opts.setReduceFunction(reduce);
         opts.setTag(tag);
         opts.setTimeout(timeout);
-        gloo::allreduce(opts);
+        gloo_detail::call_gloo(*context_, [&] { gloo::allreduce(opts); });
       }
       std::memcpy(output.raw_data(), flat.data() + rank_ * bytes, bytes);
       if (op == ReduceOp::AVG) detail::divide_in_place(output.raw_data(), output.dtype(), output.numel(), size_);
@@ -146,7 +148,7 @@ std::shared_ptr<Work> ProcessGroupGloo::barrier() {
       gloo::BarrierOptions opts(context_);
       opts.setTag(tag);
       opts.setTimeout(timeout);
-      gloo::barrier(opts);
+      gloo_detail::call_gloo(*context_, [&] { gloo::barrier(opts); });
     }
     return std::vector<Tensor>{};
   };
@@ -166,8 +168,10 @@ std::shared_ptr<Work> ProcessGroupGloo::send(const Tensor& tensor, int dst_rank,
   p.fingerprint = detail::make_fingerprint(0, CollectiveKind::SEND, &tensor);
   p.body = [this, tensor, dst_rank, tag](uint32_t, std::chrono::milliseconds timeout) {
     auto buf = context_->createUnboundBuffer(tensor.raw_data(), tensor.nbytes());
-    buf->send(dst_rank, gloo::Slot::build(gloo_detail::kPointToPointSlotPrefix, static_cast<uint32_t>(tag)));
-    buf->waitSend(timeout);
+    gloo_detail::call_gloo(*context_, [&] {
+      buf->send(dst_rank, gloo::Slot::build(gloo_detail::kPointToPointSlotPrefix, static_cast<uint32_t>(tag)));
+      buf->waitSend(timeout);
+    });
     return std::vector<Tensor>{tensor};
   };
   return enqueue(std::move(p), /*collective=*/false);
@@ -181,8 +185,10 @@ std::shared_ptr<Work> ProcessGroupGloo::recv(Tensor& tensor, int src_rank, int t
   p.fingerprint = detail::make_fingerprint(0, CollectiveKind::RECV, &tensor);
   p.body = [this, tensor, src_rank, tag](uint32_t, std::chrono::milliseconds timeout) {
     auto buf = context_->createUnboundBuffer(tensor.raw_data(), tensor.nbytes());
-    buf->recv(src_rank, gloo::Slot::build(gloo_detail::kPointToPointSlotPrefix, static_cast<uint32_t>(tag)));
-    buf->waitRecv(timeout);
+    gloo_detail::call_gloo(*context_, [&] {
+      buf->recv(src_rank, gloo::Slot::build(gloo_detail::kPointToPointSlotPrefix, static_cast<uint32_t>(tag)));
+      buf->waitRecv(timeout);
+    });
     return std::vector<Tensor>{tensor};
   };
   return enqueue(std::move(p), /*collective=*/false);

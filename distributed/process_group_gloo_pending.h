@@ -7,9 +7,13 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <gloo/common/error.h>
+#include <gloo/context.h>
 
 #include "distributed/collective_check.h"
 #include "distributed/process_group_gloo.h"
@@ -37,6 +41,43 @@ inline void with_element_type(size_t element_size, F&& fn) {
     default: throw Error(lockstep::detail::str("ProcessGroupGloo: unsupported element size ", element_size));
   }
 }
+// Note [Gloo buffers after a failure]
+// A Gloo call hands Gloo raw pointers: the options' UnboundBuffers (with their
+// mutex and condition variables) and the bytes they wrap (a tensor's storage,
+// a local staging vector). Gloo's pairs keep only weak, non-owning references
+// to them, and its device-loop thread may be inside one of them (completing a
+// send: handleSendCompletion signals the buffer's condition variable; filling a
+// recv) at the moment the waiting worker throws. What Gloo does on a failure:
+// a timed-out waitRecv/waitSend signals every pair of the context
+// ("Application timeout caused pair closure") and throws; a dead peer makes the
+// loop signal that pair's pending operations. Neither waits for the loop to
+// let go of the buffers, and a failure on one pair leaves recvs posted on the
+// other pairs, which a late peer could still fill. So when a Gloo call throws,
+// call_gloo() first closes every pair of the context (gloo::Context::
+// closeConnections: under each pair's lock, unregisters its socket from the
+// loop and waits for the loop to tick) and only then lets the exception unwind
+// the caller's frame, which destroys the options and the buffers. The caller
+// must therefore declare the options and every buffer they point to *before*
+// calling call_gloo(). Closing the pairs is final, which matches what the
+// group does anyway: a transport failure marks it broken (every later
+// collective fails at once with the first error), see process_group_gloo.h.
+// Any exception (Gloo's EnforceNotMet is not a gloo::Exception) is rethrown as
+// a gloo::IoException so the caller reports it as a transport failure.
+template <class F>
+inline void call_gloo(gloo::Context& context, F&& call) {
+  try {
+    call();
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    try {
+      context.closeConnections();
+    } catch (...) {
+      // Closing is best effort: the pairs may already be closed or half torn down.
+    }
+    throw gloo::IoException(what);
+  }
+}
+
 constexpr uint8_t kPointToPointSlotPrefix = 0x20;  // beside Gloo's collective prefixes (0x01..0x08)
 
 }  // namespace gloo_detail

@@ -5,6 +5,7 @@
 // Read next: distributed/reducer_buckets.cpp, distributed/reducer_join.cpp.
 #include "distributed/reducer.h"
 
+#include <algorithm>
 #include <sstream>
 #include <unordered_set>
 
@@ -12,6 +13,8 @@
 #include "autograd/graph_traversal.h"
 #include "core/grad_mode.h"
 #include "core/native/native.h"
+#include "distributed/reducer_timeline.h"
+#include "distributed/comm_hooks/deterministic_hook.h"
 
 namespace lockstep::distributed {
 
@@ -24,8 +27,11 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       divisor_(static_cast<double>(process_group_->size())),
       ready_(params_.size(), false),
       fingerprint_(process_group_),
-      local_used_(native::zeros({static_cast<int64_t>(params_.size())}, kInt64)) {
+      local_used_(native::zeros({static_cast<int64_t>(params_.size())}, kInt64)),
+      ready_count_(params_.size(), 0),
+      last_ready_at_(params_.size(), 0) {
   initialize_buckets(compute_bucket_assignment(params_, options.first_bucket_mb(), options.bucket_cap_mb()));
+  timeline::set_rank(process_group_->rank());  // names this rank's trace file (core/timeline.h)
   if (options.progress_store()) {
     progress_ = std::make_unique<detail::ProgressBoard>(options.progress_store(), process_group_->rank(),
                                                         process_group_->size());
@@ -48,10 +54,14 @@ void Reducer::register_comm_hook(CommHook hook) {
   LS_CHECK(synced_backwards_ == 0 && !expect_autograd_hooks_, "DDP (rank ", rank, "): register_comm_hook "
            "must be called before the first synced forward/backward (buckets already hold gradients "
            "scaled for the default AllReduce). Register it right after constructing DistributedDataParallel");
+  LS_CHECK(!options_.deterministic(), "DDP (rank ", rank, "): register_comm_hook with DDPOptions().deterministic(true): "
+           "deterministic mode reduces every bucket itself (Note [Deterministic reduction]); drop the option, or "
+           "register comm_hooks::deterministic_allreduce_hook without it");
   comm_hook_ = std::move(hook);
 }
 
 void Reducer::begin_synced_forward(bool exchange_fingerprint) {
+  timeline::open_span("DDP.forward");  // closed in prepare_for_backward (core/timeline.h)
   ++synced_forwards_;
   if (!exchange_fingerprint) return;
   // Wait now: the forward's own collectives must not meet another rank's buckets.
@@ -60,6 +70,7 @@ void Reducer::begin_synced_forward(bool exchange_fingerprint) {
 }
 
 void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
+  timeline::close_span("DDP.forward", "forward");
   expect_autograd_hooks_ = true;
   finalize_queued_ = false;
   next_bucket_ = 0;
@@ -68,6 +79,17 @@ void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
     b.pending = b.param_indices.size();
     b.launched = false;
     b.future = TensorFuture();
+  }
+  if (options_.static_graph()) {
+    // Note [Static graph]: no traversal. The first synced backward only counts
+    // (finalize reduces everything); later ones know which parameters this
+    // rank never produces and mark them ready now.
+    std::fill(ready_count_.begin(), ready_count_.end(), 0);
+    if (!static_counted_) return;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (expected_ready_[i] == 0) mark_variable_ready(i, /*locally_unused=*/true);
+    }
+    return;
   }
   if (!options_.find_unused_parameters()) return;
 
@@ -88,25 +110,46 @@ void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
   // Reduce a copy: the original keeps accumulating from hooks while it travels.
   global_used_ = native::clone(local_used_);  // (num params) int64
   local_used_work_ = process_group_->allreduce(global_used_, ReduceOp::SUM);
+  ++bitmap_allreduces_;
   native::fill_(local_used_, 0.0);
   for (size_t i : unused) mark_variable_ready(i, /*locally_unused=*/true);
 }
 
 void Reducer::autograd_hook(size_t index) {
-  if (options_.find_unused_parameters()) local_used_.data_ptr<int64_t>()[index] = 1;
+  if (options_.find_unused_parameters() || (options_.static_graph() && !static_used_known_)) {
+    local_used_.data_ptr<int64_t>()[index] = 1;
+  }
   if (!expect_autograd_hooks_) return;  // no_sync, or a backward DDP did not arm
+  if (options_.static_graph()) return static_graph_hook(index);
   record_ready_order(index);
   mark_variable_ready(index);
 }
 
 void Reducer::mark_variable_ready(size_t index, bool locally_unused) {
-  LS_CHECK(!ready_[index], "DDP (rank ", process_group_->rank(), "): parameter '", names_[index],
-           "' received a gradient twice in one backward. DDP reduces each gradient once per "
-           "iteration; this happens with reentrant backward or a parameter shared by two "
-           "graphs backpropagated separately");
+  if (ready_[index]) {
+    fail(lockstep::detail::str(
+        "DDP (rank ", process_group_->rank(), "): parameter '", names_[index], "' received a gradient twice in "
+        "one backward. DDP reduces each gradient once per iteration; this happens with activation "
+        "checkpointing (autograd/checkpoint.h) of a block used twice, other reentrant backward, or a parameter "
+        "shared by two graphs backpropagated separately. If every iteration does the same, pass "
+        "DDPOptions().static_graph(true): DDP then counts the readies in the first iteration and reduces "
+        "after the last one"));
+  }
   ready_[index] = true;
   const bool in_backward = autograd::in_backward();
-  if (!finalize_queued_ && in_backward) {
+  if (in_backward) begin_backward();
+  if (timeline::is_enabled())
+    timeline_ready(names_[index], index, locations_[index].bucket, synced_backwards_ + (in_backward ? 0 : 1));
+  copy_grad_into_bucket(index, locally_unused);
+  // Launches happen in backward only, after the fingerprint was issued: a
+  // bucket filled by prepare_for_backward (unused parameters) goes with the
+  // first bucket that fills in backward, or at finalize.
+  Bucket& bucket = buckets_[locations_[index].bucket];
+  if (--bucket.pending == 0 && in_backward) mark_bucket_ready(locations_[index].bucket);
+}
+
+void Reducer::begin_backward() {
+  if (!finalize_queued_) {
     finalize_queued_ = true;
     autograd::queue_callback([this] { finalize_backward(); });
     // The first gradient of this backward: tell the other ranks where we are.
@@ -116,12 +159,66 @@ void Reducer::mark_variable_ready(size_t index, bool locally_unused) {
     record_progress(0, false);
     start_fingerprint(detail::DDPPhase::BACKWARD);
   }
-  copy_grad_into_bucket(index, locally_unused);
-  // Launches happen in backward only, after the fingerprint was issued: a
-  // bucket filled by prepare_for_backward (unused parameters) goes with the
-  // first bucket that fills in backward, or at finalize.
-  Bucket& bucket = buckets_[locations_[index].bucket];
-  if (--bucket.pending == 0 && in_backward) mark_bucket_ready(locations_[index].bucket);
+}
+
+// Note [Static graph]
+// DDPOptions().static_graph(true) promises that every synced iteration uses the
+// same parameters and the same graph (PyTorch's static_graph). Two things
+// follow. (1) Unused parameters need finding once: no traversal after forward
+// and no used-parameter bitmap per iteration — the first synced backward
+// AllReduces the bitmap, and every later one marks the parameters this rank
+// never produced as ready in prepare_for_backward and leaves the globally
+// unused ones' .grad alone in finalize. (2) A gradient may become ready more
+// than once in one backward: with activation checkpointing (autograd/
+// checkpoint.h) a block checkpointed twice accumulates its parameters' .grad in
+// two nested backwards (Note [Checkpoint and gradient hooks]). Copying the
+// first partial sum into the bucket would reduce a wrong value, so DDP must
+// know how many readies to wait for. The first synced backward therefore only
+// counts each parameter's hook calls and reduces nothing while backward runs;
+// finalize_backward records the counts as the expected ones, AllReduces the
+// bitmap, copies every gradient in and launches all buckets (no overlap in
+// that one iteration). It also records the order of the LAST readies for the
+// bucket rebuild (Note [Bucket rebuild from the traced order]). From the
+// second synced backward on, a parameter is marked ready on its expected
+// count, so buckets launch during backward as usual. Unlike graph traversal,
+// counting sees the parameters hidden inside checkpointed functions. A
+// parameter that becomes ready more often than in the first iteration is an
+// error (the graph was not static); fewer, the usual unfinished-reduction error
+// at the next forward. Under join() a rank that never trained mirrors the
+// first iteration's bitmap and learns the used set from it (reducer_join.cpp).
+void Reducer::static_graph_hook(size_t index) {
+  const int count = ++ready_count_[index];
+  last_ready_at_[index] = ++ready_clock_;
+  if (!static_counted_) {
+    if (autograd::in_backward()) begin_backward();  // queue finalize, start the fingerprint
+    return;
+  }
+  if (count > expected_ready_[index]) {
+    fail(lockstep::detail::str("DDP (rank ", process_group_->rank(), "): parameter '", names_[index],
+                               "' became ready ", count, " times in this backward but ", expected_ready_[index],
+                               " times in the first one; DDPOptions().static_graph(true) requires every "
+                               "iteration to use the same parameters the same number of times. Drop "
+                               "static_graph (and use find_unused_parameters) for a graph that changes"));
+  }
+  if (count == expected_ready_[index]) mark_variable_ready(index);
+}
+
+void Reducer::finish_static_counting() {
+  std::vector<size_t> produced;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (ready_count_[i] > 0) produced.push_back(i);
+  }
+  std::sort(produced.begin(), produced.end(),
+            [&](size_t a, size_t b) { return last_ready_at_[a] < last_ready_at_[b]; });
+  for (size_t i : produced) record_ready_order(i);
+  if (!static_used_known_) {
+    global_used_ = native::clone(local_used_);  // (num params) int64, includes no_sync iterations
+    local_used_work_ = process_group_->allreduce(global_used_, ReduceOp::SUM);
+    ++bitmap_allreduces_;
+  }
+  expected_ready_ = ready_count_;
+  static_counted_ = true;
+  for (size_t i = 0; i < params_.size(); ++i) mark_variable_ready(i, /*locally_unused=*/ready_count_[i] == 0);
 }
 
 void Reducer::copy_grad_into_bucket(size_t index, bool locally_unused) {
@@ -162,6 +259,7 @@ void Reducer::launch_ready_buckets() {
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     if (next_bucket_ == 0) finish_fingerprint();  // no bucket moves before the ranks agree
     const size_t bi = next_bucket_++;
+    if (timeline::is_enabled()) timeline_launch(bi, synced_backwards_);  // distributed/reducer_timeline.h
     buckets_[bi].future = launch(bi, buckets_[bi].flat);
     buckets_[bi].launched = true;
   }
@@ -171,7 +269,14 @@ void Reducer::launch_ready_buckets() {
 // The default AllReduce, or the hook (Note [Communication hooks]), on `flat`:
 // the bucket's buffer, or zeros of its size when shadowing (reducer_join.cpp).
 TensorFuture Reducer::launch(size_t bucket_index, Tensor flat) {
-  if (!comm_hook_) return TensorFuture::from_work(process_group_->allreduce(flat, ReduceOp::SUM), flat);
+  if (!comm_hook_) {
+    // Note [Deterministic reduction]: the ranks' scaled buckets added in rank order.
+    if (options_.deterministic()) return comm_hooks::rank_ordered_sum(*process_group_, flat);
+    auto work = process_group_->allreduce(flat, ReduceOp::SUM);
+    timeline::async_end_when(timeline_key(synced_backwards_, bucket_index),
+                             [work] { return work->is_completed(); });
+    return TensorFuture::from_work(std::move(work), flat);
+  }
   const Bucket& b = buckets_[bucket_index];
   std::vector<Tensor> params;
   for (size_t i : b.param_indices) params.push_back(params_[i]);
@@ -273,6 +378,7 @@ void Reducer::wait_or_fail(const std::function<void()>& wait, size_t bucket) {
 
 void Reducer::finalize_backward() {
   expect_autograd_hooks_ = false;
+  if (options_.static_graph() && !static_counted_) finish_static_counting();  // Note [Static graph]
   launch_ready_buckets();  // without overlap, every launch happens here
   finish_fingerprint();    // when bucket 0 never filled, the check still happens
   unfinished_params_ = unready_parameters();
@@ -286,12 +392,18 @@ void Reducer::finalize_backward() {
     wait_or_fail([&] { work->wait(process_group_->timeout()); }, buckets_.size());
     global_used = global_used_.to_vector<int64_t>();
   }
+  if (options_.static_graph()) {
+    // Note [Static graph]: the first bitmap decides for every later iteration.
+    if (!static_used_known_) static_global_used_ = global_used;
+    static_used_known_ = true;
+    global_used = static_global_used_;
+  }
   for (size_t bi = 0; bi < buckets_.size(); ++bi) {
     if (buckets_[bi].launched) finalize_bucket(bi, global_used);
   }
   // This backward's hooks marked parameters the bitmap already counted: the
   // next bitmap counts from the next forward (and its no_sync iterations) only.
-  if (options_.find_unused_parameters()) native::fill_(local_used_, 0.0);
+  if (options_.find_unused_parameters() || options_.static_graph()) native::fill_(local_used_, 0.0);
   record_progress(buckets_.size(), true);
 }
 
@@ -299,6 +411,7 @@ void Reducer::finalize_bucket(size_t bi, const std::vector<int64_t>& global_used
   Bucket& b = buckets_[bi];
   Tensor result;
   wait_or_fail([&] { result = b.future.wait(process_group_->timeout()); }, bi);
+  timeline::async_end(timeline_key(synced_backwards_, bi));  // hooks' futures have no Work to poll
   b.future = TensorFuture();
   NoGradGuard no_grad;
   if (result.raw_data() != b.flat.raw_data() || result.dtype() != b.flat.dtype()) {
@@ -342,7 +455,9 @@ void Reducer::check_previous_reduction_finished() {
       "gradient for parameter(s) ", names_of(unfinished_params_), ", so the buckets holding them "
       "were never reduced. This happens when forward does not use every parameter (or its "
       "output does not reach them). Pass DDPOptions().find_unused_parameters(true) to let DDP "
-      "find and skip them, or make sure every parameter contributes to the loss"));
+      "find and skip them, or make sure every parameter contributes to the loss",
+      options_.static_graph() ? ". With static_graph(true), every iteration must produce the gradients "
+                                "the first one did, as many times (Note [Static graph])" : ""));
 }
 
 }  // namespace lockstep::distributed

@@ -21,6 +21,11 @@
 //   finalize_backward()  queued as an autograd callback by the first hook: wait
 //       for every bucket, copy averages back into .grad (or point .grad at the
 //       bucket), leave globally unused parameters' grads untouched.
+// With DDPOptions().static_graph(true) the traversal and the bitmap happen in
+// the first synced backward only, and a gradient may become ready several
+// times per backward (activation checkpointing): Note [Static graph] in
+// reducer.cpp. With deterministic(true), launch() sums in rank order instead
+// of AllReducing (Note [Deterministic reduction], comm_hooks/deterministic_hook.h).
 // Bucket construction, gradient views and the rebuild from the traced order
 // live in reducer_buckets.cpp; what a rank that has joined does instead of
 // training (join(), distributed/ddp_join.h) in reducer_join.cpp. With
@@ -97,6 +102,12 @@ class Reducer {
   void shadow_synced_forward(bool exchange_fingerprint);
   void shadow_backward();
 
+  // Note [Static graph] (reducer.cpp): how many used-parameter bitmap
+  // AllReduces this Reducer has issued (a test hook), and whether the first
+  // synced backward has recorded how often each gradient becomes ready.
+  int64_t bitmap_allreduces() const { return bitmap_allreduces_; }
+  bool static_graph_recorded() const { return static_counted_; }
+
   const std::vector<Bucket>& buckets() const { return buckets_; }
   size_t num_buckets() const { return buckets_.size(); }
   const std::vector<Tensor>& parameters() const { return params_; }
@@ -112,6 +123,9 @@ class Reducer {
 
   // reducer.cpp
   void autograd_hook(size_t index);
+  void begin_backward();  // the first gradient of a synced backward
+  void static_graph_hook(size_t index);  // Note [Static graph]
+  void finish_static_counting();
   void mark_variable_ready(size_t index, bool locally_unused = false);
   void copy_grad_into_bucket(size_t index, bool locally_unused);
   void mark_bucket_ready(size_t bucket_index);
@@ -174,6 +188,18 @@ class Reducer {
   Tensor local_used_;                     // (num params) int64, 0/1
   Tensor global_used_;                    // the bitmap in flight, summed over ranks
   std::shared_ptr<Work> local_used_work_;
+  int64_t bitmap_allreduces_ = 0;
+
+  // Note [Static graph]: readies per parameter in this backward and in the
+  // first synced one (expected from then on), the order of the last readies,
+  // and the globally used parameters from the one bitmap AllReduce.
+  std::vector<int> ready_count_;
+  std::vector<int> expected_ready_;
+  std::vector<uint64_t> last_ready_at_;
+  uint64_t ready_clock_ = 0;
+  bool static_counted_ = false;     // expected_ready_ is known
+  bool static_used_known_ = false;  // static_global_used_ is known
+  std::vector<int64_t> static_global_used_;
 };
 
 }  // namespace lockstep::distributed

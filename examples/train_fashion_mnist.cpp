@@ -23,17 +23,26 @@
 //
 // `--stop-after-epoch K` ends this run after epoch K (checkpoint written), as a
 // job with a time limit would; a later `--resume` with the same arguments
-// finishes the run as if it had never stopped.
+// finishes the run as if it had never stopped. `--test-limit N` evaluates on
+// the first N test images only (for quick checks).
+//
+// Fault injection, for tests only (tests/examples/check_ddp_kill_resume.sh):
+// LOCKSTEP_TEST_SIGKILL_AT=R:E:S makes rank R kill itself with SIGKILL just
+// before step S (1-based) of epoch E (1-based), as if the machine had killed it.
 //
 // Usage: build/bin/train_fashion_mnist [--epochs 4] [--batch 64] [--lr 0.05]
 //          [--schedule constant|cosine] [--threads 1] [--log-every 100] [--limit N]
-//          [--checkpoint PATH] [--resume] [--stop-after-epoch K] [--root /usr/share/datasets/fashion-mnist] [--seed 0]
+//          [--checkpoint PATH] [--resume] [--stop-after-epoch K] [--test-limit N]
+//          [--root /usr/share/datasets/fashion-mnist] [--seed 0]
 #include <lockstep.h>
+
+#include <signal.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <array>
 #include <filesystem>
 #include <string>
 
@@ -46,6 +55,7 @@ struct Args {
   std::string checkpoint = "fashion_mnist_checkpoint.safetensors";
   std::string schedule = "constant";
   int64_t epochs = 4, batch = 64, threads = 1, log_every = 100, limit = 0, stop_after_epoch = 0;
+  int64_t test_limit = 0;
   double lr = 0.05, momentum = 0.9;
   uint64_t seed = 0;
   bool resume = false;
@@ -73,6 +83,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--seed") a.seed = std::stoull(value());
     else if (k == "--schedule") a.schedule = value();
     else if (k == "--stop-after-epoch") a.stop_after_epoch = std::stoll(value());
+    else if (k == "--test-limit") a.test_limit = std::stoll(value());
     else if (k == "--resume") a.resume = true;
     else {
       std::fprintf(stderr, "train_fashion_mnist: unknown argument %s (see the file header for usage)\n",
@@ -117,17 +128,35 @@ int64_t load_checkpoint(const std::string& path, ls::nn::Module& model, ls::opti
   return std::stoll(meta.at("epochs_done"));
 }
 
-double evaluate(ls::models::SmallCNN& model, const ls::data::FashionMNIST& test) {
+// Accuracy on the first `limit` test images (all when limit is 0).
+double evaluate(ls::models::SmallCNN& model, const ls::data::FashionMNIST& test, int64_t limit) {
   ls::NoGradGuard no_grad;
   model.eval();
-  int64_t correct = 0;
+  const int64_t n = limit > 0 ? std::min<int64_t>(limit, test.size()) : test.size();
+  int64_t correct = 0, seen = 0;
   ls::data::DataLoader loader(test, ls::data::DataLoaderOptions(1000).workers(1));
   for (const auto& batch : loader) {
-    ls::Tensor pred = model.forward(batch.data).argmax(1);  // (B)
-    correct += pred.eq(batch.target).sum().item<int64_t>();
+    if (seen >= n) break;
+    const int64_t b = std::min<int64_t>(batch.data.size(0), n - seen);
+    ls::Tensor pred = model.forward(batch.data.narrow(0, 0, b)).argmax(1);  // (b)
+    correct += pred.eq(batch.target.narrow(0, 0, b)).sum().item<int64_t>();
+    seen += b;
   }
   model.train();
-  return static_cast<double>(correct) / static_cast<double>(test.size());
+  return static_cast<double>(correct) / static_cast<double>(n);
+}
+
+// LOCKSTEP_TEST_SIGKILL_AT=R:E:S (see the file header): {R, E, S}, or {-1, -1, -1} when unset.
+std::array<int64_t, 3> sigkill_point() {
+  std::array<int64_t, 3> at{-1, -1, -1};
+  const char* env = std::getenv("LOCKSTEP_TEST_SIGKILL_AT");
+  if (env == nullptr || *env == '\0') return at;
+  long long r = 0, e = 0, s = 0;
+  char extra = 0;
+  LS_CHECK(std::sscanf(env, "%lld:%lld:%lld%c", &r, &e, &s, &extra) == 3,
+           "LOCKSTEP_TEST_SIGKILL_AT='", env, "' is not RANK:EPOCH:STEP (e.g. 1:2:5); unset it");
+  at = {r, e, s};
+  return at;
 }
 
 }  // namespace
@@ -145,6 +174,7 @@ int main(int argc, char** argv) {
     if (distributed) pg = ls::distributed::init_process_group("gloo");
     const int rank = pg ? pg->rank() : 0;
     const int world = pg ? pg->size() : 1;
+    const auto kill_at = sigkill_point();
     ls::data::FashionMNIST train(a.root, /*train=*/true);
     ls::data::FashionMNIST test(a.root, /*train=*/false);
     auto model = std::make_shared<ls::models::SmallCNN>();
@@ -184,6 +214,13 @@ int main(int argc, char** argv) {
       double loss_sum = 0;
       int64_t seen = 0, step = 0, window_examples = 0;
       for (const auto& batch : loader) {
+        if (rank == kill_at[0] && epoch + 1 == kill_at[1] && step + 1 == kill_at[2]) {
+          std::fprintf(stderr, "train_fashion_mnist: LOCKSTEP_TEST_SIGKILL_AT: rank %d kills itself before "
+                       "epoch %lld step %lld\n", rank, static_cast<long long>(epoch + 1),
+                       static_cast<long long>(step + 1));
+          std::fflush(stderr);
+          ::raise(SIGKILL);
+        }
         opt.zero_grad();
         ls::Tensor loss = ls::nn::functional::cross_entropy(forward(batch.data), batch.target);
         loss.backward();
@@ -206,7 +243,7 @@ int main(int argc, char** argv) {
       }
       double train_secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (rank == 0) {  // replicas are identical: rank 0 evaluates and reports
-        double accuracy = evaluate(*model, test);
+        double accuracy = evaluate(*model, test, a.test_limit);
         std::printf("epoch %lld train_loss %.4f test_accuracy %.4f seconds %.1f examples/s %.0f\n",
                     static_cast<long long>(epoch + 1), loss_sum / static_cast<double>(seen), accuracy,
                     train_secs, static_cast<double>(seen * world) / train_secs);

@@ -1,10 +1,35 @@
 // models/resnet.cpp — building the ResNet stages and blocks.
+//
+// Forward passes fuse each BatchNorm followed by a ReLU into batch_norm_relu,
+// and each residual add followed by a ReLU into add_relu: the same arithmetic
+// as torchvision's relu(bn(x)) and relu(out + identity) with ReLU(inplace=True),
+// and the same activations kept alive (Note [Fused BatchNorm + ReLU] in
+// autograd/functions/batch_norm.cpp). The modules are unchanged (bn1, relu, ...),
+// so names and state_dict keys stay torchvision's.
 // Read before: models/resnet.h.
 #include "models/resnet.h"
+
+#include "core/grad_mode.h"
+#include "core/nn_ops.h"
 
 namespace lockstep::models {
 
 namespace {
+
+// bn.forward(x).relu() as one op: BatchNorm2d::forward's bookkeeping (count the
+// batch when training) with the fused kernel; input checks are the kernel's. A
+// layer whose training statistics come from elsewhere (SyncBatchNorm: Note
+// [BatchNorm group statistics] in nn/batch_norm.h) keeps its own forward.
+Tensor bn_relu(nn::BatchNorm2d& bn, const Tensor& x) {  // (N, C, H, W) -> same
+  if (bn.is_training() && bn.group_statistics) return bn.forward(x).relu();
+  if (bn.is_training()) {
+    NoGradGuard no_grad;
+    bn.num_batches_tracked.add_(1.0);
+  }
+  return batch_norm_relu(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, bn.is_training(),
+                         bn.momentum, bn.eps);
+}
+
 std::shared_ptr<nn::Conv2d> conv(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad) {
   return std::make_shared<nn::Conv2d>(
       nn::Conv2dOptions(in, out, k).stride(stride).padding(pad).bias(false));
@@ -29,10 +54,10 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride) {
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = bn1->forward(conv1->forward(x)).relu();
+  Tensor out = bn_relu(*bn1, conv1->forward(x));
   out = bn2->forward(conv2->forward(out));
   Tensor identity = downsample ? downsample->forward(x) : x;
-  return (out + identity).relu();
+  return add_relu(out, identity);
 }
 
 Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride) {
@@ -48,11 +73,11 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride) {
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor out = bn1->forward(conv1->forward(x)).relu();   // (N, planes, H, W)
-  out = bn2->forward(conv2->forward(out)).relu();        // (N, planes, H/s, W/s)
-  out = bn3->forward(conv3->forward(out));               // (N, 4 planes, H/s, W/s)
+  Tensor out = bn_relu(*bn1, conv1->forward(x));   // (N, planes, H, W)
+  out = bn_relu(*bn2, conv2->forward(out));        // (N, planes, H/s, W/s)
+  out = bn3->forward(conv3->forward(out));         // (N, 4 planes, H/s, W/s)
   Tensor identity = downsample ? downsample->forward(x) : x;
-  return (out + identity).relu();
+  return add_relu(out, identity);
 }
 
 ResNet::ResNet(bool bottleneck, const std::vector<int64_t>& layers, int64_t num_classes) {
@@ -100,7 +125,7 @@ ResNet::ResNet(bool bottleneck, const std::vector<int64_t>& layers, int64_t num_
 }
 
 Tensor ResNet::forward(const Tensor& x) {
-  Tensor h = maxpool->forward(bn1->forward(conv1->forward(x)).relu());  // (N, 64, H/4, W/4)
+  Tensor h = maxpool->forward(bn_relu(*bn1, conv1->forward(x)));  // (N, 64, H/4, W/4)
   h = layer4->forward(layer3->forward(layer2->forward(layer1->forward(h))));
   return fc->forward(avgpool->forward(h).flatten(1));  // (N, num_classes)
 }

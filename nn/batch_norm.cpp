@@ -25,6 +25,8 @@ Tensor BatchNorm2d::forward(const Tensor& input) {
   LS_CHECK(input.defined() && input.dim() == 4 && input.size(1) == num_features, "BatchNorm2d(",
            num_features, ").forward: expected input (N, ", num_features, ", H, W) but got ",
            input.defined() ? input.shape_str() : "an undefined tensor");
+  // See Note [BatchNorm group statistics].
+  if (is_training() && group_statistics) return group_statistics->forward(*this, input);
   if (is_training()) {
     LS_CHECK(input.numel() / num_features > 1, "BatchNorm2d.forward: expected more than 1 value "
              "per channel when training but got input ", input.shape_str(),

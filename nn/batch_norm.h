@@ -7,12 +7,28 @@
 // in place (running = (1 - momentum) * running + momentum * batch, with the
 // unbiased batch variance), and counts the batch. Eval: uses the running
 // statistics. DDP broadcasts these buffers from rank 0 before each forward.
+//
+// Note [BatchNorm group statistics]
+// `group_statistics`, when set, takes over the training-mode forward: it computes
+// the statistics over more than this process's batch (distributed::SyncBatchNorm
+// sets it; distributed::convert_sync_batchnorm sets it on existing layers, so
+// models that hold `std::shared_ptr<BatchNorm2d>` members need no change). It
+// must update the running statistics and num_batches_tracked itself. Eval
+// mode never uses it. nn cannot see distributed/, hence the interface here.
 // Read before: nn/conv.h. Read next: nn/layer_norm.h.
 #pragma once
 
 #include "nn/unary_module.h"
 
 namespace lockstep::nn {
+
+struct BatchNorm2d;
+
+// See Note [BatchNorm group statistics].
+struct BatchNormGroupStatistics {
+  virtual ~BatchNormGroupStatistics() = default;
+  virtual Tensor forward(BatchNorm2d& bn, const Tensor& input) = 0;  // (N, C, H, W) -> same
+};
 
 struct BatchNorm2d : UnaryModule {
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1);
@@ -24,6 +40,7 @@ struct BatchNorm2d : UnaryModule {
   double eps, momentum;
   Tensor weight, bias;                                     // (C)
   Tensor running_mean, running_var, num_batches_tracked;  // (C), (C), () int64
+  std::shared_ptr<BatchNormGroupStatistics> group_statistics;  // null: this batch only
 };
 
 }  // namespace lockstep::nn

@@ -6,6 +6,11 @@
 # The sanitizer options and suppression files (tools/sanitizers/, each entry
 # with its reason) come from the test presets in CMakePresets.json.
 # Usage: scripts/sanitize.sh [asan|tsan|all] [extra ctest arguments, e.g. -R serialize]
+# Only the programs those tests run are built: for asan the unit-test
+# executables and train_fashion_mnist (its resume check is unit-labelled), for
+# tsan test_distributed, lockstep-run, train_fashion_mnist and the fault
+# injector of the kill/resume check — not the benchmarks. scripts/test.sh runs
+# `sanitize.sh asan` after the normal suite under CI (see there).
 # Read before: CMakePresets.json, tools/sanitizers/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,12 +30,14 @@ exclude='^install: '
 status=0
 if [ "$which" = asan ] || [ "$which" = all ]; then
   cmake --preset asan-ubsan "${launcher[@]}"
-  cmake --build --preset asan-ubsan -j"$jobs"
+  cmake --build --preset asan-ubsan -j"$jobs" --target test_core test_autograd test_nn test_optim test_data \
+    test_models train_fashion_mnist
   ctest --preset asan-ubsan -j"$jobs" --timeout 1800 -E "$exclude" "$@" || status=$?
 fi
 if [ "$which" = tsan ] || [ "$which" = all ]; then
   cmake --preset tsan "${launcher[@]}"
-  cmake --build --preset tsan -j"$jobs"
+  cmake --build --preset tsan -j"$jobs" --target test_distributed lockstep-run train_fashion_mnist \
+    lockstep_sigkill_before_rename
   ctest --preset tsan -j"$jobs" --timeout 1800 -E "$exclude" "$@" || status=$?
 fi
 exit $status

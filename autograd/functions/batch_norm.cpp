@@ -7,9 +7,29 @@
 // mean and invstd the forward used (batch statistics when training, running
 // ones in eval), which is all the formulas in core/native/batch_norm.cpp need.
 //
+// Note [Fused BatchNorm + ReLU]
+// batch_norm_relu(x, ...) = relu(batch_norm(x, ...)) as one op, for the
+// BatchNorm -> ReLU pairs of ResNet. torchvision writes them as
+// relu(bn(x)) with ReLU(inplace=True): the ReLU overwrites the batch-norm
+// output, so only two activations per pair are alive, bn's input (saved for
+// its backward) and the ReLU output (saved for its mask and by the next conv).
+// Out of place, a third, the batch-norm output, is written, read back and
+// freed: a full extra pass over memory, and extra memory for as long as it
+// lives. An in-place relu_ would need a check that nothing saved the
+// batch-norm output (the version counter would catch it at backward, too
+// late to choose differently); a fused op needs no check at all. Its node,
+// BatchNormReluBackward, saves the same as BatchNormBackward plus the fused
+// output, whose zeros are the ReLU's mask (out > 0 iff bn(x) > 0); the backward
+// kernel masks the incoming gradient on the fly (core/native/fused_relu.h).
+// The output is saved as data only (Note [Saved tensor versions]), so saving
+// it creates no reference cycle, and it is the tensor the next layer keeps
+// anyway. add_relu (autograd/functions/add_relu.cpp) does the same for a
+// block's residual add + ReLU.
+//
 // Read before: autograd/functions/functions.h, core/native/nn_kernels.h.
 // Read next: nn/ (BatchNorm2d).
 #include "autograd/functions/functions.h"
+#include "core/native/fused_relu.h"
 #include "core/native/nn_kernels.h"
 #include "core/nn_ops.h"
 #include "core/profiler.h"
@@ -17,16 +37,25 @@
 namespace lockstep::autograd {
 namespace {
 
+// With relu, the node of batch_norm_relu: `output` is the fused output
+// (Note [Fused BatchNorm + ReLU]).
 struct BatchNormBackward final : BackwardNode {
   SavedVariable input, weight, save_mean, save_invstd;  // weight may be undefined
-  bool training = true;
-  std::string name() const override { return "BatchNormBackward"; }
+  SavedVariable output;                                 // relu only
+  bool training = true, relu = false;
+  std::string name() const override { return relu ? "BatchNormReluBackward" : "BatchNormBackward"; }
 
   variable_list apply(variable_list&& grads) override {
-    auto [grad_input, grad_weight, grad_bias] = native::batch_norm_backward(
-        grads[0], input.unpack(name()), weight.unpack(name()), save_mean.unpack(name()),
-        save_invstd.unpack(name()), training, should_compute_output(0), should_compute_output(1),
-        should_compute_output(2));
+    const bool gi = should_compute_output(0), gw = should_compute_output(1),
+               gb = should_compute_output(2);
+    auto [grad_input, grad_weight, grad_bias] =
+        relu ? native::batch_norm_relu_backward(grads[0], input.unpack(name()),
+                                                weight.unpack(name()), save_mean.unpack(name()),
+                                                save_invstd.unpack(name()), output.unpack(name()),
+                                                training, gi, gw, gb)
+             : native::batch_norm_backward(grads[0], input.unpack(name()), weight.unpack(name()),
+                                           save_mean.unpack(name()), save_invstd.unpack(name()),
+                                           training, gi, gw, gb);
     return {grad_input, grad_weight, grad_bias};
   }
 
@@ -35,8 +64,33 @@ struct BatchNormBackward final : BackwardNode {
     weight.reset();
     save_mean.reset();
     save_invstd.reset();
+    output.reset();
   }
 };
+
+// Runs the (fused) forward kernel and records the node.
+Tensor batch_norm_op(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                     const Tensor& running_mean, const Tensor& running_var, bool training,
+                     double momentum, double eps, bool relu) {
+  profiler::Scope prof(relu ? "batch_norm_relu" : "batch_norm");
+  auto [out, save_mean, save_invstd] =
+      relu ? native::batch_norm_relu_forward(input, weight, bias, running_mean, running_var,
+                                             training, momentum, eps)
+           : native::batch_norm_forward(input, weight, bias, running_mean, running_var, training,
+                                        momentum, eps);
+  if (compute_requires_grad({input, weight, bias})) {
+    auto node = std::make_shared<BatchNormBackward>();
+    node->input = SavedVariable(input);
+    node->weight = SavedVariable(weight);
+    node->save_mean = SavedVariable(save_mean);
+    node->save_invstd = SavedVariable(save_invstd);
+    if (relu) node->output = SavedVariable(out);
+    node->training = training;
+    node->relu = relu;
+    record(node, {input, weight, bias}, {out});
+  }
+  return out;
+}
 
 }  // namespace
 }  // namespace lockstep::autograd
@@ -48,19 +102,15 @@ using namespace autograd;  // NOLINT: this file defines the op that records this
 Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
                   const Tensor& running_mean, const Tensor& running_var, bool training,
                   double momentum, double eps) {
-  profiler::Scope prof("batch_norm");
-  auto [out, save_mean, save_invstd] = native::batch_norm_forward(
-      input, weight, bias, running_mean, running_var, training, momentum, eps);
-  if (compute_requires_grad({input, weight, bias})) {
-    auto node = std::make_shared<BatchNormBackward>();
-    node->input = SavedVariable(input);
-    node->weight = SavedVariable(weight);
-    node->save_mean = SavedVariable(save_mean);
-    node->save_invstd = SavedVariable(save_invstd);
-    node->training = training;
-    record(node, {input, weight, bias}, {out});
-  }
-  return out;
+  return batch_norm_op(input, weight, bias, running_mean, running_var, training, momentum, eps,
+                       false);
+}
+
+Tensor batch_norm_relu(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                       const Tensor& running_mean, const Tensor& running_var, bool training,
+                       double momentum, double eps) {
+  return batch_norm_op(input, weight, bias, running_mean, running_var, training, momentum, eps,
+                       true);
 }
 
 }  // namespace lockstep

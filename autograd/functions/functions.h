@@ -11,6 +11,7 @@
 //                    (un)squeeze, flatten, expand
 //   indexing.cpp     narrow, select, index_select, cat, stack
 //   conv.cpp, pool.cpp, batch_norm.cpp   the nn layers' ops (see their own headers)
+//   add_relu.cpp     relu(a + b) fused (the residual add of ResNet blocks)
 // Each op runs a native kernel (core/native/native.h) and, if an input requires
 // grad, records a Node named like PyTorch's (MulBackward, SumBackward, ...)
 // whose apply() is the op's backward formula, itself written with native

@@ -1,6 +1,8 @@
 """bench/figures/plot.py — draws one figure from the JSON lines its script collected.
 
   /usr/bin/python3 bench/figures/plot.py FIG DIR      FIG: fig2 fig6 fig7_8 fig9_10 fig11 fig12
+                                                        hooks beyond_view beyond_det beyond_autotune
+                                                        beyond_syncbn beyond_static beyond_rebuild
 
 Reads DIR/FIG.jsonl (one record per run, written by bench/figures/common.sh or the figure
 script), writes DIR/FIG.csv (every record, the union of their fields as columns) and
@@ -39,6 +41,8 @@ def write_csv(rows, path):
 
 def model_title(r):
     m = r["model"]
+    if m == "mlp-reversed":
+        return f"{m} {r['layers']} x Linear({r['width']}) batch {r['batch']}/rank"
     if m.startswith("resnet"):
         return f"{m} {r['image']}x{r['image']} batch {r['batch']}/rank"
     return f"{m} {r['layers']} layers seq {r['seq']} batch {r['batch']}/rank"
@@ -157,7 +161,99 @@ def fig12(rows, axes):
         ax.set_xticks(sorted({r["rr"] for r in sub}))
 
 
-FIGS = {"fig2": (fig2, 1), "fig6": (fig6, 2), "fig7_8": (fig7_8, 2), "fig9_10": (fig9_10, 2),
+def hooks(rows, axes):
+    """Communication hooks on Fashion-MNIST: loss curves, then test accuracy and bytes."""
+    its = [r for r in rows if not r.get("summary")]
+    sums = [r for r in rows if r.get("summary")]
+    labels = list(dict.fromkeys(r["label"] for r in rows))  # in run order
+    colors = dict(zip(labels, ["black", "tab:gray", "tab:blue", "tab:green", "tab:orange", "tab:red", "tab:purple"]))
+    window = 20
+    for label in labels:
+        sel = sorted((r for r in its if r["label"] == label), key=lambda r: r["iter"])
+        ys = [r["loss"] for r in sel]
+        sm = [sum(ys[max(0, i - window + 1):i + 1]) / len(ys[max(0, i - window + 1):i + 1]) for i in range(len(ys))]
+        ls = ":" if label == "allreduce" else "-"
+        axes[0].plot([r["iter"] for r in sel], sm, ls=ls, lw=1.2 if ls == ":" else 1, color=colors[label], label=label)
+    r0 = sums[0]  # per-iteration records carry no batch
+    axes[0].set(xlabel="iteration", ylabel=f"train loss ({window}-iteration mean)",
+                title=f"Fashion-MNIST CNN, batch {r0['batch']}/rank, world {r0['world']}, per hook")
+    axes[0].legend(fontsize=7)
+    names = [r["label"] for r in sums]
+    acc = [100 * r["test_accuracy"] for r in sums]
+    bars = axes[1].bar(range(len(sums)), acc, color=[colors[n] for n in names])
+    for b, r in zip(bars, sums):
+        axes[1].annotate(f"{100 * r['wire_ratio']:.1f}% bytes", (b.get_x() + b.get_width() / 2, b.get_height()),
+                         ha="center", va="bottom", fontsize=7)
+    axes[1].set_xticks(range(len(sums)), names, fontsize=7, rotation=15)
+    axes[1].set(ylabel="test accuracy % (10,000 images)", ylim=(min(acc) - 10, 100),
+                title=f"after {sums[0]['iters']} iterations; label: bytes sent vs fp32 AllReduce")
+
+
+def by_label(rows):
+    """[(label, rows)] in first-appearance order (the script's configuration order)."""
+    return [(lab, [r for r in rows if r["label"] == lab]) for lab in dict.fromkeys(r["label"] for r in rows)]
+
+
+def breakdown(ax, bars, title):
+    """Stacked medians of fwd / bwd compute / exposed comm / optimizer per bar (label, rows)."""
+    parts = [("fwd_ms", "forward"), ("bwd_ms", "backward compute"),
+             ("comm_wait_ms", "backward comm (exposed)"), ("opt_ms", "optimizer")]
+    colors = ["tab:blue", "tab:green", "tab:red", "tab:gray"]
+    bottom = [0.0] * len(bars)
+    for (key, name), c in zip(parts, colors):
+        h = [med([r[key] for r in sel]) for _, sel in bars]
+        ax.bar(range(len(bars)), h, bottom=bottom, color=c, label=name)
+        bottom = [b + x for b, x in zip(bottom, h)]
+    for i, (_, sel) in enumerate(bars):
+        ax.annotate(f"{med([r['iter_ms'] for r in sel]):.0f}", (i, bottom[i]), ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=7)
+    ax.set(ylabel="ms per iteration (medians; label: iter_ms)", title=title)
+    ax.legend(fontsize=6)
+
+
+def beyond_view(rows, axes):
+    models = models_in(rows)
+    bars = [(f"{m.split('-')[0]}\n{lab}", [r for r in sel if r["model"] == m])
+            for m in models for lab, sel in by_label(rows)]
+    rss = [med([r["peak_rss_mb"] for r in sel]) for _, sel in bars]
+    axes[0].bar(range(len(bars)), rss, color=["tab:blue", "tab:green"] * len(models))
+    for i, v in enumerate(rss):
+        axes[0].annotate(f"{v:.0f}", (i, v), ha="center", va="bottom", fontsize=7)
+    axes[0].set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=7)
+    axes[0].set(ylabel="peak RSS MB (max over ranks, median)",
+                title="gradient_as_bucket_view: memory; " + "; ".join(model_title(
+                    [r for r in rows if r["model"] == m][0]) for m in models), )
+    axes[0].title.set_fontsize(7)
+    breakdown(axes[1], bars, f"iteration time, world {rows[0]['world']}")
+
+
+def beyond_det(rows, axes):
+    bars = [(f"{lab}\nworld {w}", [r for r in sel if r["world"] == w])
+            for w in sorted({r["world"] for r in rows}) for lab, sel in by_label(rows)]
+    breakdown(axes[0], bars, f"deterministic reduction vs AllReduce: {model_title(rows[0])}")
+
+
+def beyond_autotune(rows, axes):
+    bars = []
+    for lab, sel in by_label(rows):
+        if lab == "auto":
+            lab = f"auto\n({med([r['bucket_mb'] for r in sel]):.2g} / {med([r['first_bucket_mb'] for r in sel]):.2g} MB)"
+        bars.append((lab, sel))
+    breakdown(axes[0], bars, f"bucket autotune vs fixed bucket_cap_mb: {model_title(rows[0])}, world {rows[0]['world']}")
+
+
+def beyond_simple(what):
+    def draw(rows, axes):
+        breakdown(axes[0], by_label(rows), f"{what}: {model_title(rows[0])}, world {rows[0]['world']}")
+    return draw
+
+
+FIGS = {"hooks": (hooks, 2), "beyond_view": (beyond_view, 2), "beyond_det": (beyond_det, 1),
+        "beyond_autotune": (beyond_autotune, 1),
+        "beyond_syncbn": (beyond_simple("SyncBatchNorm vs BatchNorm"), 1),
+        "beyond_static": (beyond_simple("find_unused_parameters and static_graph"), 1),
+        "beyond_rebuild": (beyond_simple("traced-order bucket rebuild"), 1),
+        "fig2": (fig2, 1), "fig6": (fig6, 2), "fig7_8": (fig7_8, 2), "fig9_10": (fig9_10, 2),
         "fig11": (fig11, 2), "fig12": (fig12, 2)}
 
 

@@ -10,8 +10,9 @@
 // Forward, per channel, with mean and invstd = 1 / sqrt(var + eps):
 //   y = (x - mean) * invstd * w + b  =  x * scale + shift,
 //   scale = w * invstd,  shift = b - mean * scale.
-// Training uses the batch mean and biased variance sum((x - mean)^2) / M (two
-// passes), and moves the running statistics toward them:
+// Training uses the batch mean and biased variance sum((x - mean)^2) / M, both
+// from one pass over x (Note [One-pass batch statistics]), and moves the
+// running statistics toward them:
 //   running_mean = (1 - momentum) * running_mean + momentum * mean
 //   running_var  = (1 - momentum) * running_var  + momentum * var * M / (M - 1)
 // (the unbiased variance, as PyTorch). Eval uses the running statistics.
@@ -23,9 +24,28 @@
 // the extra terms being the gradient that flows through mean and var, which
 // depend on every x of the channel.
 //
-// Read before: core/native/nn_kernels.h. Read next: autograd/functions/batch_norm.cpp.
+// Fused ReLU (batch_norm_relu_*, core/native/fused_relu.h): the forward
+// writes max(y, 0) in the same pass, and the backward reads the saved output
+// and uses g * (out > 0) for g in every formula above, on the fly (see Note
+// [Fused BatchNorm + ReLU] in autograd/functions/batch_norm.cpp).
+//
+// Note [One-pass batch statistics]
+// mean and var come from one read of the channel: with a shift K (the
+// channel's first value), d = x - K, mean = K + sum(d) / M and
+// var = sum(d^2) / M - (sum(d) / M)^2. Summing d rather than x keeps the
+// subtraction benign: the textbook sum(x^2) / M - mean^2 cancels
+// catastrophically when |mean| >> std, while K lies inside the data, so
+// |mean - K| is a few std at most. Each run of S values is summed in T across
+// SIMD lanes (both sums in the same loop), the runs in double; var is clamped
+// at 0 against rounding. The old two-pass form read x three times per
+// forward (sum, squared deviations, output); this reads it twice.
+//
+// Read before: core/native/nn_kernels.h, core/native/fused_relu.h.
+// Read next: autograd/functions/batch_norm.cpp.
+#include <algorithm>
 #include <cmath>
 
+#include "core/native/fused_relu.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
 #include "core/parallel.h"
@@ -72,14 +92,25 @@ inline T run_sum(int64_t s, F f) {
   return acc;
 }
 
-}  // namespace
+// Sums of d = run[j] - shift and of d^2 over a run of s values, in T across SIMD lanes.
+template <class T>
+inline void run_shifted_sums(const T* run, int64_t s, T shift, double& sum, double& sum_sq) {
+  T acc = 0, acc_sq = 0;
+#pragma omp simd reduction(+ : acc, acc_sq)
+  for (int64_t j = 0; j < s; ++j) {
+    const T d = run[j] - shift;
+    acc += d;
+    acc_sq += d * d;
+  }
+  sum += acc;
+  sum_sq += acc_sq;
+}
 
-std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const Tensor& weight,
-                                                      const Tensor& bias,
-                                                      const Tensor& running_mean,
-                                                      const Tensor& running_var, bool training,
-                                                      double momentum, double eps) {
-  const char* op = "batch_norm";
+std::tuple<Tensor, Tensor, Tensor> forward_impl(const Tensor& input, const Tensor& weight,
+                                                const Tensor& bias, const Tensor& running_mean,
+                                                const Tensor& running_var, bool training,
+                                                double momentum, double eps, bool relu,
+                                                const char* op) {
   const auto [c, s] = channels_and_spatial(input, op);
   const int64_t n = input.size(0), m = n * s;  // M values per channel
   check_channel_vector(weight, "weight", c, input.dtype(), op);
@@ -113,20 +144,15 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const
     parallel_for(0, c, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t ch = lo; ch < hi; ++ch) {
         double mean, var;
-        if (training) {
-          double sum = 0;
+        if (training) {  // Note [One-pass batch statistics]
+          const T shift = xp[ch * s];
+          double sum = 0, sum_sq = 0;
           for (int64_t i = 0; i < n; ++i) {
-            const T* run = xp + (i * c + ch) * s;
-            sum += run_sum<T>(s, [&](int64_t j) { return run[j]; });
+            run_shifted_sums<T>(xp + (i * c + ch) * s, s, shift, sum, sum_sq);
           }
-          mean = sum / static_cast<double>(m);
-          const T t_mean = static_cast<T>(mean);
-          double sq = 0;
-          for (int64_t i = 0; i < n; ++i) {
-            const T* run = xp + (i * c + ch) * s;
-            sq += run_sum<T>(s, [&](int64_t j) { return (run[j] - t_mean) * (run[j] - t_mean); });
-          }
-          var = sq / static_cast<double>(m);
+          const double mean_d = sum / static_cast<double>(m);
+          mean = static_cast<double>(shift) + mean_d;
+          var = std::max(sum_sq / static_cast<double>(m) - mean_d * mean_d, 0.0);
           if (update) {
             T& r = at<T>(running_mean, ch);
             r = static_cast<T>((1 - momentum) * r + momentum * mean);
@@ -149,8 +175,13 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const
         for (int64_t i = 0; i < n; ++i) {
           const T* src = xp + (i * c + ch) * s;
           T* dst = yp + (i * c + ch) * s;
+          if (relu) {
 #pragma omp simd
-          for (int64_t j = 0; j < s; ++j) dst[j] = src[j] * t_scale + t_shift;
+            for (int64_t j = 0; j < s; ++j) dst[j] = std::max(src[j] * t_scale + t_shift, T(0));
+          } else {
+#pragma omp simd
+            for (int64_t j = 0; j < s; ++j) dst[j] = src[j] * t_scale + t_shift;
+          }
         }
       }
     });
@@ -161,15 +192,23 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const
   return {out, save_mean, save_invstd};
 }
 
-std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
-    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
-    const Tensor& save_invstd, bool training, bool need_input, bool need_weight, bool need_bias) {
-  const char* op = "batch_norm_backward";
+// relu_output: undefined, or the fused forward's output, whose zeros mask grad_output.
+std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, const Tensor& input,
+                                                 const Tensor& weight, const Tensor& save_mean,
+                                                 const Tensor& save_invstd,
+                                                 const Tensor& relu_output, bool training,
+                                                 bool need_input, bool need_weight, bool need_bias,
+                                                 const char* op) {
   const auto [c, s] = channels_and_spatial(input, op);
   lockstep::detail::check_defined(grad_output, op);
   LS_CHECK(grad_output.sizes() == input.sizes() && grad_output.dtype() == input.dtype(), op,
            ": grad_output (", grad_output.dtype(), " ", grad_output.shape_str(),
            ") must have the input's shape and dtype (", input.dtype(), " ", input.shape_str(), ")");
+  const bool relu = relu_output.defined();
+  LS_CHECK(!relu || (relu_output.sizes() == input.sizes() && relu_output.dtype() == input.dtype()),
+           op, ": the saved output (", relu_output.dtype(), " ", relu_output.shape_str(),
+           ") must have the input's shape and dtype (", input.dtype(), " ", input.shape_str(),
+           "); pass the tensor batch_norm_relu_forward returned");
   check_channel_vector(weight, "weight", c, input.dtype(), op);
   lockstep::detail::check_defined(save_mean, op);
   lockstep::detail::check_defined(save_invstd, op);
@@ -179,6 +218,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
   const Tensor gy = contiguous(grad_output), x = contiguous(input);
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
   const Tensor mean_t = contiguous(save_mean), invstd_t = contiguous(save_invstd);
+  const Tensor out = relu ? contiguous(relu_output) : Tensor();
   Tensor grad_input = need_input ? empty(x.sizes(), x.dtype()) : Tensor();
   Tensor grad_weight = need_weight ? empty({c}, x.dtype()) : Tensor();
   Tensor grad_bias = need_bias ? empty({c}, x.dtype()) : Tensor();
@@ -188,6 +228,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
     const T* wp = w.defined() ? w.data_ptr<T>() : nullptr;
     const T* mean_p = mean_t.data_ptr<T>();
     const T* invstd_p = invstd_t.data_ptr<T>();
+    const T* outp = relu ? out.data_ptr<T>() : nullptr;
     T* gxp = need_input ? grad_input.data_ptr<T>() : nullptr;
     T* gwp = need_weight ? grad_weight.data_ptr<T>() : nullptr;
     T* gbp = need_bias ? grad_bias.data_ptr<T>() : nullptr;
@@ -199,8 +240,21 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
         for (int64_t i = 0; i < n; ++i) {
           const T* g = gyp + (i * c + ch) * s;
           const T* src = xp + (i * c + ch) * s;
-          sum_g += run_sum<T>(s, [&](int64_t j) { return g[j]; });
-          sum_g_xmu += run_sum<T>(s, [&](int64_t j) { return g[j] * (src[j] - t_mean); });
+          if (relu) {  // g masked where the fused ReLU output is 0
+            const T* y = outp + (i * c + ch) * s;
+            T acc = 0, acc_xmu = 0;
+#pragma omp simd reduction(+ : acc, acc_xmu)
+            for (int64_t j = 0; j < s; ++j) {
+              const T gm = y[j] > T(0) ? g[j] : T(0);
+              acc += gm;
+              acc_xmu += gm * (src[j] - t_mean);
+            }
+            sum_g += acc;
+            sum_g_xmu += acc_xmu;
+          } else {
+            sum_g += run_sum<T>(s, [&](int64_t j) { return g[j]; });
+            sum_g_xmu += run_sum<T>(s, [&](int64_t j) { return g[j] * (src[j] - t_mean); });
+          }
         }
         const double sum_g_xhat = sum_g_xmu * invstd;
         if (gbp != nullptr) gbp[ch] = static_cast<T>(sum_g);
@@ -218,13 +272,55 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
           const T* g = gyp + (i * c + ch) * s;
           const T* src = xp + (i * c + ch) * s;
           T* dst = gxp + (i * c + ch) * s;
+          if (relu) {
+            const T* y = outp + (i * c + ch) * s;
 #pragma omp simd
-          for (int64_t j = 0; j < s; ++j) dst[j] = a * g[j] + bx * src[j] + c0;
+            for (int64_t j = 0; j < s; ++j) {
+              dst[j] = a * (y[j] > T(0) ? g[j] : T(0)) + bx * src[j] + c0;
+            }
+          } else {
+#pragma omp simd
+            for (int64_t j = 0; j < s; ++j) dst[j] = a * g[j] + bx * src[j] + c0;
+          }
         }
       }
     });
   });
   return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const Tensor& weight,
+                                                      const Tensor& bias,
+                                                      const Tensor& running_mean,
+                                                      const Tensor& running_var, bool training,
+                                                      double momentum, double eps) {
+  return forward_impl(input, weight, bias, running_mean, running_var, training, momentum, eps,
+                      false, "batch_norm");
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_forward(
+    const Tensor& input, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+    const Tensor& running_var, bool training, double momentum, double eps) {
+  return forward_impl(input, weight, bias, running_mean, running_var, training, momentum, eps,
+                      true, "batch_norm_relu");
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
+    const Tensor& save_invstd, bool training, bool need_input, bool need_weight, bool need_bias) {
+  return backward_impl(grad_output, input, weight, save_mean, save_invstd, Tensor(), training,
+                       need_input, need_weight, need_bias, "batch_norm_backward");
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
+    const Tensor& save_invstd, const Tensor& output, bool training, bool need_input,
+    bool need_weight, bool need_bias) {
+  lockstep::detail::check_defined(output, "batch_norm_relu_backward");
+  return backward_impl(grad_output, input, weight, save_mean, save_invstd, output, training,
+                       need_input, need_weight, need_bias, "batch_norm_relu_backward");
 }
 
 }  // namespace lockstep::native

@@ -1,9 +1,12 @@
 // tests/autograd/test_functions_batch_norm.cpp — batch_norm: gradchecks in
 // training mode (through the batch statistics) and in eval mode, w.r.t. input,
 // weight and bias, with and without the affine parameters; running statistics
-// get no gradient.
+// get no gradient. batch_norm_relu (Note [Fused BatchNorm + ReLU]): gradchecks
+// in both modes, and the same gradients as batch_norm followed by relu.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "autograd/node.h"
@@ -68,4 +71,69 @@ TEST_CASE("functions: batch_norm records BatchNormBackward with edges for input,
   for (double g : b.grad().to_vector<double>()) CHECK(g == doctest::Approx(0.0).scale(1.0));
   // d/dw sum(y^2) with w = 1, b = 0 is 2 sum(xhat^2) = 2 M var / (var + eps) ~ 2 M.
   for (double g : w.grad().to_vector<double>()) CHECK(g == doctest::Approx(8.0).epsilon(1e-2));
+}
+
+namespace {
+
+// Inputs whose batch-norm output keeps |y| >= 0.05, so that the fused ReLU's kink
+// stays out of gradcheck's finite differences (Note [Kink policy]); redraws until so.
+struct BnInputs {
+  ls::Tensor x, w, b, rm, rv;
+};
+
+BnInputs bn_inputs_off_kink(const IntList& sizes, bool training) {
+  const int64_t c = sizes[1];
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    BnInputs in{randn64(sizes), randn64({c}), randn64({c}), randn64({c}),
+                ls::rand({c}, ls::kFloat64) + 0.5};
+    ls::Tensor rm = in.rm.clone(), rv = in.rv.clone();  // this probe must not move the stats
+    const std::vector<double> y =
+        ls::batch_norm(in.x, in.w, in.b, rm, rv, training, 0.1, 1e-5).to_vector<double>();
+    const double closest = std::abs(*std::min_element(
+        y.begin(), y.end(), [](double p, double q) { return std::abs(p) < std::abs(q); }));
+    if (closest >= 0.05) return in;
+  }
+  FAIL("no batch-norm input without values near the ReLU kink in 200 draws");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("functions: gradcheck of batch_norm_relu in training and eval mode") {
+  ls::manual_seed(63);
+  for (bool training : {true, false}) {
+    CAPTURE(training);
+    BnInputs in = bn_inputs_off_kink({3, 2, 2, 2}, training);
+    CHECK_GRADCHECK(
+        [&](const Inputs& v) {
+          return ls::batch_norm_relu(v[0], v[1], v[2], in.rm, in.rv, training, 0.1, 1e-5);
+        },
+        {in.x, in.w, in.b});
+  }
+}
+
+TEST_CASE("functions: batch_norm_relu records BatchNormReluBackward, matching batch_norm + relu") {
+  ls::manual_seed(64);
+  ls::Tensor x0 = randn64({4, 3, 3, 3}), w0 = randn64({3}), b0 = randn64({3});
+  ls::Tensor gy = randn64({4, 3, 3, 3});
+  std::vector<std::vector<double>> grads[2];
+  std::vector<double> outs[2];
+  for (int fused = 0; fused < 2; ++fused) {
+    ls::Tensor x = x0.clone(), w = w0.clone(), b = b0.clone();
+    for (ls::Tensor* t : {&x, &w, &b}) t->requires_grad_(true);
+    ls::Tensor y = fused ? ls::batch_norm_relu(x, w, b, {}, {}, true, 0.1, 1e-5)
+                         : ls::batch_norm(x, w, b, {}, {}, true, 0.1, 1e-5).relu();
+    REQUIRE(y.grad_fn() != nullptr);
+    CHECK(y.grad_fn()->name() == (fused ? "BatchNormReluBackward" : "ReluBackward"));
+    (y * gy).sum().backward();
+    outs[fused] = y.to_vector<double>();
+    for (ls::Tensor* t : {&x, &w, &b}) grads[fused].push_back(t->grad().to_vector<double>());
+  }
+  CHECK(outs[1] == outs[0]);
+  for (size_t k = 0; k < 3; ++k) {
+    REQUIRE(grads[1][k].size() == grads[0][k].size());
+    for (size_t e = 0; e < grads[0][k].size(); ++e) {
+      CHECK(grads[1][k][e] == doctest::Approx(grads[0][k][e]).epsilon(1e-12).scale(1.0));
+    }
+  }
 }

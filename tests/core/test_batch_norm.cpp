@@ -5,8 +5,10 @@
 // dims, the normalised output, the saved statistics, and the running-statistic
 // update with momentum and the unbiased variance (as PyTorch). Eval: the
 // running statistics are used and left untouched. Backward: the eval formula
-// directly, and the training formula's defining properties.
-// Read before: core/native/batch_norm.cpp.
+// directly, and the training formula's defining properties. One-pass statistics
+// on data far from zero (Note [One-pass batch statistics]). The fused
+// batch_norm_relu kernels against batch_norm followed by ReLU.
+// Read before: core/native/batch_norm.cpp, core/native/fused_relu.h.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -16,6 +18,7 @@
 
 #include "core/error.h"
 #include "core/factory.h"
+#include "core/native/fused_relu.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
 #include "core/rng.h"
@@ -202,4 +205,97 @@ TEST_CASE("batch_norm: errors name the op, the shapes and what to do") {
     native::batch_norm_forward(x, {}, {}, ls::zeros({3}, ls::kFloat64), {}, true, 0.1, 1e-5);
   });
   CHECK(m.find("running_mean is float64 but input is float32") != std::string::npos);
+}
+
+TEST_CASE("batch_norm: one-pass statistics stay accurate when the mean dwarfs the spread") {
+  // x = 1000 + 0.01 * randn in float32: sum(x^2) / M - mean^2 would lose every digit
+  // of the variance (1e-4 next to 1e6); the shifted sums keep it.
+  ls::manual_seed(9);
+  const int64_t n = 4, c = 3, s = 50;
+  Tensor x = ls::randn({n, c, s}) * 0.01 + 1000.0;
+  auto [y, mean, invstd] = native::batch_norm_forward(x, {}, {}, {}, {}, true, 0.1, 1e-8);
+  const Stats st = stats_of(x.to_vector<double>(), n, c, s);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    CHECK(mean.to_vector<double>()[ch] == doctest::Approx(st.mean[ch]).epsilon(1e-6));
+    CHECK(invstd.to_vector<double>()[ch] ==
+          doctest::Approx(1.0 / std::sqrt(st.var[ch] + 1e-8)).epsilon(1e-3));
+  }
+}
+
+TEST_CASE("batch_norm_relu: forward is relu(batch_norm), with the same statistics and update") {
+  ls::manual_seed(10);
+  for (ls::ScalarType dtype : {ls::kFloat32, ls::kFloat64}) {
+    for (bool training : {true, false}) {
+      CAPTURE(training);
+      const auto opts = ls::TensorOptions().dtype(dtype);
+      Tensor x = ls::randn({3, 4, 5, 6}, opts), w = ls::randn({4}, opts), b = ls::randn({4}, opts);
+      Tensor rm = ls::randn({4}, opts), rv = ls::rand({4}, opts) + 0.5;
+      Tensor rm2 = rm.clone(), rv2 = rv.clone();
+      auto [y, m, is] = native::batch_norm_forward(x, w, b, rm, rv, training, 0.1, 1e-5);
+      auto [yr, mr, isr] = native::batch_norm_relu_forward(x, w, b, rm2, rv2, training, 0.1, 1e-5);
+      CHECK(mr.to_vector<double>() == m.to_vector<double>());
+      CHECK(isr.to_vector<double>() == is.to_vector<double>());
+      CHECK(rm2.to_vector<double>() == rm.to_vector<double>());
+      CHECK(rv2.to_vector<double>() == rv.to_vector<double>());
+      const std::vector<double> yv = y.to_vector<double>(), yrv = yr.to_vector<double>();
+      int64_t zeros = 0;
+      for (size_t e = 0; e < yv.size(); ++e) {
+        CHECK(yrv[e] == std::max(yv[e], 0.0));
+        zeros += yrv[e] == 0.0;
+      }
+      CHECK(zeros > 0);  // the test exercises both sides of the ReLU
+      CHECK(zeros < static_cast<int64_t>(yv.size()));
+    }
+  }
+}
+
+TEST_CASE("batch_norm_relu: backward is batch_norm_backward of the gradient masked by out > 0") {
+  ls::manual_seed(11);
+  for (ls::ScalarType dtype : {ls::kFloat32, ls::kFloat64}) {
+    for (bool training : {true, false}) {
+      CAPTURE(training);
+      const auto opts = ls::TensorOptions().dtype(dtype);
+      Tensor x = ls::randn({2, 3, 7, 5}, opts), w = ls::randn({3}, opts), b = ls::randn({3}, opts);
+      Tensor rm = ls::randn({3}, opts), rv = ls::rand({3}, opts) + 0.5;
+      auto [y, m, is] = native::batch_norm_relu_forward(x, w, b, rm, rv, training, 0.1, 1e-5);
+      Tensor gy = ls::randn(x.sizes(), opts);
+      // The reference: mask the gradient first, then the plain batch-norm backward.
+      Tensor masked = native::relu_backward(gy, y);
+      auto [gx, gw, gb] =
+          native::batch_norm_backward(masked, x, w, m, is, training, true, true, true);
+      auto [fx, fw, fb] =
+          native::batch_norm_relu_backward(gy, x, w, m, is, y, training, true, true, true);
+      const double tol = dtype == ls::kFloat32 ? 1e-4 : 1e-12;
+      auto close = [&](const Tensor& got, const Tensor& want) {
+        const std::vector<double> g = got.to_vector<double>(), v = want.to_vector<double>();
+        REQUIRE(g.size() == v.size());
+        for (size_t e = 0; e < g.size(); ++e) {
+          CHECK(g[e] == doctest::Approx(v[e]).epsilon(tol).scale(1.0));
+        }
+      };
+      close(fx, gx);
+      close(fw, gw);
+      close(fb, gb);
+      auto [only_x, none_w, none_b] =
+          native::batch_norm_relu_backward(gy, x, w, m, is, y, training, true, false, false);
+      close(only_x, gx);
+      CHECK_FALSE(none_w.defined());
+      CHECK_FALSE(none_b.defined());
+    }
+  }
+}
+
+TEST_CASE("batch_norm_relu: errors name the op and the saved output's shape") {
+  Tensor x = ls::randn({4, 3, 2, 2});
+  auto [y, m, is] = native::batch_norm_relu_forward(x, {}, {}, {}, {}, true, 0.1, 1e-5);
+  std::string msg = error_of([&] {
+    native::batch_norm_relu_backward(ls::randn(x.sizes()), x, {}, m, is, ls::randn({4, 3}), true,
+                                     true, false, false);
+  });
+  CHECK(msg.find("batch_norm_relu_backward") != std::string::npos);
+  CHECK(msg.find("the saved output (float32 [4, 3])") != std::string::npos);
+  msg = error_of([&] {
+    native::batch_norm_relu_forward(ls::randn({1, 3}), {}, {}, {}, {}, true, 0.1, 1e-5);
+  });
+  CHECK(msg.find("batch_norm_relu: expected more than 1 value per channel") != std::string::npos);
 }

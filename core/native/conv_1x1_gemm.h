@@ -1,0 +1,43 @@
+// core/native/conv_1x1_gemm.h — 1x1 convolutions computed as GEMMs, for the
+// passes where that beats oneDNN's primitives (conv_onednn.cpp asks first).
+//
+// Note [1x1 convolutions as GEMMs]
+// A 1x1, unpadded, ungrouped convolution is a matrix product per image:
+//   forward          y_n (C_out, P)    = w (C_out, C_in) . xs_n (C_in, P)
+//   backward-data    gxs_n (C_in, P)   = w^T . gy_n (C_out, P)
+//   backward-weights gw (C_out, C_in)  = sum_n gy_n . xs_n^T
+// with P = oH oW and xs = x[:, :, ::stride_h, ::stride_w] (x itself at stride 1).
+// Measured by thread CPU time, ResNet50 batch 8, 1 thread (bench numbers in
+// docs/results/cpu_step.md, session 3):
+// - stride 1: oneDNN's plain backward-data primitive ran at under half its
+//   forward's speed (1x1 256->64 at 56x56: 16.8 ms against 6.6, the table in
+//   conv_onednn.cpp), native::gemm (dnnl_sgemm) does it in ~7.6 ms. Forward and
+//   backward-weights keep the plain primitive, which is already this GEMM.
+//   ResNet50 has 33 such layers (conv1 and conv3 of every block, layer1.0.downsample).
+// - stride > 1 (ResNet's downsample, stride 2): the blocked primitives ran at
+//   ~90 GFLOP/s against ~130-150 for the stride-1 layers, mostly reordering the
+//   full-size image; here every pass is the GEMMs above over xs, gathered into a
+//   scratch tensor (backward-data scatters gxs into a zeroed gx).
+// Passes with a bias keep the primitives. float32 only, like conv_onednn.
+//
+// Read before: core/native/conv_geometry.h, core/native/gemm.h.
+// Read next: core/native/conv_onednn.cpp.
+#pragma once
+
+#include "core/native/conv_geometry.h"
+#include "core/native/conv_onednn.h"
+
+namespace lockstep::native {
+
+// y = conv(x, w) when the forward is done here (strided 1x1 without bias): true;
+// false leaves the pass to the caller.
+bool conv1x1_gemm_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
+                          float* y);
+
+// The backward passes done here (gx, gw, gb null when not wanted): input for every
+// 1x1 geometry, weight for strided 1x1 ones without bias. The others are left to
+// the caller.
+ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, const float* x,
+                                       const float* w, float* gx, float* gw, const float* gb);
+
+}  // namespace lockstep::native

@@ -1,0 +1,42 @@
+// core/native/fused_relu.h — kernels with a ReLU folded into the op before it:
+// batch_norm_relu (batch_norm.cpp) and add_relu (add_relu.cpp).
+//
+// relu(op(x)) as two kernels reads and writes the whole activation twice and
+// leaves op(x) alive until the ReLU has read it; fused, the op writes max(., 0)
+// once. Backward needs only the fused output for the ReLU's mask (out > 0 iff
+// op(x) > 0), which the backward kernels apply on the fly. Why the autograd
+// functions save the output and nothing else: Note [Fused BatchNorm + ReLU] in
+// autograd/functions/batch_norm.cpp.
+//
+// Read before: core/native/nn_kernels.h (batch_norm_forward / _backward, whose
+// arguments and checks these share). Read next: core/native/batch_norm.cpp.
+#pragma once
+
+#include <tuple>
+
+#include "core/tensor.h"
+
+namespace lockstep::native {
+
+// relu(batch_norm_forward(...)'s output), in one pass; returns (output,
+// save_mean, save_invstd) like batch_norm_forward, with the same checks and
+// the same in-place running-statistic update.
+std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_forward(const Tensor& input,
+                                                           const Tensor& weight, const Tensor& bias,
+                                                           const Tensor& running_mean,
+                                                           const Tensor& running_var, bool training,
+                                                           double momentum, double eps);
+
+// batch_norm_backward of grad_output * (output > 0), where output is what
+// batch_norm_relu_forward returned (same shape and dtype as input).
+std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
+    const Tensor& save_invstd, const Tensor& output, bool training, bool need_input,
+    bool need_weight, bool need_bias);
+
+// max(a + b, 0) for a and b of the same shape and floating dtype (any strides) ->
+// a new contiguous tensor. Its backward is relu_backward(grad, output) for both
+// inputs (core/native/native.h).
+Tensor add_relu(const Tensor& a, const Tensor& b);
+
+}  // namespace lockstep::native

@@ -1,0 +1,116 @@
+// tests/distributed/test_gloo_timeout_teardown.cpp — a Gloo collective that times
+// out while others are in flight: every rank that waited gets the clear timeout
+// error, the group refuses later work at once, and the process tears the group
+// down and exits cleanly (no crash; under scripts/sanitize.sh tsan / asan, no
+// report: a sanitizer report makes the rank exit non-zero and the test fail).
+// This is the case Note [Gloo buffers after a failure] is about: Gloo's loop
+// thread may still hold the failed collectives' buffers when they throw.
+// Read before: distributed/process_group_gloo_pending.h, tests/support/multiprocess.h.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/factory.h"
+#include "distributed/init.h"
+#include "distributed/process_group_gloo.h"
+#include "tests/support/multiprocess.h"
+
+namespace ls = lockstep;
+namespace dist = lockstep::distributed;
+using namespace std::chrono_literals;
+
+namespace {
+
+template <class F>
+std::string error_of(F&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("process_group: a rank that never joins makes the others time out, then every rank tears down cleanly") {
+  // Rank 2 stays alive but issues nothing after #0; ranks 0 and 1 have several
+  // collectives in flight at once (a chunked allreduce, a broadcast, an
+  // allgather and a barrier on the group's worker threads), so data moves
+  // between ranks 0 and 1 while the timeout fires.
+  auto results = ls::testing::launch_ranks(3, [](int rank) {
+    {
+      auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(20s));
+      ls::Tensor warm = ls::ones({16});
+      pg->allreduce(warm)->wait(20s);  // #0: everyone is connected
+      if (rank == 2) {
+        std::this_thread::sleep_for(4s);  // silent past the others' timeout, then leaves
+        return;
+      }
+      pg->set_timeout(1000ms);
+      ls::Tensor big = ls::ones({3 << 20});  // (3M,) 12 MB: 3 pieces of 4 MiB on the worker threads
+      ls::Tensor small = ls::ones({1000});   // (1000,)
+      std::vector<ls::Tensor> gathered;
+      std::vector<std::shared_ptr<dist::Work>> works = {pg->allreduce(big), pg->broadcast(small, 0),
+                                                        pg->allgather(gathered, small), pg->barrier()};
+      std::vector<std::string> errors;
+      // Each wait is bounded at 20 s, far past the 1 s timeout: a hang would
+      // read "did not complete within 20000 ms" instead of the errors checked here.
+      for (auto& w : works) errors.push_back(error_of([&] { w->wait(20s); }));
+      // The allreduce is #1-#3 (its pieces); whichever piece failed first is named.
+      CHECK_MESSAGE(contains(errors[0], "gloo allreduce #"), errors[0]);
+      CHECK_MESSAGE(contains(errors[0], "timeout 1000 ms"), errors[0]);
+      CHECK_MESSAGE(contains(errors[0], "a peer rank may have exited, crashed, or stopped issuing collectives"),
+                    errors[0]);
+      // The others either failed with Gloo's error or, like rank 1's broadcast
+      // (it only needs rank 0), completed; none may hang.
+      for (size_t k = 1; k < errors.size(); ++k) {
+        CHECK_MESSAGE((errors[k] == "(no error)" || contains(errors[k], "gloo ")), errors[k]);
+        CHECK_MESSAGE(!contains(errors[k], "did not complete within"), errors[k]);
+      }
+      CHECK_MESSAGE(contains(errors[3], "gloo barrier #"), errors[3]);  // a barrier needs rank 2
+      // The group is failed for good: the next collective fails without
+      // touching the network, naming the first failure (a 1 s timeout could
+      // not produce this message).
+      std::string next = error_of([&] { pg->allreduce(small)->wait(20s); });
+      CHECK_MESSAGE(contains(next, "unusable after an earlier failure"), next);
+      // Tear down with the failed collectives' buffers gone out of scope first
+      // (a hang here is caught by launch_ranks' 90 s limit).
+      works.clear();
+      big = ls::Tensor();
+      pg.reset();
+    }
+    // Allocate and touch memory after the teardown: a write into a freed
+    // buffer by a leftover Gloo thread would show up here under ASan/TSan.
+    ls::Tensor after = ls::ones({1 << 20});
+    CHECK(after.sum().item<float>() == static_cast<float>(1 << 20));
+  }, 90s);
+  REQUIRE(results.size() == 3);
+  for (const auto& r : results) CHECK_MESSAGE(r.ok(), r.describe());
+}
+
+TEST_CASE("process_group: a failed group's point-to-point ops fail at once too") {
+  auto results = ls::testing::launch_ranks(2, [](int rank) {
+    auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(20s));
+    ls::Tensor t = ls::ones({256});
+    pg->allreduce(t)->wait(20s);
+    if (rank == 1) {
+      std::this_thread::sleep_for(3s);  // never posts the matching send
+      return;
+    }
+    pg->set_timeout(800ms);
+    std::string msg = error_of([&] { pg->recv(t, 1, 7)->wait(20s); });
+    CHECK_MESSAGE(contains(msg, "recv"), msg);
+    CHECK_MESSAGE(contains(msg, "timeout 800 ms"), msg);
+    std::string next = error_of([&] { pg->send(t, 1, 8)->wait(20s); });
+    CHECK_MESSAGE(contains(next, "unusable after an earlier failure"), next);
+  }, 60s);
+  REQUIRE(results.size() == 2);
+  for (const auto& r : results) CHECK_MESSAGE(r.ok(), r.describe());
+}
