@@ -18,6 +18,7 @@
 #include <string>
 
 #include "tests/distributed/ddp_beyond_util.h"
+#include "tests/support/errors.h"
 
 namespace ls = lockstep;
 namespace dist = lockstep::distributed;
@@ -29,7 +30,7 @@ namespace {
 constexpr int64_t kPerRank = 4;
 constexpr int kSteps = 4;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using lockstep::testing::contains;
 
 // Trains Model for up to kSteps steps (rank r runs batches[r] of them, inside
 // join()); returns the parameters. `setup` may register a hook.

@@ -10,6 +10,7 @@
 
 #include "core/native/native.h"
 #include "distributed/ddp_fingerprint.h"
+#include "tests/support/errors.h"
 
 namespace ls = lockstep;
 namespace dist = lockstep::distributed;
@@ -18,7 +19,7 @@ using dist::detail::IterationState;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using lockstep::testing::contains;
 
 IterationState at(DDPPhase phase, int64_t forwards, int64_t backwards) {
   IterationState s;

@@ -11,6 +11,7 @@
 #include <doctest/doctest.h>
 
 #include "tests/distributed/ddp_beyond_util.h"
+#include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"
 
 namespace ls = lockstep;
@@ -19,7 +20,7 @@ using namespace std::chrono_literals;
 
 namespace {
 constexpr int64_t kPerRank = 4;
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using lockstep::testing::contains;
 }  // namespace
 
 TEST_CASE("ddp join: ranks with 3 and 5 batches end with the parameters of local training on those batches") {

@@ -18,6 +18,7 @@
 #include "distributed/distributed.h"
 #include "optim/optim.h"
 #include "tests/distributed/ddp_test_models.h"
+#include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"
 
 namespace ls = lockstep;
@@ -28,18 +29,8 @@ using ls::testing::BranchyMLP;
 namespace {
 constexpr auto kTimeout = std::chrono::seconds(60);
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-// The message of the error `fn` throws, or "(no error)".
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using lockstep::testing::contains;
+using lockstep::testing::error_of;
 
 ls::Tensor batch_for(int rank) {
   ls::manual_seed(7 + rank);

@@ -13,6 +13,7 @@
 
 #include "distributed/tcp_store.h"
 #include "tests/distributed/ddp_beyond_util.h"
+#include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"
 
 namespace ls = lockstep;
@@ -21,7 +22,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using lockstep::testing::contains;
 
 // Trains BranchyMLP with one bucket per parameter; rank 1 stalls at step 2 (in
 // `stall_in_backward` ? a gradient hook : before the forward) for longer than

@@ -12,6 +12,7 @@
 
 #include "distributed/hash_store.h"
 #include "tests/distributed/ddp_beyond_util.h"
+#include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"
 
 namespace ls = lockstep;
@@ -20,7 +21,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using lockstep::testing::contains;
 
 // Trains BranchyMLP on 3 ranks with `options`; rank 1 sleeps 5 s before step
 // 2's forward. Returns the first error this rank saw ("" if none).

@@ -17,6 +17,7 @@
 #include "core/factory.h"
 #include "distributed/init.h"
 #include "distributed/process_group_gloo.h"
+#include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"
 
 namespace ls = lockstep;
@@ -25,17 +26,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using lockstep::testing::error_of;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using lockstep::testing::contains;
 
 }  // namespace
 

@@ -21,6 +21,7 @@
 #include "distributed/prefix_store.h"
 #include "distributed/process_group_gloo.h"
 #include "tests/distributed/collective_test_util.h"
+#include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"
 
 namespace ls = lockstep;
@@ -32,18 +33,9 @@ using ls::testing::rank_input;
 
 namespace {
 
-// The message of the error `fn` throws, or "(no error)".
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using lockstep::testing::error_of;
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using lockstep::testing::contains;
 
 }  // namespace
 

@@ -40,6 +40,7 @@
 #include "tests/distributed/collective_suite.h"
 #include "tests/distributed/collective_test_util.h"
 #include "tests/distributed/ddp_test_models.h"
+#include "tests/support/errors.h"
 
 namespace ls = lockstep;
 namespace dist = lockstep::distributed;
@@ -51,7 +52,7 @@ using ls::testing::rank_input;
 
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using lockstep::testing::contains;
 
 // Runs `command` through the shell; returns (exit status, stdout+stderr).
 std::pair<int, std::string> run_command(const std::string& command) {

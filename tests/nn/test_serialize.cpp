@@ -21,6 +21,7 @@
 #include "core/grad_mode.h"
 #include "core/rng.h"
 #include "nn/nn.h"
+#include "tests/support/errors.h"
 #include "tests/support/temp_files.h"
 
 namespace ls = lockstep;
@@ -67,7 +68,7 @@ std::string load_error(const TempDir& dir, const Bytes& bytes) {
   return "";
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using lockstep::testing::contains;
 
 }  // namespace
 

@@ -21,6 +21,7 @@
 #include "core/factory.h"
 #include "core/rng.h"
 #include "nn/nn.h"
+#include "tests/support/errors.h"
 #include "tests/support/temp_files.h"
 
 namespace ls = lockstep;
@@ -52,7 +53,7 @@ std::string load_error(const std::string& path) {
   return "";
 }
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using lockstep::testing::contains;
 
 std::map<std::string, ls::Tensor> sample_tensors() {
   ls::manual_seed(3);
