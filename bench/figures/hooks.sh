@@ -10,7 +10,7 @@
 # Loss curves do not depend on machine load (same seed, same data, same arithmetic), so they
 # are trustworthy on this shared machine; the seconds in the summaries are not.
 #   default: WORLD=2 BATCH=32 ITERS=480 START=10 (SGD lr 0.05 momentum 0.9, as fig11)
-#   FULL=1: ITERS=1872 (one epoch of 60000 over 2 ranks x 32)
+#   FULL=1: ITERS=1872 (one epoch of 60000 over 2 ranks x 32); ~2 min by default, ~6 min FULL
 # Writes OUT/hooks.jsonl (per-iteration records and "summary": true ones), hooks.csv, hooks.png.
 #
 #   bench/figures/hooks.sh        env: BUILD=build OUT=docs/results/figures WORLD BATCH ITERS START HOOKS

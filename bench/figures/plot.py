@@ -207,8 +207,8 @@ def breakdown(ax, bars, title):
     for i, (_, sel) in enumerate(bars):
         ax.annotate(f"{med([r['iter_ms'] for r in sel]):.0f}", (i, bottom[i]), ha="center", va="bottom", fontsize=7)
     ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=7)
-    ax.set(ylabel="ms per iteration (medians; label: iter_ms)", title=title)
-    ax.legend(fontsize=6)
+    ax.set(ylabel="ms per iteration (medians; label: iter_ms)", title=title, ylim=(0, 1.3 * max(bottom)))
+    ax.legend(fontsize=6, ncol=2, loc="upper left")
 
 
 def beyond_view(rows, axes):
