@@ -6,6 +6,7 @@
 #include "distributed/reducer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <sstream>
 #include <unordered_set>
 
@@ -31,6 +32,8 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       ready_count_(params_.size(), 0),
       last_ready_at_(params_.size(), 0) {
   initialize_buckets(compute_bucket_assignment(params_, options.first_bucket_mb(), options.bucket_cap_mb()));
+  debug_level_ = detail::ddp_debug_level();
+  log_bucket_layout("at construction");
   timeline::set_rank(process_group_->rank());  // names this rank's trace file (core/timeline.h)
   if (options.progress_store()) {
     progress_ = std::make_unique<detail::ProgressBoard>(options.progress_store(), process_group_->rank(),
@@ -305,6 +308,30 @@ std::vector<size_t> Reducer::unready_parameters() const {
   return out;
 }
 
+void Reducer::log_bucket_layout(const char* when) const {
+  const bool all_ranks = debug_level_ == detail::DDPDebugLevel::DETAIL;
+  if (debug_level_ == detail::DDPDebugLevel::OFF || (!all_ranks && process_group_->rank() != 0)) return;
+  const std::string text = detail::describe_bucket_layout(buckets_, names_, params_, process_group_->rank(), when);
+  std::fputs(text.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+void Reducer::log_unused_parameters(const std::vector<int64_t>& global_used) const {
+  if (debug_level_ != detail::DDPDebugLevel::DETAIL) return;
+  if (!options_.find_unused_parameters() && !options_.static_graph()) return;
+  std::vector<size_t> local_unused, global_unused;
+  const auto used = local_used_.to_vector<int64_t>();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (used[i] == 0) local_unused.push_back(i);
+    if (i < global_used.size() && global_used[i] == 0) global_unused.push_back(i);
+  }
+  std::fprintf(stderr, "DDP (rank %d): backward #%lld: %zu parameter(s) got no gradient on this rank%s%s; "
+               "%zu unused on every rank%s%s\n", process_group_->rank(), static_cast<long long>(synced_backwards_),
+               local_unused.size(), local_unused.empty() ? "" : ": ", names_of(local_unused).c_str(),
+               global_unused.size(), global_unused.empty() ? "" : ": ", names_of(global_unused).c_str());
+  std::fflush(stderr);
+}
+
 std::string Reducer::names_of(const std::vector<size_t>& indices) const {
   std::ostringstream os;
   for (size_t k = 0; k < indices.size() && k < 20; ++k) os << (k ? ", " : "") << '\'' << names_[indices[k]] << '\'';
@@ -403,6 +430,7 @@ void Reducer::finalize_backward() {
   }
   // This backward's hooks marked parameters the bitmap already counted: the
   // next bitmap counts from the next forward (and its no_sync iterations) only.
+  log_unused_parameters(global_used);
   if (options_.find_unused_parameters() || options_.static_graph()) native::fill_(local_used_, 0.0);
   record_progress(buckets_.size(), true);
 }

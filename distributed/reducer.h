@@ -52,6 +52,7 @@
 #include "distributed/bucket.h"
 #include "distributed/bucket_assignment.h"
 #include "distributed/comm_hook.h"
+#include "distributed/ddp_debug.h"
 #include "distributed/ddp_fingerprint.h"
 #include "distributed/ddp_options.h"
 #include "distributed/ddp_progress.h"
@@ -144,6 +145,10 @@ class Reducer {
   // without a progress_store.
   std::string progress_note(const detail::DDPPosition& waiting_at) const;
   std::vector<size_t> unready_parameters() const;
+  // Note [DDP debug levels] (ddp_debug.h): the bucket layout at INFO (rank 0) or
+  // DETAIL (every rank); after a backward at DETAIL, the parameters without a gradient.
+  void log_bucket_layout(const char* when) const;
+  void log_unused_parameters(const std::vector<int64_t>& global_used) const;
   std::string names_of(const std::vector<size_t>& indices) const;
 
   std::vector<Tensor> params_;
@@ -152,6 +157,7 @@ class Reducer {
   DDPOptions options_;
   std::vector<autograd::HookHandle> hooks_;
   CommHook comm_hook_;
+  detail::DDPDebugLevel debug_level_ = detail::DDPDebugLevel::OFF;  // LOCKSTEP_DISTRIBUTED_DEBUG
   double divisor_;
 
   std::vector<Bucket> buckets_;

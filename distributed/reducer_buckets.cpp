@@ -143,6 +143,7 @@ void Reducer::rebuild_buckets(int source_rank) {
                                                options_.bucket_cap_mb()));
   ready_order_.clear();
   rebuilt_ = true;
+  log_bucket_layout("rebuilt from the traced order");
 }
 
 }  // namespace lockstep::distributed
