@@ -120,6 +120,20 @@ torch_ddp() {
 }
 
 # Starts a figure: a fresh FILE (the previous run's records are replaced).
+# select_models: sets the array MODELS to the bench_ddp model flag lists a DDP figure sweeps:
+# $MODELS if given (';'-separated, e.g. MODELS="--model resnet18 --image 32 --batch 2;--model
+# bert-tiny"), the paper's ResNet50 224 and 12-layer BERT-base with FULL=1, else the 2-core
+# defaults (ResNet18 64x64, BERT-base widths with 2 layers).
+select_models() {
+  if [[ -n "${MODELS:-}" ]]; then
+    IFS=';' read -ra MODELS <<< "$MODELS"
+  elif [[ "${FULL:-0}" == 1 ]]; then
+    MODELS=("--model resnet50 --image 224 --batch 4" "--model bert --layers 12 --seq 128 --batch 2")
+  else
+    MODELS=("--model resnet18 --image 64 --batch 4" "--model bert --layers 2 --seq 32 --batch 2")
+  fi
+}
+
 begin_figure() {
   local file=$1
   : > "$file"

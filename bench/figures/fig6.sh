@@ -20,13 +20,7 @@
 source "$(dirname "$0")/common.sh"
 WORLD=${WORLD:-2}
 ITERS=${ITERS:-4}
-if [[ -n "${MODELS:-}" ]]; then  # e.g. MODELS="--model resnet18 --image 32 --batch 2;--model bert-tiny"
-  IFS=';' read -ra MODELS <<< "$MODELS"
-elif [[ "${FULL:-0}" == 1 ]]; then
-  MODELS=("--model resnet50 --image 224 --batch 4" "--model bert --layers 12 --seq 128 --batch 2")
-else
-  MODELS=("--model resnet18 --image 64 --batch 4" "--model bert --layers 2 --seq 32 --batch 2")
-fi
+select_models  # MODELS: one bench_ddp flag list per model (common.sh)
 need_bin bench_ddp lockstep-run
 file="$OUT/fig6.jsonl"
 begin_figure "$file"
