@@ -80,7 +80,7 @@ void compute_dependencies(GraphTask& task, const std::vector<Edge>& roots) {
 void fill_missing(Node& node, variable_list& buffer) {
   const auto& metas = node.output_meta();
   for (size_t i = 0; i < buffer.size() && i < metas.size(); ++i) {
-    if (!buffer[i].defined()) buffer[i] = native::zeros(metas[i].sizes, metas[i].dtype);
+    if (!buffer[i].defined()) buffer[i] = native::zeros(metas[i].sizes, metas[i].dtype, metas[i].device);
   }
 }
 
@@ -93,7 +93,7 @@ Tensor seed_gradient(const Tensor& root, const Tensor& grad) {
   LS_CHECK(root.numel() == 1, "backward: grad can be implicitly created only for outputs with one "
            "element, but the output has shape ", root.shape_str(),
            "; reduce it first (e.g. .sum() or .mean()) or pass a gradient of that shape");
-  Tensor ones = native::empty(root.sizes(), root.dtype());
+  Tensor ones = native::empty(root.sizes(), root.dtype(), root.device());
   native::fill_(ones, 1.0);
   return ones;
 }

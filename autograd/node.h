@@ -40,11 +40,12 @@ struct Edge {
   bool is_valid() const { return function != nullptr; }
 };
 
-// Shape and dtype of one forward output, so the Engine can fill in zeros when an
-// output of a multi-output op received no gradient.
+// Shape, dtype and device of one forward output, so the Engine can fill in zeros
+// when an output of a multi-output op received no gradient.
 struct OutputMeta {
   IntList sizes;
   ScalarType dtype = kFloat32;
+  Device device = Device::cpu();
 };
 
 class Node : public std::enable_shared_from_this<Node> {
@@ -69,7 +70,7 @@ class Node : public std::enable_shared_from_this<Node> {
   uint64_t sequence_nr() const { return sequence_nr_; }
   const std::vector<OutputMeta>& output_meta() const { return output_meta_; }
   void add_output_meta(const Tensor& output) {
-    output_meta_.push_back({output.sizes(), output.dtype()});
+    output_meta_.push_back({output.sizes(), output.dtype(), output.device()});
   }
   size_t num_outputs() const { return output_meta_.size(); }
 

@@ -7,6 +7,7 @@
 //       [--backend gloo|mpi|nccl] [--rr 1] [--sync-every 1] [--threads 1] [--warmup 1]
 //       [--broadcast-buffers 1] [--sync-bn 1] [--deterministic 0|1]
 //       [--bucket-view 0|1] [--static-graph 0|1] [--find-unused 0|1] [--rebuild-buckets 0|1]
+//       [--device cpu|cuda]
 //   mpirun -np 2 build/bin/bench_ddp --backend mpi ...
 //   build/bin/bench_ddp ...                 (no launcher: one process, world 1)
 // Model flags (--model --batch --image --seq --layers) as bench_step (bench/bench_models.h).
@@ -32,6 +33,13 @@
 // run forward and backward under ddp.no_sync() (flat: skip the AllReduce), the S-th syncs
 // and takes the optimizer step (SGD lr 0.01 momentum 0.9; zero_grad after each step).
 // Warm-up iterations always sync, so --iters a multiple of S times whole cycles.
+// --device cuda (default with --backend nccl): the model, input and labels move to
+// cuda:(LOCAL_RANK mod devices) (with nccl, the group's device). With gloo the CUDA
+// buckets are staged through pinned host memory (Note [Gloo with CUDA tensors]).
+// Timing on a GPU: the device is synchronised before t0, after forward, at the end of
+// backward compute (inside the backward-clock callback, so bwd_ms is the GPU's compute
+// and the AllReduces already launched keep running on NCCL's stream) and after the step;
+// the summary adds device and cuda_peak_mb (the largest caching-allocator peak of any rank).
 //
 // Timing of one iteration (every rank; rank 0 prints). Before it, an untimed barrier
 // lines the ranks up, as torch_ddp.py does. Then
@@ -73,12 +81,17 @@
 #include <sys/resource.h>
 
 #include "autograd/engine.h"
+#include "bench/bench_device.h"
 #include "bench/bench_models.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/parallel.h"
 #include "distributed/distributed.h"
 #include "optim/sgd.h"
+#if LOCKSTEP_WITH_CUDA
+#include "core/cuda/cuda_allocator.h"
+#include "core/cuda/cuda_context.h"
+#endif
 
 namespace {
 
@@ -90,6 +103,7 @@ struct Options {
   ls::bench::ModelOptions model;
   int iters = 5, warmup = 1, threads = 1, rr = 1, sync_every = 1;
   std::string mode = "ddp", backend = "gloo";
+  std::string device;  // cpu | cuda; empty: cuda with nccl, else cpu
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
   bool broadcast_buffers = true;
   bool autotune = false;       // --bucket-mb auto
@@ -103,7 +117,8 @@ struct Options {
                "bench_ddp: %s\nusage: bench_ddp %s --iters N --mode local|ddp|no-overlap|flat "
                "[--bucket-mb M|auto] [--first-bucket-mb F] [--deterministic 0|1] [--backend gloo|mpi|nccl] [--rr K] "
                "[--sync-every S] [--threads T] [--warmup W] [--broadcast-buffers 0|1] [--sync-bn 0|1] "
-               "[--bucket-view 0|1] [--static-graph 0|1] [--find-unused 0|1] [--rebuild-buckets 0|1]\n",
+               "[--bucket-view 0|1] [--static-graph 0|1] [--find-unused 0|1] [--rebuild-buckets 0|1] "
+               "[--device cpu|cuda]\n",
                why.c_str(), ls::bench::kModelUsage);
   std::exit(2);
 }
@@ -133,6 +148,7 @@ Options parse(int argc, char** argv) {
     else if (arg == "--static-graph") o.static_graph = std::atoi(v) != 0;
     else if (arg == "--find-unused") o.find_unused = std::atoi(v) != 0;
     else if (arg == "--rebuild-buckets") o.rebuild = std::atoi(v) != 0;
+    else if (arg == "--device") o.device = v;
     else usage("unknown option " + arg);
   }
   if (std::string why = ls::bench::check_model_options(o.model); !why.empty()) usage(why);
@@ -142,6 +158,12 @@ Options parse(int argc, char** argv) {
   if (o.backend != "gloo" && o.backend != "mpi" && o.backend != "nccl") {
     usage("unknown --backend " + o.backend);
   }
+  if (o.device.empty()) o.device = o.backend == "nccl" ? "cuda" : "cpu";
+  if (o.device != "cpu" && o.device != "cuda") usage("--device must be cpu or cuda");
+  if (o.device == "cuda" && !ls::cuda::is_available()) {
+    usage("--device cuda: no CUDA device (this build has no CUDA backend, or no GPU is visible)");
+  }
+  if (o.backend == "nccl" && o.device != "cuda") usage("--backend nccl needs --device cuda");
   if (o.iters < 1 || o.warmup < 0 || o.threads < 1 || o.rr < 1 || o.sync_every < 1 ||
       o.bucket_mb < 0 || o.first_bucket_mb < 0) {
     usage("--iters, --threads, --rr, --sync-every must be >= 1; --warmup, --bucket-mb, "
@@ -157,10 +179,24 @@ std::shared_ptr<dist::ProcessGroup> make_process_group(const Options& o) {
   const bool launched = std::getenv("RANK") != nullptr ||
                         std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ||
                         std::getenv("PMI_RANK") != nullptr;
-  if (!launched && o.backend == "gloo") {
+  if (!launched && o.backend != "mpi") {
     init = init.rank(0).world_size(1).store(std::make_shared<dist::HashStore>());
   }
   return dist::init_process_group(o.backend, init);
+}
+
+using ls::bench::device_sync;  // bench/bench_device.h
+
+// This rank's device: cuda:(LOCAL_RANK mod visible devices), made current, or the CPU.
+ls::Device pick_device(const Options& o) {
+  if (o.device != "cuda") return ls::Device::cpu();
+  const char* local = std::getenv("LOCAL_RANK");
+  if (local == nullptr) local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const int index = (local != nullptr ? std::atoi(local) : 0) % ls::cuda::device_count();
+#if LOCKSTEP_WITH_CUDA
+  ls::cuda::set_device(index);
+#endif
+  return ls::Device::cuda(index);
 }
 
 // Note [Backward clock]: see the file header. The hooks must be registered before DDP's.
@@ -170,15 +206,16 @@ struct BackwardClock {
   std::vector<ls::autograd::HookHandle> hooks;
 };
 
-std::shared_ptr<BackwardClock> install_backward_clock(const std::vector<ls::Tensor>& params) {
+std::shared_ptr<BackwardClock> install_backward_clock(const std::vector<ls::Tensor>& params, ls::Device device) {
   auto clock = std::make_shared<BackwardClock>();
   std::weak_ptr<BackwardClock> weak = clock;
   for (const ls::Tensor& p : params) {
-    clock->hooks.push_back(p.register_post_accumulate_grad_hook([weak](ls::Tensor&) {
+    clock->hooks.push_back(p.register_post_accumulate_grad_hook([weak, device](ls::Tensor&) {
       auto c = weak.lock();
       if (!c || c->queued) return;
       c->queued = true;
-      ls::autograd::queue_callback([weak] {
+      ls::autograd::queue_callback([weak, device] {
+        device_sync(device);  // on a GPU: the end of backward's kernels, not of their queueing
         if (auto c2 = weak.lock()) c2->compute_end = Clock::now();
       });
     }));
@@ -189,10 +226,10 @@ std::shared_ptr<BackwardClock> install_backward_clock(const std::vector<ls::Tens
 // flat mode: one buffer holding every gradient, AllReduced after backward.
 class FlatReducer {
  public:
-  explicit FlatReducer(std::vector<ls::Tensor> params) : params_(std::move(params)) {
+  FlatReducer(std::vector<ls::Tensor> params, ls::Device device) : params_(std::move(params)) {
     int64_t n = 0;
     for (const ls::Tensor& p : params_) n += p.numel();
-    flat_ = ls::zeros({n});  // (total params)
+    flat_ = ls::zeros({n}, ls::TensorOptions().device(device));  // (total params) beside the parameters
   }
   void reduce(dist::ProcessGroup& pg) {
     ls::NoGradGuard no_grad;
@@ -232,7 +269,7 @@ double median(std::vector<double> v) {
 double parameter_checksum(const std::vector<ls::Tensor>& params) {
   double sum = 0.0;
   for (const ls::Tensor& p : params) {
-    ls::Tensor c = p.contiguous();
+    ls::Tensor c = p.to(ls::Device::cpu()).contiguous();
     const float* d = c.data_ptr<float>();
     for (int64_t i = 0; i < c.numel(); ++i) sum += static_cast<double>(d[i]) * (1.0 + (i % 7));
   }
@@ -251,10 +288,10 @@ struct Times {
 
 template <class M>
 int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
-        std::shared_ptr<dist::ProcessGroup> pg) {
+        std::shared_ptr<dist::ProcessGroup> pg, ls::Device device) {
   const int rank = pg->rank(), world = pg->size();
   const std::vector<ls::Tensor> params = wl.module->parameters();
-  auto backward_clock = install_backward_clock(params);  // before DDP's hooks
+  auto backward_clock = install_backward_clock(params, device);  // before DDP's hooks
 
   const bool use_ddp = o.mode == "ddp" || o.mode == "no-overlap";
   std::unique_ptr<dist::DistributedDataParallel<M>> ddp;
@@ -274,7 +311,10 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
             .rebuild_buckets(o.rebuild));
   }
   std::unique_ptr<FlatReducer> flat;
-  if (o.mode == "flat") flat = std::make_unique<FlatReducer>(params);
+  if (o.mode == "flat") flat = std::make_unique<FlatReducer>(params, device);
+#if LOCKSTEP_WITH_CUDA
+  if (device.is_cuda()) ls::cuda::reset_peak_memory_stats(device.index);
+#endif
   ls::optim::SGD sgd(params, ls::optim::SGDOptions(0.01).momentum(0.9));
 
   Times t;
@@ -282,15 +322,18 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
   for (int i = 0; i < o.warmup + o.iters; ++i) {
     // Warm-up iterations always sync; timed ones count cycles of --sync-every from 0.
     const bool sync = i < o.warmup || (i - o.warmup + 1) % o.sync_every == 0;
+    device_sync(device);
     if (world > 1) pg->barrier()->wait(pg->timeout());
     const auto t0 = Clock::now();
     ls::Tensor loss;
     Clock::time_point t1, t2;
     auto forward_backward = [&] {
       loss = wl.loss_of(ddp ? ddp->forward(wl.input) : net->forward(wl.input));
+      device_sync(device);
       t1 = Clock::now();
       backward_clock->queued = false;
       loss.backward();
+      device_sync(device);  // DDP's finalize has made the compute stream wait for every bucket
       t2 = Clock::now();
     };
     if (ddp && !sync) {
@@ -302,12 +345,14 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
     const auto compute_end = backward_clock->queued ? backward_clock->compute_end : t2;
     if (flat && sync) {
       flat->reduce(*pg);
+      device_sync(device);
       t2 = Clock::now();
     }
     if (sync) {
       sgd.step();
       sgd.zero_grad();
     }
+    device_sync(device);
     const auto t3 = Clock::now();
     const bool warm = i < o.warmup;
     const double it = ms(t0, t3), f = ms(t0, t1), b = ms(t1, compute_end),
@@ -317,7 +362,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
           "{\"bench\":\"ddp\",\"iter\":%d,\"warmup\":%s,\"sync\":%s,\"iter_ms\":%.2f,"
           "\"fwd_ms\":%.2f,\"bwd_ms\":%.2f,\"comm_wait_ms\":%.2f,\"opt_ms\":%.2f,\"loss\":%.5f}\n",
           i, warm ? "true" : "false", sync ? "true" : "false", it, f, b, c, u,
-          loss.item<float>());
+          loss.to(ls::Device::cpu()).item<float>());
       std::fflush(stdout);
     }
     if (warm) continue;
@@ -337,6 +382,11 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
   getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: peak resident set, KB on Linux
   const double peak_rss_mb =
       allreduce_scalar(*pg, static_cast<double>(usage.ru_maxrss) / 1024.0, dist::ReduceOp::MAX);
+  double cuda_peak = 0.0;  // MB, this rank's caching-allocator peak since the loop began
+#if LOCKSTEP_WITH_CUDA
+  if (device.is_cuda()) cuda_peak = static_cast<double>(ls::cuda::memory_stats(device.index).peak_allocated_bytes) / (1 << 20);
+#endif
+  const double cuda_peak_mb = allreduce_scalar(*pg, cuda_peak, dist::ReduceOp::MAX);
   std::string bucket_sizes = "[";  // MB per bucket, in launch order (after any rebuild)
   for (size_t b = 0; ddp && b < ddp->reducer().num_buckets(); ++b) {
     const ls::Tensor& flat_bucket = ddp->reducer().buckets()[b].flat;
@@ -355,7 +405,8 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         "\"params\":%lld,\"buckets\":%zu,\"bucket_sizes_mb\":%s,\"iter_ms\":%.2f,\"mean_iter_ms\":%.2f,\"fwd_ms\":%.2f,"
         "\"bwd_ms\":%.2f,\"comm_wait_ms\":%.2f,\"opt_ms\":%.2f,\"examples_per_s\":%.2f,"
         "\"sync_bn\":%s,\"bucket_view\":%s,\"static_graph\":%s,\"find_unused\":%s,"
-        "\"rebuild_buckets\":%s,\"peak_rss_mb\":%.1f,\"replicas_equal\":%s}\n",
+        "\"rebuild_buckets\":%s,\"peak_rss_mb\":%.1f,\"replicas_equal\":%s,\"device\":\"%s\","
+        "\"cuda_peak_mb\":%.1f}\n",
         o.model.model.c_str(), static_cast<long long>(o.model.batch), wl.shape_json.c_str(),
         o.mode.c_str(), o.backend.c_str(), world, o.rr, ddp ? ddp->options().bucket_cap_mb() : o.bucket_mb,
         ddp ? ddp->options().first_bucket_mb() : o.first_bucket_mb, o.autotune ? "true" : "false",
@@ -366,7 +417,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         static_cast<double>(world) * o.model.batch * o.iters / slowest_s,
         o.sync_bn ? "true" : "false", o.bucket_view ? "true" : "false",
         o.static_graph ? "true" : "false", o.find_unused ? "true" : "false",
-        o.rebuild ? "true" : "false", peak_rss_mb, equal ? "true" : "false");
+        o.rebuild ? "true" : "false", peak_rss_mb, equal ? "true" : "false", o.device.c_str(), cuda_peak_mb);
     std::fflush(stdout);
   }
   // Replicas that drifted apart under DDP or flat averaging are a bug: fail the run.
@@ -376,10 +427,16 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
 int run_main(int argc, char** argv) {
   Options o = parse(argc, argv);
   ls::set_num_threads(o.threads);
+  const ls::Device device = pick_device(o);  // before the group: NCCL uses the current device
   auto pg = make_process_group(o);
   ls::bench::Workload wl = ls::bench::make_workload(o.model);
+  if (device.is_cuda()) {  // built on the CPU (same seed on every rank), then moved
+    wl.module->to(device);
+    wl.input = wl.input.to(device);
+    wl.labels = wl.labels.to(device);
+  }
   if (o.sync_bn) dist::convert_sync_batchnorm(wl.module, pg);  // BatchNorm2d statistics over the group
-  return ls::bench::visit_net(wl, [&](auto net) { return run(o, wl, net, pg); });
+  return ls::bench::visit_net(wl, [&](auto net) { return run(o, wl, net, pg, device); });
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 //
 //   build/bin/bench_step --model resnet50|resnet18|bert|bert-tiny [--batch 8] [--image 224]
 //                        [--seq 128] [--iters 3] [--warmup 1] [--threads 1] [--layers L]
-//                        [--profile 0|1]
+//                        [--profile 0|1] [--device cpu|cuda]
 //
 // The step mirrors shared/ref/torch_step.py with shared/ref/torch_models.py, so the
 // two can be compared number for number (bench/compare_step.sh). The model, its input,
@@ -26,6 +26,15 @@
 //
 // FLOP count (train_gflop): 3 x Workload::forward_flops (see bench/bench_models.h).
 //
+// --device cuda (a CUDA build with a GPU) moves the model, input and labels to
+// cuda:0 (Module::to) and runs the same step there. GPU kernels are asynchronous, so
+// the device is synchronised (ls::cuda::synchronize) before t0 and after forward,
+// backward and the step: each region's time is the GPU's, not the time to queue it.
+// The summary then also has device "cuda", cuda_peak_mb (the caching allocator's peak
+// of allocated bytes over the timed steps, core/cuda/cuda_allocator.h) and
+// cuda_reserved_mb (memory obtained from cudaMalloc); alloc_* stay the CPU
+// allocator's. bench/torch_step_cuda.py prints the same fields for PyTorch.
+//
 // --profile 1 profiles the timed steps (not the warm-up) with ls::profiler and prints
 // its table to stderr at the end (core/profiler.h). LOCKSTEP_PROFILE=1 also works but
 // includes the warm-up step, whose first calls create oneDNN primitives.
@@ -43,13 +52,19 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "bench/bench_device.h"
 #include "bench/bench_models.h"
 #include "core/allocator.h"
 #include "core/parallel.h"
 #include "core/profiler.h"
 #include "optim/sgd.h"
+#if LOCKSTEP_WITH_CUDA
+#include "core/cuda/cuda_allocator.h"
+#include "core/cuda/cuda_context.h"
+#endif
 
 namespace {
 
@@ -59,12 +74,13 @@ struct Options {
   ls::bench::ModelOptions model;
   int iters = 3, warmup = 1, threads = 1;
   bool profile = false;
+  std::string device = "cpu";  // cpu | cuda
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "bench_step: %s\nusage: bench_step %s [--iters N] [--warmup W] [--threads T] "
-               "[--profile 0|1]\n",
+               "[--profile 0|1] [--device cpu|cuda]\n",
                why.c_str(), ls::bench::kModelUsage);
   std::exit(2);
 }
@@ -84,6 +100,8 @@ Options parse(int argc, char** argv) {
       o.threads = std::atoi(v);
     } else if (arg == "--profile") {
       o.profile = std::atoi(v) != 0;
+    } else if (arg == "--device") {
+      o.device = v;
     } else {
       usage("unknown option " + arg);
     }
@@ -91,6 +109,10 @@ Options parse(int argc, char** argv) {
   if (std::string why = ls::bench::check_model_options(o.model); !why.empty()) usage(why);
   if (o.iters < 1 || o.warmup < 0 || o.threads < 1) {
     usage("--iters and --threads must be >= 1, --warmup >= 0");
+  }
+  if (o.device != "cpu" && o.device != "cuda") usage("--device must be cpu or cuda");
+  if (o.device == "cuda" && !ls::cuda::is_available()) {
+    usage("--device cuda: no CUDA device (this build has no CUDA backend, or no GPU is visible)");
   }
   return o;
 }
@@ -115,6 +137,28 @@ double process_cpu_ms() {
 
 double mb(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
+using ls::bench::device_sync;  // bench/bench_device.h
+
+// The caching allocator's (peak allocated, reserved) MB on a CUDA device; zeros on the CPU.
+std::pair<double, double> cuda_memory_mb(const ls::Device& device) {
+#if LOCKSTEP_WITH_CUDA
+  if (device.is_cuda()) {
+    const ls::cuda::MemoryStats s = ls::cuda::memory_stats(device.index);
+    return {static_cast<double>(s.peak_allocated_bytes) / (1024.0 * 1024.0),
+            static_cast<double>(s.reserved_bytes) / (1024.0 * 1024.0)};
+  }
+#endif
+  (void)device;
+  return {0.0, 0.0};
+}
+
+void reset_cuda_peak(const ls::Device& device) {
+#if LOCKSTEP_WITH_CUDA
+  if (device.is_cuda()) ls::cuda::reset_peak_memory_stats(device.index);
+#endif
+  (void)device;
+}
+
 double peak_rss_mb() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -129,6 +173,12 @@ int run(int argc, char** argv) {
   Options o = parse(argc, argv);
   ls::set_num_threads(o.threads);
   ls::bench::Workload wl = ls::bench::make_workload(o.model);
+  const ls::Device device = o.device == "cuda" ? ls::Device::cuda(0) : ls::Device::cpu();
+  if (device.is_cuda()) {  // built on the CPU (same seed as the reference), then moved
+    wl.module->to(device);
+    wl.input = wl.input.to(device);
+    wl.labels = wl.labels.to(device);
+  }
   const int64_t params = wl.num_parameters();
   ls::optim::SGD sgd(wl.module->parameters(), ls::optim::SGDOptions(0.01).momentum(0.9));
 
@@ -140,29 +190,35 @@ int run(int argc, char** argv) {
       ls::profiler::reset();
       ls::profiler::enable();
     }
+    if (i == o.warmup) reset_cuda_peak(device);  // cuda_peak_mb covers the timed steps
     ls::cpu_allocator().reset_peak();
+    device_sync(device);
     const double cpu0 = process_cpu_ms();
     const auto t0 = clock::now();
     ls::Tensor loss = wl.loss();  // forward + loss
+    device_sync(device);
     const auto t1 = clock::now();
     const ls::AllocatorStats fwd_stats = ls::cpu_allocator().stats();
     const double after_fwd = mb(fwd_stats.current_bytes), cached_fwd = mb(fwd_stats.cached_bytes);
     sgd.zero_grad();
     loss.backward();
+    device_sync(device);
     const auto t2 = clock::now();
     sgd.step();
+    device_sync(device);
     const auto t3 = clock::now();
     const double c = process_cpu_ms() - cpu0;
     const double alloc_peak = mb(ls::cpu_allocator().stats().peak_bytes);
     alloc_peak_mb = std::max(alloc_peak_mb, alloc_peak);
     const bool warm = i < o.warmup;
+    const float loss_value = loss.to(ls::Device::cpu()).item<float>();  // after the clocks
     const double s = ms_between(t0, t3), f = ms_between(t0, t1), b = ms_between(t1, t2),
                  u = ms_between(t2, t3);
     std::printf(
         "{\"bench\":\"step\",\"model\":\"%s\",\"iter\":%d,\"warmup\":%s,\"step_ms\":%.2f,"
         "\"fwd_ms\":%.2f,\"bwd_ms\":%.2f,\"opt_ms\":%.2f,\"cpu_ms\":%.2f,\"loss\":%.5f,"
         "\"alloc_fwd_mb\":%.1f,\"cached_fwd_mb\":%.1f,\"alloc_peak_mb\":%.1f}\n",
-        o.model.model.c_str(), i, warm ? "true" : "false", s, f, b, u, c, loss.item<float>(),
+        o.model.model.c_str(), i, warm ? "true" : "false", s, f, b, u, c, loss_value,
         after_fwd, cached_fwd, alloc_peak);
     std::fflush(stdout);
     if (warm) continue;
@@ -175,14 +231,17 @@ int run(int argc, char** argv) {
   if (o.profile) ls::profiler::disable();
   const double train_gflop = 3.0 * wl.forward_flops * 1e-9;
   const double step = median(step_ms);
+  const auto cuda_mb = cuda_memory_mb(device);
   std::printf(
       "{\"bench\":\"step\",\"summary\":true,\"model\":\"%s\",\"batch\":%lld,"
       "%s,\"threads\":%d,\"iters\":%d,\"params\":%lld,"
       "\"step_ms\":%.2f,\"fwd_ms\":%.2f,\"bwd_ms\":%.2f,\"opt_ms\":%.2f,\"cpu_ms\":%.2f,"
-      "\"train_gflop\":%.3f,\"gflops\":%.2f,\"peak_rss_mb\":%.1f,\"alloc_peak_mb\":%.1f}\n",
+      "\"train_gflop\":%.3f,\"gflops\":%.2f,\"peak_rss_mb\":%.1f,\"alloc_peak_mb\":%.1f,"
+      "\"device\":\"%s\",\"cuda_peak_mb\":%.1f,\"cuda_reserved_mb\":%.1f}\n",
       o.model.model.c_str(), static_cast<long long>(o.model.batch), wl.shape_json.c_str(), o.threads, o.iters,
       static_cast<long long>(params), step, median(fwd_ms), median(bwd_ms), median(opt_ms),
-      median(cpu_ms), train_gflop, train_gflop / (step * 1e-3), peak_rss_mb(), alloc_peak_mb);
+      median(cpu_ms), train_gflop, train_gflop / (step * 1e-3), peak_rss_mb(), alloc_peak_mb,
+      o.device.c_str(), cuda_mb.first, cuda_mb.second);
   std::fflush(stdout);  // before a profiler table goes to stderr
   if (o.profile) std::fputs(ls::profiler::report().c_str(), stderr);
   return 0;

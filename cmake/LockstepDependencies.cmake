@@ -10,9 +10,10 @@ find_package(Threads REQUIRED)
 
 # Compile flags shared by every lockstep target (not exported to users).
 add_library(lockstep_build_flags INTERFACE)
-target_compile_options(lockstep_build_flags INTERFACE -Wall -Wextra -Wpedantic -Wno-unused-parameter -fno-math-errno)
+target_compile_options(lockstep_build_flags INTERFACE
+  "$<$<COMPILE_LANGUAGE:CXX>:-Wall;-Wextra;-Wpedantic;-Wno-unused-parameter;-fno-math-errno>")
 if(LOCKSTEP_NATIVE)
-  target_compile_options(lockstep_build_flags INTERFACE -march=native)
+  target_compile_options(lockstep_build_flags INTERFACE $<$<COMPILE_LANGUAGE:CXX>:-march=native>)
 endif()
 
 # Sanitizers (CMakePresets.json's asan-ubsan and tsan presets set this; see

@@ -12,6 +12,10 @@
 
 #include "core/error.h"
 
+#if LOCKSTEP_WITH_CUDA
+#include "core/cuda/cuda_allocator.h"
+#endif
+
 namespace lockstep {
 
 namespace {
@@ -180,6 +184,11 @@ Allocator*& slot(DeviceType type) {
 
 Allocator* get_allocator(DeviceType type) {
   Allocator* a = slot(type);
+#if LOCKSTEP_WITH_CUDA
+  if (a == nullptr && type == DeviceType::CUDA) {
+    a = &cuda::caching_allocator();  // the function-local static makes this thread-safe
+  }
+#endif
   LS_CHECK(a != nullptr, "no allocator for device type ", Device{type, 0}.str(),
            ": this build of lockstep has no CUDA support (configure with -DLOCKSTEP_CUDA=ON on a "
            "machine with the CUDA toolkit)");

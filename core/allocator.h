@@ -4,7 +4,8 @@
 // CPU allocator returns 64-byte aligned blocks (one cache line, one AVX-512
 // vector) and keeps byte counters so benchmarks can report memory use. Large
 // blocks are mapped from the OS and cached for reuse (Note [CPU block cache]).
-// The CUDA slot is filled by the CUDA backend when it is built.
+// The CUDA slot is filled, on first use, by the CUDA caching allocator when the
+// CUDA backend is built (core/cuda/cuda_allocator.h).
 // Read before: core/device.h. Read next: core/storage.h.
 #pragma once
 
@@ -23,6 +24,11 @@ class Allocator {
   virtual ~Allocator() = default;
   virtual void* allocate(size_t nbytes) = 0;
   virtual void deallocate(void* ptr, size_t nbytes) = 0;
+  // For a given device of the allocator's type (Storage calls these): the CPU
+  // has one device, so they forward; the CUDA allocator allocates on `device`
+  // and caches per device (Note [CUDA caching allocator]).
+  virtual void* allocate_on(size_t nbytes, Device device) { return allocate(nbytes); }
+  virtual void deallocate_on(void* ptr, size_t nbytes, Device device) { deallocate(ptr, nbytes); }
 };
 
 // Bytes handed out by an allocator right now and at most since the last reset,
@@ -80,8 +86,8 @@ class CPUAllocator final : public Allocator {
   size_t cache_limit_ = 0;
 };
 
-// The allocator for a device type; throws if none is registered (e.g. CUDA in a
-// CPU-only build).
+// The allocator for a device type; throws if none is registered (CUDA in a
+// CPU-only build). The CUDA allocator is registered lazily by the first call.
 Allocator* get_allocator(DeviceType type);
 void set_allocator(DeviceType type, Allocator* allocator);
 CPUAllocator& cpu_allocator();

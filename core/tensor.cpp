@@ -4,6 +4,7 @@
 #include "core/tensor.h"
 
 #include "core/autograd_meta.h"
+#include "core/native/native.h"
 #include "core/shape.h"
 
 namespace lockstep {
@@ -28,6 +29,8 @@ std::vector<int64_t> element_offsets(const Tensor& t) {
   });
   return offsets;
 }
+
+Tensor to_host(const Tensor& t) { return native::to_device(t, Device::cpu()); }
 
 }  // namespace detail
 

@@ -9,6 +9,9 @@ void check_defined(const Tensor& t, const char* op);
 void check_dtype_matches(const Tensor& t, ScalarType expected, const char* op);
 // Logical (row-major) element order -> element offsets into the storage.
 std::vector<int64_t> element_offsets(const Tensor& t);
+// A CPU copy of a tensor on another device (item, to_vector and printing read
+// device tensors through it: the host never dereferences device memory).
+Tensor to_host(const Tensor& t);
 }  // namespace detail
 
 template <class T>
@@ -23,7 +26,7 @@ T Tensor::item() const {
   detail::check_defined(*this, "item");
   LS_CHECK(numel() == 1, "item: expected a tensor with one element but got shape ", shape_str(),
            "; reduce it first (e.g. .sum()) or index it");
-  LS_CHECK(device().is_cpu(), "item: tensor is on ", device().str(), "; move it with .to(cpu)");
+  if (!device().is_cpu()) return detail::to_host(*this).item<T>();
   return dispatch_all(dtype(), [&]<class S>() {
     return convert<T>(static_cast<S*>(impl_->storage->data())[impl_->offset]);
   });
@@ -32,8 +35,7 @@ T Tensor::item() const {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   detail::check_defined(*this, "to_vector");
-  LS_CHECK(device().is_cpu(), "to_vector: tensor is on ", device().str(),
-           "; move it with .to(cpu)");
+  if (!device().is_cpu()) return detail::to_host(*this).to_vector<T>();
   std::vector<T> out;
   out.reserve(static_cast<size_t>(numel()));
   std::vector<int64_t> offsets = detail::element_offsets(*this);

@@ -9,6 +9,9 @@
 
 #include "core/factory.h"
 #include "core/native/native.h"
+#if LOCKSTEP_WITH_CUDA
+#include "core/cuda/cuda_context.h"
+#endif
 
 namespace lockstep::distributed {
 
@@ -90,19 +93,31 @@ std::vector<int64_t> autotune_sizes(int64_t gradient_bytes) {
   return sizes;
 }
 
-BucketChoice autotune_buckets(ProcessGroup& process_group, int64_t gradient_bytes, int reps) {
+namespace {
+// One AllReduce, finished as far as the host can tell: Work::wait() blocks the
+// host for Gloo and MPI, while on a GPU it only orders the compute stream
+// (Note [NCCL stream isolation]), so the device is synchronised too.
+void allreduce_and_wait(ProcessGroup& process_group, Tensor& buffer) {
+  process_group.allreduce(buffer)->wait(process_group.timeout());
+#if LOCKSTEP_WITH_CUDA
+  if (buffer.device().is_cuda()) cuda::synchronize(buffer.device().index);
+#endif
+}
+}  // namespace
+
+BucketChoice autotune_buckets(ProcessGroup& process_group, int64_t gradient_bytes, int reps, Device device) {
   LS_CHECK(reps >= 1, "bucket autotune: reps must be >= 1, got ", reps);
   const std::vector<int64_t> sizes = autotune_sizes(gradient_bytes);
   LS_CHECK(sizes.size() >= 2, "DDP (rank ", process_group.rank(), "): autotune_buckets: the model's gradients ("
            , gradient_bytes, " bytes) are too small to measure AllReduce at two sizes; set bucket_cap_mb instead");
   std::vector<double> local;  // fastest seconds per size on this rank
   for (int64_t bytes : sizes) {
-    Tensor buffer = native::zeros({bytes / 4}, kFloat32);  // (bytes / 4)
-    process_group.allreduce(buffer)->wait(process_group.timeout());  // warm-up: connections, pages
+    Tensor buffer = native::zeros({bytes / 4}, kFloat32, device);  // (bytes / 4)
+    allreduce_and_wait(process_group, buffer);  // warm-up: connections, pages
     std::vector<double> times;
     for (int r = 0; r < reps; ++r) {
       const auto t0 = std::chrono::steady_clock::now();
-      process_group.allreduce(buffer)->wait(process_group.timeout());
+      allreduce_and_wait(process_group, buffer);
       times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     local.push_back(*std::min_element(times.begin(), times.end()));  // delays only add: the fastest rep

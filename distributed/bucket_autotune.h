@@ -59,7 +59,10 @@ BucketChoice choose_bucket_sizes(const std::vector<double>& sizes_bytes, const s
 std::vector<int64_t> autotune_sizes(int64_t gradient_bytes);
 
 // Collective: measures AllReduce on `process_group` (every rank must call it
-// with the same gradient_bytes) and applies choose_bucket_sizes.
-BucketChoice autotune_buckets(ProcessGroup& process_group, int64_t gradient_bytes, int reps = 3);
+// with the same gradient_bytes) and applies choose_bucket_sizes. The buffers
+// live on `device`, the gradients' device, so an NCCL group times the GPU
+// collective (each timed call ends with the device synchronised).
+BucketChoice autotune_buckets(ProcessGroup& process_group, int64_t gradient_bytes, int reps = 3,
+                              Device device = Device::cpu());
 
 }  // namespace lockstep::distributed

@@ -123,7 +123,8 @@ DDPCore::DDPCore(std::shared_ptr<nn::Module> module_, std::shared_ptr<ProcessGro
     // Note [Bucket autotuning]: measure on this group, replace the two sizes.
     int64_t gradient_bytes = 0;
     for (const Tensor& p : params) gradient_bytes += static_cast<int64_t>(p.nbytes());
-    bucket_choice = autotune_buckets(*process_group, gradient_bytes);
+    bucket_choice = autotune_buckets(*process_group, gradient_bytes, 3,
+                                     params.empty() ? Device::cpu() : params.front().device());
     options.bucket_cap_mb(bucket_choice->bucket_cap_mb).first_bucket_mb(bucket_choice->first_bucket_mb);
     if (process_group->rank() == 0) std::fprintf(stderr, "%s\n", bucket_choice->describe().c_str());
   }

@@ -8,6 +8,10 @@
 #include "distributed/process_group_gloo.h"
 #include "distributed/process_group_mpi.h"
 #include "distributed/process_group_round_robin.h"
+#if LOCKSTEP_WITH_CUDA
+#include "core/cuda/cuda_context.h"
+#include "distributed/cuda/process_group_nccl.h"
+#endif
 
 namespace lockstep::distributed {
 namespace {
@@ -48,6 +52,31 @@ std::shared_ptr<ProcessGroup> make_mpi(const InitOptions& options, int groups) {
   return std::make_shared<ProcessGroupRoundRobin>(std::move(pgs));
 }
 
+#if LOCKSTEP_WITH_CUDA
+// One NCCL communicator per group, on device LOCAL_RANK modulo the visible
+// devices (torchrun's convention: one process per GPU of a node), which also
+// becomes the calling thread's current device.
+std::shared_ptr<ProcessGroup> make_nccl(const InitOptions& options, int groups) {
+  LS_CHECK(cuda::is_available(), "init_process_group: backend 'nccl' needs lockstep built with CUDA and a GPU; "
+           "this build has CUDA but no CUDA device is visible to this process (ls::cuda::is_available() is "
+           "false): use \"gloo\" without GPUs, or check the driver and CUDA_VISIBLE_DEVICES");
+  RendezvousInfo info = rendezvous_from_env(options);
+  ProcessGroupNCCL::Options nccl_options;
+  nccl_options.timeout = info.timeout;
+  nccl_options.device = info.local_rank % cuda::device_count();
+  cuda::set_device(nccl_options.device);
+  std::vector<std::shared_ptr<ProcessGroup>> pgs;
+  for (int k = 0; k < groups; ++k) {
+    auto store = std::make_shared<PrefixStore>(lockstep::detail::str("lockstep/pg", k), info.store);
+    pgs.push_back(std::make_shared<ProcessGroupNCCL>(store, info.rank, info.world_size, nccl_options));
+  }
+  if (groups == 1) return pgs[0];
+  auto round_robin = std::make_shared<ProcessGroupRoundRobin>(std::move(pgs));
+  round_robin->set_store(std::make_shared<PrefixStore>("lockstep/pg_round_robin", info.store));
+  return round_robin;
+}
+#endif
+
 }  // namespace
 
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, const InitOptions& options) {
@@ -56,8 +85,13 @@ std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, con
   if (backend == "gloo") return make_gloo(options, groups);
   if (backend == "mpi") return make_mpi(options, groups);
   if (backend == "nccl") {
-    throw Error("init_process_group: backend 'nccl' needs lockstep built with CUDA; this build is "
-                "CPU-only — use \"gloo\" (or \"mpi\" under mpirun)");
+#if LOCKSTEP_WITH_CUDA
+    return make_nccl(options, groups);
+#else
+    throw Error("init_process_group: backend 'nccl' needs lockstep built with CUDA and NCCL, but this build is "
+                "CPU-only (configured with LOCKSTEP_CUDA=OFF or without nvcc); rebuild with -DLOCKSTEP_CUDA=ON "
+                "on a machine with the CUDA toolkit and NCCL, or use \"gloo\" (or \"mpi\" under mpirun)");
+#endif
   }
   throw Error(lockstep::detail::str("init_process_group: unknown backend '", backend,
                           "'; valid backends are \"gloo\", \"mpi\" and \"nccl\" (CUDA builds)"));

@@ -171,6 +171,15 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     device_description_ = attr.hostname;
   }
 
+  // The environment is read before connecting: a malformed value fails on
+  // every rank alike, instead of on one rank after the others started the
+  // rendezvous through its store.
+  if (const char* env = std::getenv("LOCKSTEP_GLOO_THREADS")) {
+    options_.threads = static_cast<int>(positive_env_value("LOCKSTEP_GLOO_THREADS", env, 64));
+  }
+  if (const char* env = std::getenv("LOCKSTEP_GLOO_RING_THRESHOLD")) {
+    options_.ring_threshold_bytes = positive_env_value("LOCKSTEP_GLOO_RING_THRESHOLD", env, int64_t{1} << 40);
+  }
   BlockSigpipeForNewThreads no_sigpipe;  // see Note [SIGPIPE]
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(options_.timeout);
@@ -190,12 +199,6 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   // ranks are still reading their peers' addresses from.
   store_ = std::move(store);
   options_.check_every_collective = options_.check_every_collective || detail::debug_checks_enabled();
-  if (const char* env = std::getenv("LOCKSTEP_GLOO_THREADS")) {
-    options_.threads = static_cast<int>(positive_env_value("LOCKSTEP_GLOO_THREADS", env, 64));
-  }
-  if (const char* env = std::getenv("LOCKSTEP_GLOO_RING_THRESHOLD")) {
-    options_.ring_threshold_bytes = positive_env_value("LOCKSTEP_GLOO_RING_THRESHOLD", env, int64_t{1} << 40);
-  }
   queue_ = std::make_unique<detail::WorkQueue>(options_.threads);
 }
 

@@ -3,9 +3,12 @@
 // body runs the Gloo algorithm on the worker thread (allreduce in chunks,
 // broadcast, allgather, reduce_scatter, barrier, send/recv). Every Gloo call
 // goes through gloo_detail::call_gloo with its options and buffers declared
-// before it (Note [Gloo buffers after a failure]).
+// before it (Note [Gloo buffers after a failure]). CUDA tensors travel through
+// pinned host twins (Note [Gloo with CUDA tensors], distributed/cuda/host_staging.h).
 // Read before: distributed/process_group_gloo.cpp.
 #include <cstring>
+#include <functional>
+#include <optional>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -16,6 +19,10 @@
 #include "core/factory.h"
 #include "distributed/process_group_gloo_pending.h"
 #include "distributed/reduce_kernels.h"
+#include "distributed/staged_operands.h"
+#if LOCKSTEP_WITH_CUDA
+#include "distributed/cuda/host_staging.h"
+#endif
 
 namespace lockstep::distributed {
 
@@ -23,9 +30,55 @@ using detail::CollectiveKind;
 using detail::check_scatter_inputs;
 using detail::prepare_gather_outputs;
 
+namespace {
+
+using Body = std::function<std::vector<Tensor>(uint32_t, std::chrono::milliseconds)>;
+
+// Note [Gloo with CUDA tensors]: host() gives the tensor Gloo moves (a CUDA
+// tensor's pinned twin, or the CPU tensor itself); wrap() makes a body wait for
+// the copies in, run, copy the results back, and report the device tensors.
+// In a CPU-only build no CUDA tensor exists and this is the identity.
+class Staging {
+ public:
+  Tensor host(const Tensor& t, bool in, bool out, const char* collective) {
+#if LOCKSTEP_WITH_CUDA
+    return set_.host(t, in, out, collective);
+#else
+    (void)in, (void)out, (void)collective;
+    return t;
+#endif
+  }
+  // `part`, if given, is the only piece of the (single) staged tensor this body writes.
+  Body wrap(Body body, const Tensor* part = nullptr) const {
+#if LOCKSTEP_WITH_CUDA
+    if (set_.empty()) return body;
+    std::optional<Tensor> piece = part != nullptr ? std::optional<Tensor>(*part) : std::nullopt;
+    return [body = std::move(body), set = set_, piece](uint32_t tag, std::chrono::milliseconds timeout) {
+      set.before();
+      std::vector<Tensor> out = body(tag, timeout);
+      set.after(piece ? &*piece : nullptr);
+      set.report_devices(out);
+      return out;
+    };
+#else
+    (void)part;
+    return body;
+#endif
+  }
+
+ private:
+#if LOCKSTEP_WITH_CUDA
+  detail::HostStagingSet set_;
+#endif
+};
+
+}  // namespace
+
 // See Note [Large allreduce in chunks]: a tensor above options_.chunk_bytes
 // becomes consecutive collectives on its pieces, one Work over all of them.
-std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& original, ReduceOp op) {
+  Staging staging;
+  Tensor tensor = staging.host(original, true, true, "allreduce");
   detail::check_tensor(tensor, "allreduce");
   auto reduce = detail::reduce_function(tensor.dtype(), op, "allreduce");
   const int64_t numel = tensor.numel();
@@ -59,12 +112,15 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& tensor, ReduceOp op) {
       if (op == ReduceOp::AVG) detail::divide_in_place(part.raw_data(), part.dtype(), part.numel(), size_);
       return std::vector<Tensor>{part};
     };
+    p.body = staging.wrap(std::move(p.body), &part);
     parts.push_back(std::move(p));
   }
-  return enqueue(std::move(parts), {tensor});
+  return enqueue(std::move(parts), {original});
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
+std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& original, int root) {
+  Staging staging;
+  Tensor tensor = staging.host(original, true, true, "broadcast");
   detail::check_tensor(tensor, "broadcast");
   detail::check_rank(root, size_, "broadcast", "root");
   Pending p;
@@ -80,12 +136,15 @@ std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& tensor, int root) {
     }
     return std::vector<Tensor>{tensor};
   };
+  p.body = staging.wrap(std::move(p.body));
   return enqueue(std::move(p));
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
-  detail::check_tensor(input, "allgather", "input");
-  prepare_gather_outputs(outputs, input, size_, "allgather");
+std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& device_outputs, const Tensor& original) {
+  Staging staging;
+  const detail::StagedGather ops = detail::stage_allgather(staging, device_outputs, original, size_);
+  const Tensor& input = ops.input;
+  const std::vector<Tensor>& outputs = ops.outputs;
   Pending p;
   p.fingerprint = detail::make_fingerprint(0, CollectiveKind::ALLGATHER, &input);
   p.body = [this, outputs, input](uint32_t tag, std::chrono::milliseconds timeout) {
@@ -103,13 +162,16 @@ std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& outputs, 
     }
     return outputs;
   };
+  p.body = staging.wrap(std::move(p.body));
   return enqueue(std::move(p));
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& output, std::vector<Tensor>& inputs,
+std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& device_output, std::vector<Tensor>& device_inputs,
                                                        ReduceOp op) {
-  detail::check_tensor(output, "reduce_scatter", "output");
-  check_scatter_inputs(inputs, output, size_, "reduce_scatter");
+  Staging staging;
+  const detail::StagedScatter ops = detail::stage_reduce_scatter(staging, device_output, device_inputs, size_);
+  const Tensor& output = ops.output;
+  const std::vector<Tensor>& inputs = ops.inputs;
   auto reduce = detail::reduce_function(output.dtype(), op, "reduce_scatter");
   Pending p;
   p.fingerprint = detail::make_fingerprint(0, CollectiveKind::REDUCE_SCATTER, &output, static_cast<int>(op));
@@ -137,6 +199,7 @@ std::shared_ptr<Work> ProcessGroupGloo::reduce_scatter(Tensor& output, std::vect
     }
     return std::vector<Tensor>{output};
   };
+  p.body = staging.wrap(std::move(p.body));
   return enqueue(std::move(p));
 }
 
@@ -160,7 +223,9 @@ std::shared_ptr<Work> ProcessGroupGloo::barrier() {
 // the peer has matched them — so pair them like blocking MPI sends (one rank
 // sends first while the other receives first). No fingerprint: the peers of a
 // send/recv are two ranks, not the group.
-std::shared_ptr<Work> ProcessGroupGloo::send(const Tensor& tensor, int dst_rank, int tag) {
+std::shared_ptr<Work> ProcessGroupGloo::send(const Tensor& original, int dst_rank, int tag) {
+  Staging staging;
+  const Tensor tensor = staging.host(original, true, false, "send");
   detail::check_tensor(tensor, "send");
   detail::check_rank(dst_rank, size_, "send", "dst_rank");
   LS_CHECK(dst_rank != rank_, "send: rank ", rank_, " cannot send to itself");
@@ -174,10 +239,13 @@ std::shared_ptr<Work> ProcessGroupGloo::send(const Tensor& tensor, int dst_rank,
     });
     return std::vector<Tensor>{tensor};
   };
+  p.body = staging.wrap(std::move(p.body));
   return enqueue(std::move(p), /*collective=*/false);
 }
 
-std::shared_ptr<Work> ProcessGroupGloo::recv(Tensor& tensor, int src_rank, int tag) {
+std::shared_ptr<Work> ProcessGroupGloo::recv(Tensor& original, int src_rank, int tag) {
+  Staging staging;
+  Tensor tensor = staging.host(original, false, true, "recv");
   detail::check_tensor(tensor, "recv");
   detail::check_rank(src_rank, size_, "recv", "src_rank");
   LS_CHECK(src_rank != rank_, "recv: rank ", rank_, " cannot receive from itself");
@@ -191,6 +259,7 @@ std::shared_ptr<Work> ProcessGroupGloo::recv(Tensor& tensor, int src_rank, int t
     });
     return std::vector<Tensor>{tensor};
   };
+  p.body = staging.wrap(std::move(p.body));
   return enqueue(std::move(p), /*collective=*/false);
 }
 

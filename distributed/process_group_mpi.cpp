@@ -1,5 +1,7 @@
 // distributed/process_group_mpi.cpp — the MPI backend: the process-wide MPI
 // thread, dtype/op mapping, and one task per collective.
+// CUDA tensors travel through pinned host twins, as with Gloo (Note [Gloo with
+// CUDA tensors], distributed/cuda/host_staging.h), on the MPI thread.
 // Read before: distributed/process_group_mpi.h.
 #include "distributed/process_group_mpi.h"
 
@@ -11,9 +13,14 @@
 #include <cstring>
 #include <functional>
 
+#include "core/factory.h"
 #include "distributed/collective_check.h"
 #include "distributed/reduce_kernels.h"
+#include "distributed/staged_operands.h"
 #include "distributed/work_queue.h"
+#if LOCKSTEP_WITH_CUDA
+#include "distributed/cuda/host_staging.h"
+#endif
 
 namespace lockstep::distributed {
 
@@ -97,6 +104,30 @@ std::pair<MPI_Datatype, MPI_Op> mpi_reduction(ScalarType dtype, ReduceOp op) {
   return {type, mop};
 }
 
+using Body = std::function<std::vector<Tensor>()>;
+
+// host(): the tensor MPI moves (a CUDA tensor's pinned twin, or the tensor
+// itself); staged(): the body bracketed by the copies in and back. The
+// identity in a CPU-only build.
+#if LOCKSTEP_WITH_CUDA
+using Staging = detail::HostStagingSet;
+Body staged(Body body, const Staging& staging) {
+  if (staging.empty()) return body;
+  return [body = std::move(body), staging] {
+    staging.before();
+    std::vector<Tensor> out = body();
+    staging.after();
+    staging.report_devices(out);
+    return out;
+  };
+}
+#else
+struct Staging {
+  Tensor host(const Tensor& t, bool, bool, const char*) const { return t; }
+};
+Body staged(Body body, const Staging&) { return body; }
+#endif
+
 int checked_count(int64_t n, const char* collective) {
   LS_CHECK(n <= INT_MAX, collective, ": ", n, " elements exceed MPI's int count; split the tensor");
   return static_cast<int>(n);
@@ -161,7 +192,9 @@ std::shared_ptr<Work> ProcessGroupMPI::enqueue(Pending pending, bool collective)
   return work;
 }
 
-std::shared_ptr<Work> ProcessGroupMPI::allreduce(Tensor& tensor, ReduceOp op) {
+std::shared_ptr<Work> ProcessGroupMPI::allreduce(Tensor& original, ReduceOp op) {
+  Staging staging;
+  Tensor tensor = staging.host(original, true, true, "allreduce");
   detail::check_tensor(tensor, "allreduce");
   detail::reduce_function(tensor.dtype(), op, "allreduce");  // rejects int32, uint8, bool
   const int count = checked_count(tensor.numel(), "allreduce");
@@ -173,10 +206,13 @@ std::shared_ptr<Work> ProcessGroupMPI::allreduce(Tensor& tensor, ReduceOp op) {
     if (op == ReduceOp::AVG) detail::divide_in_place(tensor.raw_data(), tensor.dtype(), count, size);
     return std::vector<Tensor>{tensor};
   };
+  p.body = staged(std::move(p.body), staging);
   return enqueue(std::move(p));
 }
 
-std::shared_ptr<Work> ProcessGroupMPI::broadcast(Tensor& tensor, int root) {
+std::shared_ptr<Work> ProcessGroupMPI::broadcast(Tensor& original, int root) {
+  Staging staging;
+  Tensor tensor = staging.host(original, true, true, "broadcast");
   detail::check_tensor(tensor, "broadcast");
   detail::check_rank(root, size_, "broadcast", "root");
   const int bytes = checked_count(static_cast<int64_t>(tensor.nbytes()), "broadcast");
@@ -186,12 +222,15 @@ std::shared_ptr<Work> ProcessGroupMPI::broadcast(Tensor& tensor, int root) {
     if (bytes > 0) mpi_check(MPI_Bcast(tensor.raw_data(), bytes, MPI_BYTE, root, comm), "MPI_Bcast");
     return std::vector<Tensor>{tensor};
   };
+  p.body = staged(std::move(p.body), staging);
   return enqueue(std::move(p));
 }
 
-std::shared_ptr<Work> ProcessGroupMPI::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
-  detail::check_tensor(input, "allgather", "input");
-  detail::prepare_gather_outputs(outputs, input, size_, "allgather");
+std::shared_ptr<Work> ProcessGroupMPI::allgather(std::vector<Tensor>& device_outputs, const Tensor& original) {
+  Staging staging;
+  const detail::StagedGather ops = detail::stage_allgather(staging, device_outputs, original, size_);
+  const Tensor& input = ops.input;
+  const std::vector<Tensor>& outputs = ops.outputs;
   const int bytes = checked_count(static_cast<int64_t>(input.nbytes()) * size_, "allgather") / size_;
   MPI_Comm comm = comm_->comm;
   Pending p{detail::make_fingerprint(0, CollectiveKind::ALLGATHER, &input), {}};
@@ -204,12 +243,16 @@ std::shared_ptr<Work> ProcessGroupMPI::allgather(std::vector<Tensor>& outputs, c
     }
     return outputs;
   };
+  p.body = staged(std::move(p.body), staging);
   return enqueue(std::move(p));
 }
 
-std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(Tensor& output, std::vector<Tensor>& inputs, ReduceOp op) {
-  detail::check_tensor(output, "reduce_scatter", "output");
-  detail::check_scatter_inputs(inputs, output, size_, "reduce_scatter");
+std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(Tensor& device_output, std::vector<Tensor>& device_inputs,
+                                                      ReduceOp op) {
+  Staging staging;
+  const detail::StagedScatter ops = detail::stage_reduce_scatter(staging, device_output, device_inputs, size_);
+  const Tensor& output = ops.output;
+  const std::vector<Tensor>& inputs = ops.inputs;
   detail::reduce_function(output.dtype(), op, "reduce_scatter");
   const int count = checked_count(output.numel() * size_, "reduce_scatter") / size_;
   MPI_Comm comm = comm_->comm;
@@ -226,6 +269,7 @@ std::shared_ptr<Work> ProcessGroupMPI::reduce_scatter(Tensor& output, std::vecto
     }
     return std::vector<Tensor>{output};
   };
+  p.body = staged(std::move(p.body), staging);
   return enqueue(std::move(p));
 }
 
@@ -241,7 +285,9 @@ std::shared_ptr<Work> ProcessGroupMPI::barrier() {
 
 // Blocking MPI_Send / MPI_Recv on the MPI thread, in issue order (pair them like
 // blocking MPI: one side sends first while the other receives first).
-std::shared_ptr<Work> ProcessGroupMPI::send(const Tensor& tensor, int dst_rank, int tag) {
+std::shared_ptr<Work> ProcessGroupMPI::send(const Tensor& original, int dst_rank, int tag) {
+  Staging staging;
+  const Tensor tensor = staging.host(original, true, false, "send");
   detail::check_tensor(tensor, "send");
   detail::check_rank(dst_rank, size_, "send", "dst_rank");
   const int bytes = checked_count(static_cast<int64_t>(tensor.nbytes()), "send");
@@ -251,10 +297,13 @@ std::shared_ptr<Work> ProcessGroupMPI::send(const Tensor& tensor, int dst_rank, 
     mpi_check(MPI_Send(tensor.raw_data(), bytes, MPI_BYTE, dst_rank, tag, comm), "MPI_Send");
     return std::vector<Tensor>{tensor};
   };
+  p.body = staged(std::move(p.body), staging);
   return enqueue(std::move(p), /*collective=*/false);
 }
 
-std::shared_ptr<Work> ProcessGroupMPI::recv(Tensor& tensor, int src_rank, int tag) {
+std::shared_ptr<Work> ProcessGroupMPI::recv(Tensor& original, int src_rank, int tag) {
+  Staging staging;
+  Tensor tensor = staging.host(original, false, true, "recv");
   detail::check_tensor(tensor, "recv");
   detail::check_rank(src_rank, size_, "recv", "src_rank");
   const int bytes = checked_count(static_cast<int64_t>(tensor.nbytes()), "recv");
@@ -264,6 +313,7 @@ std::shared_ptr<Work> ProcessGroupMPI::recv(Tensor& tensor, int src_rank, int ta
     mpi_check(MPI_Recv(tensor.raw_data(), bytes, MPI_BYTE, src_rank, tag, comm, MPI_STATUS_IGNORE), "MPI_Recv");
     return std::vector<Tensor>{tensor};
   };
+  p.body = staged(std::move(p.body), staging);
   return enqueue(std::move(p), /*collective=*/false);
 }
 

@@ -38,6 +38,25 @@
 // rebuilds by default and so does lockstep (DDPOptions().rebuild_buckets);
 // unlike PyTorch it also rebuilds with find_unused_parameters (any layout is
 // correct; the traced one is simply the best guess available).
+//
+// Note [DDP on CUDA]
+// Nothing in the Reducer waits for the GPU. Buckets are allocated on their
+// parameters' device (the assignment already groups by device and dtype), so a
+// CUDA gradient is copied into its CUDA bucket by a kernel queued on the
+// compute stream from the autograd hook, exactly where the CPU path copies.
+// When a bucket is full its AllReduce is issued from the same thread: NCCL's
+// comm stream first waits on an event recorded on the compute stream, so it
+// sees every copy queued before (Note [NCCL stream isolation]); Gloo copies the
+// bucket to pinned host memory after those copies and reduces it on its own
+// threads (Note [Gloo with CUDA tensors]). finalize_backward's wait() makes
+// the compute stream wait for each bucket, and the copy-out (or, with
+// gradient_as_bucket_view, nothing) is queued after it. The few tensors the
+// host itself writes or reads — the used-parameter bitmap, the iteration
+// fingerprint, join flags, the traced order, parameter shapes at construction —
+// stay CPU tensors on every backend; NCCL stages them through the device and
+// their wait() blocks until the host holds the result (Note [NCCL host
+// tensors]). Comm hooks run on the bucket's device; PowerSGD's Gram-Schmidt
+// copies its small factors to the host and back (comm_hooks/powersgd.cpp).
 // Read before: distributed/reducer.h, distributed/bucket_assignment.h.
 // Read next: distributed/reducer_join.cpp.
 #include <algorithm>
@@ -63,7 +82,9 @@ void Reducer::initialize_buckets(const std::vector<BucketSpec>& specs) {
       locations[i] = {buckets.size(), k};
       total += params_[i].numel();
     }
-    bucket.flat = native::zeros({total}, spec.dtype);
+    // On the parameters' device (Note [DDP on CUDA]).
+    bucket.flat = native::empty({total}, spec.dtype, spec.device);  // (total)
+    native::fill_(bucket.flat, 0.0);
     buckets.push_back(std::move(bucket));
     elements += total;
   }

@@ -123,11 +123,16 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& 
     const Tensor s1 = native::sum(x64, non_channel_dims(dims), false);  // (C)
     const Tensor s2 =
         native::sum(native::binary(BinaryOp::Mul, x64, x64), non_channel_dims(dims), false);
-    Tensor n_local = native::zeros({1}, kFloat64);
+    Tensor n_local = native::empty({1}, kFloat64, input.device());  // (1) beside s1, s2 (CPU or CUDA)
     native::fill_(n_local, static_cast<double>(input.numel() / C));
     Tensor stats = native::cat({s1, s2, n_local}, 0);
     allreduce_sum(stats, group, "batch statistics [sum x, sum x^2, count]");
-    count = stats.to_vector<double>().back();
+    {
+      // The host needs the count: an explicit copy (it waits for the AllReduce on a device).
+      Tensor count_host = native::empty({1}, kFloat64);  // (1), CPU
+      native::copy_(count_host, native::narrow(stats, 0, 2 * C, 1));
+      count = count_host.item<double>();
+    }
     LS_CHECK(count > 1, "SyncBatchNorm (rank ", group.rank(),
              "): expected more than 1 value per "
              "channel over the whole group when training but got ",
@@ -138,8 +143,9 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& 
     Tensor var64 = native::binary(
         BinaryOp::Sub, native::binary_scalar(BinaryOp::Div, native::narrow(stats, 0, C, C), count),
         native::binary(BinaryOp::Mul, mean64, mean64));
-    var64 =
-        native::binary(BinaryOp::Maximum, var64, native::zeros({}, kFloat64));  // rounding below 0
+    Tensor zero = native::empty({}, kFloat64, input.device());  // () on the input's device
+    native::fill_(zero, 0.0);
+    var64 = native::binary(BinaryOp::Maximum, var64, zero);  // rounding below 0
     mean = native::to_dtype(mean64, input.dtype());
     var = native::to_dtype(var64, input.dtype());
     // running = (1 - momentum) running + momentum batch (unbiased var), on

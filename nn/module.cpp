@@ -110,13 +110,22 @@ void rebind(const Tensor& t, const Tensor& replacement) {
 }
 }  // namespace
 
+// Moves every parameter, buffer and gradient to `device` in place: each tensor
+// keeps its identity (optimizers and DDP hold the same Parameter handles), only
+// its storage changes, as in PyTorch's module.to(device).
 void Module::to(Device device) {
-  for (auto& t : values(named_parameters()))
-    LS_CHECK(t.device() == device || device.is_cpu(), type_name(), ".to: device ", device.str(),
-             " is not available in this build of lockstep (no CUDA backend)");
-  for (auto& t : values(named_buffers()))
-    LS_CHECK(t.device() == device || device.is_cpu(), type_name(), ".to: device ", device.str(),
-             " is not available in this build of lockstep (no CUDA backend)");
+  NoGradGuard no_grad;
+  auto move_all = [&](const NamedTensors& list) {
+    for (const auto& [name, t] : list) {
+      if (t.device() == device) continue;
+      rebind(t, native::to_device(t, device));
+      if (t.grad().defined()) {
+        const_cast<Tensor&>(t).mutable_grad() = native::to_device(t.grad(), device);
+      }
+    }
+  };
+  move_all(named_parameters());
+  move_all(named_buffers());
 }
 
 void Module::to(ScalarType dtype) {

@@ -9,7 +9,11 @@
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/parallel.h"
+#include "core/native/optim_update.h"
 #include "core/profiler.h"
+#if LOCKSTEP_WITH_CUDA
+#include "core/cuda/cuda_native_nn.h"
+#endif
 
 namespace lockstep::optim {
 
@@ -54,32 +58,13 @@ AdamScalars scalars_for(const AdamOptions& o, bool decoupled, int64_t t) {
 template <class T>
 void adam_update(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
                  T* __restrict v_max, int64_t n, const AdamOptions& o, const AdamScalars& s) {
-  const T beta1 = static_cast<T>(o.beta1()), keep1 = static_cast<T>(1.0 - o.beta1());
-  const T beta2 = static_cast<T>(o.beta2()), keep2 = static_cast<T>(1.0 - o.beta2());
-  const T eps = static_cast<T>(o.eps());
-  const T step_size = static_cast<T>(s.step_size), bc2_sqrt = static_cast<T>(s.bc2_sqrt);
-  const T decay = static_cast<T>(s.decay), l2 = static_cast<T>(s.l2);
-  const bool amsgrad = v_max != nullptr;
+  const optim_update::AdamElementScalars<T> st{
+      static_cast<T>(o.beta1()),     static_cast<T>(1.0 - o.beta1()), static_cast<T>(o.beta2()),
+      static_cast<T>(1.0 - o.beta2()), static_cast<T>(o.eps()),       static_cast<T>(s.step_size),
+      static_cast<T>(s.bc2_sqrt),    static_cast<T>(s.decay),         static_cast<T>(s.l2)};
   parallel_for(0, n, detail::kOptimGrain, [&](int64_t lo, int64_t hi) {
-    // p     = p * decay                          (AdamW: decay = 1 - lr*wd; Adam: 1)
-    // grad  = g + l2 * p                          (Adam: l2 = wd; AdamW: 0)
-    // m     = beta1 * m + (1 - beta1) * grad
-    // v     = beta2 * v + (1 - beta2) * grad^2
-    // v_max = max(v_max, v)                       (amsgrad: use v_max below)
-    // p     = p - step_size * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-    for (int64_t i = lo; i < hi; ++i) {
-      const T pi = p[i] * decay;
-      const T grad = g[i] + l2 * pi;
-      const T mi = beta1 * m[i] + keep1 * grad;
-      T vi = beta2 * v[i] + keep2 * grad * grad;
-      m[i] = mi;
-      v[i] = vi;
-      if (amsgrad) {
-        vi = std::max(v_max[i], vi);
-        v_max[i] = vi;
-      }
-      p[i] = pi - step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
-    }
+    // Note [Shared optimizer updates].
+    for (int64_t i = lo; i < hi; ++i) optim_update::adam_element(p, g, m, v, v_max, i, st);
   });
 }
 
@@ -119,6 +104,21 @@ void Adam::step() {
     Tensor& m = s.buffers.at("exp_avg");
     Tensor& v = s.buffers.at("exp_avg_sq");
     Tensor* v_max = options_.amsgrad() ? &s.buffers.at("max_exp_avg_sq") : nullptr;
+
+#if LOCKSTEP_WITH_CUDA
+    // A parameter on a GPU: the same fused update as one kernel (core/cuda/optim_kernels.cu).
+    if (p.device().is_cuda() && p.is_contiguous() &&
+        (p.dtype() == kFloat32 || p.dtype() == kFloat64) && g.device() == p.device() &&
+        g.dtype() == p.dtype() && m.is_contiguous() && v.is_contiguous() &&
+        (v_max == nullptr || v_max->is_contiguous())) {
+      g = g.contiguous();
+      cuda_native::adam_step_(p, g, m, v, v_max ? *v_max : Tensor(), options_.beta1(),
+                              options_.beta2(), options_.eps(), k.step_size, k.bc2_sqrt, k.decay,
+                              k.l2);
+      p.impl()->storage->bump_version();
+      continue;
+    }
+#endif
 
     if (detail::fused_update_ok(p)) {
       g = g.contiguous();

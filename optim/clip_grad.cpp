@@ -9,6 +9,9 @@
 #include "core/grad_mode.h"
 #include "core/parallel.h"
 #include "optim/optimizer.h"
+#if LOCKSTEP_WITH_CUDA
+#include "core/cuda/cuda_native_nn.h"
+#endif
 
 namespace lockstep::optim {
 
@@ -60,8 +63,17 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, doubl
     if (!g.defined()) continue;
     LS_CHECK(g.is_floating_point(), "clip_grad_norm_: a gradient of shape ", g.shape_str(),
              " has dtype ", g.dtype(), "; expected floating point");
-    // Gradients live on the CPU and are contiguous in practice; anything else is
-    // copied to a contiguous CPU float64 tensor first.
+#if LOCKSTEP_WITH_CUDA
+    // A gradient on a GPU is reduced there (core/cuda/optim_kernels.cu); only its
+    // partial sums come back to the host.
+    if (g.device().is_cuda() && (g.dtype() == kFloat32 || g.dtype() == kFloat64)) {
+      const double part = cuda_native::grad_norm_part(g, norm_type);
+      acc = inf ? std::max(acc, part) : acc + part;
+      continue;
+    }
+#endif
+    // CPU gradients are contiguous in practice; anything else is copied to a
+    // contiguous CPU float64 tensor first.
     Tensor c = (g.device().is_cpu() && (g.dtype() == kFloat32 || g.dtype() == kFloat64))
                    ? g.contiguous()
                    : g.to(kFloat64).to(Device::cpu()).contiguous();

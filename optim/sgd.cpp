@@ -5,7 +5,11 @@
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/parallel.h"
+#include "core/native/optim_update.h"
 #include "core/profiler.h"
+#if LOCKSTEP_WITH_CUDA
+#include "core/cuda/cuda_native_nn.h"
+#endif
 
 namespace lockstep::optim {
 
@@ -26,28 +30,22 @@ void check_options(const SGDOptions& o) {
 template <class T>
 void sgd_update(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t n,
                 const SGDOptions& o, bool first) {
-  const T lr = static_cast<T>(o.lr());
-  const T wd = static_cast<T>(o.weight_decay());
-  const T momentum = static_cast<T>(o.momentum());
-  const T keep = static_cast<T>(1.0 - o.dampening());
-  const bool use_momentum = o.momentum() != 0.0;
-  const bool nesterov = o.nesterov();
+  const optim_update::SgdElementScalars<T> s{
+      static_cast<T>(o.lr()),   static_cast<T>(o.weight_decay()), static_cast<T>(o.momentum()),
+      static_cast<T>(1.0 - o.dampening()), o.momentum() != 0.0, o.nesterov(), first};
   parallel_for(0, n, detail::kOptimGrain, [&](int64_t lo, int64_t hi) {
-    // d   = g + wd * p
-    // buf = first ? d : momentum * buf + (1 - dampening) * d
-    // d   = nesterov ? d + momentum * buf : buf          (when momentum != 0)
-    // p   = p - lr * d
-    // The branches test loop invariants; the compiler hoists them (loop unswitching).
-    for (int64_t i = lo; i < hi; ++i) {
-      T d = g[i] + wd * p[i];
-      if (use_momentum) {
-        const T b = first ? d : momentum * buf[i] + keep * d;
-        buf[i] = b;
-        d = nesterov ? d + momentum * b : b;
-      }
-      p[i] -= lr * d;
-    }
+    // Note [Shared optimizer updates]. The branches test loop invariants; the
+    // compiler hoists them (loop unswitching).
+    for (int64_t i = lo; i < hi; ++i) optim_update::sgd_element(p, g, buf, i, s);
   });
+}
+
+// The parameter's momentum buffer, made on its first use (written, not read, on
+// the first step, so it is left uninitialised).
+Tensor momentum_buffer(std::map<std::string, Tensor>& buffers, const Tensor& p) {
+  Tensor& slot = buffers["momentum_buffer"];
+  if (!slot.defined()) slot = empty_like(p);
+  return slot;
 }
 
 }  // namespace
@@ -74,14 +72,23 @@ void SGD::step() {
     const bool first = s.step == 0 || !s.buffers.count("momentum_buffer");
     s.step += 1;
 
+#if LOCKSTEP_WITH_CUDA
+    // A parameter on a GPU: the same fused update as one kernel (core/cuda/optim_kernels.cu).
+    if (p.device().is_cuda() && p.is_contiguous() &&
+        (p.dtype() == kFloat32 || p.dtype() == kFloat64) && g.device() == p.device() &&
+        g.dtype() == p.dtype()) {
+      g = g.contiguous();
+      const Tensor buf = use_momentum ? momentum_buffer(s.buffers, p) : Tensor();
+      cuda_native::sgd_step_(p, g, buf, options_.lr(), options_.momentum(), options_.dampening(),
+                             options_.weight_decay(), options_.nesterov(), first);
+      p.impl()->storage->bump_version();
+      continue;
+    }
+#endif
+
     if (detail::fused_update_ok(p)) {
       g = g.contiguous();
-      Tensor buf;
-      if (use_momentum) {
-        Tensor& slot = s.buffers["momentum_buffer"];
-        if (!slot.defined()) slot = empty_like(p);  // written, not read, on the first step
-        buf = slot;
-      }
+      const Tensor buf = use_momentum ? momentum_buffer(s.buffers, p) : Tensor();
       dispatch_floating(p.dtype(), "SGD.step", [&]<class T>() {
         sgd_update<T>(p.data_ptr<T>(), g.data_ptr<T>(), use_momentum ? buf.data_ptr<T>() : nullptr,
                       p.numel(), options_, first);

@@ -3,7 +3,7 @@
 //
 // AddReluBackward saves only the output y: y > 0 exactly where a + b > 0, so
 // both inputs get relu_backward(g, y) = g where y > 0, else 0 (0 at the kink,
-// like ReluBackward). The sum a + b is never kept, and in the forward never
+// like ReluBackward), computed by native::add_relu_backward. The sum a + b is never kept, and in the forward never
 // written: see Note [Fused BatchNorm + ReLU] in autograd/functions/batch_norm.cpp
 // for why fused ops beat an out-of-place ReLU. Inputs of different shapes or
 // dtypes take the unfused path, (a + b).relu(), whose nodes handle broadcasting.
@@ -23,7 +23,7 @@ struct AddReluBackward final : BackwardNode {
   std::string name() const override { return "AddReluBackward"; }
 
   variable_list apply(variable_list&& grads) override {
-    Tensor g = native::relu_backward(grads[0], output.unpack(name()));
+    Tensor g = native::add_relu_backward(grads[0], output.unpack(name()));
     return {g, g};  // the same tensor twice: see Note [Gradients returned by nodes]
   }
 

@@ -131,7 +131,7 @@ struct WhereBackward final : BackwardNode {
   variable_list apply(variable_list&& grads) override {
     const Tensor& g = grads[0];
     Tensor cond = condition.unpack(name());
-    Tensor zero = zero_scalar(g.dtype());
+    Tensor zero = zero_scalar(g.dtype(), g.device());
     Tensor da, db;
     if (should_compute_output(0)) da = reduce_to(native::where(cond, g, zero), self_meta);
     if (should_compute_output(1)) db = reduce_to(native::where(cond, zero, g), other_meta);

@@ -75,6 +75,8 @@ inline Tensor reduce_to(const Tensor& grad, const InputMeta& input) {
 inline Tensor mask_to(const Tensor& mask, ScalarType dtype) { return native::to_dtype(mask, dtype); }
 
 // A 0-d zero of `dtype`, which native::where broadcasts to any shape.
-inline Tensor zero_scalar(ScalarType dtype) { return native::zeros({}, dtype); }
+inline Tensor zero_scalar(ScalarType dtype, Device device = Device::cpu()) {
+  return native::zeros({}, dtype, device);
+}
 
 }  // namespace lockstep::autograd

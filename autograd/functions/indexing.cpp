@@ -25,7 +25,7 @@ struct NarrowBackward final : BackwardNode {
   std::string name() const override { return "NarrowBackward"; }
   variable_list apply(variable_list&& grads) override {
     const Tensor& g = grads[0];
-    Tensor dx = native::zeros(self.sizes, g.dtype());
+    Tensor dx = native::zeros(self.sizes, g.dtype(), g.device());
     native::copy_(native::narrow(dx, dim, start, g.size(dim)), g);
     return {native::to_dtype(dx, self.dtype)};
   }
@@ -37,7 +37,7 @@ struct SelectBackward final : BackwardNode {
   std::string name() const override { return "SelectBackward"; }
   variable_list apply(variable_list&& grads) override {
     const Tensor& g = grads[0];
-    Tensor dx = native::zeros(self.sizes, g.dtype());
+    Tensor dx = native::zeros(self.sizes, g.dtype(), g.device());
     native::copy_(native::select(dx, dim, index), g);
     return {native::to_dtype(dx, self.dtype)};
   }
@@ -50,7 +50,7 @@ struct IndexSelectBackward final : BackwardNode {
   std::string name() const override { return "IndexSelectBackward"; }
   variable_list apply(variable_list&& grads) override {
     const Tensor& g = grads[0];
-    Tensor dx = native::zeros(self.sizes, g.dtype());
+    Tensor dx = native::zeros(self.sizes, g.dtype(), g.device());
     native::index_add_(dx, dim, index.unpack(name()), g);
     return {native::to_dtype(dx, self.dtype)};
   }

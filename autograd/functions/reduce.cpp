@@ -108,9 +108,10 @@ struct MaxMinDimBackward final : BackwardNode {
     // idx_kept broadcasts to the input's shape and is true exactly at the chosen elements.
     IntList position_shape(self_sizes.size(), 1);
     position_shape[dim] = self_sizes[dim];
-    Tensor positions = native::view(arange(self_sizes[dim]), position_shape);
+    Tensor positions = native::view(
+        arange(0, self_sizes[dim], 1, TensorOptions().dtype(kInt64).device(g.device())), position_shape);
     Tensor chosen = native::compare(native::CompareOp::Eq, idx_kept, positions);
-    return {native::where(chosen, g_kept, zero_scalar(g.dtype()))};
+    return {native::where(chosen, g_kept, zero_scalar(g.dtype(), g.device()))};
   }
   void release_variables() override { indices.reset(); }
 };

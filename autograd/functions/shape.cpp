@@ -4,6 +4,7 @@
 // the input's layout:
 //   CloneBackward      clone, contiguous (when it copies)    g
 //   ToCopyBackward     to(dtype)                             g converted back to the input's dtype
+//   ToDeviceBackward   to(device)                            g copied back to the input's device
 //   ViewBackward       view, reshape, flatten, squeeze,      g reshaped to the input's shape
 //                      unsqueeze (named after the op: "ReshapeBackward", ...)
 //   TransposeBackward  transpose(d0, d1), t()                g transposed back
@@ -31,6 +32,14 @@ struct ToCopyBackward final : BackwardNode {
   std::string name() const override { return "ToCopyBackward"; }
   variable_list apply(variable_list&& grads) override {
     return {native::to_dtype(grads[0], self_dtype)};
+  }
+};
+
+struct ToDeviceBackward final : BackwardNode {
+  Device self_device;
+  std::string name() const override { return "ToDeviceBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {native::to_device(grads[0], self_device)};
   }
 };
 
@@ -78,12 +87,6 @@ Tensor record_view(Tensor y, const Tensor& x, const char* name) {
   return y;
 }
 
-void check_no_cuda(Device from, Device to) {
-  LS_CHECK(from.is_cpu() && to.is_cpu(), "to: cannot move a tensor from ", from.str(), " to ",
-           to.str(), ": this build of lockstep has no CUDA support (ls::cuda::is_available() "
-           "is false); rebuild with the CUDA toolkit installed, or keep tensors on ls::Device::cpu()");
-}
-
 }  // namespace
 }  // namespace lockstep::autograd
 
@@ -118,9 +121,18 @@ Tensor Tensor::to(ScalarType dtype) const {
   return y;
 }
 
+// A copy on `device` (CPU <-> CUDA, or between CUDA devices); in a CPU-only build
+// asking for a CUDA device throws an error that says the build lacks CUDA.
 Tensor Tensor::to(Device device) const {
-  check_no_cuda(this->device(), device);
-  return *this;  // CPU to CPU
+  profiler::Scope prof("to");
+  if (device == this->device()) return *this;
+  Tensor y = native::to_device(*this, device);
+  if (compute_requires_grad({*this})) {
+    auto node = std::make_shared<ToDeviceBackward>();
+    node->self_device = this->device();
+    record(node, {*this}, {y});
+  }
+  return y;
 }
 
 // ---- views and reshapes ----

@@ -115,7 +115,7 @@ struct PowBackward final : UnaryBackward {  // saved = self
   variable_list apply(variable_list&& grads) override {
     const Tensor& g = grads[0];
     Tensor x = saved.unpack(name());
-    if (exponent == 0.0) return {native::zeros(x.sizes(), g.dtype())};
+    if (exponent == 0.0) return {native::zeros(x.sizes(), g.dtype(), g.device())};
     Tensor dy_dx = native::binary_scalar(BinaryOp::Mul, native::pow_scalar(x, exponent - 1.0),
                                          exponent);
     return {mul(g, dy_dx)};

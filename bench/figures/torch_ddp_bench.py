@@ -25,7 +25,7 @@ registered before DDP registers its own, so the callback runs before DDP's final
   /usr/bin/python3 bench/figures/torch_ddp_bench.py --model resnet18 --image 64 --batch 4 \
       --iters 5 --mode ddp --world 2
 """
-import argparse, json, os, statistics, sys, time
+import argparse, datetime, json, os, statistics, sys, time
 
 import torch
 import torch.distributed as dist
@@ -82,10 +82,14 @@ def run(rank, a):
     if "RANK" not in os.environ:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(a.port))
     torch.set_num_threads(a.threads)
-    dist.init_process_group("gloo", rank=rank, world_size=a.world)
+    # A bounded collective timeout: a rank that dies or stalls fails the run in --timeout-s
+    # (Gloo's default is 30 min) and common.sh retries it on a fresh port.
+    timeout = datetime.timedelta(seconds=a.timeout_s)
+    dist.init_process_group("gloo", rank=rank, world_size=a.world, timeout=timeout)
     pg = None
     if a.rr > 1:
-        pg = dist._round_robin_process_groups([dist.new_group(backend="gloo") for _ in range(a.rr)])
+        pg = dist._round_robin_process_groups(
+            [dist.new_group(backend="gloo", timeout=timeout) for _ in range(a.rr)])
     m, x, loss_of, shape = make(a)
     m.train()
     params = list(m.parameters())
@@ -158,6 +162,7 @@ def main():
     p.add_argument("--bucket-mb", type=float, default=25); p.add_argument("--rr", type=int, default=1)
     p.add_argument("--sync-every", type=int, default=1); p.add_argument("--threads", type=int, default=1)
     p.add_argument("--world", type=int, default=2); p.add_argument("--port", type=int, default=29533)
+    p.add_argument("--timeout-s", type=float, default=300, help="collective timeout (s)")
     a = p.parse_args()
     if "RANK" in os.environ:  # one rank of a launcher (simulated hosts): MASTER_* from the environment
         a.world = int(os.environ["WORLD_SIZE"])

@@ -38,6 +38,7 @@
 
 #include "core/native/conv_geometry.h"
 #include "core/native/conv_onednn.h"
+#include "core/native/cuda_dispatch.h"
 #include "core/native/gemm.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
@@ -309,6 +310,7 @@ bool use_onednn(const Tensor& x, const ConvGeometry& g) {
 Tensor conv2d_forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
                       const IntList& stride, const IntList& padding, const IntList& dilation,
                       int64_t groups) {
+  LS_DISPATCH_CUDA(input, conv2d_forward(input, weight, bias, stride, padding, dilation, groups));
   const char* op = "conv2d";
   const ConvGeometry g =
       make_conv_geometry(input, weight, bias, stride, padding, dilation, groups, op);
@@ -340,6 +342,8 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, co
                                                    const IntList& padding, const IntList& dilation,
                                                    int64_t groups, bool need_input,
                                                    bool need_weight, bool need_bias) {
+  LS_DISPATCH_CUDA(input, conv2d_backward(grad_output, input, weight, stride, padding, dilation,
+                                          groups, need_input, need_weight, need_bias));
   const char* op = "conv2d_backward";
   const ConvGeometry g =
       make_conv_geometry(input, weight, Tensor(), stride, padding, dilation, groups, op);

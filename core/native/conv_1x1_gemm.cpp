@@ -1,6 +1,6 @@
 // core/native/conv_1x1_gemm.cpp — 1x1 convolution passes as GEMMs (Note [1x1
-// convolutions as GEMMs] in conv_1x1_gemm.h): the subsampling gather/scatter and
-// one native::gemm per image.
+// convolutions as GEMMs] in conv_1x1_gemm.h): the subsampling gather/scatter, and
+// one native::gemm per image or, for small outputs, one over the whole batch.
 // Read before: core/native/conv_1x1_gemm.h. Read next: core/native/conv_onednn.cpp.
 #include "core/native/conv_1x1_gemm.h"
 
@@ -20,18 +20,34 @@ bool one_by_one(const ConvGeometry& g) {
 }
 bool strided(const ConvGeometry& g) { return g.stride_h > 1 || g.stride_w > 1; }
 
-// Strided 1x1 layers with fewer output pixels per image than this keep the primitives:
-// one GEMM per image is too thin there (ResNet's 1024->2048 at 14x14 -> 7x7: 49 columns
-// per GEMM, 1.1x slower than the blocked primitive).
-constexpr int64_t kMinStridedPixels = 196;
-bool strided_by_gemm(const ConvGeometry& g) { return strided(g) && g.p() >= kMinStridedPixels; }
+// Strided 1x1 layers with at least this many output pixels per image run one GEMM per
+// image; below it every 1x1 layer runs the batch-folded GEMMs (Note [1x1 convolutions
+// as GEMMs]: at 7x7, 49 columns per GEMM ran at 95-110 GFLOP/s against ~150 folded).
+constexpr int64_t kFoldPixels = 196;
+bool folded(const ConvGeometry& g) { return g.p() < kFoldPixels; }
+bool strided_by_gemm(const ConvGeometry& g) { return strided(g) && !folded(g); }
+// Whether the forward and (without bias) backward-weights run here.
+bool all_passes_here(const ConvGeometry& g) { return folded(g) || strided_by_gemm(g); }
 
-// xs[n, c, i, j] = x[n, c, i * stride_h, j * stride_w]: (N, C_in, H, W) -> (N, C_in, oH, oW).
-void gather_strided(const ConvGeometry& g, const float* x, float* xs) {
+// Where run (n, c) of a subsampled (N, C, P) tensor lives in its scratch copy:
+// image-major (N, C, P), as the tensor, or channel-major (C, N, P) for the folded GEMMs.
+int64_t run_offset(int64_t n, int64_t c, int64_t batch, int64_t channels, int64_t p,
+                   bool channel_major) {
+  return (channel_major ? c * batch + n : n * channels + c) * p;
+}
+
+// xs[n, c, i, j] = x[n, c, i * stride_h, j * stride_w]: (N, C_in, H, W) -> (N, C_in, oH, oW),
+// stored image- or channel-major.
+void gather_strided(const ConvGeometry& g, const float* x, float* xs, bool channel_major) {
   parallel_for(0, g.n * g.c_in, 16, [&](int64_t lo, int64_t hi) {
     for (int64_t nc = lo; nc < hi; ++nc) {
+      const int64_t n = nc / g.c_in, c = nc % g.c_in;
       const float* src = x + nc * g.h * g.w;
-      float* dst = xs + nc * g.p();
+      float* dst = xs + run_offset(n, c, g.n, g.c_in, g.p(), channel_major);
+      if (!strided(g)) {
+        std::copy(src, src + g.p(), dst);
+        continue;
+      }
       for (int64_t i = 0; i < g.oh; ++i) {
         const float* row = src + i * g.stride_h * g.w;
         for (int64_t j = 0; j < g.ow; ++j) dst[i * g.ow + j] = row[j * g.stride_w];
@@ -41,16 +57,34 @@ void gather_strided(const ConvGeometry& g, const float* x, float* xs) {
 }
 
 // The adjoint of gather_strided: gx = 0, then gx[n, c, i * sh, j * sw] = gxs[n, c, i, j].
-void scatter_strided(const ConvGeometry& g, const float* gxs, float* gx) {
+void scatter_strided(const ConvGeometry& g, const float* gxs, float* gx, bool channel_major) {
   parallel_for(0, g.n * g.c_in, 16, [&](int64_t lo, int64_t hi) {
     for (int64_t nc = lo; nc < hi; ++nc) {
+      const int64_t n = nc / g.c_in, c = nc % g.c_in;
       float* dst = gx + nc * g.h * g.w;
-      const float* src = gxs + nc * g.p();
+      const float* src = gxs + run_offset(n, c, g.n, g.c_in, g.p(), channel_major);
+      if (!strided(g)) {
+        std::copy(src, src + g.p(), dst);
+        continue;
+      }
       std::fill(dst, dst + g.h * g.w, 0.0f);
       for (int64_t i = 0; i < g.oh; ++i) {
         float* row = dst + i * g.stride_h * g.w;
         for (int64_t j = 0; j < g.ow; ++j) row[j * g.stride_w] = src[i * g.ow + j];
       }
+    }
+  });
+}
+
+// (N, C, P) <-> (C, N, P) for an output-sized tensor (y, gy); to_channel_major says which way.
+void transpose_batch(const float* src, float* dst, int64_t batch, int64_t channels, int64_t p,
+                     bool to_channel_major) {
+  parallel_for(0, batch * channels, 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t nc = lo; nc < hi; ++nc) {
+      const int64_t n = nc / channels, c = nc % channels;
+      const int64_t cm = run_offset(n, c, batch, channels, p, true);  // (C, N, P) offset
+      const float* from = src + (to_channel_major ? nc * p : cm);
+      std::copy(from, from + p, dst + (to_channel_major ? cm : nc * p));
     }
   });
 }
@@ -83,37 +117,69 @@ void one_by_one_backward_weights(const ConvGeometry& g, const float* gy, const f
   }
 }
 
-// A (N, C_in, oH, oW) float32 scratch tensor for xs or gxs.
-Tensor subsampled(const ConvGeometry& g) { return empty({g.n, g.c_in, g.oh, g.ow}, kFloat32); }
+// A (N, C, oH, oW) float32 scratch tensor (image- or channel-major by use) with
+// C = C_in (xs, gxs) or C_out (yc, gyc).
+Tensor subsampled(const ConvGeometry& g, int64_t channels) {
+  return empty({g.n, channels, g.oh, g.ow}, kFloat32);
+}
 
 }  // namespace
 
 bool conv1x1_gemm_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
                           float* y) {
-  if (!one_by_one(g) || !strided_by_gemm(g) || bias != nullptr) return false;
-  Tensor xs = subsampled(g);  // (N, C_in, oH, oW)
-  gather_strided(g, x, xs.data_ptr<float>());
-  one_by_one_forward(g, xs.data_ptr<float>(), w, y);
+  if (!one_by_one(g) || !all_passes_here(g) || bias != nullptr) return false;
+  Tensor xs = subsampled(g, g.c_in);  // (N, C_in, oH, oW), or (C_in, N, oH, oW) folded
+  gather_strided(g, x, xs.data_ptr<float>(), folded(g));
+  if (!folded(g)) {
+    one_by_one_forward(g, xs.data_ptr<float>(), w, y);
+    return true;
+  }
+  const int64_t np = g.n * g.p();
+  Tensor yc = subsampled(g, g.c_out);  // (C_out, N, oH, oW)
+  gemm<float>(false, false, g.c_out, np, g.c_in, 1.0f, w, g.c_in, xs.data_ptr<float>(), np, 0.0f,
+              yc.data_ptr<float>(), np);
+  transpose_batch(yc.data_ptr<float>(), y, g.n, g.c_out, g.p(), /*to_channel_major=*/false);
   return true;
 }
 
 ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, const float* x,
                                        const float* w, float* gx, float* gw, const float* gb) {
   ConvBackwardDone done;
-  if (!one_by_one(g) || (strided(g) && !strided_by_gemm(g))) return done;
+  if (!one_by_one(g)) return done;  // every strided 1x1 has all_passes_here
+  const bool weight_here = gw != nullptr && all_passes_here(g) && gb == nullptr;
+  if (folded(g) && (gx != nullptr || weight_here)) {
+    const int64_t np = g.n * g.p();
+    Tensor gyc = subsampled(g, g.c_out);  // (C_out, N, oH, oW)
+    transpose_batch(gy, gyc.data_ptr<float>(), g.n, g.c_out, g.p(), /*to_channel_major=*/true);
+    if (gx != nullptr) {
+      Tensor gxc = subsampled(g, g.c_in);  // (C_in, N, oH, oW)
+      gemm<float>(true, false, g.c_in, np, g.c_out, 1.0f, w, g.c_in, gyc.data_ptr<float>(), np,
+                  0.0f, gxc.data_ptr<float>(), np);
+      scatter_strided(g, gxc.data_ptr<float>(), gx, /*channel_major=*/true);
+      done.input = true;
+    }
+    if (weight_here) {
+      Tensor xc = subsampled(g, g.c_in);  // (C_in, N, oH, oW)
+      gather_strided(g, x, xc.data_ptr<float>(), /*channel_major=*/true);
+      gemm<float>(false, true, g.c_out, g.c_in, np, 1.0f, gyc.data_ptr<float>(), np,
+                  xc.data_ptr<float>(), np, 0.0f, gw, g.c_in);
+      done.weight = true;
+    }
+    return done;
+  }
   if (gx != nullptr) {
     if (strided(g)) {
-      Tensor gxs = subsampled(g);  // (N, C_in, oH, oW)
+      Tensor gxs = subsampled(g, g.c_in);  // (N, C_in, oH, oW)
       one_by_one_backward_data(g, gy, w, gxs.data_ptr<float>());
-      scatter_strided(g, gxs.data_ptr<float>(), gx);
+      scatter_strided(g, gxs.data_ptr<float>(), gx, /*channel_major=*/false);
     } else {
       one_by_one_backward_data(g, gy, w, gx);
     }
     done.input = true;
   }
-  if (gw != nullptr && strided_by_gemm(g) && gb == nullptr) {
-    Tensor xs = subsampled(g);
-    gather_strided(g, x, xs.data_ptr<float>());
+  if (weight_here) {
+    Tensor xs = subsampled(g, g.c_in);
+    gather_strided(g, x, xs.data_ptr<float>(), /*channel_major=*/false);
     one_by_one_backward_weights(g, gy, xs.data_ptr<float>(), gw);
     done.weight = true;
   }

@@ -55,9 +55,9 @@ ConvOnednnCacheStats conv_onednn_cache_stats();
 
 // The oneDNN implementation and layout one pass uses for `g` (with a bias when
 // `bias`), e.g. "jit:avx512_core (blocked)", or "none" when it falls back to the
-// reference. For benchmark output and tests. (A pointwise backward-data pass
-// reports its cached primitive, though conv2d_backward_onednn runs it as a GEMM:
-// Note [1x1 convolutions as GEMMs] in conv_1x1_gemm.h.)
+// reference. For benchmark output and tests. (A 1x1 pass that
+// conv2d_forward_onednn / conv2d_backward_onednn run as GEMMs still reports its
+// cached primitive: Note [1x1 convolutions as GEMMs] in conv_1x1_gemm.h.)
 std::string conv_onednn_impl(const ConvGeometry& g, ConvPass pass, bool bias);
 
 }  // namespace lockstep::native

@@ -22,6 +22,7 @@
 #include <mutex>
 
 #include "core/factory.h"
+#include "core/native/cuda_dispatch.h"
 #include "core/native/elementwise_loop.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels_transformer.h"
@@ -67,6 +68,7 @@ inline uint64_t splitmix64(uint64_t z) {
 }  // namespace
 
 std::tuple<Tensor, Tensor> dropout_forward(const Tensor& input, double p) {
+  LS_DISPATCH_CUDA(input, dropout_forward(input, p));
   LS_CHECK(input.defined(), "dropout: input is an undefined tensor");
   check_p(p, "dropout");
   LS_CHECK(input.is_floating_point(), "dropout: expected a floating input, got ",
@@ -102,6 +104,7 @@ std::tuple<Tensor, Tensor> dropout_forward(const Tensor& input, double p) {
 }
 
 Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p) {
+  LS_DISPATCH_CUDA(grad_output, dropout_backward(grad_output, mask, p));
   LS_CHECK(grad_output.defined(), "dropout_backward: grad_output is undefined");
   check_p(p, "dropout_backward");
   return apply_mask(grad_output, mask, p, "dropout_backward");

@@ -18,34 +18,16 @@
 #include <cmath>
 
 #include "core/native/elementwise_loop.h"
+#include "core/native/cuda_dispatch.h"
+#include "core/native/elementwise_rules.h"
 #include "core/native/native.h"
 
 namespace lockstep::native {
 
 using detail::map_elements;
+using namespace rules;  // Note [Shared kernel rules]
 
 namespace {
-
-void check_defined(const Tensor& t, const char* op) {
-  LS_CHECK(t.defined(), op, ": got an undefined tensor (default-constructed, or a grad that no "
-                            "backward has written yet)");
-}
-
-bool is_integral(ScalarType t) { return !is_floating_point(t); }  // bool counts as integral
-
-// A scalar an integer tensor can combine with and stay integer: whole and in int64 range.
-bool is_whole(double s) { return std::isfinite(s) && s == std::trunc(s) && std::abs(s) < 9.2e18; }
-
-// The scalar s as element type T (through int64 for integer T: a direct double ->
-// uint8 conversion of an out-of-range value is undefined behaviour).
-template <class T>
-T scalar_as(double s) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return static_cast<T>(s);
-  } else {
-    return static_cast<T>(static_cast<int64_t>(s));
-  }
-}
 
 // Calls body(fn) with fn(x, y) = x (op) y for element type T.
 // Maximum/minimum propagate NaN, like PyTorch (x != x is true only for NaN).
@@ -71,31 +53,6 @@ void with_compare_fn(CompareOp op, Body&& body) {
     case CompareOp::Gt: return body([](T x, T y) { return x > y; });
     case CompareOp::Ge: return body([](T x, T y) { return x >= y; });
   }
-}
-
-const char* compare_op_name(CompareOp op) {
-  switch (op) {
-    case CompareOp::Eq: return "eq";
-    case CompareOp::Ne: return "ne";
-    case CompareOp::Lt: return "lt";
-    case CompareOp::Le: return "le";
-    case CompareOp::Gt: return "gt";
-    case CompareOp::Ge: return "ge";
-  }
-  return "compare";
-}
-
-void check_not_bool_sub(BinaryOp op, ScalarType dtype) {
-  LS_CHECK(!(op == BinaryOp::Sub && dtype == kBool),
-           "sub: subtracting bool tensors is not supported; convert them with .to(ls::kInt64) "
-           "first");
-}
-
-// The dtype `a (op) s` computes in; see the dtype rules at the top of the file.
-ScalarType scalar_result_dtype(BinaryOp op, ScalarType a, double s) {
-  if (is_floating_point(a)) return a;
-  if (op == BinaryOp::Div || !is_whole(s)) return kFloat32;
-  return a == kBool ? kInt64 : a;
 }
 
 // The shared body of binary_scalar and scalar_binary: out = fn(a, s) or fn(s, a).
@@ -140,13 +97,13 @@ const char* binary_op_name(BinaryOp op) {
 }
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  LS_DISPATCH_CUDA(a, binary(op, a, b));
+  LS_DISPATCH_CUDA(b, binary(op, a, b));
   const char* name = binary_op_name(op);
   check_defined(a, name);
   check_defined(b, name);
   const IntList shape = broadcast_shapes(a.sizes(), b.sizes(), name);
-  ScalarType dtype = promote_types(a.dtype(), b.dtype());
-  if (op == BinaryOp::Div && is_integral(dtype)) dtype = kFloat32;  // true division
-  check_not_bool_sub(op, dtype);
+  const ScalarType dtype = binary_result_dtype(op, a, b);
   const Tensor x = to_dtype(a, dtype);
   const Tensor y = to_dtype(b, dtype);
   Tensor out = empty(shape, dtype);
@@ -157,18 +114,12 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 }
 
 void binary_(BinaryOp op, const Tensor& self, const Tensor& other) {
+  LS_DISPATCH_CUDA(self, binary_(op, self, other));
+  LS_DISPATCH_CUDA(other, binary_(op, self, other));
   const std::string name = std::string(binary_op_name(op)) + "_";
   check_defined(self, name.c_str());
   check_defined(other, name.c_str());
-  const IntList shape = broadcast_shapes(self.sizes(), other.sizes(), name.c_str());
-  LS_CHECK(shape == self.sizes(), name, ": other of shape ", other.shape_str(),
-           " cannot be broadcast to self's shape ", self.shape_str(),
-           "; an in-place op cannot change self's shape, use the out-of-place op instead");
-  LS_CHECK(!(is_integral(self.dtype()) &&
-             (op == BinaryOp::Div || is_floating_point(other.dtype()))),
-           name, ": the result would be floating point but self has dtype ", self.dtype(),
-           " (other: ", other.dtype(), "); use the out-of-place op, or convert self to float");
-  check_not_bool_sub(op, self.dtype());
+  check_binary_inplace(op, self, other, name);
   check_writable(self, name.c_str());
   const Tensor y = to_dtype(other, self.dtype());
   dispatch(self.dtype(), name.c_str(), [&]<class T>() {
@@ -177,19 +128,20 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other) {
 }
 
 Tensor binary_scalar(BinaryOp op, const Tensor& a, double s) {
+  LS_DISPATCH_CUDA(a, binary_scalar(op, a, s));
   return scalar_op(op, a, s, /*scalar_first=*/false);
 }
 
 Tensor scalar_binary(BinaryOp op, double s, const Tensor& a) {
+  LS_DISPATCH_CUDA(a, scalar_binary(op, s, a));
   return scalar_op(op, a, s, /*scalar_first=*/true);
 }
 
 void binary_scalar_(BinaryOp op, const Tensor& self, double s) {
+  LS_DISPATCH_CUDA(self, binary_scalar_(op, self, s));
   const std::string name = std::string(binary_op_name(op)) + "_";
   check_defined(self, name.c_str());
-  LS_CHECK(scalar_result_dtype(op, self.dtype(), s) == self.dtype(), name, ": self has dtype ",
-           self.dtype(), " but the result of ", binary_op_name(op), " with ", s,
-           " would not; use the out-of-place op, or convert self first");
+  check_scalar_inplace(op, self, s, name);
   check_writable(self, name.c_str());
   dispatch(self.dtype(), name.c_str(), [&]<class T>() {
     const T sv = scalar_as<T>(s);
@@ -200,14 +152,13 @@ void binary_scalar_(BinaryOp op, const Tensor& self, double s) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b, double alpha) {
+  LS_DISPATCH_CUDA(a, add(a, b, alpha));
+  LS_DISPATCH_CUDA(b, add(a, b, alpha));
   if (alpha == 1.0) return binary(BinaryOp::Add, a, b);
   check_defined(a, "add");
   check_defined(b, "add");
   const IntList shape = broadcast_shapes(a.sizes(), b.sizes(), "add");
-  const ScalarType dtype = promote_types(a.dtype(), b.dtype());
-  LS_CHECK(is_floating_point(dtype) || (is_whole(alpha) && dtype != kBool),
-           "add: alpha = ", alpha, " needs a floating point result but the inputs are ",
-           a.dtype(), " and ", b.dtype(), "; use a whole alpha or convert the inputs to float");
+  const ScalarType dtype = add_alpha_dtype(a, b, alpha);
   const Tensor x = to_dtype(a, dtype);
   const Tensor y = to_dtype(b, dtype);
   Tensor out = empty(shape, dtype);
@@ -219,6 +170,8 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
 }
 
 Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
+  LS_DISPATCH_CUDA(a, compare(op, a, b));
+  LS_DISPATCH_CUDA(b, compare(op, a, b));
   const char* name = compare_op_name(op);
   check_defined(a, name);
   check_defined(b, name);
@@ -234,6 +187,7 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor compare_scalar(CompareOp op, const Tensor& a, double s) {
+  LS_DISPATCH_CUDA(a, compare_scalar(op, a, s));
   const char* name = compare_op_name(op);
   check_defined(a, name);
   Tensor out = empty(a.sizes(), kBool);
@@ -255,13 +209,13 @@ Tensor compare_scalar(CompareOp op, const Tensor& a, double s) {
 }
 
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  LS_DISPATCH_CUDA(condition, where(condition, a, b));
+  LS_DISPATCH_CUDA(a, where(condition, a, b));
+  LS_DISPATCH_CUDA(b, where(condition, a, b));
   check_defined(condition, "where");
   check_defined(a, "where");
   check_defined(b, "where");
-  LS_CHECK(condition.dtype() == kBool, "where: condition must be a bool tensor but has dtype ",
-           condition.dtype(), "; make one with a comparison such as x.gt(0)");
-  const IntList ab = broadcast_shapes(a.sizes(), b.sizes(), "where");
-  const IntList shape = broadcast_shapes(condition.sizes(), ab, "where");
+  const IntList shape = where_shape(condition, a, b);
   const ScalarType dtype = promote_types(a.dtype(), b.dtype());
   const Tensor x = to_dtype(a, dtype);
   const Tensor y = to_dtype(b, dtype);
@@ -273,6 +227,8 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  LS_DISPATCH_CUDA(a, allclose(a, b, rtol, atol));
+  LS_DISPATCH_CUDA(b, allclose(a, b, rtol, atol));
   check_defined(a, "allclose");
   check_defined(b, "allclose");
   const IntList shape = broadcast_shapes(a.sizes(), b.sizes(), "allclose");
@@ -291,6 +247,8 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
 }
 
 bool equal(const Tensor& a, const Tensor& b) {
+  LS_DISPATCH_CUDA(a, equal(a, b));
+  LS_DISPATCH_CUDA(b, equal(a, b));
   check_defined(a, "equal");
   check_defined(b, "equal");
   if (a.sizes() != b.sizes()) return false;

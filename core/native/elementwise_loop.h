@@ -154,6 +154,15 @@ inline bool has_internal_overlap(const Tensor& t) {
 template <class Out, class... In, class F>
 void map_elements(const Tensor& out, const std::array<Tensor, sizeof...(In)>& inputs, F f) {
   constexpr size_t N = sizeof...(In) + 1;  // operand 0 is out
+  // A CPU kernel never reads device memory: a CUDA operand here means an op
+  // without a CUDA kernel, or operands on different devices.
+  const auto check_cpu = [](const Tensor& t) {
+    LS_CHECK(t.device().is_cpu(), "a CPU elementwise kernel got a tensor on ", t.device().str(),
+             ": this op has no CUDA kernel, or its operands are on different devices; move "
+             "every operand to one device with .to(...)");
+  };
+  check_cpu(out);
+  for (const Tensor& t : inputs) check_cpu(t);
   const int64_t numel = out.numel();
   if (numel == 0) return;
 

@@ -14,6 +14,7 @@
 // Read before: core/native/index.cpp. Read next: core/native/dropout.cpp.
 #include <vector>
 
+#include "core/native/cuda_dispatch.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels_transformer.h"
 
@@ -52,6 +53,7 @@ IntList lookup_shape(const Tensor& indices, int64_t dim) {
 }  // namespace
 
 Tensor embedding_forward(const Tensor& weight, const Tensor& indices, int64_t padding_idx) {
+  LS_DISPATCH_CUDA(weight, embedding_forward(weight, indices, padding_idx));
   LS_CHECK(weight.defined() && weight.dim() == 2,
            "embedding: weight must be 2-d (num_embeddings, embedding_dim), got ",
            weight.defined() ? weight.shape_str() : "(undefined)");
@@ -63,6 +65,7 @@ Tensor embedding_forward(const Tensor& weight, const Tensor& indices, int64_t pa
 
 Tensor embedding_backward(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
                           int64_t padding_idx) {
+  LS_DISPATCH_CUDA(grad_output, embedding_backward(grad_output, indices, num_weights, padding_idx));
   LS_CHECK(grad_output.defined() && grad_output.dim() == indices.dim() + 1,
            "embedding_backward: grad_output ",
            grad_output.defined() ? grad_output.shape_str() : "(undefined)",

@@ -35,8 +35,13 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(
     bool need_weight, bool need_bias);
 
 // max(a + b, 0) for a and b of the same shape and floating dtype (any strides) ->
-// a new contiguous tensor. Its backward is relu_backward(grad, output) for both
-// inputs (core/native/native.h).
+// a new contiguous tensor. Its backward is add_relu_backward for both inputs.
 Tensor add_relu(const Tensor& a, const Tensor& b);
+
+// relu_backward(grad, output) (core/native/native.h), the gradient of add_relu
+// for both of its inputs: grad where output > 0, else 0. Large float32 CPU
+// tensors take a streaming-store loop (Note [Streaming stores] in
+// core/native/streaming_store.h), everything else relu_backward itself.
+Tensor add_relu_backward(const Tensor& grad, const Tensor& output);
 
 }  // namespace lockstep::native

@@ -25,47 +25,22 @@
 #include <cmath>
 #include <vector>
 
+#include "core/native/cuda_dispatch.h"
 #include "core/native/elementwise_loop.h"
+#include "core/native/layer_norm_rules.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels_transformer.h"
 
 namespace lockstep::native {
 
+using rules::num_rows;
+using rules::row_length;
+
 namespace {
 
 void check_layer_norm(const Tensor& input, const IntList& normalized_shape, const Tensor& weight,
                       const Tensor& bias) {
-  LS_CHECK(input.defined(), "layer_norm: input is an undefined tensor");
-  const int64_t k = static_cast<int64_t>(normalized_shape.size());
-  bool trailing = k >= 1 && k <= input.dim();
-  for (int64_t i = 0; trailing && i < k; ++i) {
-    trailing = input.size(input.dim() - k + i) == normalized_shape[i];
-  }
-  LS_CHECK(trailing, "layer_norm: normalized_shape ", shape_str(normalized_shape),
-           " must be non-empty and equal the trailing dims of the input ", input.shape_str());
-  for (const Tensor* p : {&weight, &bias}) {
-    if (!p->defined()) continue;
-    const char* what = p == &weight ? "weight" : "bias";
-    LS_CHECK(p->sizes() == normalized_shape, "layer_norm: ", what, " has shape ", p->shape_str(),
-             " but normalized_shape is ", shape_str(normalized_shape), "; they must match");
-    LS_CHECK(p->dtype() == input.dtype(), "layer_norm: ", what, " dtype ", dtype_name(p->dtype()),
-             " differs from input dtype ", dtype_name(input.dtype()));
-  }
-}
-
-// D, the row length: prod(normalized_shape).
-int64_t row_length(const IntList& normalized_shape) {
-  int64_t d = 1;
-  for (int64_t s : normalized_shape) d *= s;
-  return d;
-}
-
-// M, the number of rows: the product of the leading (not normalised) dims.
-int64_t num_rows(const Tensor& input, const IntList& normalized_shape) {
-  int64_t m = 1;
-  const int64_t lead = input.dim() - static_cast<int64_t>(normalized_shape.size());
-  for (int64_t i = 0; i < lead; ++i) m *= input.size(i);
-  return m;
+  rules::check_layer_norm(input, normalized_shape, weight, bias, "layer_norm", [] {});
 }
 
 // Rows (of n elements) per parallel chunk, so a chunk holds about kGrain elements.
@@ -79,6 +54,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_forward(const Tensor& input,
                                                       const IntList& normalized_shape,
                                                       const Tensor& weight, const Tensor& bias,
                                                       double eps) {
+  LS_DISPATCH_CUDA(input, layer_norm_forward(input, normalized_shape, weight, bias, eps));
   check_layer_norm(input, normalized_shape, weight, bias);
   const int64_t d = row_length(normalized_shape), m = num_rows(input, normalized_shape);
   const Tensor x = contiguous(input);  // (M, D)
@@ -134,14 +110,12 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_output
                                                        const Tensor& mean, const Tensor& rstd,
                                                        const Tensor& weight, bool need_input,
                                                        bool need_weight, bool need_bias) {
+  LS_DISPATCH_CUDA(input, layer_norm_backward(grad_output, input, normalized_shape, mean, rstd,
+                                              weight, need_input, need_weight, need_bias));
   check_layer_norm(input, normalized_shape, weight, Tensor());
-  LS_CHECK(grad_output.defined() && grad_output.sizes() == input.sizes(),
-           "layer_norm_backward: grad_output ",
-           grad_output.defined() ? grad_output.shape_str() : "(undefined)",
-           " must have the input's shape ", input.shape_str());
+  rules::check_backward_grad(grad_output, input, "layer_norm_backward");
   const int64_t d = row_length(normalized_shape), m = num_rows(input, normalized_shape);
-  LS_CHECK(mean.numel() == m && rstd.numel() == m, "layer_norm_backward: mean ", mean.shape_str(),
-           " and rstd ", rstd.shape_str(), " must hold one value per row (", m, ")");
+  rules::check_backward_stats(mean, rstd, m, "layer_norm_backward");
   const ScalarType dtype = input.dtype();
   const Tensor x = contiguous(input);                                 // (M, D)
   const Tensor g = contiguous(to_dtype(grad_output, dtype));          // (M, D)

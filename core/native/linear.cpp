@@ -15,54 +15,31 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/native/cuda_dispatch.h"
 #include "core/native/elementwise_loop.h"
 #include "core/native/gemm.h"
+#include "core/native/linear_rules.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels_transformer.h"
 
 namespace lockstep::native {
 
+using rules::rows_of;
+using rules::with_last;
+
 namespace {
 
 // Shapes and dtypes of linear's operands; every error names both shapes.
 void check_linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
-  LS_CHECK(input.defined() && weight.defined(), "linear: input and weight must be defined tensors");
-  LS_CHECK(weight.dim() == 2, "linear: weight must be 2-d (out_features, in_features), got ",
-           weight.shape_str());
-  LS_CHECK(input.dim() >= 1,
-           "linear: input must have at least 1 dim (*, in_features), got a 0-d tensor");
-  LS_CHECK(input.size(-1) == weight.size(1), "linear: input ", input.shape_str(),
-           " has in_features ", input.size(-1), " but weight ", weight.shape_str(), " expects ",
-           weight.size(1), "; the last dim of input must equal weight.size(1)");
-  LS_CHECK(input.is_floating_point() && input.dtype() == weight.dtype(), "linear: input (",
-           dtype_name(input.dtype()), ") and weight (", dtype_name(weight.dtype()),
-           ") must have the same floating dtype; convert with .to(...) first");
-  if (bias.defined()) {
-    LS_CHECK(bias.dim() == 1 && bias.size(0) == weight.size(0), "linear: bias must have shape [",
-             weight.size(0), "] (out_features of weight ", weight.shape_str(), "), got ",
-             bias.shape_str());
-    LS_CHECK(bias.dtype() == weight.dtype(), "linear: bias dtype ", dtype_name(bias.dtype()),
-             " differs from weight dtype ", dtype_name(weight.dtype()));
-  }
-}
-
-// M: the number of rows once the leading dims of x are folded together.
-int64_t rows_of(const Tensor& x) {
-  int64_t m = 1;
-  for (int64_t d = 0; d + 1 < x.dim(); ++d) m *= x.size(d);
-  return m;
-}
-
-// x's shape with the last dim replaced by `last`.
-IntList with_last(const IntList& sizes, int64_t last) {
-  IntList out = sizes;
-  out.back() = last;
-  return out;
+  rules::check_linear(
+      input, weight, bias, [] {}, [](ScalarType t) { return is_floating_point(t); },
+      ") must have the same floating dtype; convert with .to(...) first");
 }
 
 }  // namespace
 
 Tensor linear_forward(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  LS_DISPATCH_CUDA(input, linear_forward(input, weight, bias));
   check_linear(input, weight, bias);
   const int64_t m = rows_of(input), in = weight.size(1), out = weight.size(0);
   const Tensor x = contiguous(input);                              // (M, in)
@@ -90,6 +67,8 @@ Tensor linear_forward(const Tensor& input, const Tensor& weight, const Tensor& b
 std::tuple<Tensor, Tensor, Tensor> linear_backward(const Tensor& grad_output, const Tensor& input,
                                                    const Tensor& weight, bool need_input,
                                                    bool need_weight, bool need_bias) {
+  LS_DISPATCH_CUDA(grad_output,
+                   linear_backward(grad_output, input, weight, need_input, need_weight, need_bias));
   LS_CHECK(grad_output.defined(), "linear_backward: grad_output is undefined");
   const int64_t out = grad_output.dim() > 0 ? grad_output.size(-1) : 1;
   const int64_t m = grad_output.dim() > 0 ? rows_of(grad_output) : 1;
@@ -97,10 +76,7 @@ std::tuple<Tensor, Tensor, Tensor> linear_backward(const Tensor& grad_output, co
   const Tensor g = contiguous(grad_output);  // (M, out)
   Tensor grad_input, grad_weight, grad_bias;
   if (need_input) {
-    LS_CHECK(
-        weight.defined() && weight.dim() == 2 && weight.size(0) == out && weight.dtype() == dtype,
-        "linear_backward: weight ", weight.defined() ? weight.shape_str() : "(undefined)",
-        " does not match grad_output ", grad_output.shape_str());
+    rules::check_backward_weight(weight, grad_output, out);
     const int64_t in = weight.size(1);
     const Tensor w = contiguous(weight);                            // (out, in)
     grad_input = empty(with_last(grad_output.sizes(), in), dtype);  // (M, in)
@@ -111,9 +87,7 @@ std::tuple<Tensor, Tensor, Tensor> linear_backward(const Tensor& grad_output, co
     });
   }
   if (need_weight) {
-    LS_CHECK(input.defined() && input.dim() >= 1 && rows_of(input) == m && input.dtype() == dtype,
-             "linear_backward: input ", input.defined() ? input.shape_str() : "(undefined)",
-             " does not match grad_output ", grad_output.shape_str());
+    rules::check_backward_input(input, grad_output, m);
     const int64_t in = input.size(-1);
     const Tensor x = contiguous(input);     // (M, in)
     grad_weight = empty({out, in}, dtype);  // (out, in) = G^T (out, M) X (M, in)

@@ -22,6 +22,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/native/cuda_dispatch.h"
 #include "core/native/elementwise_loop.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels_transformer.h"
@@ -71,6 +72,7 @@ void check_same(const Tensor& input, const Tensor& target, const char* op) {
 
 std::tuple<Tensor, Tensor> cross_entropy_forward(const Tensor& logits, const Tensor& target,
                                                  int64_t ignore_index) {
+  LS_DISPATCH_CUDA(logits, cross_entropy_forward(logits, target, ignore_index));
   const std::vector<int64_t> t = checked_targets(logits, target, ignore_index, "cross_entropy");
   const int64_t c = logits.size(1);
   Tensor log_probs = log_softmax(logits, 1);  // (N, C), contiguous
@@ -89,6 +91,7 @@ std::tuple<Tensor, Tensor> cross_entropy_forward(const Tensor& logits, const Ten
 
 Tensor cross_entropy_backward(const Tensor& grad, const Tensor& log_probs, const Tensor& target,
                               int64_t ignore_index) {
+  LS_DISPATCH_CUDA(log_probs, cross_entropy_backward(grad, log_probs, target, ignore_index));
   LS_CHECK(grad.defined() && grad.numel() == 1,
            "cross_entropy_backward: grad must hold one value (the loss is a scalar)");
   const std::vector<int64_t> t =
@@ -119,6 +122,7 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& log_probs, const
 }
 
 Tensor mse_loss_forward(const Tensor& input, const Tensor& target) {
+  LS_DISPATCH_CUDA(input, mse_loss_forward(input, target));
   check_same(input, target, "mse_loss");
   const Tensor x = contiguous(input), y = contiguous(target);
   const int64_t n = x.numel();
@@ -148,6 +152,7 @@ Tensor mse_loss_forward(const Tensor& input, const Tensor& target) {
 }
 
 Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target) {
+  LS_DISPATCH_CUDA(input, mse_loss_backward(grad, input, target));
   check_same(input, target, "mse_loss_backward");
   LS_CHECK(grad.defined() && grad.numel() == 1,
            "mse_loss_backward: grad must hold one value (the loss is a scalar)");

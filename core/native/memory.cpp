@@ -2,6 +2,7 @@
 // Read before: core/native/native.h. Read next: core/native/views.cpp.
 #include <cstring>
 
+#include "core/native/cuda_dispatch.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
 #include "core/shape.h"
@@ -27,15 +28,23 @@ Tensor empty(const IntList& sizes, ScalarType dtype, Device device) {
 
 Tensor empty_like(const Tensor& t) { return empty(t.sizes(), t.dtype(), t.device()); }
 
-Tensor zeros(const IntList& sizes, ScalarType dtype) {
-  Tensor t = empty(sizes, dtype);
-  if (t.nbytes() > 0) std::memset(t.raw_data(), 0, t.nbytes());
+Tensor zeros(const IntList& sizes, ScalarType dtype, Device device) {
+  Tensor t = empty(sizes, dtype, device);
+  if (!device.is_cpu()) {
+    fill_(t, 0.0);  // on the device (Note [CUDA dispatch])
+  } else if (t.nbytes() > 0) {
+    std::memset(t.raw_data(), 0, t.nbytes());
+  }
   return t;
 }
 
-Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype()); }
+Tensor zeros_like(const Tensor& t) {
+  LS_DISPATCH_CUDA(t, zeros_like(t));
+  return zeros(t.sizes(), t.dtype());
+}
 
 void fill_(const Tensor& self, double value) {
+  LS_DISPATCH_CUDA(self, fill_(self, value));
   check_cpu(self, "fill_");
   dispatch_all(self.dtype(), [&]<class T>() {
     T v = convert<T>(value);
@@ -52,6 +61,8 @@ void fill_(const Tensor& self, double value) {
 }
 
 void copy_(const Tensor& dst, const Tensor& src) {
+  LS_DISPATCH_CUDA(dst, copy_(dst, src));
+  LS_DISPATCH_CUDA(src, copy_(dst, src));
   check_cpu(dst, "copy_");
   check_cpu(src, "copy_");
   // Validates that src broadcasts to dst's shape (dst's shape must win).
@@ -75,18 +86,31 @@ void copy_(const Tensor& dst, const Tensor& src) {
   });
 }
 
-Tensor contiguous(const Tensor& t) { return t.is_contiguous() ? t : clone(t); }
+Tensor contiguous(const Tensor& t) {
+  LS_DISPATCH_CUDA(t, contiguous(t));
+  return t.is_contiguous() ? t : clone(t);
+}
 
 Tensor clone(const Tensor& t) {
+  LS_DISPATCH_CUDA(t, clone(t));
   Tensor out = empty(t.sizes(), t.dtype(), t.device());
   copy_(out, t);
   return out;
 }
 
 Tensor to_dtype(const Tensor& t, ScalarType dtype) {
+  LS_DISPATCH_CUDA(t, to_dtype(t, dtype));
   if (t.dtype() == dtype) return t;
   Tensor out = empty(t.sizes(), dtype, t.device());
   copy_(out, t);
+  return out;
+}
+
+Tensor to_device(const Tensor& t, Device device) {
+  LS_CHECK(t.defined(), "to: called on an undefined tensor");
+  if (t.device() == device) return t;
+  Tensor out = empty(t.sizes(), t.dtype(), device);  // throws in a CPU-only build for CUDA
+  copy_(out, t);                                     // dispatches to the CUDA copy
   return out;
 }
 

@@ -5,7 +5,7 @@
 // shapes and dtypes on misuse. Results are new contiguous tensors unless the
 // function is a view (shares storage) or ends in `_` (writes in place).
 // Each family lives in its own file beside this header:
-//   memory.cpp      empty, copy_, fill_, contiguous, clone, to_dtype
+//   memory.cpp      empty, copy_, fill_, contiguous, clone, to_dtype, to_device
 //   views.cpp       view, reshape, transpose, permute, (un)squeeze, narrow, select, expand
 //   index.cpp       index_select, index_add_, cat
 //   elementwise.cpp binary ops with broadcasting, scalar ops, comparisons, where
@@ -26,13 +26,16 @@ namespace lockstep::native {
 // ---- memory (memory.cpp) ----
 Tensor empty(const IntList& sizes, ScalarType dtype = kFloat32, Device device = Device::cpu());
 Tensor empty_like(const Tensor& t);  // same shape/dtype/device, contiguous
-Tensor zeros(const IntList& sizes, ScalarType dtype = kFloat32);
+Tensor zeros(const IntList& sizes, ScalarType dtype = kFloat32, Device device = Device::cpu());
 Tensor zeros_like(const Tensor& t);
 void fill_(const Tensor& self, double value);
 void copy_(const Tensor& dst, const Tensor& src);  // src broadcasts to dst; dtype converts
 Tensor contiguous(const Tensor& t);                // t itself if already contiguous
 Tensor clone(const Tensor& t);                     // always a new contiguous copy
 Tensor to_dtype(const Tensor& t, ScalarType dtype);  // t itself if dtype matches
+// A contiguous copy on `device` (CPU <-> CUDA through core/cuda/memory.cu); t itself
+// if it is there already. Throws in a CPU-only build when `device` is CUDA.
+Tensor to_device(const Tensor& t, Device device);
 
 // ---- views: share storage (views.cpp) ----
 Tensor as_strided(const Tensor& t, const IntList& sizes, const IntList& strides, int64_t offset);

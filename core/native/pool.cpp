@@ -25,6 +25,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/native/cuda_dispatch.h"
 #include "core/native/elementwise_loop.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
@@ -234,6 +235,7 @@ void max_pool_plane(const T* src, const PoolWindow& p, T* dst, int64_t* idx) {
 
 std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList& kernel_size,
                                               const IntList& stride, const IntList& padding) {
+  LS_DISPATCH_CUDA(input, max_pool2d_forward(input, kernel_size, stride, padding));
   const char* op = "max_pool2d";
   check_image(input, op);
   const auto [kh, kw] = pair_param(kernel_size, op, "kernel_size");
@@ -268,6 +270,7 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
 
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
                            const IntList& input_sizes) {
+  LS_DISPATCH_CUDA(grad_output, max_pool2d_backward(grad_output, indices, input_sizes));
   const char* op = "max_pool2d_backward";
   check_image(grad_output, op);
   lockstep::detail::check_defined(indices, op);
@@ -308,6 +311,7 @@ std::pair<int64_t, int64_t> adaptive_output_size(const IntList& output_size, con
 }  // namespace
 
 Tensor adaptive_avg_pool2d_forward(const Tensor& input, const IntList& output_size) {
+  LS_DISPATCH_CUDA(input, adaptive_avg_pool2d_forward(input, output_size));
   const char* op = "adaptive_avg_pool2d";
   check_image(input, op);
   const auto [oh, ow] = adaptive_output_size(output_size, op);
@@ -344,6 +348,7 @@ Tensor adaptive_avg_pool2d_forward(const Tensor& input, const IntList& output_si
 }
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes) {
+  LS_DISPATCH_CUDA(grad_output, adaptive_avg_pool2d_backward(grad_output, input_sizes));
   const char* op = "adaptive_avg_pool2d_backward";
   check_image(grad_output, op);
   LS_CHECK(input_sizes.size() == 4 && input_sizes[0] == grad_output.size(0) &&

@@ -24,50 +24,16 @@
 #include <type_traits>
 
 #include "core/native/elementwise_loop.h"
+#include "core/native/cuda_dispatch.h"
 #include "core/native/native.h"
+#include "core/native/reduce_rules.h"
 
 namespace lockstep::native {
 
 using detail::kGrain;
+using namespace rules;  // Note [Shared kernel rules]
 
 namespace {
-
-void check_defined(const Tensor& t, const char* op) {
-  LS_CHECK(t.defined(), op, ": got an undefined tensor (default-constructed, or a grad that no "
-                            "backward has written yet)");
-}
-
-// The type a sum of T accumulates in, and the dtype sum() returns.
-template <class T>
-using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-
-ScalarType sum_dtype(ScalarType t) { return is_floating_point(t) ? t : kInt64; }
-
-// Which dims of t `dims` names (empty names all); repeats are an error.
-std::vector<bool> reduced_mask(const Tensor& t, const IntList& dims, const char* op) {
-  const int64_t ndim = t.dim();
-  std::vector<bool> mask(static_cast<size_t>(ndim), dims.empty());
-  for (int64_t d : dims) {
-    const int64_t w = wrap_dim(d, ndim, op);
-    if (ndim == 0) continue;  // a 0-d tensor accepts dim 0 / -1 and has nothing to reduce
-    LS_CHECK(!mask[w], op, ": dim ", d, " appears more than once in the dims to reduce");
-    mask[w] = true;
-  }
-  return mask;
-}
-
-// t's shape after reducing the masked dims: size 1 with keepdim, else removed.
-IntList reduced_shape(const IntList& sizes, const std::vector<bool>& mask, bool keepdim) {
-  IntList out;
-  for (size_t d = 0; d < sizes.size(); ++d) {
-    if (!mask[d]) {
-      out.push_back(sizes[d]);
-    } else if (keepdim) {
-      out.push_back(1);
-    }
-  }
-  return out;
-}
 
 // Runs fn(a, b0, b1) over the (A, B) outputs in parallel, each call a run of
 // consecutive b in one row a. `work` is the cost of one output (R elements).
@@ -189,8 +155,7 @@ std::vector<Acc> sum_dims(const T* x, const IntList& sizes, const std::vector<bo
 Tensor sum_impl(const Tensor& t, const IntList& dims, bool keepdim, bool is_mean) {
   const char* op = is_mean ? "mean" : "sum";
   check_defined(t, op);
-  LS_CHECK(!is_mean || is_floating_point(t.dtype()), "mean: expected a floating point tensor but "
-           "got ", t.dtype(), "; convert with .to(ls::kFloat32) first");
+  if (is_mean) check_mean_dtype(t);
   const std::vector<bool> mask = reduced_mask(t, dims, op);
   int64_t count = 1;
   for (size_t d = 0; d < mask.size(); ++d) {
@@ -294,20 +259,9 @@ void extreme_3d(const T* x, T* values, int64_t* indices, int64_t A, int64_t R, i
 template <bool kMax>
 std::tuple<Tensor, Tensor> extreme_dim(const Tensor& t, int64_t dim, bool keepdim,
                                         const char* op) {
-  check_defined(t, op);
-  const int64_t ndim = t.dim();
-  const int64_t d = wrap_dim(dim, ndim, op);
-  const int64_t R = ndim == 0 ? 1 : t.size(d);
-  LS_CHECK(R > 0, op, ": cannot reduce over dim ", dim, " of size 0 (shape ", t.shape_str(),
-           "); there is no maximum or minimum of nothing");
-  int64_t A = 1, B = 1;
-  for (int64_t i = 0; i < ndim; ++i) {
-    if (i < d) A *= t.size(i);
-    if (i > d) B *= t.size(i);
-  }
-  std::vector<bool> mask(static_cast<size_t>(ndim), false);
-  if (ndim > 0) mask[d] = true;
-  const IntList shape = reduced_shape(t.sizes(), mask, keepdim);
+  const DimReduction r = dim_reduction(t, dim, keepdim, op);
+  const int64_t A = r.A, R = r.R, B = r.B;
+  const IntList& shape = r.out_shape;
   Tensor values = empty(shape, t.dtype());
   Tensor indices = empty(shape, kInt64);
   const Tensor x = contiguous(t);
@@ -319,9 +273,7 @@ std::tuple<Tensor, Tensor> extreme_dim(const Tensor& t, int64_t dim, bool keepdi
 
 template <bool kMax>
 Tensor extreme_all(const Tensor& t, const char* op) {
-  check_defined(t, op);
-  LS_CHECK(t.numel() > 0, op, ": the tensor is empty (shape ", t.shape_str(),
-           "); there is no maximum or minimum of nothing");
+  check_extreme_all(t, op);
   Tensor value = empty({}, t.dtype());
   int64_t index = 0;
   const Tensor x = contiguous(t);
@@ -334,51 +286,51 @@ Tensor extreme_all(const Tensor& t, const char* op) {
 }  // namespace
 
 Tensor sum(const Tensor& t, const IntList& dims, bool keepdim) {
+  LS_DISPATCH_CUDA(t, sum(t, dims, keepdim));
   return sum_impl(t, dims, keepdim, /*is_mean=*/false);
 }
 
 Tensor mean(const Tensor& t, const IntList& dims, bool keepdim) {
+  LS_DISPATCH_CUDA(t, mean(t, dims, keepdim));
   return sum_impl(t, dims, keepdim, /*is_mean=*/true);
 }
 
-Tensor max_all(const Tensor& t) { return extreme_all<true>(t, "max"); }
-Tensor min_all(const Tensor& t) { return extreme_all<false>(t, "min"); }
+Tensor max_all(const Tensor& t) {
+  LS_DISPATCH_CUDA(t, max_all(t));
+  return extreme_all<true>(t, "max");
+}
+Tensor min_all(const Tensor& t) {
+  LS_DISPATCH_CUDA(t, min_all(t));
+  return extreme_all<false>(t, "min");
+}
 
 std::tuple<Tensor, Tensor> max_dim(const Tensor& t, int64_t dim, bool keepdim) {
+  LS_DISPATCH_CUDA(t, max_dim(t, dim, keepdim));
   return extreme_dim<true>(t, dim, keepdim, "max");
 }
 
 std::tuple<Tensor, Tensor> min_dim(const Tensor& t, int64_t dim, bool keepdim) {
+  LS_DISPATCH_CUDA(t, min_dim(t, dim, keepdim));
   return extreme_dim<false>(t, dim, keepdim, "min");
 }
 
 Tensor argmax(const Tensor& t, int64_t dim, bool keepdim) {
+  LS_DISPATCH_CUDA(t, argmax(t, dim, keepdim));
   return std::get<1>(extreme_dim<true>(t, dim, keepdim, "argmax"));
 }
 
 Tensor argmin(const Tensor& t, int64_t dim, bool keepdim) {
+  LS_DISPATCH_CUDA(t, argmin(t, dim, keepdim));
   return std::get<1>(extreme_dim<false>(t, dim, keepdim, "argmin"));
 }
 
 // When grad already has `shape` there is nothing to sum and grad itself is
 // returned (no copy), as PyTorch's sum_to does; callers must not write into it.
 Tensor sum_to(const Tensor& grad, const IntList& shape) {
+  LS_DISPATCH_CUDA(grad, sum_to(grad, shape));
   check_defined(grad, "sum_to");
-  const IntList& sizes = grad.sizes();
-  if (sizes == shape) return grad;
-  const int64_t lead = grad.dim() - static_cast<int64_t>(shape.size());
-  bool ok = lead >= 0;
-  IntList dims;
-  for (int64_t d = 0; ok && d < grad.dim(); ++d) {
-    if (d < lead) {
-      dims.push_back(d);
-    } else if (shape[d - lead] != sizes[d]) {
-      ok = shape[d - lead] == 1;
-      dims.push_back(d);
-    }
-  }
-  LS_CHECK(ok, "sum_to: cannot sum a gradient of shape ", shape_str(sizes), " down to shape ",
-           shape_str(shape), "; the target must broadcast to the gradient's shape");
+  if (grad.sizes() == shape) return grad;
+  const IntList dims = sum_to_dims(grad, shape);
   // Summing with keepdim then dropping the leading dims is a view: the sums are
   // laid out in the same order either way.
   Tensor summed = sum(grad, dims, /*keepdim=*/true);

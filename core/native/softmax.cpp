@@ -20,16 +20,16 @@
 #include <limits>
 
 #include "core/native/elementwise_loop.h"
+#include "core/native/cuda_dispatch.h"
 #include "core/native/native.h"
+#include "core/native/reduce_rules.h"
 
 namespace lockstep::native {
 
-namespace {
+using rules::check_defined;
+using rules::check_softmax_backward;
 
-void check_defined(const Tensor& t, const char* op) {
-  LS_CHECK(t.defined(), op, ": got an undefined tensor (default-constructed, or a grad that no "
-                            "backward has written yet)");
-}
+namespace {
 
 template <class T>
 T row_max(const T* x, int64_t n) {
@@ -118,11 +118,7 @@ Tensor softmax_impl(const Tensor& t, int64_t dim, bool log) {
 Tensor softmax_backward_impl(const Tensor& grad_output, const Tensor& output, int64_t dim,
                              bool log) {
   const char* op = log ? "log_softmax_backward" : "softmax_backward";
-  check_defined(grad_output, op);
-  check_defined(output, op);
-  LS_CHECK(grad_output.sizes() == output.sizes(), op, ": grad_output has shape ",
-           grad_output.shape_str(), " but output has shape ", output.shape_str(),
-           "; they must match");
+  check_softmax_backward(grad_output, output, op, [] {});
   const int64_t d = wrap_dim(dim, output.dim(), op);
   const int64_t last = last_dim(output);
   if (d != last) {
@@ -147,15 +143,25 @@ Tensor softmax_backward_impl(const Tensor& grad_output, const Tensor& output, in
 
 }  // namespace
 
-Tensor softmax(const Tensor& t, int64_t dim) { return softmax_impl(t, dim, /*log=*/false); }
+Tensor softmax(const Tensor& t, int64_t dim) {
+  LS_DISPATCH_CUDA(t, softmax(t, dim));
+  return softmax_impl(t, dim, /*log=*/false);
+}
 
-Tensor log_softmax(const Tensor& t, int64_t dim) { return softmax_impl(t, dim, /*log=*/true); }
+Tensor log_softmax(const Tensor& t, int64_t dim) {
+  LS_DISPATCH_CUDA(t, log_softmax(t, dim));
+  return softmax_impl(t, dim, /*log=*/true);
+}
 
 Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
+  LS_DISPATCH_CUDA(grad_output, softmax_backward(grad_output, output, dim));
+  LS_DISPATCH_CUDA(output, softmax_backward(grad_output, output, dim));
   return softmax_backward_impl(grad_output, output, dim, /*log=*/false);
 }
 
 Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim) {
+  LS_DISPATCH_CUDA(grad_output, log_softmax_backward(grad_output, output, dim));
+  LS_DISPATCH_CUDA(output, log_softmax_backward(grad_output, output, dim));
   return softmax_backward_impl(grad_output, output, dim, /*log=*/true);
 }
 

@@ -20,7 +20,9 @@
 #include <type_traits>
 
 #include "core/native/elementwise_loop.h"
+#include "core/native/cuda_dispatch.h"
 #include "core/native/native.h"
+#include "core/native/elementwise_rules.h"
 
 namespace lockstep::native {
 
@@ -28,12 +30,9 @@ using detail::erf_simd;
 using detail::exp_simd;
 using detail::map_elements;
 
-namespace {
+using rules::check_defined;
 
-void check_defined(const Tensor& t, const char* op) {
-  LS_CHECK(t.defined(), op, ": got an undefined tensor (default-constructed, or a grad that no "
-                            "backward has written yet)");
-}
+namespace {
 
 // Calls body(fn) with fn the element function of a sign-aware op (neg, abs, relu,
 // sign) for any computing dtype T. Unsigned types and bool have no negatives.
@@ -116,6 +115,7 @@ const char* unary_op_name(UnaryOp op) {
 }
 
 Tensor unary(UnaryOp op, const Tensor& a) {
+  LS_DISPATCH_CUDA(a, unary(op, a));
   const char* name = unary_op_name(op);
   check_defined(a, name);
   Tensor out = empty(a.sizes(), a.dtype());
@@ -134,6 +134,7 @@ Tensor unary(UnaryOp op, const Tensor& a) {
 }
 
 Tensor pow_scalar(const Tensor& a, double exponent) {
+  LS_DISPATCH_CUDA(a, pow_scalar(a, exponent));
   check_defined(a, "pow");
   Tensor out = empty(a.sizes(), a.dtype());
   dispatch_floating(a.dtype(), "pow", [&]<class T>() {
@@ -158,6 +159,8 @@ Tensor pow_scalar(const Tensor& a, double exponent) {
 }
 
 Tensor relu_backward(const Tensor& grad, const Tensor& input) {
+  LS_DISPATCH_CUDA(grad, relu_backward(grad, input));
+  LS_DISPATCH_CUDA(input, relu_backward(grad, input));
   const Tensor x = backward_input(grad, input, "relu_backward");
   Tensor out = empty(grad.sizes(), grad.dtype());
   dispatch_floating(grad.dtype(), "relu_backward", [&]<class T>() {
@@ -168,6 +171,8 @@ Tensor relu_backward(const Tensor& grad, const Tensor& input) {
 }
 
 Tensor gelu_backward(const Tensor& grad, const Tensor& input) {
+  LS_DISPATCH_CUDA(grad, gelu_backward(grad, input));
+  LS_DISPATCH_CUDA(input, gelu_backward(grad, input));
   const Tensor x = backward_input(grad, input, "gelu_backward");
   Tensor out = empty(grad.sizes(), grad.dtype());
   dispatch_floating(grad.dtype(), "gelu_backward", [&]<class T>() {

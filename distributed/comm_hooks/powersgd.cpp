@@ -79,9 +79,19 @@ void gram_schmidt(T* a, int64_t n, int64_t r, double epsilon) {
 
 }  // namespace
 
+// A CPU copy of t (t itself on the CPU): the host reads it next. For a CUDA
+// tensor the copy waits for the compute stream, which has waited for the
+// collectives before it (Note [NCCL stream isolation]).
+static Tensor on_host(const Tensor& t) {
+  if (t.device().is_cpu()) return t;
+  Tensor host = native::empty(t.sizes(), t.dtype());  // same shape, CPU
+  native::copy_(host, t);
+  return host;
+}
+
 bool has_zero_column(const Tensor& matrix) {
   const Tensor norms = native::sum(native::binary(native::BinaryOp::Mul, matrix, matrix), {0}, false);  // (r)
-  for (double v : norms.to_vector<double>()) {
+  for (double v : on_host(norms).to_vector<double>()) {
     if (v == 0) return true;
   }
   return false;
@@ -91,13 +101,17 @@ void orthogonalize(Tensor& matrix, double epsilon) {
   LS_CHECK(matrix.dim() == 2 && matrix.is_contiguous(), "PowerSGD orthogonalize: expected a contiguous 2-d "
            "tensor, got ", matrix.shape_str());
   const int64_t n = matrix.size(0), r = matrix.size(1);
-  if (matrix.dtype() == kFloat64) {
-    gram_schmidt(matrix.data_ptr<double>(), n, r, epsilon);
+  // Gram-Schmidt is sequential over r columns: on the host, also for a CUDA
+  // matrix (copied down and back; P and Q are small next to the gradients).
+  Tensor host = on_host(matrix);  // (n, r)
+  if (host.dtype() == kFloat64) {
+    gram_schmidt(host.data_ptr<double>(), n, r, epsilon);
   } else {
-    LS_CHECK(matrix.dtype() == kFloat32, "PowerSGD orthogonalize: float32 or float64 only, got ",
-             dtype_name(matrix.dtype()));
-    gram_schmidt(matrix.data_ptr<float>(), n, r, epsilon);
+    LS_CHECK(host.dtype() == kFloat32, "PowerSGD orthogonalize: float32 or float64 only, got ",
+             dtype_name(host.dtype()));
+    gram_schmidt(host.data_ptr<float>(), n, r, epsilon);
   }
+  if (!host.is_same(matrix)) native::copy_(matrix, host);
 }
 
 }  // namespace detail
@@ -201,9 +215,14 @@ TensorFuture powersgd_hook(PowerSGDState& state, GradBucket& bucket) {
   TensorFuture result = rest;
   if (!matrices.empty()) {
     const ScalarType dtype = buffer.dtype();
-    if (!mem->p.defined() || mem->p.numel() != p_total) mem->p = native::zeros({p_total}, dtype);
+    // P and Q live where the bucket does (CPU or CUDA).
+    if (!mem->p.defined() || mem->p.numel() != p_total) {
+      mem->p = native::empty({p_total}, dtype, buffer.device());  // (sum n r)
+      native::fill_(mem->p, 0.0);
+    }
     if (!mem->q.defined() || mem->q.numel() != q_total) {
-      mem->q = native::zeros({q_total}, dtype);
+      mem->q = native::empty({q_total}, dtype, buffer.device());  // (sum cols r)
+      native::fill_(mem->q, 0.0);
       mem->q_valid = false;
     }
     const bool fresh = !o.warm_start() || !mem->q_valid;

@@ -1,5 +1,6 @@
 // tests/core/test_add_relu.cpp — native::add_relu, max(a + b, 0) in one pass,
-// against the unfused binary add and ReLU, on contiguous and strided inputs.
+// against the unfused binary add and ReLU, on contiguous and strided inputs, and
+// on an output large enough for streaming stores (Note [Streaming stores]).
 // Read before: core/native/add_relu.cpp.
 #include <doctest/doctest.h>
 
@@ -47,4 +48,34 @@ TEST_CASE("add_relu: mismatched shapes or dtypes are an error that names the fal
   CHECK(msg.find("add_relu: expected two tensors of the same shape and dtype") !=
         std::string::npos);
   CHECK(msg.find("(a + b).relu()") != std::string::npos);
+}
+
+TEST_CASE("add_relu: outputs above kStreamingBytes (streaming stores) equal relu(a + b)") {
+  // 4.3M floats, above kStreamingBytes (Note [Streaming stores]); an odd count, so
+  // the last chunk ends in a partial vector. The sum is rounded once either way.
+  ls::manual_seed(22);
+  Tensor a = ls::randn({3, 1031, 1399}), b = ls::randn({3, 1031, 1399});
+  Tensor want = native::unary(native::UnaryOp::Relu, native::binary(native::BinaryOp::Add, a, b));
+  const std::vector<double> g = native::add_relu(a, b).to_vector<double>();
+  const std::vector<double> w = want.to_vector<double>();
+  CHECK(g == w);
+  CHECK(std::count(g.begin(), g.end(), 0.0) > 0);
+  // The backward: the gradient where the output is positive, as relu_backward.
+  Tensor y = native::add_relu(a, b), gy = ls::randn(y.sizes());
+  CHECK(native::add_relu_backward(gy, y).to_vector<double>() ==
+        native::relu_backward(gy, y).to_vector<double>());
+}
+
+TEST_CASE("add_relu_backward: equals relu_backward on small and strided tensors") {
+  ls::manual_seed(23);
+  for (ls::ScalarType dtype : {ls::kFloat32, ls::kFloat64}) {
+    const auto opts = ls::TensorOptions().dtype(dtype);
+    Tensor y = native::add_relu(ls::randn({3, 8, 5, 7}, opts), ls::randn({3, 8, 5, 7}, opts));
+    Tensor gt = ls::randn({3, 8, 7, 5}, opts).transpose(2, 3);  // non-contiguous (3, 8, 5, 7)
+    for (const Tensor& g : {ls::randn(y.sizes(), opts), gt}) {
+      const std::vector<double> got = native::add_relu_backward(g, y).to_vector<double>();
+      CHECK(got == native::relu_backward(g, y).to_vector<double>());
+      CHECK(std::count(got.begin(), got.end(), 0.0) > 0);
+    }
+  }
 }

@@ -7,13 +7,17 @@
 // running statistics are used and left untouched. Backward: the eval formula
 // directly, and the training formula's defining properties. One-pass statistics
 // on data far from zero (Note [One-pass batch statistics]). The fused
-// batch_norm_relu kernels against batch_norm followed by ReLU.
+// batch_norm_relu kernels against batch_norm followed by ReLU. Outputs large
+// enough for streaming stores against the float64 kernels (Note [Streaming
+// stores]).
 // Read before: core/native/batch_norm.cpp, core/native/fused_relu.h.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/error.h"
@@ -298,4 +302,46 @@ TEST_CASE("batch_norm_relu: errors name the op and the saved output's shape") {
     native::batch_norm_relu_forward(ls::randn({1, 3}), {}, {}, {}, {}, true, 0.1, 1e-5);
   });
   CHECK(msg.find("batch_norm_relu: expected more than 1 value per channel") != std::string::npos);
+}
+
+TEST_CASE("batch_norm: outputs above kStreamingBytes (streaming stores) match float64") {
+  // (2, 4, 521, 1013): 4.2M floats, 16.9 MB, above kStreamingBytes, so float32
+  // forward and grad_input take the streaming kernels (Note [Streaming stores]);
+  // S = 527773 is odd, so runs start unaligned and end in a partial vector. The
+  // float64 computation of the same values never streams.
+  ls::manual_seed(12);
+  const IntList shape{2, 4, 521, 1013};
+  Tensor x = ls::randn(shape), gy = ls::randn(shape), w = ls::randn({4}), b = ls::randn({4});
+  auto f64 = [](const Tensor& t) { return t.to(ls::kFloat64); };
+  auto close = [](const Tensor& got, const Tensor& want, double tol) {
+    const std::vector<double> g = got.to_vector<double>(), v = want.to_vector<double>();
+    REQUIRE(g.size() == v.size());
+    double worst = 0;
+    for (size_t e = 0; e < g.size(); ++e) worst = std::max(worst, std::abs(g[e] - v[e]));
+    CHECK(worst < tol);
+  };
+  for (bool relu : {false, true}) {
+    CAPTURE(relu);
+    auto forward = relu ? native::batch_norm_relu_forward : native::batch_norm_forward;
+    auto [y, m, is] = forward(x, w, b, {}, {}, true, 0.1, 1e-5);
+    auto [y64, m64, is64] = forward(f64(x), f64(w), f64(b), {}, {}, true, 0.1, 1e-5);
+    close(y, y64, 1e-4);
+    std::tuple<Tensor, Tensor, Tensor> grads, grads64;
+    if (relu) {
+      grads = native::batch_norm_relu_backward(gy, x, w, m, is, y, true, true, true, true);
+      // The float32 output's mask for both: where y is within rounding of 0 the
+      // float64 output may fall on the other side of the ReLU.
+      grads64 = native::batch_norm_relu_backward(f64(gy), f64(x), f64(w), m64, is64, f64(y),
+                                                 true, true, true, true);
+    } else {
+      grads = native::batch_norm_backward(gy, x, w, m, is, true, true, true, true);
+      grads64 = native::batch_norm_backward(f64(gy), f64(x), f64(w), m64, is64, true, true, true,
+                                            true);
+    }
+    close(std::get<0>(grads), std::get<0>(grads64), 1e-4);
+    // grad_weight and grad_bias sum 1M values each: relative to their size.
+    const double big = 1e-5 * static_cast<double>(x.numel() / 4);
+    close(std::get<1>(grads), std::get<1>(grads64), big);
+    close(std::get<2>(grads), std::get<2>(grads64), big);
+  }
 }

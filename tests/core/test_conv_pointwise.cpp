@@ -1,9 +1,10 @@
 // tests/core/test_conv_pointwise.cpp — 1x1 convolutions as GEMMs (Note [1x1
-// convolutions as GEMMs]) against the reference backend: stride 1 (backward-data
-// by GEMM) and strides 2 and 3x2 (every pass by GEMM over the subsampled image on
-// 41x30 images, sizes where the last row/column is or is not sampled; the oneDNN
-// primitives on 9x8 images, below kMinStridedPixels), with and without the other
-// gradients, and with a bias (which keeps the oneDNN primitives).
+// convolutions as GEMMs]) against the reference backend: on 41x30 images one GEMM
+// per image, at stride 1 (backward-data by GEMM) and strides 2 and 3x2 (every pass
+// over the subsampled image, sizes where the last row/column is or is not sampled);
+// on 9x8 images, below kFoldPixels, every pass by one GEMM over the whole batch at
+// all three strides; with and without the other gradients, and with a bias (which
+// keeps the oneDNN primitives).
 // Read before: core/native/conv_1x1_gemm.h.
 #include <doctest/doctest.h>
 

@@ -1,0 +1,75 @@
+# cmake/LockstepCuda.cmake — the optional CUDA backend (Note [CUDA build]).
+#
+# Note [CUDA build]
+# LOCKSTEP_CUDA defaults to ON when nvcc is found (CMAKE_CUDA_COMPILER, $CUDACXX,
+# PATH, or /usr/local/cuda/bin/nvcc) and OFF otherwise; a CPU-only build needs
+# nothing from CUDA. When ON, every source under a layer's cuda/ folder
+# (core/cuda/*.cu|*.cpp, distributed/cuda/*.cpp) joins that layer's library,
+# which then defines LOCKSTEP_WITH_CUDA=1 for itself and its users; the kernels
+# are compiled for sm_90 (Hopper, the H200) plus compute_90 PTX that the driver
+# JIT-compiles for newer GPUs. The build links cudart, cuBLAS(Lt), cuDNN and
+# NCCL from the toolkit. It builds and links without a GPU; the `gpu`-labelled
+# tests then skip with a message (ls::cuda::is_available() is false).
+# Read before: cmake/LockstepDependencies.cmake. Read next: core/cuda/cuda_context.h.
+include(CheckLanguage)
+if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
+  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc CACHE FILEPATH "CUDA compiler")
+endif()
+check_language(CUDA)
+set(lockstep_cuda_default OFF)
+if(CMAKE_CUDA_COMPILER)
+  set(lockstep_cuda_default ON)
+endif()
+option(LOCKSTEP_CUDA "Build the CUDA backend (cuBLAS, cuDNN, NCCL)" ${lockstep_cuda_default})
+
+if(LOCKSTEP_CUDA)
+  if(NOT CMAKE_CUDA_COMPILER)
+    message(FATAL_ERROR "LOCKSTEP_CUDA=ON but no CUDA compiler was found: install the CUDA "
+      "toolkit (nvcc) or set -DCMAKE_CUDA_COMPILER=/path/to/nvcc, or configure with -DLOCKSTEP_CUDA=OFF")
+  endif()
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 90)  # sm_90 SASS + compute_90 PTX
+  endif()
+  enable_language(CUDA)
+  # CMake < 3.26 does not know nvcc's C++20 flag; nvcc 12+ accepts -std=c++20.
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+    list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
+  endif()
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  find_package(CUDAToolkit REQUIRED)
+  find_library(LOCKSTEP_CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR})
+  find_path(LOCKSTEP_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  find_library(LOCKSTEP_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR})
+  find_path(LOCKSTEP_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  foreach(v LOCKSTEP_CUDNN_LIBRARY LOCKSTEP_CUDNN_INCLUDE_DIR LOCKSTEP_NCCL_LIBRARY LOCKSTEP_NCCL_INCLUDE_DIR)
+    if(NOT ${v})
+      message(FATAL_ERROR "LOCKSTEP_CUDA=ON: ${v} not found (cuDNN 9 and NCCL 2 are needed "
+        "beside the CUDA toolkit); set it, or configure with -DLOCKSTEP_CUDA=OFF")
+    endif()
+  endforeach()
+  message(STATUS "lockstep: CUDA backend ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
+    "architectures ${CMAKE_CUDA_ARCHITECTURES})")
+else()
+  message(STATUS "lockstep: CUDA backend OFF (CPU-only build)")
+endif()
+
+# lockstep_add_cuda_sources(layer [PUBLIC_LIBS ...] [PRIVATE_LIBS ...]): adds the
+# layer's cuda/ folder to its library (Note [CUDA build]).
+function(lockstep_add_cuda_sources layer)
+  if(NOT LOCKSTEP_CUDA)
+    return()
+  endif()
+  cmake_parse_arguments(ARG "" "" "PUBLIC_LIBS;PRIVATE_LIBS" ${ARGN})
+  file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${layer}/cuda/*.cu
+       ${PROJECT_SOURCE_DIR}/${layer}/cuda/*.cpp)
+  set(target lockstep_${layer})
+  if(sources)
+    target_sources(${target} PRIVATE ${sources})
+  endif()
+  target_compile_definitions(${target} PUBLIC LOCKSTEP_WITH_CUDA=1)
+  target_link_libraries(${target} PUBLIC ${ARG_PUBLIC_LIBS} PRIVATE ${ARG_PRIVATE_LIBS})
+  set_target_properties(${target} PROPERTIES CUDA_SEPARABLE_COMPILATION OFF)
+endfunction()

@@ -1,0 +1,137 @@
+// core/cuda/cuda_native_nn.h — the CUDA kernels of the neural-network ops
+// (GEMM, convolution, pooling, normalisation, embedding, losses, dropout,
+// optimizer steps): same names and signatures as their CPU kernels
+// (Note [CUDA dispatch]), so their contracts are documented once, beside the CPU
+// declarations in core/native/native.h, nn_kernels.h, nn_kernels_transformer.h
+// and fused_relu.h. The optimizer steps and the gradient-norm helper have no
+// native counterpart (the CPU versions are loops inside optim/): they are
+// declared at the end, with their math.
+//
+// Where each lives (all under core/cuda/, conventions in Note [CUDA nn kernel
+// conventions] in core/cuda/nn_util.h):
+//   gemm_cublas.cpp   gemm_device, mm, bmm, matmul, linear_forward/_backward (cuBLAS)
+//   conv_cudnn.cpp    conv2d_forward/_backward (cuDNN)
+//   pool.cu           max_pool2d, adaptive_avg_pool2d
+//   batch_norm.cu     batch_norm(_relu)_forward/_backward
+//   layer_norm.cu     layer_norm_forward/_backward
+//   embedding.cu      embedding_forward/_backward
+//   dropout.cu        dropout_forward/_backward (the CPU's counter-based masks)
+//   loss.cu           cross_entropy, mse_loss
+//   fused_relu.cu     add_relu
+//   optim_kernels.cu  sgd_step_, adam_step_, grad_norm_part
+// Read before: core/cuda/cuda_native.h. Read next: core/cuda/nn_util.h, core/cuda/gemm_cublas.cpp.
+#pragma once
+
+#include <cstdint>
+#include <tuple>
+
+#include "core/tensor.h"
+
+namespace lockstep::cuda_native {
+
+// ---- GEMM (gemm_cublas.cpp) ----
+// native::gemm's contract (core/native/gemm.h: row-major, ld = row distance) on
+// device pointers of `device`, queued on its current stream. T is float or double.
+template <class T>
+void gemm_device(Device device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                 T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
+                 int64_t ldc);
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor linear_forward(const Tensor& input, const Tensor& weight, const Tensor& bias);
+std::tuple<Tensor, Tensor, Tensor> linear_backward(const Tensor& grad_output, const Tensor& input,
+                                                   const Tensor& weight, bool need_input,
+                                                   bool need_weight, bool need_bias);
+
+// ---- convolution (conv_cudnn.cpp) ----
+Tensor conv2d_forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                      const IntList& stride, const IntList& padding, const IntList& dilation,
+                      int64_t groups);
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input,
+                                                   const Tensor& weight, const IntList& stride,
+                                                   const IntList& padding, const IntList& dilation,
+                                                   int64_t groups, bool need_input,
+                                                   bool need_weight, bool need_bias);
+
+// ---- pooling (pool.cu) ----
+std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList& kernel_size,
+                                              const IntList& stride, const IntList& padding);
+Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
+                           const IntList& input_sizes);
+Tensor adaptive_avg_pool2d_forward(const Tensor& input, const IntList& output_size);
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes);
+
+// ---- batch normalisation (batch_norm.cu) ----
+std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const Tensor& weight,
+                                                      const Tensor& bias,
+                                                      const Tensor& running_mean,
+                                                      const Tensor& running_var, bool training,
+                                                      double momentum, double eps);
+std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
+    const Tensor& save_invstd, bool training, bool need_input, bool need_weight, bool need_bias);
+std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_forward(const Tensor& input,
+                                                           const Tensor& weight, const Tensor& bias,
+                                                           const Tensor& running_mean,
+                                                           const Tensor& running_var, bool training,
+                                                           double momentum, double eps);
+std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
+    const Tensor& save_invstd, const Tensor& output, bool training, bool need_input,
+    bool need_weight, bool need_bias);
+
+// ---- fused ReLU (fused_relu.cu) ----
+Tensor add_relu(const Tensor& a, const Tensor& b);
+
+// ---- layer_norm (layer_norm.cu) ----
+std::tuple<Tensor, Tensor, Tensor> layer_norm_forward(const Tensor& input,
+                                                      const IntList& normalized_shape,
+                                                      const Tensor& weight, const Tensor& bias,
+                                                      double eps);
+std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_output,
+                                                       const Tensor& input,
+                                                       const IntList& normalized_shape,
+                                                       const Tensor& mean, const Tensor& rstd,
+                                                       const Tensor& weight, bool need_input,
+                                                       bool need_weight, bool need_bias);
+
+// ---- embedding (embedding.cu) ----
+Tensor embedding_forward(const Tensor& weight, const Tensor& indices, int64_t padding_idx);
+Tensor embedding_backward(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
+                          int64_t padding_idx);
+
+// ---- dropout (dropout.cu) ----
+std::tuple<Tensor, Tensor> dropout_forward(const Tensor& input, double p);
+Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p);
+
+// ---- losses (loss.cu) ----
+std::tuple<Tensor, Tensor> cross_entropy_forward(const Tensor& logits, const Tensor& target,
+                                                 int64_t ignore_index);
+Tensor cross_entropy_backward(const Tensor& grad, const Tensor& log_probs, const Tensor& target,
+                              int64_t ignore_index);
+Tensor mse_loss_forward(const Tensor& input, const Tensor& target);
+Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target);
+
+// ---- optimizer steps (optim_kernels.cu) ----
+// One fused launch per parameter; p, g and the buffers are contiguous float32 or
+// float64 tensors of one shape on one CUDA device; p and the buffers are updated
+// in place. The math is optim/sgd.h's and optim/adam.h's, element for element.
+//
+// SGD: d = g + weight_decay * p; with momentum != 0: buf = first ? d :
+// momentum * buf + (1 - dampening) * d, d = nesterov ? d + momentum * buf : buf;
+// then p -= lr * d. `buf` may be undefined when momentum == 0.
+void sgd_step_(const Tensor& p, const Tensor& g, const Tensor& buf, double lr, double momentum,
+               double dampening, double weight_decay, bool nesterov, bool first);
+// Adam/AdamW with the step's scalars precomputed in double (optim/adam.cpp):
+// p = p * decay; grad = g + l2 * p; m = b1 m + (1 - b1) grad; v = b2 v + (1 - b2) grad^2;
+// v_max = max(v_max, v) (amsgrad, when v_max is defined, and used below instead of v);
+// p -= step_size * m / (sqrt(v) / bc2_sqrt + eps).
+void adam_step_(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                const Tensor& v_max, double beta1, double beta2, double eps, double step_size,
+                double bc2_sqrt, double decay, double l2);
+// sum |g|^norm_type over a floating CUDA tensor (max |g| when norm_type is
+// infinite), accumulated in double and returned to the host (synchronises).
+double grad_norm_part(const Tensor& g, double norm_type);
+
+}  // namespace lockstep::cuda_native
