@@ -27,5 +27,6 @@
 #else
 #define LS_DISPATCH_CUDA(t, call) \
   do {                            \
+    (void)(t);                    \
   } while (0)
 #endif

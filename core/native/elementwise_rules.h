@@ -7,8 +7,10 @@
 // A CPU kernel and its CUDA twin must accept the same operands, compute the same
 // result shape and dtype, and throw the same messages (tests compare them). So
 // those rules live once, in a plain C++ header per op family (this file,
-// reduce_rules.h, matmul_rules.h, linear_rules.h, index_rules.h), which both the
-// .cpp and the .cu file include; only the element loop differs between devices.
+// reduce_rules.h, matmul_rules.h, linear_rules.h, index_rules.h,
+// layer_norm_rules.h; optim_update.h for the optimizers' element formulas),
+// which both the .cpp and the .cu file include; only the element loop differs
+// between devices.
 // A rule that also checks devices takes the device check as a callable, run
 // where the CUDA kernel checks them (the CPU kernels pass a no-op or their own).
 //
