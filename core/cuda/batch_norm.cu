@@ -34,6 +34,7 @@
 #include "core/cuda/cuda_native_nn.h"
 #include "core/cuda/nn_reduce.cuh"
 #include "core/cuda/nn_util.h"
+#include "core/native/batch_norm_rules.h"
 #include "core/native/native.h"
 #include "core/shape.h"
 
@@ -44,26 +45,6 @@ namespace {
 using nn_detail::block_sum2;
 using nn_detail::blocks_for;
 using nn_detail::kThreads;
-
-void check_channel_vector(const Tensor& t, const char* what, int64_t channels, ScalarType dtype,
-                          const char* op) {
-  if (!t.defined()) return;
-  LS_CHECK(t.dim() == 1 && t.size(0) == channels, op, ": ", what, " must have shape [", channels,
-           "] (one value per channel) but got ", t.shape_str());
-  LS_CHECK(t.dtype() == dtype, op, ": ", what, " is ", t.dtype(), " but input is ", dtype,
-           "; convert with .to(...)");
-}
-
-std::pair<int64_t, int64_t> channels_and_spatial(const Tensor& input, const char* op) {
-  LS_CHECK(input.defined(), op, ": input is an undefined tensor");
-  LS_CHECK(input.dim() >= 2, op, ": expected an input (N, C) or (N, C, *) but got shape ",
-           input.shape_str());
-  LS_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64, op,
-           ": expected a float32 or float64 input but got ", input.dtype(),
-           "; convert with .to(ls::kFloat32)");
-  const IntList& s = input.sizes();
-  return {s[1], numel_of(IntList(s.begin() + 2, s.end()))};
-}
 
 // Blocks per channel for pass 1: about 16 elements per thread, at most 1024 blocks in all.
 int64_t splits_for(int64_t c, int64_t m) {
@@ -248,21 +229,10 @@ std::tuple<Tensor, Tensor, Tensor> forward_impl(const Tensor& input, const Tenso
                                                 const Tensor& running_var, bool training,
                                                 double momentum, double eps, bool relu,
                                                 const char* op) {
-  const auto [c, s] = channels_and_spatial(input, op);
-  nn_detail::check_on_device(op, input, {weight, bias, running_mean, running_var});
+  const auto [c, s] = native::rules::check_batch_norm_forward(
+      input, weight, bias, running_mean, running_var, training, op,
+      [&] { nn_detail::check_on_device(op, input, {weight, bias, running_mean, running_var}); });
   const int64_t n = input.size(0), m = n * s;
-  check_channel_vector(weight, "weight", c, input.dtype(), op);
-  check_channel_vector(bias, "bias", c, input.dtype(), op);
-  check_channel_vector(running_mean, "running_mean", c, input.dtype(), op);
-  check_channel_vector(running_var, "running_var", c, input.dtype(), op);
-  if (training) {
-    LS_CHECK(m > 1, op,
-             ": expected more than 1 value per channel when training, but got input shape ",
-             input.shape_str(), "; use a larger batch or eval mode");
-  } else {
-    LS_CHECK(running_mean.defined() && running_var.defined(), op,
-             ": eval mode needs running_mean and running_var; pass them, or use training mode");
-  }
   const Device device = input.device();
   const ScalarType dtype = input.dtype();
   const Tensor x = native::contiguous(input);
@@ -316,22 +286,11 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
                                                  const Tensor& relu_output, bool training,
                                                  bool need_input, bool need_weight, bool need_bias,
                                                  const char* op) {
-  const auto [c, s] = channels_and_spatial(input, op);
-  LS_CHECK(grad_output.defined(), op, ": grad_output is an undefined tensor");
-  nn_detail::check_on_device(op, input, {grad_output, weight, save_mean, save_invstd, relu_output});
-  LS_CHECK(grad_output.sizes() == input.sizes() && grad_output.dtype() == input.dtype(), op,
-           ": grad_output (", grad_output.dtype(), " ", grad_output.shape_str(),
-           ") must have the input's shape and dtype (", input.dtype(), " ", input.shape_str(), ")");
+  const auto [c, s] = native::rules::check_batch_norm_backward(
+      grad_output, input, weight, save_mean, save_invstd, relu_output, op, [&] {
+        nn_detail::check_on_device(op, input, {grad_output, weight, save_mean, save_invstd, relu_output});
+      });
   const bool relu = relu_output.defined();
-  LS_CHECK(!relu || (relu_output.sizes() == input.sizes() && relu_output.dtype() == input.dtype()),
-           op, ": the saved output (", relu_output.dtype(), " ", relu_output.shape_str(),
-           ") must have the input's shape and dtype (", input.dtype(), " ", input.shape_str(),
-           "); pass the tensor batch_norm_relu_forward returned");
-  check_channel_vector(weight, "weight", c, input.dtype(), op);
-  LS_CHECK(save_mean.defined() && save_invstd.defined(), op,
-           ": save_mean and save_invstd must be the tensors the forward returned");
-  check_channel_vector(save_mean, "save_mean", c, input.dtype(), op);
-  check_channel_vector(save_invstd, "save_invstd", c, input.dtype(), op);
   const Device device = input.device();
   const ScalarType dtype = input.dtype();
   const int64_t n = input.size(0), m = n * s;

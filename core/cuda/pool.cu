@@ -27,6 +27,7 @@
 #include "core/cuda/nn_util.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
+#include "core/native/pool_rules.h"
 #include "core/shape.h"
 
 namespace lockstep::cuda_native {
@@ -37,20 +38,10 @@ using nn_detail::blocks_for;
 using nn_detail::kThreads;
 
 void check_image(const Tensor& input, const char* op) {
-  LS_CHECK(input.defined(), op, ": input is an undefined tensor");
-  nn_detail::check_on_device(op, input, {});
-  LS_CHECK(input.dim() == 4, op, ": expected a 4-d input (N, C, H, W) but got shape ",
-           input.shape_str(), "; add a batch dim with .unsqueeze(0) for a single image");
-  LS_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64, op,
-           ": expected a float32 or float64 input but got ", input.dtype(),
-           "; convert with .to(ls::kFloat32)");
+  native::rules::check_image(input, op, [&] { nn_detail::check_on_device(op, input, {}); });
 }
 
-std::string hw_str(int64_t h, int64_t w) { return lockstep::detail::str(h, "x", w); }
-
-struct PoolGeom {
-  int64_t h, w, oh, ow, kh, kw, sh, sw, ph, pw;
-};
+using PoolGeom = native::rules::PoolWindow;
 
 // y, idx (planes, oh, ow) from x (planes, h, w).
 template <class T>
@@ -152,28 +143,14 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
                                               const IntList& stride, const IntList& padding) {
   const char* op = "max_pool2d";
   check_image(input, op);
-  const auto [kh, kw] = native::pair_param(kernel_size, op, "kernel_size");
-  const auto [sh, sw] =
-      stride.empty() ? std::pair{kh, kw} : native::pair_param(stride, op, "stride");
-  const auto [ph, pw] = native::pair_param(padding, op, "padding");
-  LS_CHECK(kh > 0 && kw > 0, op, ": kernel_size must be positive but got ", shape_str(kernel_size));
-  LS_CHECK(sh > 0 && sw > 0, op, ": stride must be positive but got ", shape_str(stride));
-  LS_CHECK(ph >= 0 && pw >= 0 && ph <= kh / 2 && pw <= kw / 2, op, ": padding ", hw_str(ph, pw),
-           " must be non-negative and at most half the kernel ", hw_str(kh, kw),
-           " (so every window holds a real element)");
-  const int64_t n = input.size(0), c = input.size(1), h = input.size(2), w = input.size(3);
-  LS_CHECK(h + 2 * ph >= kh && w + 2 * pw >= kw, op, ": input ", hw_str(h, w),
-           " is too small for kernel ", hw_str(kh, kw), " with padding ", hw_str(ph, pw),
-           " (input shape ", input.shape_str(), "); use a larger input or a smaller kernel");
-  const int64_t oh = (h + 2 * ph - kh) / sh + 1;
-  const int64_t ow = (w + 2 * pw - kw) / sw + 1;
+  const PoolGeom geom = native::rules::max_pool2d_window(input, kernel_size, stride, padding, op);
+  const int64_t n = input.size(0), c = input.size(1), oh = geom.oh, ow = geom.ow;
   const Device device = input.device();
   const Tensor x = native::contiguous(input);
   Tensor out = native::empty({n, c, oh, ow}, x.dtype(), device);  // (N, C, oH, oW)
   Tensor indices = native::empty({n, c, oh, ow}, kInt64, device);
   const int64_t total = out.numel();
   if (total == 0) return {out, indices};
-  const PoolGeom geom{h, w, oh, ow, kh, kw, sh, sw, ph, pw};
   cuda::DeviceGuard guard(device);
   cudaStream_t stream = cuda::current_stream(device.index);
   dispatch_floating(x.dtype(), op, [&]<class T>() {
@@ -188,15 +165,9 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
                            const IntList& input_sizes) {
   const char* op = "max_pool2d_backward";
   check_image(grad_output, op);
-  LS_CHECK(indices.defined(), op, ": indices is an undefined tensor");
+  native::rules::check_max_pool_indices(indices, grad_output, op);
   nn_detail::check_on_device(op, grad_output, {indices});
-  LS_CHECK(indices.dtype() == kInt64 && indices.sizes() == grad_output.sizes(), op, ": indices (",
-           indices.dtype(), " ", indices.shape_str(),
-           ") must be int64 with the shape of grad_output ", grad_output.shape_str());
-  LS_CHECK(input_sizes.size() == 4 && input_sizes[0] == grad_output.size(0) &&
-               input_sizes[1] == grad_output.size(1),
-           op, ": input shape ", shape_str(input_sizes), " does not match grad_output shape ",
-           grad_output.shape_str());
+  native::rules::check_pool_input_sizes(input_sizes, grad_output, op);
   const Device device = grad_output.device();
   const Tensor gy = native::contiguous(grad_output), idx = native::contiguous(indices);
   Tensor grad_input = nn_detail::zeros_on(input_sizes, gy.dtype(), device);  // (N, C, H, W)
@@ -217,8 +188,7 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
 Tensor adaptive_avg_pool2d_forward(const Tensor& input, const IntList& output_size) {
   const char* op = "adaptive_avg_pool2d";
   check_image(input, op);
-  const auto [oh, ow] = native::pair_param(output_size, op, "output_size");
-  LS_CHECK(oh > 0 && ow > 0, op, ": output_size must be positive but got ", shape_str(output_size));
+  const auto [oh, ow] = native::rules::adaptive_output_size(output_size, op);
   const int64_t n = input.size(0), c = input.size(1), h = input.size(2), w = input.size(3);
   LS_CHECK(h > 0 && w > 0, op, ": input ", input.shape_str(), " has an empty plane");
   const Device device = input.device();
@@ -239,10 +209,7 @@ Tensor adaptive_avg_pool2d_forward(const Tensor& input, const IntList& output_si
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes) {
   const char* op = "adaptive_avg_pool2d_backward";
   check_image(grad_output, op);
-  LS_CHECK(input_sizes.size() == 4 && input_sizes[0] == grad_output.size(0) &&
-               input_sizes[1] == grad_output.size(1),
-           op, ": input shape ", shape_str(input_sizes), " does not match grad_output shape ",
-           grad_output.shape_str());
+  native::rules::check_pool_input_sizes(input_sizes, grad_output, op);
   const Device device = grad_output.device();
   const Tensor gy = native::contiguous(grad_output);
   const int64_t h = input_sizes[2], w = input_sizes[3];

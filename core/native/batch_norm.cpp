@@ -57,6 +57,7 @@
 #include "core/native/cuda_dispatch.h"
 #include "core/native/fused_relu.h"
 #include "core/native/native.h"
+#include "core/native/batch_norm_rules.h"
 #include "core/native/nn_kernels.h"
 #include "core/native/streaming_store.h"
 #include "core/parallel.h"
@@ -65,28 +66,6 @@
 namespace lockstep::native {
 
 namespace {
-
-// Checks that a per-channel tensor (weight, bias, running stats) is undefined or (C) of dtype.
-void check_channel_vector(const Tensor& t, const char* what, int64_t channels, ScalarType dtype,
-                          const char* op) {
-  if (!t.defined()) return;
-  LS_CHECK(t.dim() == 1 && t.size(0) == channels, op, ": ", what, " must have shape [", channels,
-           "] (one value per channel) but got ", t.shape_str());
-  LS_CHECK(t.dtype() == dtype, op, ": ", what, " is ", t.dtype(), " but input is ", dtype,
-           "; convert with .to(...)");
-}
-
-// Channel count C and the size S of the trailing dims of (N, C, *).
-std::pair<int64_t, int64_t> channels_and_spatial(const Tensor& input, const char* op) {
-  lockstep::detail::check_defined(input, op);
-  LS_CHECK(input.dim() >= 2, op, ": expected an input (N, C) or (N, C, *) but got shape ",
-           input.shape_str());
-  LS_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64, op,
-           ": expected a float32 or float64 input but got ", input.dtype(),
-           "; convert with .to(ls::kFloat32)");
-  const IntList& s = input.sizes();
-  return {s[1], numel_of(IntList(s.begin() + 2, s.end()))};
-}
 
 // Element i of a 1-d tensor of any stride (running stats may be views).
 template <class T>
@@ -167,20 +146,9 @@ std::tuple<Tensor, Tensor, Tensor> forward_impl(const Tensor& input, const Tenso
                                                 const Tensor& running_var, bool training,
                                                 double momentum, double eps, bool relu,
                                                 const char* op) {
-  const auto [c, s] = channels_and_spatial(input, op);
+  const auto [c, s] = rules::check_batch_norm_forward(input, weight, bias, running_mean, running_var,
+                                                      training, op, [] {});
   const int64_t n = input.size(0), m = n * s;  // M values per channel
-  check_channel_vector(weight, "weight", c, input.dtype(), op);
-  check_channel_vector(bias, "bias", c, input.dtype(), op);
-  check_channel_vector(running_mean, "running_mean", c, input.dtype(), op);
-  check_channel_vector(running_var, "running_var", c, input.dtype(), op);
-  if (training) {
-    LS_CHECK(m > 1, op,
-             ": expected more than 1 value per channel when training, but got input shape ",
-             input.shape_str(), "; use a larger batch or eval mode");
-  } else {
-    LS_CHECK(running_mean.defined() && running_var.defined(), op,
-             ": eval mode needs running_mean and running_var; pass them, or use training mode");
-  }
   const Tensor x = contiguous(input);
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
   const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
@@ -263,21 +231,9 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
                                                  const Tensor& relu_output, bool training,
                                                  bool need_input, bool need_weight, bool need_bias,
                                                  const char* op) {
-  const auto [c, s] = channels_and_spatial(input, op);
-  lockstep::detail::check_defined(grad_output, op);
-  LS_CHECK(grad_output.sizes() == input.sizes() && grad_output.dtype() == input.dtype(), op,
-           ": grad_output (", grad_output.dtype(), " ", grad_output.shape_str(),
-           ") must have the input's shape and dtype (", input.dtype(), " ", input.shape_str(), ")");
+  const auto [c, s] = rules::check_batch_norm_backward(grad_output, input, weight, save_mean,
+                                                       save_invstd, relu_output, op, [] {});
   const bool relu = relu_output.defined();
-  LS_CHECK(!relu || (relu_output.sizes() == input.sizes() && relu_output.dtype() == input.dtype()),
-           op, ": the saved output (", relu_output.dtype(), " ", relu_output.shape_str(),
-           ") must have the input's shape and dtype (", input.dtype(), " ", input.shape_str(),
-           "); pass the tensor batch_norm_relu_forward returned");
-  check_channel_vector(weight, "weight", c, input.dtype(), op);
-  lockstep::detail::check_defined(save_mean, op);
-  lockstep::detail::check_defined(save_invstd, op);
-  check_channel_vector(save_mean, "save_mean", c, input.dtype(), op);
-  check_channel_vector(save_invstd, "save_invstd", c, input.dtype(), op);
   const int64_t n = input.size(0), m = n * s;
   const Tensor gy = contiguous(grad_output), x = contiguous(input);
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();

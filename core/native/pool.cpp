@@ -29,22 +29,16 @@
 #include "core/native/elementwise_loop.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
+#include "core/native/pool_rules.h"
 #include "core/parallel.h"
 
 namespace lockstep::native {
 
 namespace {
 
-std::string hw_str(int64_t h, int64_t w) { return lockstep::detail::str(h, "x", w); }
+using rules::PoolWindow;
 
-void check_image(const Tensor& input, const char* op) {
-  lockstep::detail::check_defined(input, op);
-  LS_CHECK(input.dim() == 4, op, ": expected a 4-d input (N, C, H, W) but got shape ",
-           input.shape_str(), "; add a batch dim with .unsqueeze(0) for a single image");
-  LS_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64, op,
-           ": expected a float32 or float64 input but got ", input.dtype(),
-           "; convert with .to(ls::kFloat32)");
-}
+void check_image(const Tensor& input, const char* op) { rules::check_image(input, op, [] {}); }
 
 // Calls fn(plane) for each of the `planes` (H, W) planes of hw elements, in parallel.
 template <class F>
@@ -58,11 +52,6 @@ void for_each_plane(int64_t planes, int64_t hw, F&& fn) {
 // PyTorch's adaptive windows: output index i of `out` covers input [start, end) of `in`.
 int64_t window_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
 int64_t window_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
-
-// The sizes of one max_pool2d: plane (H, W) -> (oH, oW), kernel, stride, padding.
-struct PoolWindow {
-  int64_t h, w, oh, ow, kh, kw, sh, sw, ph, pw;
-};
 
 // Note [Max-pool fast path]
 // Output (oy, ox) is the first maximum over its window in row-major order, or
@@ -238,25 +227,11 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
   LS_DISPATCH_CUDA(input, max_pool2d_forward(input, kernel_size, stride, padding));
   const char* op = "max_pool2d";
   check_image(input, op);
-  const auto [kh, kw] = pair_param(kernel_size, op, "kernel_size");
-  const auto [sh, sw] = stride.empty() ? std::pair{kh, kw} : pair_param(stride, op, "stride");
-  const auto [ph, pw] = pair_param(padding, op, "padding");
-  LS_CHECK(kh > 0 && kw > 0, op, ": kernel_size must be positive but got ", shape_str(kernel_size));
-  LS_CHECK(sh > 0 && sw > 0, op, ": stride must be positive but got ", shape_str(stride));
-  LS_CHECK(ph >= 0 && pw >= 0 && ph <= kh / 2 && pw <= kw / 2, op, ": padding ", hw_str(ph, pw),
-           " must be non-negative and at most half the kernel ", hw_str(kh, kw),
-           " (so every window holds a real element)");
-  const int64_t n = input.size(0), c = input.size(1), h = input.size(2), w = input.size(3);
-  const int64_t oh = (h + 2 * ph - kh) / sh + 1;
-  const int64_t ow = (w + 2 * pw - kw) / sw + 1;
-  LS_CHECK(h + 2 * ph >= kh && w + 2 * pw >= kw, op, ": input ", hw_str(h, w),
-           " is too small for kernel ", hw_str(kh, kw), " with padding ",
-           ph == pw ? std::to_string(ph) : hw_str(ph, pw), " (input shape ", input.shape_str(),
-           "); use a larger input or a smaller kernel");
+  const PoolWindow win = rules::max_pool2d_window(input, kernel_size, stride, padding, op);
+  const int64_t n = input.size(0), c = input.size(1), h = win.h, w = win.w, oh = win.oh, ow = win.ow;
   const Tensor x = contiguous(input);
   Tensor out = empty({n, c, oh, ow}, x.dtype());  // (N, C, oH, oW)
   Tensor indices = empty({n, c, oh, ow}, kInt64);
-  const PoolWindow win{h, w, oh, ow, kh, kw, sh, sw, ph, pw};
   dispatch_floating(x.dtype(), op, [&]<class T>() {
     const T* xp = x.data_ptr<T>();
     T* yp = out.data_ptr<T>();
@@ -273,14 +248,8 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
   LS_DISPATCH_CUDA(grad_output, max_pool2d_backward(grad_output, indices, input_sizes));
   const char* op = "max_pool2d_backward";
   check_image(grad_output, op);
-  lockstep::detail::check_defined(indices, op);
-  LS_CHECK(indices.dtype() == kInt64 && indices.sizes() == grad_output.sizes(), op, ": indices (",
-           indices.dtype(), " ", indices.shape_str(),
-           ") must be int64 with the shape of grad_output ", grad_output.shape_str());
-  LS_CHECK(input_sizes.size() == 4 && input_sizes[0] == grad_output.size(0) &&
-               input_sizes[1] == grad_output.size(1),
-           op, ": input shape ", shape_str(input_sizes), " does not match grad_output shape ",
-           grad_output.shape_str());
+  rules::check_max_pool_indices(indices, grad_output, op);
+  rules::check_pool_input_sizes(input_sizes, grad_output, op);
   const Tensor gy = contiguous(grad_output), idx = contiguous(indices);
   Tensor grad_input = empty(input_sizes, gy.dtype());  // (N, C, H, W), zeroed plane by plane
   const int64_t hw = input_sizes[2] * input_sizes[3];
@@ -300,21 +269,12 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
   return grad_input;
 }
 
-namespace {
-
-std::pair<int64_t, int64_t> adaptive_output_size(const IntList& output_size, const char* op) {
-  const auto [oh, ow] = pair_param(output_size, op, "output_size");
-  LS_CHECK(oh > 0 && ow > 0, op, ": output_size must be positive but got ", shape_str(output_size));
-  return {oh, ow};
-}
-
-}  // namespace
 
 Tensor adaptive_avg_pool2d_forward(const Tensor& input, const IntList& output_size) {
   LS_DISPATCH_CUDA(input, adaptive_avg_pool2d_forward(input, output_size));
   const char* op = "adaptive_avg_pool2d";
   check_image(input, op);
-  const auto [oh, ow] = adaptive_output_size(output_size, op);
+  const auto [oh, ow] = rules::adaptive_output_size(output_size, op);
   const int64_t n = input.size(0), c = input.size(1), h = input.size(2), w = input.size(3);
   LS_CHECK(h > 0 && w > 0, op, ": input ", input.shape_str(), " has an empty plane");
   const Tensor x = contiguous(input);
@@ -351,10 +311,7 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& in
   LS_DISPATCH_CUDA(grad_output, adaptive_avg_pool2d_backward(grad_output, input_sizes));
   const char* op = "adaptive_avg_pool2d_backward";
   check_image(grad_output, op);
-  LS_CHECK(input_sizes.size() == 4 && input_sizes[0] == grad_output.size(0) &&
-               input_sizes[1] == grad_output.size(1),
-           op, ": input shape ", shape_str(input_sizes), " does not match grad_output shape ",
-           grad_output.shape_str());
+  rules::check_pool_input_sizes(input_sizes, grad_output, op);
   const Tensor gy = contiguous(grad_output);
   const int64_t h = input_sizes[2], w = input_sizes[3];
   const int64_t oh = gy.size(2), ow = gy.size(3);
