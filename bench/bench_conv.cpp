@@ -6,12 +6,18 @@
 // 224x224 images (the 7x7 stride-2 stem, a 3x3 64->64 at 56x56, a 1x1 256->64 at
 // 56x56, a 3x3 512->512 at 7x7). Passes: forward (with bias where the model
 // has one), backward-data (grad_input), backward-weights (grad_weight, and
-// grad_bias where there is a bias). float32; each rep times every pass once per
-// backend, alternating backends, and the medians are reported: wall-clock ms
+// grad_bias where there is a bias). A third configuration, "onednn_winograd",
+// is oneDNN with ConvWinograd::Force (Note [Winograd convolutions] in
+// core/native/conv_onednn.cpp): the 3x3 stride-1 layers, including all of
+// ResNet50's (64 @ 56, 128 @ 28, 256 @ 14, 512 @ 7), run Winograd where oneDNN
+// implements it; the *_impl fields say which passes did. float32; each rep
+// times every pass once per configuration, alternating, and the medians are
+// reported: wall-clock ms
 // and, as *_cpu_ms, the calling thread's CPU time, which on a shared machine
 // leaves out the time other processes held the core (it is the whole cost only
 // with --threads 1; the speedups in the summary use it then, wall time otherwise).
-// One JSON line per (layer, backend), then a summary line with the speedups.
+// One JSON line per (layer, configuration), then a summary line with the
+// speedups of oneDNN (direct) over the reference and of Winograd over direct.
 //
 //   build/bin/bench_conv [--threads T] [--reps N] [--layer NAME]
 //
@@ -49,6 +55,8 @@ const std::vector<Layer> kLayers = {
     {"fmnist_conv2", 64, 32, 14, 14, 64, 3, 1, 1, true},
     {"resnet_stem_7x7s2", 8, 3, 224, 224, 64, 7, 2, 3, false},
     {"resnet_3x3_64_56", 8, 64, 56, 56, 64, 3, 1, 1, false},
+    {"resnet_3x3_128_28", 8, 128, 28, 28, 128, 3, 1, 1, false},
+    {"resnet_3x3_256_14", 8, 256, 14, 14, 256, 3, 1, 1, false},
     {"resnet_1x1_256to64_56", 8, 256, 56, 56, 64, 1, 1, 0, false},
     {"resnet_3x3_512_7", 8, 512, 7, 7, 512, 3, 1, 1, false},
 };
@@ -102,6 +110,24 @@ std::pair<double, double> time_ms(F&& fn) {
   return {std::chrono::duration<double, std::milli>(t1 - t0).count(), thread_cpu_ms() - c0};
 }
 
+// The configurations timed: the reference, oneDNN direct, oneDNN Winograd.
+struct Config {
+  const char* name;
+  ConvBackend backend;
+  native::ConvWinograd winograd;
+};
+constexpr int kConfigs = 3;
+const Config kConfigList[kConfigs] = {
+    {"reference", ConvBackend::Reference, native::ConvWinograd::Off},
+    {"onednn", ConvBackend::OneDNN, native::ConvWinograd::Off},
+    {"onednn_winograd", ConvBackend::OneDNN, native::ConvWinograd::Force},
+};
+
+void use(const Config& c) {
+  native::set_conv_backend(c.backend);
+  native::set_conv_winograd(c.winograd);
+}
+
 constexpr int kPasses = 3;  // forward, backward-data, backward-weights
 const char* kPassNames[kPasses] = {"fwd", "bwd_data", "bwd_weights"};
 
@@ -111,9 +137,8 @@ int main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
   ls::set_num_threads(opt.threads);
   ls::manual_seed(0);
-  const ConvBackend backends[2] = {ConvBackend::Reference, ConvBackend::OneDNN};
   std::vector<double> speedups;  // reference / oneDNN, one per (layer, pass)
-  std::string summary_layers;
+  std::string summary_layers, summary_winograd;  // winograd: direct / winograd
   for (const Layer& l : kLayers) {
     if (!opt.layer.empty() && opt.layer != l.name) continue;
     const ls::Tensor x = ls::randn({l.n, l.c_in, l.h, l.w});         // (N, C_in, H, W)
@@ -132,15 +157,15 @@ int main(int argc, char** argv) {
       }
     };
     // times[backend][pass] over reps; one warm-up per (backend, pass) builds the primitives.
-    std::vector<double> times[2][kPasses], cpu_times[2][kPasses];
-    for (int bi = 0; bi < 2; ++bi) {
-      native::set_conv_backend(backends[bi]);
+    std::vector<double> times[kConfigs][kPasses], cpu_times[kConfigs][kPasses];
+    for (int bi = 0; bi < kConfigs; ++bi) {
+      use(kConfigList[bi]);
       for (int pass = 0; pass < kPasses; ++pass) run_pass(pass);
     }
     for (int r = 0; r < opt.reps; ++r) {
       for (int pass = 0; pass < kPasses; ++pass) {
-        for (int bi = 0; bi < 2; ++bi) {
-          native::set_conv_backend(backends[bi]);
+        for (int bi = 0; bi < kConfigs; ++bi) {
+          use(kConfigList[bi]);
           const auto [wall, cpu] = time_ms([&] { run_pass(pass); });
           times[bi][pass].push_back(wall);
           cpu_times[bi][pass].push_back(cpu);
@@ -152,19 +177,20 @@ int main(int argc, char** argv) {
     const native::ConvPass passes[kPasses] = {native::ConvPass::Forward,
                                               native::ConvPass::BackwardData,
                                               native::ConvPass::BackwardWeights};
-    double med[2][kPasses], cpu_med[2][kPasses];
-    for (int bi = 0; bi < 2; ++bi) {
+    double med[kConfigs][kPasses], cpu_med[kConfigs][kPasses];
+    for (int bi = 0; bi < kConfigs; ++bi) {
+      use(kConfigList[bi]);
       for (int pass = 0; pass < kPasses; ++pass) {
         med[bi][pass] = median(times[bi][pass]);
         cpu_med[bi][pass] = median(cpu_times[bi][pass]);
       }
       std::printf("{\"layer\":\"%s\",\"backend\":\"%s\",\"threads\":%d", l.name,
-                  native::conv_backend_name(backends[bi]), opt.threads);
+                  kConfigList[bi].name, opt.threads);
       for (int pass = 0; pass < kPasses; ++pass) {
         std::printf(",\"%s_ms\":%.3f,\"%s_cpu_ms\":%.3f", kPassNames[pass], med[bi][pass],
                     kPassNames[pass], cpu_med[bi][pass]);
       }
-      if (backends[bi] == ConvBackend::OneDNN) {
+      if (kConfigList[bi].backend == ConvBackend::OneDNN) {
         for (int pass = 0; pass < kPasses; ++pass) {
           const bool bias = l.bias && pass != 1;
           std::printf(",\"%s_impl\":\"%s\"", kPassNames[pass],
@@ -183,6 +209,16 @@ int main(int argc, char** argv) {
       summary_layers += buf;
     }
     summary_layers += "]";
+    summary_winograd +=
+        std::string(summary_winograd.empty() ? "" : ",") + "\"" + l.name + "\":[";
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const double s = opt.threads == 1 ? cpu_med[1][pass] / cpu_med[2][pass]
+                                        : med[1][pass] / med[2][pass];
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%s%.2f", pass ? "," : "", s);
+      summary_winograd += buf;
+    }
+    summary_winograd += "]";
     std::fflush(stdout);
   }
   double log_sum = 0;
@@ -190,8 +226,8 @@ int main(int argc, char** argv) {
   const double geomean = speedups.empty() ? 0 : std::exp(log_sum / double(speedups.size()));
   std::printf("{\"summary\":\"onednn speedup over reference (fwd, bwd_data, bwd_weights)\","
               "\"clock\":\"%s\",\"threads\":%d,\"reps\":%d,\"geomean\":%.2f,"
-              "\"layers\":{%s}}\n",
+              "\"layers\":{%s},\"winograd_speedup_over_onednn\":{%s}}\n",
               opt.threads == 1 ? "thread_cpu" : "wall", opt.threads, opt.reps, geomean,
-              summary_layers.c_str());
+              summary_layers.c_str(), summary_winograd.c_str());
   return 0;
 }

@@ -45,6 +45,23 @@ struct ConvBackwardDone {
 ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, const float* x,
                                         const float* w, float* gx, float* gw, float* gb);
 
+// Whether eligible 3x3 convolutions may use oneDNN's Winograd algorithm
+// (Note [Winograd convolutions] in conv_onednn.cpp):
+//   Off    always the direct algorithm
+//   Auto   per geometry and pass, whichever of Winograd and direct ran faster
+//          when the primitive was built (timed once, at first use)
+//   Force  Winograd wherever oneDNN implements it (tests and benchmarks)
+// The default comes from env LOCKSTEP_CONV_WINOGRAD (0 / off, 1 / auto, force),
+// read once; set_conv_winograd overrides it process-wide. The mode is part of
+// the primitive cache key, so switching never reuses the other mode's choice.
+enum class ConvWinograd { Off, Auto, Force };
+void set_conv_winograd(ConvWinograd mode);
+ConvWinograd conv_winograd();
+const char* conv_winograd_name(ConvWinograd mode);
+// The mode env LOCKSTEP_CONV_WINOGRAD asks for now (the default when unset);
+// throws ls::Error naming the accepted values when it is anything else.
+ConvWinograd conv_winograd_from_env();
+
 // What the cache holds, for tests and benchmarks: primitives built so far
 // (every call that missed the cache) and the entries held now.
 struct ConvOnednnCacheStats {
