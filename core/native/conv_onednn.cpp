@@ -50,30 +50,7 @@
 // The blocked copies live in buffers of the call (Note [oneDNN scratch
 // memory]); both backward passes share one reorder of grad_output.
 //
-// Note [Winograd convolutions]
-// What: oneDNN's Winograd F(4x4, 3x3) kernels (jit_wino_4x3, AVX-512) compute a
-// 3x3 convolution from 6x6 input tiles with 36 instead of 144 multiplies per
-// 4x4 output tile (plus transforms), for all three passes.
-// When: a 3x3, stride-1, undilated, ungrouped float32 convolution with at least
-// kFewChannels input and output channels (winograd_eligible) may use it; oneDNN
-// declines what it does not implement (then the pass runs direct). In mode Auto
-// (ConvWinograd, the default) the first call of a geometry and pass builds
-// both the Winograd and the direct primitive, times each once on zero-filled
-// buffers (reorders included, best of 2 after a warm-up) and keeps the faster
-// one in the cache; Force takes Winograd whenever it builds, Off never tries.
-// The timing costs ~0.1 s per ResNet50 geometry once. Measured (bench_conv,
-// 1 thread, batch 8, thread CPU ms, direct -> Winograd, fwd / bwd-data / bwd-weights):
-//   ResNet 3x3 64 @ 56      16.4 -> 11.0   20.2 -> 10.1   20.2 -> 10.2
-//   ResNet 3x3 128 @ 28     13.0 ->  6.3   13.4 ->  6.4   13.5 ->  7.6
-//   ResNet 3x3 256 @ 14     14.3 ->  9.8   14.4 -> 10.9   14.8 -> 10.2
-//   ResNet 3x3 512 @ 7      15.0 -> 17.0   15.5 -> 18.5   17.9 -> 21.5  (Auto keeps direct)
-//   F-MNIST conv2 32 @ 14    4.0 ->  3.6    3.9 ->  3.2    4.6 ->  3.7
-// Accuracy cost: the tile transforms scale values by up to 2^3 and back, so
-// rounding grows ~10x: largest error / largest |result| against float64 was
-// 0.7e-6 .. 5.1e-6 (direct: 0.2e-6 .. 1.4e-6) on ResNet-like shapes
-// (tests/core/test_conv_winograd.cpp). Off: LOCKSTEP_CONV_WINOGRAD=0 (or
-// set_conv_winograd(ConvWinograd::Off)), e.g. for bit-for-bit comparisons with
-// runs that used the direct algorithm. The mode is part of the cache key.
+// Winograd for 3x3 layers: Note [Winograd convolutions] in conv_winograd.cpp.
 //
 // Note [oneDNN scratch memory]
 // Every primitive is built with scratchpad mode "user", so oneDNN allocates
@@ -128,8 +105,8 @@ constexpr int64_t kFewChannels = 16;
 constexpr int64_t kFewMacs = 32;
 // The cache is cleared when it would grow past this many geometries.
 constexpr size_t kMaxCacheEntries = 256;
-// Without LOCKSTEP_CONV_WINOGRAD (Note [Winograd convolutions]).
-constexpr ConvWinograd kDefaultWinograd = ConvWinograd::Auto;
+// Auto runs Winograd on outputs of at least this many pixels (oH oW).
+constexpr int64_t kWinogradMinPixels = 14 * 14;
 
 // Reference: no primitive, conv.cpp's im2col path runs the pass.
 enum class Layout { Plain, Blocked, PlainImage, Reference };
@@ -307,7 +284,8 @@ std::shared_ptr<CachedConv> try_build(const ConvGeometry& g, ConvPass pass, bool
                                       "native::set_conv_backend(ConvBackend::Reference)"));
   }
   if (c->impl.rfind("ref", 0) == 0) return nullptr;  // slower than our im2col path
-  c->impl += " (" + std::string(layout_name(layout)) + (winograd ? ", winograd)" : ")");
+  // oneDNN names its Winograd kernels "jit_wino_...", e.g. "jit_wino_4x3:avx512_core (blocked)".
+  c->impl += " (" + std::string(layout_name(layout)) + ")";
   return c;
 }
 
@@ -335,12 +313,15 @@ double time_primitive(const CachedConv& c, const ConvGeometry& g);
 std::shared_ptr<const CachedConv> build(const ConvGeometry& g, ConvPass pass, bool bias,
                                         ConvWinograd mode) {
   if (mode == ConvWinograd::Off || !winograd_eligible(g)) return build_direct(g, pass, bias);
+  if (mode == ConvWinograd::Auto && g.oh * g.ow < kWinogradMinPixels) {
+    return build_direct(g, pass, bias);
+  }
   std::shared_ptr<const CachedConv> wino = try_build(g, pass, bias, Layout::Blocked, true);
-  if (mode == ConvWinograd::Force && wino) return wino;
+  if (mode != ConvWinograd::Timed && wino) return wino;
   std::shared_ptr<const CachedConv> direct = build_direct(g, pass, bias);
   if (!wino) return direct;
   if (!direct) return wino;
-  // Auto: both exist; keep the one that ran faster on this geometry.
+  // Timed: both exist; keep the one that ran faster on this geometry.
   return time_primitive(*wino, g) < time_primitive(*direct, g) ? wino : direct;
 }
 
@@ -487,42 +468,7 @@ double time_primitive(const CachedConv& c, const ConvGeometry& g) {
   return best;
 }
 
-std::atomic<int> g_winograd{-1};  // a ConvWinograd, or -1 before the env is read
-
 }  // namespace
-
-ConvWinograd conv_winograd_from_env() {
-  const char* v = std::getenv("LOCKSTEP_CONV_WINOGRAD");
-  if (v == nullptr || *v == '\0') return kDefaultWinograd;
-  const std::string s = v;
-  if (s == "0" || s == "off") return ConvWinograd::Off;
-  if (s == "1" || s == "auto") return ConvWinograd::Auto;
-  if (s == "force") return ConvWinograd::Force;
-  throw Error(lockstep::detail::str("LOCKSTEP_CONV_WINOGRAD is '", s,
-                                    "'; expected 0 / off, 1 / auto or force (Note [Winograd "
-                                    "convolutions] in core/native/conv_onednn.cpp)"));
-}
-
-void set_conv_winograd(ConvWinograd mode) { g_winograd.store(static_cast<int>(mode)); }
-
-ConvWinograd conv_winograd() {
-  int v = g_winograd.load();
-  if (v < 0) {
-    int expected = -1;
-    g_winograd.compare_exchange_strong(expected, static_cast<int>(conv_winograd_from_env()));
-    v = g_winograd.load();
-  }
-  return static_cast<ConvWinograd>(v);
-}
-
-const char* conv_winograd_name(ConvWinograd mode) {
-  switch (mode) {
-    case ConvWinograd::Off: return "off";
-    case ConvWinograd::Auto: return "auto";
-    case ConvWinograd::Force: return "force";
-  }
-  return "unknown";
-}
 
 bool conv2d_forward_onednn(const ConvGeometry& g, const float* x, const float* w,
                            const float* bias, float* y) {

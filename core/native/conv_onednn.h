@@ -46,15 +46,18 @@ ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, 
                                         const float* w, float* gx, float* gw, float* gb);
 
 // Whether eligible 3x3 convolutions may use oneDNN's Winograd algorithm
-// (Note [Winograd convolutions] in conv_onednn.cpp):
+// (Note [Winograd convolutions] in conv_winograd.cpp):
 //   Off    always the direct algorithm
-//   Auto   per geometry and pass, whichever of Winograd and direct ran faster
-//          when the primitive was built (timed once, at first use)
+//   Auto   Winograd where the measured rule says it is faster (images of at
+//          least 14x14); deterministic, so every process chooses alike
+//   Timed  per geometry and pass, whichever of Winograd and direct ran faster
+//          when the primitive was built (timed once, at first use); may choose
+//          differently in another process, so runs are not bit-reproducible
 //   Force  Winograd wherever oneDNN implements it (tests and benchmarks)
-// The default comes from env LOCKSTEP_CONV_WINOGRAD (0 / off, 1 / auto, force),
-// read once; set_conv_winograd overrides it process-wide. The mode is part of
-// the primitive cache key, so switching never reuses the other mode's choice.
-enum class ConvWinograd { Off, Auto, Force };
+// The default (Auto) comes from env LOCKSTEP_CONV_WINOGRAD (0 / off,
+// 1 / auto, timed, force), read once; set_conv_winograd overrides it
+// process-wide. The mode is part of the primitive cache key.
+enum class ConvWinograd { Off, Auto, Timed, Force };
 void set_conv_winograd(ConvWinograd mode);
 ConvWinograd conv_winograd();
 const char* conv_winograd_name(ConvWinograd mode);
