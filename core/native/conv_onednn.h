@@ -8,7 +8,7 @@
 // float64 always runs the reference. The oneDNN path takes and returns plain
 // NCHW buffers; inside, each pass (forward, backward-data, backward-weights)
 // picks the layouts its primitive works in (see Note [oneDNN convolution
-// layouts] in conv_onednn.cpp) and reorders at the edges. Primitives are built
+// layouts] in conv_onednn_layout.h) and reorders at the edges. Primitives are built
 // once per geometry and kept in a process-wide cache, so steady-state training
 // builds none. Where oneDNN has only its slow reference implementation for a
 // pass (or the layout plan leaves the pass to the reference), the functions
