@@ -36,6 +36,7 @@
 #include <string>
 #include <tuple>
 
+#include "core/native/conv_columns.h"
 #include "core/native/conv_geometry.h"
 #include "core/native/conv_onednn.h"
 #include "core/native/cuda_dispatch.h"
@@ -132,57 +133,8 @@ ConvGeometry make_conv_geometry(const Tensor& input, const Tensor& weight, const
 
 namespace {
 
-// cols (K, P) from one group's channels x (C_in_g, H, W);
-// see Note [Convolution as a matrix product].
-template <class T>
-void im2col(const T* x, const ConvGeometry& g, T* cols) {
-  const int64_t p = g.p();
-  for (int64_t c = 0; c < g.c_in_g(); ++c) {
-    const T* plane = x + c * g.h * g.w;
-    for (int64_t ki = 0; ki < g.kh; ++ki) {
-      for (int64_t kj = 0; kj < g.kw; ++kj) {
-        T* row = cols + ((c * g.kh + ki) * g.kw + kj) * p;
-        for (int64_t oy = 0; oy < g.oh; ++oy) {
-          T* out = row + oy * g.ow;
-          const int64_t iy = oy * g.stride_h - g.pad_h + ki * g.dil_h;
-          if (iy < 0 || iy >= g.h) {
-            std::fill(out, out + g.ow, T(0));
-            continue;
-          }
-          const T* src = plane + iy * g.w;
-          for (int64_t ox = 0; ox < g.ow; ++ox) {
-            const int64_t ix = ox * g.stride_w - g.pad_w + kj * g.dil_w;
-            out[ox] = (ix >= 0 && ix < g.w) ? src[ix] : T(0);
-          }
-        }
-      }
-    }
-  }
-}
-
-// x (C_in_g, H, W) += the columns of cols (K, P) put back where im2col took them from.
-template <class T>
-void col2im(const T* cols, const ConvGeometry& g, T* x) {
-  const int64_t p = g.p();
-  for (int64_t c = 0; c < g.c_in_g(); ++c) {
-    T* plane = x + c * g.h * g.w;
-    for (int64_t ki = 0; ki < g.kh; ++ki) {
-      for (int64_t kj = 0; kj < g.kw; ++kj) {
-        const T* row = cols + ((c * g.kh + ki) * g.kw + kj) * p;
-        for (int64_t oy = 0; oy < g.oh; ++oy) {
-          const int64_t iy = oy * g.stride_h - g.pad_h + ki * g.dil_h;
-          if (iy < 0 || iy >= g.h) continue;
-          const T* in = row + oy * g.ow;
-          T* dst = plane + iy * g.w;
-          for (int64_t ox = 0; ox < g.ow; ++ox) {
-            const int64_t ix = ox * g.stride_w - g.pad_w + kj * g.dil_w;
-            if (ix >= 0 && ix < g.w) dst[ix] += in[ox];
-          }
-        }
-      }
-    }
-  }
-}
+using conv_columns::col2im;
+using conv_columns::im2col;
 
 // An uninitialised scratch buffer for one thread's cols (none on the 1x1 fast path).
 template <class T>
@@ -201,7 +153,7 @@ void conv_image(const T* x_n, const T* w, const T* bias, const ConvGeometry& g, 
     const T* x_g = x_n + grp * g.c_in_g() * g.h * g.w;  // (C_in_g, H, W)
     const T* cols_g = x_g;                              // 1x1 fast path: cols == x_g
     if (!g.is_pointwise()) {
-      im2col(x_g, g, cols);
+      im2col(x_g, g, cols, p);
       cols_g = cols;
     }
     gemm<T>(false, false, c_out_g, p, k, T(1), w + grp * c_out_g * k, k, cols_g, p,
@@ -222,7 +174,7 @@ void conv_image_backward(const T* gy_n, const T* x_n, const T* w, const ConvGeom
     if (grad_w != nullptr) {
       const T* cols_g = x_n + grp * group_in;
       if (!g.is_pointwise()) {
-        im2col(cols_g, g, cols);
+        im2col(cols_g, g, cols, p);
         cols_g = cols;
       }
       gemm<T>(false, true, c_out_g, k, p, T(1), gy_g, p, cols_g, p, T(1),
@@ -235,7 +187,7 @@ void conv_image_backward(const T* gy_n, const T* x_n, const T* w, const ConvGeom
         gemm<T>(true, false, k, p, c_out_g, T(1), w_g, k, gy_g, p, T(0), gx_g, p);
       } else {
         gemm<T>(true, false, k, p, c_out_g, T(1), w_g, k, gy_g, p, T(0), cols, p);  // W_g^T . G
-        col2im(cols, g, gx_g);
+        col2im(cols, g, gx_g, p);
       }
     }
   }

@@ -5,12 +5,17 @@
 #include "core/native/conv_1x1_gemm.h"
 
 #include <algorithm>
+#include <string>
 
+#include "core/native/conv_columns.h"
 #include "core/native/gemm.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
+#include "core/profiler.h"
 
 namespace lockstep::native {
+
+using conv_columns::transpose_batch;
 
 namespace {
 
@@ -76,19 +81,6 @@ void scatter_strided(const ConvGeometry& g, const float* gxs, float* gx, bool ch
   });
 }
 
-// (N, C, P) <-> (C, N, P) for an output-sized tensor (y, gy); to_channel_major says which way.
-void transpose_batch(const float* src, float* dst, int64_t batch, int64_t channels, int64_t p,
-                     bool to_channel_major) {
-  parallel_for(0, batch * channels, 16, [&](int64_t lo, int64_t hi) {
-    for (int64_t nc = lo; nc < hi; ++nc) {
-      const int64_t n = nc / channels, c = nc % channels;
-      const int64_t cm = run_offset(n, c, batch, channels, p, true);  // (C, N, P) offset
-      const float* from = src + (to_channel_major ? nc * p : cm);
-      std::copy(from, from + p, dst + (to_channel_major ? cm : nc * p));
-    }
-  });
-}
-
 // y_n (C_out, P) = w (C_out, C_in) . xs_n (C_in, P), xs the (subsampled) image.
 void one_by_one_forward(const ConvGeometry& g, const float* xs, const float* w, float* y) {
   const int64_t p = g.p();
@@ -123,11 +115,20 @@ Tensor subsampled(const ConvGeometry& g, int64_t channels) {
   return empty({g.n, channels, g.oh, g.ow}, kFloat32);
 }
 
+// The profiler's name for one pass run here (Note [Convolution profile labels]),
+// built only while something records.
+std::string label(const ConvGeometry& g, ConvPass pass) {
+  if (!profiler::is_recording()) return {};
+  return conv_profile_label(g, pass, folded(g) ? "gemm-folded" : "gemm");
+}
+
 }  // namespace
 
 bool conv1x1_gemm_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
                           float* y) {
   if (!one_by_one(g) || !all_passes_here(g) || bias != nullptr) return false;
+  const std::string name = label(g, ConvPass::Forward);
+  profiler::Scope scope(name);
   Tensor xs = subsampled(g, g.c_in);  // (N, C_in, oH, oW), or (C_in, N, oH, oW) folded
   gather_strided(g, x, xs.data_ptr<float>(), folded(g));
   if (!folded(g)) {
@@ -150,8 +151,13 @@ ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, c
   if (folded(g) && (gx != nullptr || weight_here)) {
     const int64_t np = g.n * g.p();
     Tensor gyc = subsampled(g, g.c_out);  // (C_out, N, oH, oW)
-    transpose_batch(gy, gyc.data_ptr<float>(), g.n, g.c_out, g.p(), /*to_channel_major=*/true);
+    {
+      profiler::Scope scope("conv2d.reorder");  // shared by both passes
+      transpose_batch(gy, gyc.data_ptr<float>(), g.n, g.c_out, g.p(), /*to_channel_major=*/true);
+    }
     if (gx != nullptr) {
+      const std::string name = label(g, ConvPass::BackwardData);
+      profiler::Scope scope(name);
       Tensor gxc = subsampled(g, g.c_in);  // (C_in, N, oH, oW)
       gemm<float>(true, false, g.c_in, np, g.c_out, 1.0f, w, g.c_in, gyc.data_ptr<float>(), np,
                   0.0f, gxc.data_ptr<float>(), np);
@@ -159,6 +165,8 @@ ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, c
       done.input = true;
     }
     if (weight_here) {
+      const std::string name = label(g, ConvPass::BackwardWeights);
+      profiler::Scope scope(name);
       Tensor xc = subsampled(g, g.c_in);  // (C_in, N, oH, oW)
       gather_strided(g, x, xc.data_ptr<float>(), /*channel_major=*/true);
       gemm<float>(false, true, g.c_out, g.c_in, np, 1.0f, gyc.data_ptr<float>(), np,
@@ -168,6 +176,8 @@ ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, c
     return done;
   }
   if (gx != nullptr) {
+    const std::string name = label(g, ConvPass::BackwardData);
+    profiler::Scope scope(name);
     if (strided(g)) {
       Tensor gxs = subsampled(g, g.c_in);  // (N, C_in, oH, oW)
       one_by_one_backward_data(g, gy, w, gxs.data_ptr<float>());
@@ -178,6 +188,8 @@ ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, c
     done.input = true;
   }
   if (weight_here) {
+    const std::string name = label(g, ConvPass::BackwardWeights);
+    profiler::Scope scope(name);
     Tensor xs = subsampled(g, g.c_in);
     gather_strided(g, x, xs.data_ptr<float>(), /*channel_major=*/false);
     one_by_one_backward_weights(g, gy, xs.data_ptr<float>(), gw);

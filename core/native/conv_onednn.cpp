@@ -41,9 +41,11 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/native/conv_1x1_gemm.h"
+#include "core/native/conv_folded_gemm.h"
 #include "core/native/conv_onednn_layout.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
+#include "core/profiler.h"
 
 namespace lockstep::native {
 
@@ -91,6 +93,7 @@ struct CachedConv {
   memory::desc scratchpad;
   std::vector<Slot> slots;  // in the order the run_* functions pass pointers
   std::string impl;         // "jit:avx512_core (blocked)"
+  std::string label;        // the profiler's name for a run: conv_profile_label()
 };
 
 Slot make_slot(int arg, bool output, const memory::desc& plain, const memory::desc& inner) {
@@ -213,6 +216,7 @@ std::shared_ptr<CachedConv> try_build(const ConvGeometry& g, ConvPass pass, bool
   if (c->impl.rfind("ref", 0) == 0) return nullptr;  // slower than our im2col path
   // oneDNN names its Winograd kernels "jit_wino_...", e.g. "jit_wino_4x3:avx512_core (blocked)".
   c->impl += " (" + std::string(layout_name(layout)) + ")";
+  c->label = conv_profile_label(g, pass, c->impl.substr(0, c->impl.find(':')));
   return c;
 }
 
@@ -320,10 +324,23 @@ void guarded(const std::string& what, const ConvGeometry& g, const char* op, F&&
   }
 }
 
+const char* reorder_label(int arg) {
+  switch (arg) {
+    case DNNL_ARG_SRC: return "conv2d.reorder src";
+    case DNNL_ARG_WEIGHTS: return "conv2d.reorder weights";
+    case DNNL_ARG_DST: return "conv2d.reorder dst";
+    case DNNL_ARG_DIFF_DST: return "conv2d.reorder diff_dst";
+    case DNNL_ARG_DIFF_SRC: return "conv2d.reorder diff_src";
+    case DNNL_ARG_DIFF_WEIGHTS: return "conv2d.reorder diff_weights";
+    default: return "conv2d.reorder";
+  }
+}
+
 // Reorders `from` into `to` with a slot's reorder; its scratchpad comes from `scratch`.
 template <class Scratch>
 void convert(const Slot& slot, const memory& from, const memory& to, dnnl::stream& stream,
              Scratch&& scratch) {
+  profiler::Scope scope(reorder_label(slot.arg));
   std::unordered_map<int, memory> args{{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
   if (slot.convert_scratchpad.get_size() > 0) {
     args.emplace(DNNL_ARG_SCRATCHPAD, memory(slot.convert_scratchpad, cpu_engine(),
@@ -339,6 +356,7 @@ void run(const CachedConv& c, const std::vector<Arg>& buffers, const ConvGeometr
   dnnl::stream& stream = thread_stream();
   ScratchArena arena;
   auto scratch = [&](const memory::desc& md) { return arena.get(md.get_size()); };
+  profiler::Scope scope(c.label);  // Note [Convolution profile labels]
   guarded(c.impl, g, op, [&] {
     std::unordered_map<int, memory> args;
     std::vector<std::pair<memory, memory>> outputs;  // (primitive's, ours) to reorder back
@@ -413,7 +431,11 @@ ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, 
                                         const float* w, float* gx, float* gw, float* gb) {
   const char* op = "conv2d_backward";
   // Note [1x1 convolutions as GEMMs]: the passes done there are skipped here.
-  const ConvBackwardDone by_gemm = conv1x1_gemm_backward(g, gy, x, w, gx, gw, gb);
+  // Note [Convolutions as batch-folded GEMMs]: likewise for backward-weights.
+  ConvBackwardDone by_gemm = conv1x1_gemm_backward(g, gy, x, w, gx, gw, gb);
+  if (gw != nullptr && !by_gemm.weight) {
+    by_gemm.weight = conv_folded_gemm_backward_weights(g, gy, x, gw, gb);
+  }
   const bool data_by_gemm = by_gemm.input, weights_by_gemm = by_gemm.weight;
   const auto data =
       gx != nullptr && !data_by_gemm ? lookup(g, ConvPass::BackwardData, false) : nullptr;
@@ -444,6 +466,14 @@ ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, 
     run(*weights, buffers, g, op);
   }
   return {data != nullptr || data_by_gemm, weights != nullptr || weights_by_gemm};
+}
+
+std::string conv_profile_label(const ConvGeometry& g, ConvPass pass, std::string_view impl) {
+  const char* pass_name = pass == ConvPass::Forward        ? "fwd"
+                          : pass == ConvPass::BackwardData ? "bwd-d"
+                                                           : "bwd-w";
+  return lockstep::detail::str("conv ", pass_name, " ", g.kh, "x", g.kw, "s", g.stride_h, " ",
+                               g.c_in, "->", g.c_out, " @", g.oh, "x", g.ow, " b", g.n, " ", impl);
 }
 
 ConvOnednnCacheStats conv_onednn_cache_stats() {

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/native/conv_geometry.h"
 
@@ -79,5 +80,17 @@ ConvOnednnCacheStats conv_onednn_cache_stats();
 // conv2d_forward_onednn / conv2d_backward_onednn run as GEMMs still reports its
 // cached primitive: Note [1x1 convolutions as GEMMs] in conv_1x1_gemm.h.)
 std::string conv_onednn_impl(const ConvGeometry& g, ConvPass pass, bool bias);
+
+// Note [Convolution profile labels]
+// While the profiler or the timeline records (core/profiler.h), every oneDNN
+// primitive run and every 1x1 GEMM pass opens a Scope named by its pass,
+// geometry and implementation, e.g.
+//   "conv fwd 3x3s1 64->64 @56x56 b8 jit_wino_4x3"
+//   "conv bwd-w 1x1s2 1024->2048 @7x7 b8 gemm-folded"
+// so LOCKSTEP_PROFILE=1 splits the "conv2d" / "Conv2dBackward" rows into one
+// row per layer shape and pass; the reorders between our NCHW and oneDNN's
+// blocked layouts get their own row, "conv2d.reorder". `impl` is the
+// implementation's short name.
+std::string conv_profile_label(const ConvGeometry& g, ConvPass pass, std::string_view impl);
 
 }  // namespace lockstep::native
