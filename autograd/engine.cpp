@@ -98,6 +98,25 @@ void accumulate_input(GraphTask& task, Node* node, uint32_t input_nr, Tensor gra
   }
 }
 
+// The gradients waiting where `node`'s edges lead that `node` may add into
+// (Node::sums_into_pending, Note [Gradients summed in place]), taken out of
+// their buffers; empty when there are none.
+variable_list take_pending(GraphTask& task, const Node& node) {
+  variable_list pending;
+  const auto& edges = node.next_edges();
+  for (size_t i = 0; i < edges.size(); ++i) {
+    if (!edges[i].is_valid() || !node.sums_into_pending(i)) continue;
+    auto it = task.input_buffers.find(edges[i].function.get());
+    if (it == task.input_buffers.end() || edges[i].input_nr >= it->second.size()) continue;
+    Tensor& slot = it->second[edges[i].input_nr];
+    if (!is_sole_owner(slot)) continue;
+    pending.resize(edges.size());
+    pending[i] = std::move(slot);
+    slot = Tensor();
+  }
+  return pending;
+}
+
 // Counts, for every node reachable from the roots, the edges that point at it.
 void compute_dependencies(GraphTask& task, const std::vector<Edge>& roots) {
   std::vector<Node*> stack;
@@ -188,7 +207,9 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       // name() builds a string: only while profiling or tracing (Note [Profiler cost when disabled]).
       const std::string prof_name = profiler::is_recording() ? node->name() : std::string();
       profiler::Scope node_prof(prof_name);
-      outputs = node->apply(std::move(inputs));
+      variable_list pending = take_pending(task, *node);
+      outputs = pending.empty() ? node->apply(std::move(inputs))
+                                : node->apply_summing(std::move(inputs), std::move(pending));
     }
     if (!retain_graph) node->release_variables();
     const auto& edges = node->next_edges();

@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 
 #include "autograd/accumulate_grad.h"
+#include "core/native/native.h"
 
 namespace lockstep::autograd {
 
@@ -11,6 +12,16 @@ thread_local uint64_t next_sequence_nr = 0;
 }
 
 Node::Node() : sequence_nr_(next_sequence_nr++) {}
+
+variable_list Node::apply_summing(variable_list&& grad_outputs, variable_list&& pending) {
+  variable_list grads = apply(std::move(grad_outputs));
+  for (size_t i = 0; i < pending.size() && i < grads.size(); ++i) {
+    if (!pending[i].defined()) continue;
+    if (grads[i].defined()) native::binary_(native::BinaryOp::Add, pending[i], grads[i]);
+    grads[i] = std::move(pending[i]);
+  }
+  return grads;
+}
 
 Edge gradient_edge(const Tensor& t) {
   if (!t.defined()) return {};

@@ -65,6 +65,18 @@ class Node : public std::enable_shared_from_this<Node> {
   // Frees saved tensors after a backward without retain_graph.
   virtual void release_variables() {}
 
+  // Note [Gradients summed in place] (autograd/engine.cpp): a node may add the
+  // gradient for its i-th input into the one already waiting where edge i leads,
+  // instead of returning a new tensor for the engine to add. Nodes that can do
+  // that cheaper than a separate sum answer true for that i, and the engine then
+  // calls apply_summing with pending[i] set to the waiting gradient when nobody
+  // else can see it (undefined otherwise, and for every other i).
+  virtual bool sums_into_pending(size_t /*input*/) const { return false; }
+  // Like apply(), but gradient i of the result is pending[i] + this node's own,
+  // where pending[i] is defined (written into pending[i] or not, as the node
+  // likes). The default runs apply() and adds.
+  virtual variable_list apply_summing(variable_list&& grad_outputs, variable_list&& pending);
+
   const std::vector<Edge>& next_edges() const { return next_edges_; }
   void set_next_edges(std::vector<Edge> edges) { next_edges_ = std::move(edges); }
   uint64_t sequence_nr() const { return sequence_nr_; }

@@ -30,6 +30,22 @@ struct Conv2dBackward final : BackwardNode {
     return {grad_input, grad_weight, grad_bias};
   }
 
+  // Note [Convolution gradients summed in place] (core/native/conv_onednn.h).
+  bool sums_into_pending(size_t input) const override { return input == 0; }
+
+  variable_list apply_summing(variable_list&& grads, variable_list&& pending) override {
+    const Tensor x = input.unpack(name());
+    const Tensor& sum = pending[0];
+    if (!sum.defined() || !sum.device().is_cpu() || sum.sizes() != x.sizes() ||
+        sum.dtype() != x.dtype() || !should_compute_output(0)) {
+      return BackwardNode::apply_summing(std::move(grads), std::move(pending));
+    }
+    auto [grad_input, grad_weight, grad_bias] = native::conv2d_backward_summing(
+        sum, grads[0], x, weight.unpack(name()), stride, padding, dilation, groups,
+        should_compute_output(1), should_compute_output(2));
+    return {grad_input, grad_weight, grad_bias};
+  }
+
   void release_variables() override {
     input.reset();
     weight.reset();

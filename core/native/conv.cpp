@@ -215,9 +215,10 @@ Tensor reference_bias_grad(const Tensor& gy, const ConvGeometry& g) {
 }
 
 // (grad_input, grad_weight) by im2col + GEMM; each is undefined unless asked for.
+// grad_input is added into input_sum when that is defined (col2im adds anyway).
 std::pair<Tensor, Tensor> reference_backward(const Tensor& gy, const Tensor& x, const Tensor& w,
                                              const ConvGeometry& g, bool need_input,
-                                             bool need_weight) {
+                                             bool need_weight, const Tensor& input_sum) {
   Tensor grad_input, grad_weight;
   if (!need_input && !need_weight) return {grad_input, grad_weight};
   dispatch_floating(x.dtype(), "conv2d_backward", [&]<class T>() {
@@ -226,7 +227,9 @@ std::pair<Tensor, Tensor> reference_backward(const Tensor& gy, const Tensor& x, 
     const int64_t w_numel = w.numel();
     Tensor partial =
         need_weight ? zeros({chunks, w_numel}, x.dtype()) : Tensor();  // (chunks, C_out*K)
-    if (need_input) grad_input = zeros(x.sizes(), x.dtype());          // col2im adds into it
+    if (need_input) {  // col2im adds into it
+      grad_input = input_sum.defined() ? input_sum : zeros(x.sizes(), x.dtype());
+    }
     const T* gyp = gy.data_ptr<T>();
     const T* xp = x.data_ptr<T>();
     const T* wp = w.data_ptr<T>();
@@ -289,14 +292,15 @@ Tensor conv2d_forward(const Tensor& input, const Tensor& weight, const Tensor& b
   return out;
 }
 
-std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input,
-                                                   const Tensor& weight, const IntList& stride,
-                                                   const IntList& padding, const IntList& dilation,
-                                                   int64_t groups, bool need_input,
-                                                   bool need_weight, bool need_bias) {
-  LS_DISPATCH_CUDA(input, conv2d_backward(grad_output, input, weight, stride, padding, dilation,
-                                          groups, need_input, need_weight, need_bias));
-  const char* op = "conv2d_backward";
+namespace {
+
+// conv2d_backward, with grad_input added into input_sum when that is defined.
+std::tuple<Tensor, Tensor, Tensor> backward(const Tensor& grad_output, const Tensor& input,
+                                            const Tensor& weight, const IntList& stride,
+                                            const IntList& padding, const IntList& dilation,
+                                            int64_t groups, bool need_input, bool need_weight,
+                                            bool need_bias, const Tensor& input_sum,
+                                            const char* op) {
   const ConvGeometry g =
       make_conv_geometry(input, weight, Tensor(), stride, padding, dilation, groups, op);
   lockstep::detail::check_defined(grad_output, op);
@@ -305,26 +309,59 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, co
            ": grad_output has shape ", grad_output.shape_str(), " and dtype ", grad_output.dtype(),
            " but the output has shape ", shape_str(out_sizes), " and dtype ", input.dtype());
   const Tensor gy = contiguous(grad_output), x = contiguous(input), w = contiguous(weight);
+  const bool summing = input_sum.defined();
   Tensor grad_input, grad_weight, grad_bias;
   if (use_onednn(x, g) && (need_input || need_weight)) {
     // Each pass falls back to the reference on its own when oneDNN declines it.
-    if (need_input) grad_input = empty(x.sizes(), kFloat32);            // (N, C_in, H, W)
+    if (need_input) grad_input = summing ? input_sum : empty(x.sizes(), kFloat32);  // (N, C_in, H, W)
     if (need_weight) grad_weight = empty(w.sizes(), kFloat32);          // (C_out, C_in_g, kH, kW)
     if (need_weight && need_bias) grad_bias = empty({g.c_out}, kFloat32);  // (C_out)
     const ConvBackwardDone done = conv2d_backward_onednn(
         g, gy.data_ptr<float>(), x.data_ptr<float>(), w.data_ptr<float>(),
         need_input ? grad_input.data_ptr<float>() : nullptr,
         need_weight ? grad_weight.data_ptr<float>() : nullptr,
-        grad_bias.defined() ? grad_bias.data_ptr<float>() : nullptr);
+        grad_bias.defined() ? grad_bias.data_ptr<float>() : nullptr, summing);
     if (!done.input) grad_input = Tensor();
     if (!done.weight) grad_weight = grad_bias = Tensor();
   }
   if (need_bias && !grad_bias.defined()) grad_bias = reference_bias_grad(gy, g);
-  auto [ref_input, ref_weight] = reference_backward(
-      gy, x, w, g, need_input && !grad_input.defined(), need_weight && !grad_weight.defined());
+  auto [ref_input, ref_weight] =
+      reference_backward(gy, x, w, g, need_input && !grad_input.defined(),
+                         need_weight && !grad_weight.defined(), input_sum);
   if (ref_input.defined()) grad_input = ref_input;
   if (ref_weight.defined()) grad_weight = ref_weight;
   return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input,
+                                                   const Tensor& weight, const IntList& stride,
+                                                   const IntList& padding, const IntList& dilation,
+                                                   int64_t groups, bool need_input,
+                                                   bool need_weight, bool need_bias) {
+  LS_DISPATCH_CUDA(input, conv2d_backward(grad_output, input, weight, stride, padding, dilation,
+                                          groups, need_input, need_weight, need_bias));
+  return backward(grad_output, input, weight, stride, padding, dilation, groups, need_input,
+                  need_weight, need_bias, Tensor(), "conv2d_backward");
+}
+
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward_summing(
+    const Tensor& grad_input_sum, const Tensor& grad_output, const Tensor& input,
+    const Tensor& weight, const IntList& stride, const IntList& padding, const IntList& dilation,
+    int64_t groups, bool need_weight, bool need_bias) {
+  const char* op = "conv2d_backward_summing";
+  lockstep::detail::check_defined(grad_input_sum, op);
+  lockstep::detail::check_defined(input, op);
+  LS_CHECK(grad_input_sum.device().is_cpu() && input.device().is_cpu(), op,
+           ": CPU tensors only; on a GPU use conv2d_backward and add the result");
+  LS_CHECK(grad_input_sum.sizes() == input.sizes() && grad_input_sum.dtype() == input.dtype() &&
+               grad_input_sum.is_contiguous() && grad_input_sum.storage_offset() == 0,
+           op, ": grad_input_sum must be a contiguous ", input.dtype(), " tensor of the input's shape ",
+           input.shape_str(), " but has shape ", grad_input_sum.shape_str(), " and dtype ",
+           grad_input_sum.dtype());
+  return backward(grad_output, input, weight, stride, padding, dilation, groups,
+                  /*need_input=*/true, need_weight, need_bias, grad_input_sum, op);
 }
 
 }  // namespace lockstep::native

@@ -61,21 +61,27 @@ void gather_strided(const ConvGeometry& g, const float* x, float* xs, bool chann
   });
 }
 
-// The adjoint of gather_strided: gx = 0, then gx[n, c, i * sh, j * sw] = gxs[n, c, i, j].
-void scatter_strided(const ConvGeometry& g, const float* gxs, float* gx, bool channel_major) {
+// The adjoint of gather_strided: gx = 0, then gx[n, c, i * sh, j * sw] = gxs[n, c, i, j];
+// with `sum`, gx keeps its values and gxs is added at those positions instead.
+void scatter_strided(const ConvGeometry& g, const float* gxs, float* gx, bool channel_major,
+                     bool sum) {
   parallel_for(0, g.n * g.c_in, 16, [&](int64_t lo, int64_t hi) {
     for (int64_t nc = lo; nc < hi; ++nc) {
       const int64_t n = nc / g.c_in, c = nc % g.c_in;
       float* dst = gx + nc * g.h * g.w;
       const float* src = gxs + run_offset(n, c, g.n, g.c_in, g.p(), channel_major);
       if (!strided(g)) {
-        std::copy(src, src + g.p(), dst);
+        if (sum) {
+          for (int64_t i = 0; i < g.p(); ++i) dst[i] += src[i];
+        } else {
+          std::copy(src, src + g.p(), dst);
+        }
         continue;
       }
-      std::fill(dst, dst + g.h * g.w, 0.0f);
+      if (!sum) std::fill(dst, dst + g.h * g.w, 0.0f);
       for (int64_t i = 0; i < g.oh; ++i) {
         float* row = dst + i * g.stride_h * g.w;
-        for (int64_t j = 0; j < g.ow; ++j) row[j * g.stride_w] = src[i * g.ow + j];
+        for (int64_t j = 0; j < g.ow; ++j) row[j * g.stride_w] += src[i * g.ow + j];
       }
     }
   });
@@ -90,12 +96,13 @@ void one_by_one_forward(const ConvGeometry& g, const float* xs, const float* w, 
   }
 }
 
-// gxs_n (C_in, P) = w^T (C_in, C_out) . gy_n (C_out, P).
-void one_by_one_backward_data(const ConvGeometry& g, const float* gy, const float* w, float* gxs) {
+// gxs_n (C_in, P) = w^T (C_in, C_out) . gy_n (C_out, P), or += with `sum`.
+void one_by_one_backward_data(const ConvGeometry& g, const float* gy, const float* w, float* gxs,
+                              bool sum) {
   const int64_t p = g.p();
   for (int64_t n = 0; n < g.n; ++n) {
-    gemm<float>(true, false, g.c_in, p, g.c_out, 1.0f, w, g.c_in, gy + n * g.c_out * p, p, 0.0f,
-                gxs + n * g.c_in * p, p);
+    gemm<float>(true, false, g.c_in, p, g.c_out, 1.0f, w, g.c_in, gy + n * g.c_out * p, p,
+                sum ? 1.0f : 0.0f, gxs + n * g.c_in * p, p);
   }
 }
 
@@ -144,7 +151,8 @@ bool conv1x1_gemm_forward(const ConvGeometry& g, const float* x, const float* w,
 }
 
 ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, const float* x,
-                                       const float* w, float* gx, float* gw, const float* gb) {
+                                       const float* w, float* gx, float* gw, const float* gb,
+                                       bool sum_gx) {
   ConvBackwardDone done;
   if (!one_by_one(g)) return done;  // every strided 1x1 has all_passes_here
   const bool weight_here = gw != nullptr && all_passes_here(g) && gb == nullptr;
@@ -161,7 +169,7 @@ ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, c
       Tensor gxc = subsampled(g, g.c_in);  // (C_in, N, oH, oW)
       gemm<float>(true, false, g.c_in, np, g.c_out, 1.0f, w, g.c_in, gyc.data_ptr<float>(), np,
                   0.0f, gxc.data_ptr<float>(), np);
-      scatter_strided(g, gxc.data_ptr<float>(), gx, /*channel_major=*/true);
+      scatter_strided(g, gxc.data_ptr<float>(), gx, /*channel_major=*/true, sum_gx);
       done.input = true;
     }
     if (weight_here) {
@@ -180,10 +188,10 @@ ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, c
     profiler::Scope scope(name);
     if (strided(g)) {
       Tensor gxs = subsampled(g, g.c_in);  // (N, C_in, oH, oW)
-      one_by_one_backward_data(g, gy, w, gxs.data_ptr<float>());
-      scatter_strided(g, gxs.data_ptr<float>(), gx, /*channel_major=*/false);
+      one_by_one_backward_data(g, gy, w, gxs.data_ptr<float>(), /*sum=*/false);
+      scatter_strided(g, gxs.data_ptr<float>(), gx, /*channel_major=*/false, sum_gx);
     } else {
-      one_by_one_backward_data(g, gy, w, gx);
+      one_by_one_backward_data(g, gy, w, gx, sum_gx);  // the GEMM adds into gx itself
     }
     done.input = true;
   }

@@ -49,8 +49,11 @@ bool conv1x1_gemm_forward(const ConvGeometry& g, const float* x, const float* w,
 
 // The backward passes done here (gx, gw, gb null when not wanted): input for every
 // 1x1 geometry, weight without bias for the ones whose forward is done here. The
-// others are left to the caller.
+// others are left to the caller. With sum_gx the input gradient is added into gx
+// (the GEMM's beta = 1 at stride 1: Note [Convolution gradients summed in place]
+// in conv_onednn.h) instead of overwriting it.
 ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, const float* x,
-                                       const float* w, float* gx, float* gw, const float* gb);
+                                       const float* w, float* gx, float* gw, const float* gb,
+                                       bool sum_gx);
 
 }  // namespace lockstep::native

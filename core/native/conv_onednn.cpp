@@ -428,11 +428,12 @@ bool conv2d_forward_onednn(const ConvGeometry& g, const float* x, const float* w
 }
 
 ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, const float* x,
-                                        const float* w, float* gx, float* gw, float* gb) {
+                                        const float* w, float* gx, float* gw, float* gb,
+                                        bool sum_gx) {
   const char* op = "conv2d_backward";
   // Note [1x1 convolutions as GEMMs]: the passes done there are skipped here.
   // Note [Convolutions as batch-folded GEMMs]: likewise for backward-weights.
-  ConvBackwardDone by_gemm = conv1x1_gemm_backward(g, gy, x, w, gx, gw, gb);
+  ConvBackwardDone by_gemm = conv1x1_gemm_backward(g, gy, x, w, gx, gw, gb, sum_gx);
   if (gw != nullptr && !by_gemm.weight) {
     by_gemm.weight = conv_folded_gemm_backward_weights(g, gy, x, gw, gb);
   }
@@ -459,7 +460,15 @@ ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, 
     });
     diff_dst = {inner, true};
   }
-  if (data) run(*data, {diff_dst, {w}, {gx}}, g, op);
+  if (data && !sum_gx) run(*data, {diff_dst, {w}, {gx}}, g, op);
+  if (data && sum_gx) {  // Note [Convolution gradients summed in place]: the primitive cannot add
+    Tensor part = empty({g.n * g.c_in * g.h * g.w}, kFloat32);  // (N, C_in, H, W), flat
+    float* pp = part.data_ptr<float>();
+    run(*data, {diff_dst, {w}, {pp}}, g, op);
+    parallel_for(0, part.numel(), 1 << 14, [&](int64_t lo, int64_t hi) {
+      for (int64_t i = lo; i < hi; ++i) gx[i] += pp[i];
+    });
+  }
   if (weights) {
     std::vector<Arg> buffers{diff_dst, {x}, {gw}};
     if (gb != nullptr) buffers.push_back({gb});

@@ -38,13 +38,27 @@ bool conv2d_forward_onednn(const ConvGeometry& g, const float* x, const float* w
                            const float* bias, float* y);
 // The backward passes asked for: gx (N, C_in, H, W) when gx is not null;
 // gw (C_out, C_in / groups, kH, kW) and, when gb is not null, gb (C_out) when gw
-// is not null; each overwritten. Says which passes ran (a pass oneDNN declines
-// writes nothing). Both passes read gy; it is reordered once for the two.
+// is not null; each overwritten, except gx with sum_gx, which gets the input
+// gradient added to what it holds (Note [Convolution gradients summed in place]).
+// Says which passes ran (a pass oneDNN declines writes nothing). Both passes
+// read gy; it is reordered once for the two.
 struct ConvBackwardDone {
   bool input = false, weight = false;
 };
 ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, const float* x,
-                                        const float* w, float* gx, float* gw, float* gb);
+                                        const float* w, float* gx, float* gw, float* gb,
+                                        bool sum_gx = false);
+
+// Note [Convolution gradients summed in place]
+// In a residual network the gradient of a block's input is the sum of the
+// block's first convolution's input gradient and the gradient that came along
+// the shortcut, which the engine already holds (Note [Gradients summed in place]
+// in autograd/engine.cpp). native::conv2d_backward_summing hands that pending
+// gradient to the convolution, which adds into it: the 1x1 stride-1 GEMMs with
+// beta = 1 (one pass over the memory instead of a GEMM write plus a separate
+// read-read-write sum), the other 1x1 paths in their scatter, the reference in
+// col2im; oneDNN's backward-data primitive cannot add, so it writes a scratch
+// buffer that is then added.
 
 // Whether eligible 3x3 convolutions may use oneDNN's Winograd algorithm
 // (Note [Winograd convolutions] in conv_winograd.cpp):

@@ -48,6 +48,15 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, co
                                                    const IntList& padding, const IntList& dilation,
                                                    int64_t groups, bool need_input,
                                                    bool need_weight, bool need_bias);
+// As conv2d_backward with need_input, but the input gradient is added into
+// grad_input_sum (contiguous, the input's shape and dtype, CPU), which is
+// returned as the first result: Note [Convolution gradients summed in place]
+// in core/native/conv_onednn.h. The caller must be the only one to see
+// grad_input_sum.
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward_summing(
+    const Tensor& grad_input_sum, const Tensor& grad_output, const Tensor& input,
+    const Tensor& weight, const IntList& stride, const IntList& padding, const IntList& dilation,
+    int64_t groups, bool need_weight, bool need_bias);
 
 // ---- pooling (pool.cpp) ----
 // (N, C, H, W) -> (output (N, C, H', W'), indices int64 (N, C, H', W')), where

@@ -3,14 +3,23 @@
 // engine adds into whichever of the two tensors nobody else can see, and copies
 // when both are shared. Each case checks the gradient against its formula and
 // that tensors the caller or another edge still holds are left unchanged.
+// Convolutions add their input gradient into the waiting one themselves (Note
+// [Convolution gradients summed in place] in core/native/conv_onednn.h): every
+// backward-data path (1x1 GEMM at stride 1 and 2, batch-folded 1x1, oneDNN's
+// primitive, the float64 reference) against a separately computed sum.
 // Read before: autograd/engine.h.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "autograd/engine.h"
 #include "core/factory.h"
+#include "core/native/nn_kernels.h"
+#include "core/nn_ops.h"
+#include "core/rng.h"
 #include "core/profiler.h"
 #include "core/tensor.h"
 
@@ -53,4 +62,59 @@ TEST_CASE("engine accumulate: the caller's seed gradients are left as they were"
   ls::autograd::backward({y, y}, {seed, seed});
   CHECK(seed.to_vector<float>() == std::vector<float>{1, 10});
   CHECK(a.grad().to_vector<float>() == std::vector<float>{10, 100});
+}
+
+namespace {
+
+bool profiled(const std::string& name) {
+  for (const auto& e : ls::profiler::entries()) {
+    if (e.name == name) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("engine accumulate: a convolution adds its input gradient into the pending one") {
+  struct Case {
+    int64_t c_in, hw, c_out, k, stride, pad;
+    ls::ScalarType dtype;
+  };
+  const std::vector<Case> cases = {
+      {16, 20, 24, 1, 1, 0, ls::kFloat32},  // 1x1 stride 1: the GEMM's beta = 1
+      {16, 21, 24, 1, 2, 0, ls::kFloat32},  // strided 1x1: scatter adds
+      {16, 7, 24, 1, 1, 0, ls::kFloat32},   // 1x1 on 49 pixels: batch-folded GEMM
+      {16, 12, 24, 3, 1, 1, ls::kFloat32},  // oneDNN's primitive, then a scratch add
+      {5, 9, 6, 3, 2, 1, ls::kFloat64},     // the reference: col2im adds
+  };
+  ls::manual_seed(3);
+  for (const Case& c : cases) {
+    CAPTURE(c.k);
+    CAPTURE(c.stride);
+    CAPTURE(c.hw);
+    const ls::TensorOptions opt = ls::TensorOptions().dtype(c.dtype);
+    ls::Tensor x0 = ls::randn({2, c.c_in, c.hw, c.hw}, opt);
+    ls::Tensor w = ls::randn({c.c_out, c.c_in, c.k, c.k}, opt);
+    ls::Tensor x = x0.detach();
+    x.requires_grad_();
+    ls::Tensor u = x * 1.5;  // u's node receives two gradients
+    ls::Tensor conv = ls::conv2d(u, w, {}, {c.stride}, {c.pad}, {1}, 1);
+    ls::Tensor shortcut = u * 2.0;  // created later: its gradient arrives first
+    ls::Tensor gy = ls::randn(conv.sizes(), opt);
+    ls::profiler::reset();
+    ls::profiler::enable();
+    ((conv * gy).sum() + shortcut.sum()).backward();
+    ls::profiler::disable();
+    CHECK_FALSE(profiled("autograd.accumulate"));  // the convolution did the sum
+    auto [gu, gw, gb] = ls::native::conv2d_backward(gy, x0 * 1.5, w, {c.stride}, {c.pad}, {1}, 1,
+                                                    true, false, false);
+    const std::vector<double> want = ((gu + 2.0) * 1.5).to_vector<double>();
+    const std::vector<double> got = x.grad().to_vector<double>();
+    REQUIRE(got.size() == want.size());
+    double err = 0;
+    for (size_t i = 0; i < got.size(); ++i) err = std::max(err, std::abs(got[i] - want[i]));
+    CHECK(err < (c.dtype == ls::kFloat32 ? 1e-4 : 1e-12));
+    CHECK(w.grad().defined() == false);  // w does not require grad
+  }
+  ls::profiler::reset();
 }
