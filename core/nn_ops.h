@@ -40,6 +40,12 @@ Tensor batch_norm(const Tensor& input, const Tensor& weight, const Tensor& bias,
 Tensor batch_norm_relu(const Tensor& input, const Tensor& weight, const Tensor& bias,
                        const Tensor& running_mean, const Tensor& running_var, bool training,
                        double momentum, double eps);
+// relu(batch_norm(input, ...) + residual) as one op, residual of the input's shape
+// and dtype: the end of a residual block, without writing the batch-norm output
+// (Note [Fused BatchNorm + add + ReLU] in autograd/functions/batch_norm.cpp).
+Tensor batch_norm_add_relu(const Tensor& input, const Tensor& residual, const Tensor& weight,
+                           const Tensor& bias, const Tensor& running_mean,
+                           const Tensor& running_var, bool training, double momentum, double eps);
 // relu(a + b) as one op: a residual add and its ReLU. Same shape and dtype: fused;
 // otherwise (broadcasting, promotion) it is (a + b).relu().
 Tensor add_relu(const Tensor& a, const Tensor& b);

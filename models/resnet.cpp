@@ -1,7 +1,8 @@
 // models/resnet.cpp — building the ResNet stages and blocks.
 //
 // Forward passes fuse each BatchNorm followed by a ReLU into batch_norm_relu,
-// and each residual add followed by a ReLU into add_relu: the same arithmetic
+// and each block's last BatchNorm, residual add and ReLU into batch_norm_add_relu
+// (Note [Fused BatchNorm + add + ReLU]): the same arithmetic
 // as torchvision's relu(bn(x)) and relu(out + identity) with ReLU(inplace=True),
 // and the same activations kept alive (Note [Fused BatchNorm + ReLU] in
 // autograd/functions/batch_norm.cpp). The modules are unchanged (bn1, relu, ...),
@@ -30,6 +31,18 @@ Tensor bn_relu(nn::BatchNorm2d& bn, const Tensor& x) {  // (N, C, H, W) -> same
                          bn.momentum, bn.eps);
 }
 
+// add_relu(bn.forward(x), identity) as one op (Note [Fused BatchNorm + add +
+// ReLU] in autograd/functions/batch_norm.cpp), with bn_relu's bookkeeping.
+Tensor bn_add_relu(nn::BatchNorm2d& bn, const Tensor& x, const Tensor& identity) {
+  if (bn.is_training() && bn.group_statistics) return add_relu(bn.forward(x), identity);
+  if (bn.is_training()) {
+    NoGradGuard no_grad;
+    bn.num_batches_tracked.add_(1.0);
+  }
+  return batch_norm_add_relu(x, identity, bn.weight, bn.bias, bn.running_mean, bn.running_var,
+                             bn.is_training(), bn.momentum, bn.eps);
+}
+
 std::shared_ptr<nn::Conv2d> conv(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad) {
   return std::make_shared<nn::Conv2d>(
       nn::Conv2dOptions(in, out, k).stride(stride).padding(pad).bias(false));
@@ -55,9 +68,9 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride) {
 
 Tensor BasicBlock::forward(const Tensor& x) {
   Tensor out = bn_relu(*bn1, conv1->forward(x));
-  out = bn2->forward(conv2->forward(out));
+  out = conv2->forward(out);
   Tensor identity = downsample ? downsample->forward(x) : x;
-  return add_relu(out, identity);
+  return bn_add_relu(*bn2, out, identity);
 }
 
 Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride) {
@@ -75,9 +88,9 @@ Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride) {
 Tensor Bottleneck::forward(const Tensor& x) {
   Tensor out = bn_relu(*bn1, conv1->forward(x));   // (N, planes, H, W)
   out = bn_relu(*bn2, conv2->forward(out));        // (N, planes, H/s, W/s)
-  out = bn3->forward(conv3->forward(out));         // (N, 4 planes, H/s, W/s)
+  out = conv3->forward(out);                       // (N, 4 planes, H/s, W/s)
   Tensor identity = downsample ? downsample->forward(x) : x;
-  return add_relu(out, identity);
+  return bn_add_relu(*bn3, out, identity);
 }
 
 ResNet::ResNet(bool bottleneck, const std::vector<int64_t>& layers, int64_t num_classes) {

@@ -159,9 +159,10 @@ std::tuple<Tensor, Tensor, Tensor> forward_impl(const Tensor& input, const Tenso
                                                 const Tensor& bias, const Tensor& running_mean,
                                                 const Tensor& running_var, bool training,
                                                 double momentum, double eps, bool relu,
-                                                const char* op) {
+                                                const Tensor& residual, const char* op) {
   const auto [c, s] = rules::check_batch_norm_forward(input, weight, bias, running_mean, running_var,
                                                       training, op, [] {});
+  const Tensor r = residual.defined() ? contiguous(residual) : Tensor();  // relu is set with it
   const int64_t n = input.size(0), m = n * s;  // M values per channel
   const Tensor x = contiguous(input);
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
@@ -173,6 +174,7 @@ std::tuple<Tensor, Tensor, Tensor> forward_impl(const Tensor& input, const Tenso
   const bool update_var = training && running_var.defined();
   dispatch_floating(x.dtype(), op, [&]<class T>() {
     const T* xp = x.data_ptr<T>();
+    const T* rp = r.defined() ? r.data_ptr<T>() : nullptr;
     T* yp = out.data_ptr<T>();
     const T* wp = w.defined() ? w.data_ptr<T>() : nullptr;
     const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
@@ -214,13 +216,23 @@ std::tuple<Tensor, Tensor, Tensor> forward_impl(const Tensor& input, const Tenso
         for (int64_t i = 0; i < n; ++i) {
           const T* src = xp + (i * c + ch) * s;
           T* dst = yp + (i * c + ch) * s;
+          const T* res = rp != nullptr ? rp + (i * c + ch) * s : nullptr;
           if constexpr (std::is_same_v<T, float>) {
-            if (streaming) {  // Note [Streaming stores]
+            if (streaming && res != nullptr) {  // Note [Streaming stores]
+              detail::stream_affine_add_relu_run(src, res, dst, s, t_scale, t_shift);
+              continue;
+            }
+            if (streaming) {
               detail::stream_affine_run(src, dst, s, t_scale, t_shift, relu);
               continue;
             }
           }
-          if (relu) {
+          if (res != nullptr) {  // batch_norm_add_relu
+#pragma omp simd
+            for (int64_t j = 0; j < s; ++j) {
+              dst[j] = std::max(std::fma(src[j], t_scale, t_shift) + res[j], T(0));
+            }
+          } else if (relu) {
 #pragma omp simd
             for (int64_t j = 0; j < s; ++j) dst[j] = std::max(src[j] * t_scale + t_shift, T(0));
           } else {
@@ -332,7 +344,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const
   LS_DISPATCH_CUDA(input, batch_norm_forward(input, weight, bias, running_mean, running_var,
                                              training, momentum, eps));
   return forward_impl(input, weight, bias, running_mean, running_var, training, momentum, eps,
-                      false, "batch_norm");
+                      false, Tensor(), "batch_norm");
 }
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_forward(
@@ -341,7 +353,29 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_forward(
   LS_DISPATCH_CUDA(input, batch_norm_relu_forward(input, weight, bias, running_mean, running_var,
                                                   training, momentum, eps));
   return forward_impl(input, weight, bias, running_mean, running_var, training, momentum, eps,
-                      true, "batch_norm_relu");
+                      true, Tensor(), "batch_norm_relu");
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_add_relu_forward(
+    const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+    const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+    double eps) {
+  const char* op = "batch_norm_add_relu";
+  lockstep::detail::check_defined(input, op);
+  lockstep::detail::check_defined(residual, op);
+  LS_CHECK(residual.sizes() == input.sizes() && residual.dtype() == input.dtype() &&
+               residual.device() == input.device(),
+           op, ": the residual must have the input's shape, dtype and device, but the input is ",
+           input.dtype(), " ", input.shape_str(), " on ", input.device().str(),
+           " and the residual ", residual.dtype(), " ", residual.shape_str(), " on ",
+           residual.device().str(), "; for broadcasting use add_relu(batch_norm(...), residual)");
+  if (input.device().is_cuda()) {  // the two kernels, one after the other
+    auto [y, save_mean, save_invstd] = batch_norm_forward(input, weight, bias, running_mean,
+                                                          running_var, training, momentum, eps);
+    return {add_relu(y, residual), save_mean, save_invstd};
+  }
+  return forward_impl(input, weight, bias, running_mean, running_var, training, momentum, eps,
+                      true, residual, op);
 }
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(

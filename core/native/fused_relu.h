@@ -1,5 +1,5 @@
 // core/native/fused_relu.h — kernels with a ReLU folded into the op before it:
-// batch_norm_relu (batch_norm.cpp) and add_relu (add_relu.cpp).
+// batch_norm_relu and batch_norm_add_relu (batch_norm.cpp) and add_relu (add_relu.cpp).
 //
 // relu(op(x)) as two kernels reads and writes the whole activation twice and
 // leaves op(x) alive until the ReLU has read it; fused, the op writes max(., 0)
@@ -26,6 +26,16 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_forward(const Tensor& input,
                                                            const Tensor& running_mean,
                                                            const Tensor& running_var, bool training,
                                                            double momentum, double eps);
+
+// relu(batch_norm_forward(...)'s output + residual), in one pass (Note [Fused
+// BatchNorm + add + ReLU] in autograd/functions/batch_norm.cpp); residual has the
+// input's shape, dtype and device. Returns (output, save_mean, save_invstd).
+// Its backward is add_relu_backward, whose result goes to the residual and,
+// through batch_norm_backward, to the input. On a GPU: the two kernels in turn.
+std::tuple<Tensor, Tensor, Tensor> batch_norm_add_relu_forward(
+    const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+    const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+    double eps);
 
 // batch_norm_backward of grad_output * (output > 0), where output is what
 // batch_norm_relu_forward returned (same shape and dtype as input).

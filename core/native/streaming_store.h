@@ -30,6 +30,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #if defined(__AVX512F__)
@@ -121,6 +122,23 @@ inline void stream_grad_run(const float* g, const float* x, const float* y, floa
   for (int64_t j = 0; j < s; ++j) {
     dst[j] = a * (y == nullptr || y[j] > 0.0f ? g[j] : 0.0f) + bx * x[j] + c0;
   }
+#endif
+}
+
+// dst = max((x a + b) + r, 0) (batch_norm_add_relu's forward: the affine
+// batch-norm output plus the residual r, then the ReLU).
+inline void stream_affine_add_relu_run(const float* x, const float* r, float* dst, int64_t s,
+                                       float a, float b) {
+#if defined(__AVX512F__)
+  const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+  stream_run(
+      dst, s, [&](int64_t j) { return std::max(std::fma(x[j], a, b) + r[j], 0.0f); },
+      [&](int64_t j) {
+        return relu16(_mm512_add_ps(_mm512_fmadd_ps(_mm512_loadu_ps(x + j), va, vb),
+                                    _mm512_loadu_ps(r + j)));
+      });
+#else
+  for (int64_t j = 0; j < s; ++j) dst[j] = std::max(std::fma(x[j], a, b) + r[j], 0.0f);
 #endif
 }
 

@@ -137,3 +137,64 @@ TEST_CASE("functions: batch_norm_relu records BatchNormReluBackward, matching ba
     }
   }
 }
+
+TEST_CASE("functions: batch_norm_add_relu matches add_relu(batch_norm) and passes gradcheck") {
+  // Note [Fused BatchNorm + add + ReLU]: forward values, the four gradients and the
+  // running statistics against the two ops in turn, in training and eval mode.
+  ls::manual_seed(65);
+  for (bool training : {true, false}) {
+    CAPTURE(training);
+    ls::Tensor x0 = randn64({4, 3, 3, 5}), r0 = randn64({4, 3, 3, 5});
+    ls::Tensor w0 = randn64({3}), b0 = randn64({3}), gy = randn64({4, 3, 3, 5});
+    std::vector<std::vector<double>> grads[2], stats[2];
+    std::vector<double> outs[2];
+    for (int fused = 0; fused < 2; ++fused) {
+      ls::Tensor x = x0.clone(), r = r0.clone(), w = w0.clone(), b = b0.clone();
+      ls::Tensor rm = ls::zeros({3}, ls::kFloat64) + 0.5, rv = ls::ones({3}, ls::kFloat64) * 2.0;
+      for (ls::Tensor* t : {&x, &r, &w, &b}) t->requires_grad_(true);
+      ls::Tensor y = fused ? ls::batch_norm_add_relu(x, r, w, b, rm, rv, training, 0.1, 1e-5)
+                           : ls::add_relu(ls::batch_norm(x, w, b, rm, rv, training, 0.1, 1e-5), r);
+      REQUIRE(y.grad_fn() != nullptr);
+      CHECK(y.grad_fn()->name() == (fused ? "BatchNormAddReluBackward" : "AddReluBackward"));
+      (y * gy).sum().backward();
+      outs[fused] = y.to_vector<double>();
+      for (ls::Tensor* t : {&x, &r, &w, &b}) grads[fused].push_back(t->grad().to_vector<double>());
+      stats[fused] = {rm.to_vector<double>(), rv.to_vector<double>()};
+    }
+    REQUIRE(outs[1].size() == outs[0].size());
+    for (size_t e = 0; e < outs[0].size(); ++e) {
+      CHECK(outs[1][e] == doctest::Approx(outs[0][e]).epsilon(1e-12).scale(1.0));
+    }
+    for (size_t k = 0; k < 4; ++k) {
+      REQUIRE(grads[1][k].size() == grads[0][k].size());
+      for (size_t e = 0; e < grads[0][k].size(); ++e) {
+        CHECK(grads[1][k][e] == doctest::Approx(grads[0][k][e]).epsilon(1e-12).scale(1.0));
+      }
+    }
+    CHECK(stats[1] == stats[0]);
+  }
+  // gradcheck w.r.t. all four inputs, with inputs whose pre-ReLU values stay off the kink.
+  for (int attempt = 0;; ++attempt) {
+    REQUIRE(attempt < 200);
+    ls::Tensor x = randn64({3, 2, 2, 2}), r = randn64({3, 2, 2, 2});
+    ls::Tensor w = randn64({2}), b = randn64({2});
+    const std::vector<double> pre =
+        (ls::batch_norm(x, w, b, {}, {}, true, 0.1, 1e-5) + r).to_vector<double>();
+    bool off_kink = true;
+    for (double v : pre) off_kink &= std::abs(v) >= 0.05;
+    if (!off_kink) continue;
+    CHECK_GRADCHECK(
+        [&](const Inputs& v) {
+          return ls::batch_norm_add_relu(v[0], v[3], v[1], v[2], {}, {}, true, 0.1, 1e-5);
+        },
+        {x, w, b, r});
+    break;
+  }
+}
+
+TEST_CASE("functions: batch_norm_add_relu names a residual of the wrong shape") {
+  ls::Tensor x = ls::randn({2, 3, 4, 4}), r = ls::randn({2, 3, 4, 5});
+  CHECK_THROWS_WITH_AS(ls::batch_norm_add_relu(x, r, {}, {}, {}, {}, true, 0.1, 1e-5),
+                       doctest::Contains("batch_norm_add_relu: the residual must have the input's shape"),
+                       ls::Error);
+}

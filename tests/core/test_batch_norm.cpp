@@ -345,3 +345,24 @@ TEST_CASE("batch_norm: outputs above kStreamingBytes (streaming stores) match fl
     close(std::get<2>(grads), std::get<2>(grads64), big);
   }
 }
+
+TEST_CASE("batch_norm_add_relu: the streaming and plain kernels match float64") {
+  // (2, 4, 521, 1013) float32 is above kStreamingBytes (Note [Streaming stores]);
+  // (2, 4, 9, 7) is not. Each against the float64 computation of relu(bn(x) + r).
+  ls::manual_seed(13);
+  for (const IntList& shape : {IntList{2, 4, 521, 1013}, IntList{2, 4, 9, 7}}) {
+    CAPTURE(shape[2]);
+    Tensor x = ls::randn(shape), r = ls::randn(shape), w = ls::randn({4}), b = ls::randn({4});
+    auto f64 = [](const Tensor& t) { return t.to(ls::kFloat64); };
+    auto [y, m, is] = native::batch_norm_add_relu_forward(x, r, w, b, {}, {}, true, 0.1, 1e-5);
+    auto [bn64, m64, is64] =
+        native::batch_norm_forward(f64(x), f64(w), f64(b), {}, {}, true, 0.1, 1e-5);
+    const std::vector<double> got = y.to_vector<double>();
+    const std::vector<double> want = (bn64 + f64(r)).relu().to_vector<double>();
+    REQUIRE(got.size() == want.size());
+    double worst = 0;
+    for (size_t e = 0; e < got.size(); ++e) worst = std::max(worst, std::abs(got[e] - want[e]));
+    CHECK(worst < 1e-4);
+    CHECK(m.to_vector<double>()[0] == doctest::Approx(m64.to_vector<double>()[0]).epsilon(1e-5));
+  }
+}
