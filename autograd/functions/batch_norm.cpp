@@ -33,9 +33,11 @@
 // block at batch 8) that the fused op batch_norm_add_relu does not make. Its
 // node, BatchNormAddReluBackward, saves what BatchNormBackward saves plus the
 // fused output (the ReLU's mask, which add_relu saves anyway); its backward is
-// the two backwards in turn: g = grad * (out > 0), once, which is the
-// residual's gradient and batch_norm_backward's incoming gradient. So backward
-// costs what it did; forward saves the write and the read. The block calls it
+// the two backwards in one kernel: g = grad * (out > 0), the residual's
+// gradient, is stored by batch-norm backward's statistics pass, which reads grad
+// and out anyway, and its grad_input pass reads g back while the channel is
+// still in cache. Measured in ResNet50's step (docs/results/cpu_step.md, session
+// 5): the forward ops went from 232 to 132 ms per 3 steps. The block calls it
 // with its identity already computed (after the downsample), which moves the
 // downsample before bn3 in forward order and changes nothing else.
 //
@@ -93,14 +95,11 @@ struct BatchNormAddReluBackward final : BackwardNode {
   variable_list apply(variable_list&& grads) override {
     const bool gi = should_compute_output(0), gw = should_compute_output(1),
                gb = should_compute_output(2);
-    Tensor g = native::add_relu_backward(grads[0], output.unpack(name()));  // (N, C, H, W)
-    Tensor grad_input, grad_weight, grad_bias;
-    if (gi || gw || gb) {
-      std::tie(grad_input, grad_weight, grad_bias) = native::batch_norm_backward(
-          g, input.unpack(name()), weight.unpack(name()), save_mean.unpack(name()),
-          save_invstd.unpack(name()), training, gi, gw, gb);
-    }
-    return {grad_input, grad_weight, grad_bias, should_compute_output(3) ? g : Tensor()};
+    auto [grad_input, grad_weight, grad_bias, grad_residual] = native::batch_norm_add_relu_backward(
+        grads[0], input.unpack(name()), weight.unpack(name()), save_mean.unpack(name()),
+        save_invstd.unpack(name()), output.unpack(name()), training, gi, gw, gb);
+    return {grad_input, grad_weight, grad_bias,
+            should_compute_output(3) ? grad_residual : Tensor()};
   }
 
   void release_variables() override {

@@ -103,7 +103,7 @@ inline void run_shifted_sums(const T* run, int64_t s, T shift, double& sum, doub
 // (8, 256, 56, 56) 8-10 -> 5.9 ms, on (8, 512, 28, 28) 2.5-2.9 -> 2.2-2.4 ms.
 template <bool Masked>
 inline void grad_sums_avx512(const float* g, const float* x, const float* y, int64_t s, float mean,
-                             double& sum_g, double& sum_g_xmu) {
+                             double& sum_g, double& sum_g_xmu, float* gm_out) {
   const __m512 zero = _mm512_setzero_ps(), vmean = _mm512_set1_ps(mean);
   for (int64_t lo = 0; lo < s; lo += kSumBlock) {  // kSumBlock is a multiple of 16
     const int64_t hi = std::min(s, lo + kSumBlock);
@@ -115,6 +115,7 @@ inline void grad_sums_avx512(const float* g, const float* x, const float* y, int
         live = _mm512_mask_cmp_ps_mask(in, _mm512_maskz_loadu_ps(in, y + j), zero, _CMP_GT_OQ);
       }
       const __m512 gm = _mm512_maskz_loadu_ps(live, g + j);  // 0 where masked or past s
+      if (gm_out != nullptr) _mm512_mask_storeu_ps(gm_out + j, in, gm);
       acc = _mm512_add_ps(acc, gm);
       acc_xmu = _mm512_fmadd_ps(gm, _mm512_sub_ps(_mm512_maskz_loadu_ps(in, x + j), vmean), acc_xmu);
     }
@@ -131,13 +132,14 @@ inline void grad_sums_avx512(const float* g, const float* x, const float* y, int
 
 // Adds sum gm and sum gm * (x - mean) over a run of s values to sum_g and
 // sum_g_xmu, gm = g, or g masked to 0 where y <= 0 when Masked (the fused ReLU);
-// both sums in one pass, in T across SIMD lanes.
+// both sums in one pass, in T across SIMD lanes. When gm_out is not null, gm is
+// also stored there (batch_norm_add_relu's residual gradient).
 template <class T, bool Masked>
 inline void grad_sums(const T* g, const T* x, const T* y, int64_t s, T mean, double& sum_g,
-                      double& sum_g_xmu) {
+                      double& sum_g_xmu, T* gm_out = nullptr) {
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float>) {
-    grad_sums_avx512<Masked>(g, x, y, s, mean, sum_g, sum_g_xmu);
+    grad_sums_avx512<Masked>(g, x, y, s, mean, sum_g, sum_g_xmu, gm_out);
     return;
   }
 #endif
@@ -147,6 +149,7 @@ inline void grad_sums(const T* g, const T* x, const T* y, int64_t s, T mean, dou
 #pragma omp simd reduction(+ : acc, acc_xmu)
     for (int64_t j = lo; j < hi; ++j) {
       const T gm = !Masked || y[j] > T(0) ? g[j] : T(0);
+      if (gm_out != nullptr) gm_out[j] = gm;
       acc += gm;
       acc_xmu += gm * (x[j] - mean);
     }
@@ -256,7 +259,7 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
                                                  const Tensor& save_invstd,
                                                  const Tensor& relu_output, bool training,
                                                  bool need_input, bool need_weight, bool need_bias,
-                                                 const char* op) {
+                                                 const Tensor& masked_grad, const char* op) {
   const auto [c, s] = rules::check_batch_norm_backward(grad_output, input, weight, save_mean,
                                                        save_invstd, relu_output, op, [] {});
   const bool relu = relu_output.defined();
@@ -278,6 +281,9 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
     T* gxp = need_input ? grad_input.data_ptr<T>() : nullptr;
     T* gwp = need_weight ? grad_weight.data_ptr<T>() : nullptr;
     T* gbp = need_bias ? grad_bias.data_ptr<T>() : nullptr;
+    // With masked_grad (batch_norm_add_relu): pass 1 stores gm there, and pass 2
+    // reads it back (still in cache: one channel at a time) instead of masking.
+    T* gmp = masked_grad.defined() ? masked_grad.data_ptr<T>() : nullptr;
     const bool streaming = need_input && detail::use_streaming_stores<T>(x.numel());
     parallel_for(0, c, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t ch = lo; ch < hi; ++ch) {
@@ -288,7 +294,8 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
           const T* g = gyp + (i * c + ch) * s;
           const T* src = xp + (i * c + ch) * s;
           if (relu) {  // g masked where the fused ReLU output is 0
-            grad_sums<T, true>(g, src, outp + (i * c + ch) * s, s, t_mean, sum_g, sum_g_xmu);
+            grad_sums<T, true>(g, src, outp + (i * c + ch) * s, s, t_mean, sum_g, sum_g_xmu,
+                               gmp != nullptr ? gmp + (i * c + ch) * s : nullptr);
           } else {
             grad_sums<T, false>(g, src, nullptr, s, t_mean, sum_g, sum_g_xmu);
           }
@@ -305,18 +312,19 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
         const T a = static_cast<T>(k);
         const T bx = static_cast<T>(-k * invstd * mean_g_xhat);
         const T c0 = static_cast<T>(-k * mean_g + k * invstd * mean_g_xhat * mean);
+        const bool mask = relu && gmp == nullptr;  // else gm is stored already
         for (int64_t i = 0; i < n; ++i) {
-          const T* g = gyp + (i * c + ch) * s;
+          const T* g = (gmp != nullptr ? gmp : gyp) + (i * c + ch) * s;
           const T* src = xp + (i * c + ch) * s;
           T* dst = gxp + (i * c + ch) * s;
           if constexpr (std::is_same_v<T, float>) {
             if (streaming) {  // Note [Streaming stores]
-              detail::stream_grad_run(g, src, relu ? outp + (i * c + ch) * s : nullptr, dst, s, a,
+              detail::stream_grad_run(g, src, mask ? outp + (i * c + ch) * s : nullptr, dst, s, a,
                                       bx, c0);
               continue;
             }
           }
-          if (relu) {
+          if (mask) {
             const T* y = outp + (i * c + ch) * s;
 #pragma omp simd
             for (int64_t j = 0; j < s; ++j) {
@@ -384,7 +392,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
   LS_DISPATCH_CUDA(input, batch_norm_backward(grad_output, input, weight, save_mean, save_invstd,
                                               training, need_input, need_weight, need_bias));
   return backward_impl(grad_output, input, weight, save_mean, save_invstd, Tensor(), training,
-                       need_input, need_weight, need_bias, "batch_norm_backward");
+                       need_input, need_weight, need_bias, Tensor(), "batch_norm_backward");
 }
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(
@@ -396,7 +404,29 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(
                                       training, need_input, need_weight, need_bias));
   lockstep::detail::check_defined(output, "batch_norm_relu_backward");
   return backward_impl(grad_output, input, weight, save_mean, save_invstd, output, training,
-                       need_input, need_weight, need_bias, "batch_norm_relu_backward");
+                       need_input, need_weight, need_bias, Tensor(), "batch_norm_relu_backward");
+}
+
+std::tuple<Tensor, Tensor, Tensor, Tensor> batch_norm_add_relu_backward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
+    const Tensor& save_invstd, const Tensor& output, bool training, bool need_input,
+    bool need_weight, bool need_bias) {
+  const char* op = "batch_norm_add_relu_backward";
+  lockstep::detail::check_defined(grad_output, op);
+  lockstep::detail::check_defined(output, op);
+  const bool fused = !grad_output.device().is_cuda() && !output.device().is_cuda() &&
+                     (need_input || need_weight || need_bias);
+  if (!fused) {  // the two backwards in turn
+    Tensor g = add_relu_backward(grad_output, output);  // (N, C, *)
+    if (!need_input && !need_weight && !need_bias) return {Tensor(), Tensor(), Tensor(), g};
+    auto [gi, gw, gb] = batch_norm_backward(g, input, weight, save_mean, save_invstd, training,
+                                            need_input, need_weight, need_bias);
+    return {gi, gw, gb, g};
+  }
+  Tensor g = empty(grad_output.sizes(), grad_output.dtype());  // (N, C, *): gm, the residual's
+  auto [gi, gw, gb] = backward_impl(grad_output, input, weight, save_mean, save_invstd, output,
+                                    training, need_input, need_weight, need_bias, g, op);
+  return {gi, gw, gb, g};
 }
 
 }  // namespace lockstep::native

@@ -30,12 +30,21 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_forward(const Tensor& input,
 // relu(batch_norm_forward(...)'s output + residual), in one pass (Note [Fused
 // BatchNorm + add + ReLU] in autograd/functions/batch_norm.cpp); residual has the
 // input's shape, dtype and device. Returns (output, save_mean, save_invstd).
-// Its backward is add_relu_backward, whose result goes to the residual and,
-// through batch_norm_backward, to the input. On a GPU: the two kernels in turn.
+// Its backward is batch_norm_add_relu_backward. On a GPU: the two kernels in turn.
 std::tuple<Tensor, Tensor, Tensor> batch_norm_add_relu_forward(
     const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
     const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
     double eps);
+
+// The backward of batch_norm_add_relu_forward, whose output is `output`:
+// (grad_input, grad_weight, grad_bias, grad_residual), with grad_residual =
+// grad_output * (output > 0) and the others batch_norm_backward of it. On the
+// CPU in one kernel: the statistics pass stores the masked gradient, and the
+// grad_input pass reads it back per channel while it is still in cache.
+std::tuple<Tensor, Tensor, Tensor, Tensor> batch_norm_add_relu_backward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
+    const Tensor& save_invstd, const Tensor& output, bool training, bool need_input,
+    bool need_weight, bool need_bias);
 
 // batch_norm_backward of grad_output * (output > 0), where output is what
 // batch_norm_relu_forward returned (same shape and dtype as input).

@@ -346,7 +346,7 @@ TEST_CASE("batch_norm: outputs above kStreamingBytes (streaming stores) match fl
   }
 }
 
-TEST_CASE("batch_norm_add_relu: the streaming and plain kernels match float64") {
+TEST_CASE("batch_norm_add_relu: the streaming and plain kernels, forward and backward, match float64") {
   // (2, 4, 521, 1013) float32 is above kStreamingBytes (Note [Streaming stores]);
   // (2, 4, 9, 7) is not. Each against the float64 computation of relu(bn(x) + r).
   ls::manual_seed(13);
@@ -364,5 +364,30 @@ TEST_CASE("batch_norm_add_relu: the streaming and plain kernels match float64") 
     for (size_t e = 0; e < got.size(); ++e) worst = std::max(worst, std::abs(got[e] - want[e]));
     CHECK(worst < 1e-4);
     CHECK(m.to_vector<double>()[0] == doctest::Approx(m64.to_vector<double>()[0]).epsilon(1e-5));
+    // Backward: the one-kernel float32 path against the two float64 backwards in
+    // turn, both masked by the float32 output (see the batch_norm_relu case above).
+    Tensor gy = ls::randn(shape);
+    auto [gx, gw, gb, gr] =
+        native::batch_norm_add_relu_backward(gy, x, w, m, is, y, true, true, true, true);
+    Tensor g64 = native::add_relu_backward(f64(gy), f64(y));
+    auto [gx64, gw64, gb64] =
+        native::batch_norm_backward(g64, f64(x), f64(w), m64, is64, true, true, true, true);
+    auto max_diff = [](const Tensor& a, const Tensor& b) {
+      const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+      REQUIRE(av.size() == bv.size());
+      double d = 0;
+      for (size_t e = 0; e < av.size(); ++e) d = std::max(d, std::abs(av[e] - bv[e]));
+      return d;
+    };
+    CHECK(max_diff(gr, g64) == 0.0);  // a mask: exact
+    CHECK(max_diff(gx, gx64) < 1e-4);
+    const double big = 1e-5 * static_cast<double>(x.numel() / 4);
+    CHECK(max_diff(gw, gw64) < big);
+    CHECK(max_diff(gb, gb64) < big);
+    auto [no_x, only_w, no_b, r_only] =
+        native::batch_norm_add_relu_backward(gy, x, w, m, is, y, true, false, true, false);
+    CHECK_FALSE(no_x.defined());
+    CHECK(max_diff(only_w, gw) == 0.0);
+    CHECK(max_diff(r_only, gr) == 0.0);
   }
 }
