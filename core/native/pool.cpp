@@ -9,7 +9,10 @@
 // also returns where each maximum was, as the flat position h * W + w in its
 // plane (PyTorch's indices); the backward adds each grad_output element to that
 // position, so overlapping windows that share a maximum add up there. The
-// forward's inner loop is branch-free and vectorized (Note [Max-pool fast path]).
+// forward's inner loop is branch-free and vectorized (Note [Max-pool fast path]);
+// float32 windows other than side by side run the separable kernels of
+// core/native/pool_max_fast.cpp (Note [Separable max-pool]), as does every
+// float32 backward.
 //
 // adaptive_avg_pool2d: the output size is fixed and the windows adapt to the
 // input, as in PyTorch: output row i averages input rows
@@ -18,7 +21,7 @@
 // [1, 4), [3, 5)). Backward spreads grad / window_area over each window.
 // Fast path: output 1x1 (ResNet's global pool) is the mean of each plane.
 //
-// Read before: core/native/nn_kernels.h. Read next: core/native/batch_norm.cpp.
+// Read before: core/native/nn_kernels.h. Read next: core/native/pool_max_fast.cpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -29,7 +32,9 @@
 #include "core/native/elementwise_loop.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
+#include "core/native/pool_max_fast.h"
 #include "core/native/pool_rules.h"
+#include "core/native/streaming_store.h"
 #include "core/parallel.h"
 
 namespace lockstep::native {
@@ -40,11 +45,15 @@ using rules::PoolWindow;
 
 void check_image(const Tensor& input, const char* op) { rules::check_image(input, op, [] {}); }
 
+// How many (H, W) planes of hw elements a parallel chunk takes at least.
+int64_t plane_grain(int64_t hw) {
+  return std::max<int64_t>(1, detail::kGrain / std::max<int64_t>(hw, 1));
+}
+
 // Calls fn(plane) for each of the `planes` (H, W) planes of hw elements, in parallel.
 template <class F>
 void for_each_plane(int64_t planes, int64_t hw, F&& fn) {
-  const int64_t grain = std::max<int64_t>(1, detail::kGrain / std::max<int64_t>(hw, 1));
-  parallel_for(0, planes, grain, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, planes, plane_grain(hw), [&](int64_t lo, int64_t hi) {
     for (int64_t plane = lo; plane < hi; ++plane) fn(plane);
   });
 }
@@ -74,7 +83,10 @@ int64_t window_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + 
 // and (64, 64, 14, 14), went from 11.5 and 6.0 ms to 1.9 and 0.65 ms forward;
 // oneDNN's pooling on the same NCHW tensors took 2.2 and 0.9 ms forward and 2.5
 // and 1.3 ms backward (ours: 1.2 and 0.55), before converting its workspace to
-// our int64 indices, so it is not used.
+// our int64 indices, so it is not used. For float32, only the side-by-side path
+// is still taken: every other window goes to the separable kernels (Note
+// [Separable max-pool] in core/native/pool_max_fast.cpp), which run ResNet50's
+// stem pool 3x faster than max_pool_interior did; float64 keeps both paths here.
 
 // Interior columns are done this many at a time (local rows of 512 bytes).
 constexpr int64_t kInteriorChunk = 128;
@@ -165,12 +177,19 @@ void max_pool_side_by_side(const T* __restrict src, const PoolWindow& p, T* __re
   }
 }
 
+// The fast paths' int32 indices must hold every flat position of the plane.
+bool fits_int32(const PoolWindow& p) { return p.h * p.w < (int64_t{1} << 31); }
+
+// Whether max_pool_plane takes the side-by-side path.
+bool side_by_side_applies(const PoolWindow& p) {
+  return fits_int32(p) && p.ph == 0 && p.pw == 0 && p.kw <= p.sw &&
+         p.sw <= kMaxSideBySideStride && p.ow <= kInteriorChunk;
+}
+
 template <class T>
 void max_pool_plane(const T* src, const PoolWindow& p, T* dst, int64_t* idx) {
-  // The fast paths' int32 indices must hold every flat position of the plane.
-  const bool fits = p.h * p.w < (int64_t{1} << 31);
-  if (fits && p.ph == 0 && p.pw == 0 && p.kw <= p.sw && p.sw <= kMaxSideBySideStride &&
-      p.ow <= kInteriorChunk) {
+  const bool fits = fits_int32(p);
+  if (side_by_side_applies(p)) {
     if (p.sw == 2) {
       max_pool_side_by_side<2>(src, p, dst, idx);
     } else {
@@ -232,6 +251,21 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
   const Tensor x = contiguous(input);
   Tensor out = empty({n, c, oh, ow}, x.dtype());  // (N, C, oH, oW)
   Tensor indices = empty({n, c, oh, ow}, kInt64);
+  if (x.dtype() == kFloat32 && !side_by_side_applies(win) &&
+      detail::separable_max_pool_applies(win)) {
+    // Note [Separable max-pool] in core/native/pool_max_fast.cpp.
+    const float* xp = x.data_ptr<float>();
+    float* yp = out.data_ptr<float>();
+    int64_t* ip = indices.data_ptr<int64_t>();
+    detail::SeparableMaxPoolOptions options;
+    options.stream_values = detail::use_streaming_stores<float>(out.numel());
+    // int64 indices: the bytes of twice as many floats.
+    options.stream_indices = detail::use_streaming_stores<float>(2 * indices.numel());
+    parallel_for(0, n * c, plane_grain(h * w), [&](int64_t lo, int64_t hi) {
+      detail::separable_max_pool_planes(xp, win, yp, ip, lo, hi, options);
+    });
+    return {out, indices};
+  }
   dispatch_floating(x.dtype(), op, [&]<class T>() {
     const T* xp = x.data_ptr<T>();
     T* yp = out.data_ptr<T>();
@@ -254,6 +288,16 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
   Tensor grad_input = empty(input_sizes, gy.dtype());  // (N, C, H, W), zeroed plane by plane
   const int64_t hw = input_sizes[2] * input_sizes[3];
   const int64_t ohw = gy.size(2) * gy.size(3);
+  if (gy.dtype() == kFloat32) {
+    const bool streaming = detail::use_streaming_stores<float>(grad_input.numel());
+    const float* gyp = gy.data_ptr<float>();
+    const int64_t* ip = idx.data_ptr<int64_t>();
+    float* gxp = grad_input.data_ptr<float>();
+    parallel_for(0, gy.size(0) * gy.size(1), plane_grain(hw), [&](int64_t lo, int64_t hi) {
+      detail::max_pool_scatter_planes(gyp, ip, gxp, hw, ohw, lo, hi, streaming);
+    });
+    return grad_input;
+  }
   dispatch_floating(gy.dtype(), op, [&]<class T>() {
     const T* gyp = gy.data_ptr<T>();
     const int64_t* ip = idx.data_ptr<int64_t>();

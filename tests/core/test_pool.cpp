@@ -8,7 +8,11 @@
 // fast path of Note [Max-pool fast path]. adaptive_avg_pool2d: windows from PyTorch's formula
 // written with floating floor/ceil, a hand-worked overlapping case, and the
 // backward as the transpose of the forward (<gy, pool(x)> == <pool_backward(gy), x>).
-// Read before: core/native/pool.cpp.
+// The float32 separable path (Note [Separable max-pool]) is also checked with its
+// AVX-512 kernels on and off and with streamed outputs, against the definition
+// and against the float64 path (the per-window code), and its backward scatter
+// against a plain loop, bit for bit.
+// Read before: core/native/pool.cpp, core/native/pool_max_fast.cpp.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -22,6 +26,8 @@
 #include "core/factory.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
+#include "core/native/pool_max_fast.h"
+#include "core/native/pool_rules.h"
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "core/shape.h"
@@ -110,6 +116,64 @@ void check_max_pool(const Tensor& x, const PoolCase& pc) {
     wrong_grads += gxv[i] == doctest::Approx(expected_gx[i]) ? 0 : 1;
   }
   CHECK(wrong_grads == 0);
+}
+
+// Small integers (many ties, as after a ReLU) with NaNs and -inf sprinkled in
+// at the given rates; float64 so that it converts exactly to float32.
+Tensor tie_heavy_input(const IntList& sizes, double nan_rate, double neg_inf_rate) {
+  int64_t numel = 1;
+  for (int64_t d : sizes) numel *= d;
+  const std::vector<double> rv = ls::randint(0, 4, {numel}).to_vector<double>();
+  const std::vector<double> uv = ls::rand({numel}).to_vector<double>();
+  std::vector<double> v(static_cast<size_t>(numel));
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = rv[i];
+    if (uv[i] < nan_rate) v[i] = std::nan("");
+    if (uv[i] > 1.0 - neg_inf_rate) v[i] = -std::numeric_limits<double>::infinity();
+  }
+  return ls::tensor(v, sizes);
+}
+
+// The per-window definition on float32 data: values and flat indices, planes
+// of h x w laid end to end (written independently of the library's kernels).
+void reference_max_pool(const std::vector<float>& x, int64_t planes,
+                        const native::rules::PoolWindow& p, std::vector<float>& values,
+                        std::vector<int64_t>& indices) {
+  values.assign(static_cast<size_t>(planes * p.oh * p.ow), 0.0f);
+  indices.assign(values.size(), -1);
+  for (int64_t plane = 0; plane < planes; ++plane) {
+    for (int64_t oy = 0; oy < p.oh; ++oy) {
+      for (int64_t ox = 0; ox < p.ow; ++ox) {
+        float best = -std::numeric_limits<float>::infinity();
+        const int64_t y0 = std::max<int64_t>(oy * p.sh - p.ph, 0);
+        const int64_t x0 = std::max<int64_t>(ox * p.sw - p.pw, 0);
+        int64_t at = y0 * p.w + x0;
+        for (int64_t iy = oy * p.sh - p.ph; iy < oy * p.sh - p.ph + p.kh; ++iy) {
+          for (int64_t ix = ox * p.sw - p.pw; ix < ox * p.sw - p.pw + p.kw; ++ix) {
+            if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) continue;
+            const float v = x[static_cast<size_t>(plane * p.h * p.w + iy * p.w + ix)];
+            if (v > best || std::isnan(v)) {
+              best = v;
+              at = iy * p.w + ix;
+            }
+          }
+        }
+        values[static_cast<size_t>((plane * p.oh + oy) * p.ow + ox)] = best;
+        indices[static_cast<size_t>((plane * p.oh + oy) * p.ow + ox)] = at;
+      }
+    }
+  }
+}
+
+// How many of got's values differ from want's bit for bit (NaN matches NaN).
+int64_t count_value_mismatches(const std::vector<float>& got, const std::vector<float>& want) {
+  int64_t wrong = got.size() == want.size() ? 0 : 1;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    const bool same_bits = got[i] == want[i] && std::signbit(got[i]) == std::signbit(want[i]);
+    const bool same = std::isnan(want[i]) ? std::isnan(got[i]) : same_bits;
+    wrong += same ? 0 : 1;
+  }
+  return wrong;
 }
 
 }  // namespace
@@ -250,4 +314,136 @@ TEST_CASE("pool: errors name the op, the shapes and what to do") {
   CHECK(m.find("adaptive_avg_pool2d: output_size must be positive") != std::string::npos);
   m = error_of([&] { native::adaptive_avg_pool2d_forward(native::to_dtype(x, ls::kInt64), {1}); });
   CHECK(m.find("float32 or float64") != std::string::npos);
+}
+
+// Windows for the separable float32 path: odd sizes, padding, strides 1 to 3,
+// kernels 1 to 5 and rectangular ones, output rows shorter and longer than a
+// vector (16) and not a multiple of it, and ResNet50's stem pool.
+const std::vector<std::pair<IntList, PoolCase>> kSeparableCases = {
+    {{2, 3, 112, 112}, {{3}, {2}, {1}}},        // ResNet50's stem pool (smaller batch)
+    {{1, 2, 9, 11}, {{3}, {2}, {1}}},           // odd sizes, padded
+    {{1, 2, 10, 37}, {{3}, {1}, {1}}},          // stride 1, ow 37
+    {{1, 2, 13, 70}, {{2}, {2}, {1}}},          // kernel 2 padded, ow 36
+    {{1, 2, 12, 15}, {{3}, {2}, {0}}},          // overlapping, unpadded
+    {{1, 3, 7, 33}, {{2}, {1}, {0}}},           // kernel 2 stride 1
+    {{1, 2, 17, 50}, {{5}, {3}, {2}}},          // stride 3 (portable row pass)
+    {{1, 2, 8, 9}, {{3, 2}, {1, 1}, {1, 1}}},   // rectangular kernel, stride 1
+    {{1, 2, 9, 40}, {{2, 3}, {1, 2}, {1, 0}}},  // kh != kw, sh != sw
+    {{1, 2, 6, 5}, {{1}, {1}, {0}}},            // kernel 1
+    {{1, 1, 3, 3}, {{3}, {2}, {1}}},            // one output row of two
+};
+
+TEST_CASE("pool: separable float32 max_pool2d matches the definition with and without AVX-512") {
+  // Note [Separable max-pool]: every combination of the AVX-512 kernels and the
+  // portable loops, with plain and streamed outputs, on tie-heavy inputs with
+  // NaNs and -inf, on all -inf rows, and on inputs without NaN or inf (where the
+  // AVX-512 kernels drop their NaN compare).
+  ls::manual_seed(11);
+  for (const auto& [sizes, pc] : kSeparableCases) {
+    for (int input_kind = 0; input_kind < 3; ++input_kind) {
+      CAPTURE(ls::shape_str(sizes));
+      CAPTURE(ls::shape_str(pc.kernel));
+      CAPTURE(ls::shape_str(pc.stride));
+      CAPTURE(input_kind);
+      const double nan_rate = input_kind == 0 ? 0.02 : 0.0, inf_rate = input_kind == 0 ? 0.05 : 0.0;
+      Tensor x = native::to_dtype(tie_heavy_input(sizes, nan_rate, inf_rate), ls::kFloat32);
+      if (input_kind == 2) x = ls::randn(sizes);  // no ties, no specials
+      const native::rules::PoolWindow win =
+          native::rules::max_pool2d_window(x, pc.kernel, pc.stride, pc.padding, "test");
+      REQUIRE(native::detail::separable_max_pool_applies(win));
+      const int64_t planes = sizes[0] * sizes[1];
+      const std::vector<float> xv = x.to_vector<float>();
+      std::vector<float> want_values;
+      std::vector<int64_t> want_indices;
+      reference_max_pool(xv, planes, win, want_values, want_indices);
+      for (int mode = 0; mode < 8; ++mode) {
+        CAPTURE(mode);
+        native::detail::SeparableMaxPoolOptions options;
+        options.use_avx512 = (mode & 1) != 0;
+        options.stream_values = (mode & 2) != 0;
+        options.stream_indices = (mode & 4) != 0;
+        std::vector<float> values(want_values.size(), 12345.0f);
+        std::vector<int64_t> indices(want_indices.size(), -7);
+        // Two calls over halves of the planes, as parallel chunks would run.
+        const int64_t half = planes / 2;
+        native::detail::separable_max_pool_planes(xv.data(), win, values.data(), indices.data(), 0,
+                                                  half, options);
+        native::detail::separable_max_pool_planes(xv.data(), win, values.data(), indices.data(),
+                                                  half, planes, options);
+        CHECK(count_value_mismatches(values, want_values) == 0);
+        CHECK(indices == want_indices);
+      }
+    }
+  }
+  // Every value -inf: each index is its window's first in-plane position.
+  Tensor all_neg_inf = ls::full({1, 1, 9, 21}, -std::numeric_limits<double>::infinity());
+  check_max_pool(native::to_dtype(all_neg_inf, ls::kFloat32), {{3}, {2}, {1}});
+  // An empty plane (H = 0 with padding 1) has windows without elements, which
+  // the separable passes do not handle: it must stay on the per-window code.
+  Tensor empty_rows = ls::randn({1, 2, 0, 5});
+  CHECK_FALSE(native::detail::separable_max_pool_applies(
+      native::rules::max_pool2d_window(empty_rows, {2}, {2}, {1}, "test")));
+  auto [y_empty, i_empty] = native::max_pool2d_forward(empty_rows, {2}, {2}, {1});
+  CHECK(y_empty.sizes() == IntList{1, 2, 1, 3});
+}
+
+TEST_CASE("pool: float32 max_pool2d gives the float64 per-window path's results") {
+  // The float32 op takes the separable path for these windows (not side by
+  // side), the float64 op the per-window code of pool.cpp; on the same values
+  // (exact in both) they must pick the same elements. Also through the full
+  // check (definition and backward) at 1 and 2 threads.
+  ls::manual_seed(12);
+  const int saved_threads = ls::get_num_threads();
+  for (int threads : {1, 2}) {
+    ls::set_num_threads(threads);
+    for (const auto& [sizes, pc] : kSeparableCases) {
+      CAPTURE(threads);
+      CAPTURE(ls::shape_str(sizes));
+      CAPTURE(ls::shape_str(pc.kernel));
+      Tensor x64 = tie_heavy_input(sizes, 0.01, 0.03);
+      Tensor x32 = native::to_dtype(x64, ls::kFloat32);
+      auto [y32, i32] = native::max_pool2d_forward(x32, pc.kernel, pc.stride, pc.padding);
+      auto [y64, i64] = native::max_pool2d_forward(x64, pc.kernel, pc.stride, pc.padding);
+      CHECK(i32.to_vector<int64_t>() == i64.to_vector<int64_t>());
+      CHECK(count_value_mismatches(y32.to_vector<float>(),
+                                   native::to_dtype(y64, ls::kFloat32).to_vector<float>()) == 0);
+      check_max_pool(x32, pc);
+    }
+  }
+  ls::set_num_threads(saved_threads);
+}
+
+TEST_CASE("pool: max_pool2d backward scatter is the same with and without streaming") {
+  // Each plane's gradient is the sum, in output order, of the grad_output
+  // elements whose index points there; with streaming it is summed in a scratch
+  // buffer first. Compared bit for bit with a plain loop, on indices from a
+  // tie-heavy forward (many outputs share a position) and odd plane sizes.
+  ls::manual_seed(13);
+  for (const auto& [sizes, pc] : kSeparableCases) {
+    CAPTURE(ls::shape_str(sizes));
+    CAPTURE(ls::shape_str(pc.kernel));
+    Tensor x = native::to_dtype(tie_heavy_input(sizes, 0.0, 0.0), ls::kFloat32);
+    auto [y, idx] = native::max_pool2d_forward(x, pc.kernel, pc.stride, pc.padding);
+    Tensor gy = ls::randn(y.sizes());
+    const std::vector<float> gyv = gy.to_vector<float>();
+    const std::vector<int64_t> iv = idx.to_vector<int64_t>();
+    const int64_t planes = sizes[0] * sizes[1], hw = sizes[2] * sizes[3];
+    const int64_t ohw = y.size(2) * y.size(3);
+    std::vector<float> want(static_cast<size_t>(planes * hw), 0.0f);
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      for (int64_t i = plane * ohw; i < (plane + 1) * ohw; ++i) {
+        const auto at = static_cast<size_t>(plane * hw + iv[static_cast<size_t>(i)]);
+        want[at] += gyv[static_cast<size_t>(i)];
+      }
+    }
+    for (bool streaming : {false, true}) {
+      CAPTURE(streaming);
+      std::vector<float> got(want.size(), 99.0f);  // every element must be written
+      native::detail::max_pool_scatter_planes(gyv.data(), iv.data(), got.data(), hw, ohw, 0,
+                                              planes, streaming);
+      CHECK(count_value_mismatches(got, want) == 0);
+    }
+    Tensor gx = native::max_pool2d_backward(gy, idx, x.sizes());
+    CHECK(count_value_mismatches(gx.to_vector<float>(), want) == 0);
+  }
 }
