@@ -54,12 +54,27 @@
 namespace lockstep::autograd {
 namespace {
 
+// What every batch-norm node saves: the input, the weight (may be undefined),
+// the per-channel mean and invstd the forward used, and, for the fused ops, the
+// output (the ReLU's mask).
+struct BatchNormNode : BackwardNode {
+  SavedVariable input, weight, save_mean, save_invstd;
+  SavedVariable output;  // fused ops only
+  bool training = true;
+
+  void release_variables() override {
+    input.reset();
+    weight.reset();
+    save_mean.reset();
+    save_invstd.reset();
+    output.reset();
+  }
+};
+
 // With relu, the node of batch_norm_relu: `output` is the fused output
 // (Note [Fused BatchNorm + ReLU]).
-struct BatchNormBackward final : BackwardNode {
-  SavedVariable input, weight, save_mean, save_invstd;  // weight may be undefined
-  SavedVariable output;                                 // relu only
-  bool training = true, relu = false;
+struct BatchNormBackward final : BatchNormNode {
+  bool relu = false;
   std::string name() const override { return relu ? "BatchNormReluBackward" : "BatchNormBackward"; }
 
   variable_list apply(variable_list&& grads) override {
@@ -75,21 +90,11 @@ struct BatchNormBackward final : BackwardNode {
                                            training, gi, gw, gb);
     return {grad_input, grad_weight, grad_bias};
   }
-
-  void release_variables() override {
-    input.reset();
-    weight.reset();
-    save_mean.reset();
-    save_invstd.reset();
-    output.reset();
-  }
 };
 
 // The node of batch_norm_add_relu (Note [Fused BatchNorm + add + ReLU]); edges:
 // input, weight, bias, residual.
-struct BatchNormAddReluBackward final : BackwardNode {
-  SavedVariable input, weight, save_mean, save_invstd, output;
-  bool training = true;
+struct BatchNormAddReluBackward final : BatchNormNode {
   std::string name() const override { return "BatchNormAddReluBackward"; }
 
   variable_list apply(variable_list&& grads) override {
@@ -100,14 +105,6 @@ struct BatchNormAddReluBackward final : BackwardNode {
         save_invstd.unpack(name()), output.unpack(name()), training, gi, gw, gb);
     return {grad_input, grad_weight, grad_bias,
             should_compute_output(3) ? grad_residual : Tensor()};
-  }
-
-  void release_variables() override {
-    input.reset();
-    weight.reset();
-    save_mean.reset();
-    save_invstd.reset();
-    output.reset();
   }
 };
 

@@ -18,26 +18,16 @@
 #include "core/parallel.h"
 #include "core/profiler.h"
 #include "core/rng.h"
+#include "tests/support/compare.h"
 
 namespace ls = lockstep;
 namespace native = lockstep::native;
 using ls::IntList;
 using ls::Tensor;
+using lockstep::testing::relative_error;
 using native::ConvBackend;
 
 namespace {
-
-// max |a - b| / max |b|.
-double relative_error(const Tensor& a, const Tensor& b) {
-  const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
-  REQUIRE(av.size() == bv.size());
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < av.size(); ++i) {
-    diff = std::max(diff, std::abs(av[i] - bv[i]));
-    scale = std::max(scale, std::abs(bv[i]));
-  }
-  return diff / scale;
-}
 
 struct Case {
   int64_t c_in, h, w, c_out, kh, kw;
