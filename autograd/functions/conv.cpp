@@ -12,6 +12,7 @@
 #include "autograd/functions/functions.h"
 #include "core/native/nn_kernels.h"
 #include "core/nn_ops.h"
+#include "core/grad_mode.h"
 #include "core/profiler.h"
 
 namespace lockstep::autograd {
@@ -19,14 +20,17 @@ namespace {
 
 struct Conv2dBackward final : BackwardNode {
   SavedVariable input, weight;
+  // Note [Convolution workspace] (core/native/conv_onednn.h): may be null.
+  std::shared_ptr<const native::ConvWorkspace> workspace;
   IntList stride, padding, dilation;
   int64_t groups = 1;
   std::string name() const override { return "Conv2dBackward"; }
 
   variable_list apply(variable_list&& grads) override {
-    auto [grad_input, grad_weight, grad_bias] = native::conv2d_backward(
-        grads[0], input.unpack(name()), weight.unpack(name()), stride, padding, dilation, groups,
-        should_compute_output(0), should_compute_output(1), should_compute_output(2));
+    auto [grad_input, grad_weight, grad_bias] = native::conv2d_backward_with(
+        {Tensor(), workspace}, grads[0], input.unpack(name()), weight.unpack(name()), stride,
+        padding, dilation, groups, should_compute_output(0), should_compute_output(1),
+        should_compute_output(2));
     return {grad_input, grad_weight, grad_bias};
   }
 
@@ -40,15 +44,16 @@ struct Conv2dBackward final : BackwardNode {
         sum.dtype() != x.dtype() || !should_compute_output(0)) {
       return BackwardNode::apply_summing(std::move(grads), std::move(pending));
     }
-    auto [grad_input, grad_weight, grad_bias] = native::conv2d_backward_summing(
-        sum, grads[0], x, weight.unpack(name()), stride, padding, dilation, groups,
-        should_compute_output(1), should_compute_output(2));
+    auto [grad_input, grad_weight, grad_bias] = native::conv2d_backward_with(
+        {sum, workspace}, grads[0], x, weight.unpack(name()), stride, padding, dilation, groups,
+        /*need_input=*/true, should_compute_output(1), should_compute_output(2));
     return {grad_input, grad_weight, grad_bias};
   }
 
   void release_variables() override {
     input.reset();
     weight.reset();
+    workspace.reset();
   }
 };
 
@@ -62,9 +67,18 @@ using namespace autograd;  // NOLINT: this file defines the op that records this
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
               const IntList& padding, const IntList& dilation, int64_t groups) {
   profiler::Scope prof("conv2d");
-  Tensor out = native::conv2d_forward(input, weight, bias, stride, padding, dilation, groups);
+  // A weight gradient to come: keep the forward's workspace for it (Note [Convolution workspace]).
+  const bool weight_grad = GradMode::is_enabled() && weight.requires_grad();
+  auto [out, workspace] =
+      weight_grad ? native::conv2d_forward_training(input, weight, bias, stride, padding, dilation,
+                                                    groups)
+                  : std::tuple<Tensor, std::shared_ptr<const native::ConvWorkspace>>{
+                        native::conv2d_forward(input, weight, bias, stride, padding, dilation,
+                                               groups),
+                        nullptr};
   if (compute_requires_grad({input, weight, bias})) {
     auto node = std::make_shared<Conv2dBackward>();
+    node->workspace = std::move(workspace);
     node->input = SavedVariable(input);
     node->weight = SavedVariable(weight);
     node->stride = stride;

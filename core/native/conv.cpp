@@ -262,10 +262,13 @@ bool use_onednn(const Tensor& x, const ConvGeometry& g) {
 
 }  // namespace
 
-Tensor conv2d_forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                      const IntList& stride, const IntList& padding, const IntList& dilation,
-                      int64_t groups) {
-  LS_DISPATCH_CUDA(input, conv2d_forward(input, weight, bias, stride, padding, dilation, groups));
+namespace {
+
+// conv2d_forward; with `workspace`, the oneDNN path may leave one there
+// (Note [Convolution workspace]).
+Tensor forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
+               const IntList& stride, const IntList& padding, const IntList& dilation,
+               int64_t groups, std::shared_ptr<const ConvWorkspace>* workspace) {
   const char* op = "conv2d";
   const ConvGeometry g =
       make_conv_geometry(input, weight, bias, stride, padding, dilation, groups, op);
@@ -274,7 +277,8 @@ Tensor conv2d_forward(const Tensor& input, const Tensor& weight, const Tensor& b
   Tensor out = empty({g.n, g.c_out, g.oh, g.ow}, x.dtype());  // (N, C_out, oH, oW)
   if (use_onednn(x, g) &&
       conv2d_forward_onednn(g, x.data_ptr<float>(), w.data_ptr<float>(),
-                            b.defined() ? b.data_ptr<float>() : nullptr, out.data_ptr<float>())) {
+                            b.defined() ? b.data_ptr<float>() : nullptr, out.data_ptr<float>(),
+                            workspace)) {
     return out;
   }
   dispatch_floating(x.dtype(), op, [&]<class T>() {
@@ -292,15 +296,36 @@ Tensor conv2d_forward(const Tensor& input, const Tensor& weight, const Tensor& b
   return out;
 }
 
+}  // namespace
+
+Tensor conv2d_forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                      const IntList& stride, const IntList& padding, const IntList& dilation,
+                      int64_t groups) {
+  LS_DISPATCH_CUDA(input, conv2d_forward(input, weight, bias, stride, padding, dilation, groups));
+  return forward(input, weight, bias, stride, padding, dilation, groups, nullptr);
+}
+
+std::tuple<Tensor, std::shared_ptr<const ConvWorkspace>> conv2d_forward_training(
+    const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+    const IntList& padding, const IntList& dilation, int64_t groups) {
+  std::shared_ptr<const ConvWorkspace> workspace;
+  if (input.defined() && input.device().is_cuda()) {  // cuDNN keeps no workspace of ours
+    return {conv2d_forward(input, weight, bias, stride, padding, dilation, groups), workspace};
+  }
+  Tensor out = forward(input, weight, bias, stride, padding, dilation, groups, &workspace);
+  return {out, workspace};
+}
+
 namespace {
 
-// conv2d_backward, with grad_input added into input_sum when that is defined.
+// conv2d_backward with the extras of conv2d_backward_with.
 std::tuple<Tensor, Tensor, Tensor> backward(const Tensor& grad_output, const Tensor& input,
                                             const Tensor& weight, const IntList& stride,
                                             const IntList& padding, const IntList& dilation,
                                             int64_t groups, bool need_input, bool need_weight,
-                                            bool need_bias, const Tensor& input_sum,
+                                            bool need_bias, const ConvBackwardExtras& extras,
                                             const char* op) {
+  const Tensor& input_sum = extras.grad_input_sum;
   const ConvGeometry g =
       make_conv_geometry(input, weight, Tensor(), stride, padding, dilation, groups, op);
   lockstep::detail::check_defined(grad_output, op);
@@ -320,7 +345,8 @@ std::tuple<Tensor, Tensor, Tensor> backward(const Tensor& grad_output, const Ten
         g, gy.data_ptr<float>(), x.data_ptr<float>(), w.data_ptr<float>(),
         need_input ? grad_input.data_ptr<float>() : nullptr,
         need_weight ? grad_weight.data_ptr<float>() : nullptr,
-        grad_bias.defined() ? grad_bias.data_ptr<float>() : nullptr, summing);
+        grad_bias.defined() ? grad_bias.data_ptr<float>() : nullptr, summing,
+        extras.workspace.get());
     if (!done.input) grad_input = Tensor();
     if (!done.weight) grad_weight = grad_bias = Tensor();
   }
@@ -343,25 +369,32 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, co
   LS_DISPATCH_CUDA(input, conv2d_backward(grad_output, input, weight, stride, padding, dilation,
                                           groups, need_input, need_weight, need_bias));
   return backward(grad_output, input, weight, stride, padding, dilation, groups, need_input,
-                  need_weight, need_bias, Tensor(), "conv2d_backward");
+                  need_weight, need_bias, {}, "conv2d_backward");
 }
 
-std::tuple<Tensor, Tensor, Tensor> conv2d_backward_summing(
-    const Tensor& grad_input_sum, const Tensor& grad_output, const Tensor& input,
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward_with(
+    const ConvBackwardExtras& extras, const Tensor& grad_output, const Tensor& input,
     const Tensor& weight, const IntList& stride, const IntList& padding, const IntList& dilation,
-    int64_t groups, bool need_weight, bool need_bias) {
-  const char* op = "conv2d_backward_summing";
-  lockstep::detail::check_defined(grad_input_sum, op);
+    int64_t groups, bool need_input, bool need_weight, bool need_bias) {
+  const char* op = "conv2d_backward_with";
+  const Tensor& sum = extras.grad_input_sum;
+  if (!sum.defined() && extras.workspace == nullptr) {
+    return conv2d_backward(grad_output, input, weight, stride, padding, dilation, groups,
+                           need_input, need_weight, need_bias);
+  }
   lockstep::detail::check_defined(input, op);
-  LS_CHECK(grad_input_sum.device().is_cpu() && input.device().is_cpu(), op,
-           ": CPU tensors only; on a GPU use conv2d_backward and add the result");
-  LS_CHECK(grad_input_sum.sizes() == input.sizes() && grad_input_sum.dtype() == input.dtype() &&
-               grad_input_sum.is_contiguous() && grad_input_sum.storage_offset() == 0,
-           op, ": grad_input_sum must be a contiguous ", input.dtype(), " tensor of the input's shape ",
-           input.shape_str(), " but has shape ", grad_input_sum.shape_str(), " and dtype ",
-           grad_input_sum.dtype());
+  LS_CHECK(input.device().is_cpu(), op,
+           ": grad_input_sum and workspaces are for CPU tensors; on a GPU use conv2d_backward "
+           "and add the result");
+  if (sum.defined()) {
+    LS_CHECK(sum.device().is_cpu() && sum.sizes() == input.sizes() &&
+                 sum.dtype() == input.dtype() && sum.is_contiguous() && sum.storage_offset() == 0,
+             op, ": grad_input_sum must be a contiguous CPU ", input.dtype(),
+             " tensor of the input's shape ", input.shape_str(), " but has shape ",
+             sum.shape_str(), " and dtype ", sum.dtype(), " on ", sum.device().str());
+  }
   return backward(grad_output, input, weight, stride, padding, dilation, groups,
-                  /*need_input=*/true, need_weight, need_bias, grad_input_sum, op);
+                  need_input || sum.defined(), need_weight, need_bias, extras, op);
 }
 
 }  // namespace lockstep::native

@@ -30,9 +30,13 @@ bool folds(const ConvGeometry& g) {
 
 }  // namespace
 
+bool conv_folded_gemm_takes_weights(const ConvGeometry& g, bool bias) {
+  return !bias && folds(g);
+}
+
 bool conv_folded_gemm_backward_weights(const ConvGeometry& g, const float* gy, const float* x,
                                        float* gw, const float* gb) {
-  if (gb != nullptr || !folds(g)) return false;
+  if (!conv_folded_gemm_takes_weights(g, gb != nullptr)) return false;
   // Note [Convolution profile labels]: the name is built only while something records.
   const std::string name = profiler::is_recording()
                                ? conv_profile_label(g, ConvPass::BackwardWeights, "gemm-folded")

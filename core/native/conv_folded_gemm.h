@@ -36,6 +36,9 @@ namespace lockstep::native {
 // gw (C_out, C_in, kH, kW) = the weight gradient of `g` from gy (N, C_out, oH, oW)
 // and x (N, C_in, H, W), when the rule above takes `g` and no bias gradient is
 // wanted (gb null): true. Otherwise writes nothing and returns false.
+// Whether conv_folded_gemm_backward_weights takes `g` (with a bias gradient when `bias`).
+bool conv_folded_gemm_takes_weights(const ConvGeometry& g, bool bias);
+
 bool conv_folded_gemm_backward_weights(const ConvGeometry& g, const float* gy, const float* x,
                                        float* gw, const float* gb);
 

@@ -415,12 +415,57 @@ double time_primitive(const CachedConv& c, const ConvGeometry& g) {
 
 }  // namespace
 
+// Note [Convolution workspace]: the forward's blocked input, and its layout.
+struct ConvWorkspace {
+  Tensor blocked_src;  // (bytes of `layout`) as float32
+  memory::desc layout;
+};
+
+namespace {
+
+// A workspace for the forward `c` of (g, bias) when the backward-weights pass
+// will run a primitive that reads the input in the layout c reorders it into;
+// the forward then reorders into it. Null otherwise.
+std::shared_ptr<ConvWorkspace> make_workspace(const ConvGeometry& g, const CachedConv& c,
+                                              bool bias) {
+  const Slot& src = c.slots[0];
+  if (src.arg != DNNL_ARG_SRC || !src.convert) return nullptr;
+  if (conv_folded_gemm_takes_weights(g, bias)) return nullptr;  // no primitive there
+  const auto weights = lookup(g, ConvPass::BackwardWeights, bias);
+  if (!weights || weights->slots[1].arg != DNNL_ARG_SRC || weights->slots[1].inner != src.inner) {
+    return nullptr;
+  }
+  auto ws = std::make_shared<ConvWorkspace>();
+  const auto floats = static_cast<int64_t>((src.inner.get_size() + 3) / sizeof(float));
+  ws->blocked_src = empty({floats}, kFloat32);
+  ws->layout = src.inner;
+  return ws;
+}
+
+}  // namespace
+
 bool conv2d_forward_onednn(const ConvGeometry& g, const float* x, const float* w,
-                           const float* bias, float* y) {
+                           const float* bias, float* y,
+                           std::shared_ptr<const ConvWorkspace>* workspace) {
   if (conv1x1_gemm_forward(g, x, w, bias, y)) return true;  // Note [1x1 convolutions as GEMMs]
   const auto c = lookup(g, ConvPass::Forward, bias != nullptr);
   if (!c) return false;
   std::vector<Arg> buffers{{x}, {w}};
+  if (workspace != nullptr) {
+    if (auto ws = make_workspace(g, *c, bias != nullptr)) {
+      void* blocked = ws->blocked_src.data_ptr<float>();
+      guarded("the input reorder", g, "conv2d", [&] {
+        dnnl::stream& stream = thread_stream();
+        ScratchArena arena;
+        convert(c->slots[0], memory(c->slots[0].plain, cpu_engine(), const_cast<float*>(x)),
+                memory(ws->layout, cpu_engine(), blocked), stream,
+                [&](const memory::desc& md) { return arena.get(md.get_size()); });
+        stream.wait();
+      });
+      buffers[0] = {blocked, true};
+      *workspace = std::move(ws);
+    }
+  }
   if (bias != nullptr) buffers.push_back({bias});
   buffers.push_back({y});
   run(*c, buffers, g, "conv2d");
@@ -429,7 +474,7 @@ bool conv2d_forward_onednn(const ConvGeometry& g, const float* x, const float* w
 
 ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, const float* x,
                                         const float* w, float* gx, float* gw, float* gb,
-                                        bool sum_gx) {
+                                        bool sum_gx, const ConvWorkspace* workspace) {
   const char* op = "conv2d_backward";
   // Note [1x1 convolutions as GEMMs]: the passes done there are skipped here.
   // Note [Convolutions as batch-folded GEMMs]: likewise for backward-weights.
@@ -471,6 +516,10 @@ ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, 
   }
   if (weights) {
     std::vector<Arg> buffers{diff_dst, {x}, {gw}};
+    // Note [Convolution workspace]: the forward's blocked input, if it is in this layout.
+    if (workspace != nullptr && weights->slots[1].inner == workspace->layout) {
+      buffers[1] = {workspace->blocked_src.data_ptr<float>(), true};
+    }
     if (gb != nullptr) buffers.push_back({gb});
     run(*weights, buffers, g, op);
   }

@@ -15,6 +15,7 @@
 // Read next: core/native/conv.cpp, autograd/functions/conv.cpp.
 #pragma once
 
+#include <memory>
 #include <tuple>
 #include <utility>
 
@@ -48,15 +49,27 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, co
                                                    const IntList& padding, const IntList& dilation,
                                                    int64_t groups, bool need_input,
                                                    bool need_weight, bool need_bias);
-// As conv2d_backward with need_input, but the input gradient is added into
-// grad_input_sum (contiguous, the input's shape and dtype, CPU), which is
-// returned as the first result: Note [Convolution gradients summed in place]
-// in core/native/conv_onednn.h. The caller must be the only one to see
-// grad_input_sum.
-std::tuple<Tensor, Tensor, Tensor> conv2d_backward_summing(
-    const Tensor& grad_input_sum, const Tensor& grad_output, const Tensor& input,
+// The forward that training uses: also returns a workspace for the backward,
+// or null (Note [Convolution workspace] in core/native/conv_onednn.h). Without
+// a weight gradient to come, call conv2d_forward.
+struct ConvWorkspace;  // opaque; core/native/conv_onednn.cpp
+std::tuple<Tensor, std::shared_ptr<const ConvWorkspace>> conv2d_forward_training(
+    const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+    const IntList& padding, const IntList& dilation, int64_t groups);
+// What conv2d_backward_with may be handed besides the operands (each optional):
+//   grad_input_sum  the input gradient is added into it (contiguous, the
+//                   input's shape and dtype, CPU, seen by nobody else) and it
+//                   is returned as the first result, need_input or not: Note
+//                   [Convolution gradients summed in place] in core/native/conv_onednn.h
+//   workspace       what conv2d_forward_training returned for these operands
+struct ConvBackwardExtras {
+  Tensor grad_input_sum;
+  std::shared_ptr<const ConvWorkspace> workspace;
+};
+std::tuple<Tensor, Tensor, Tensor> conv2d_backward_with(
+    const ConvBackwardExtras& extras, const Tensor& grad_output, const Tensor& input,
     const Tensor& weight, const IntList& stride, const IntList& padding, const IntList& dilation,
-    int64_t groups, bool need_weight, bool need_bias);
+    int64_t groups, bool need_input, bool need_weight, bool need_bias);
 
 // ---- pooling (pool.cpp) ----
 // (N, C, H, W) -> (output (N, C, H', W'), indices int64 (N, C, H', W')), where
