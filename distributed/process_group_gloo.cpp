@@ -29,6 +29,7 @@
 #include "core/factory.h"
 #include "distributed/collective_check.h"
 #include "distributed/process_group_gloo_pending.h"
+#include "distributed/process_group_gloo_teardown.h"
 #include "distributed/reduce_kernels.h"
 #include "distributed/work_queue.h"
 
@@ -181,12 +182,13 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
     options_.ring_threshold_bytes = positive_env_value("LOCKSTEP_GLOO_RING_THRESHOLD", env, int64_t{1} << 40);
   }
   BlockSigpipeForNewThreads no_sigpipe;  // see Note [SIGPIPE]
-  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  // See Note [Gloo teardown across worker threads] (process_group_gloo_teardown.h).
+  auto context = std::make_shared<gloo_detail::GuardedContext>(rank, size);
   context->setTimeout(options_.timeout);
   try {
     auto device = gloo::transport::tcp::CreateDevice(attr);
     GlooStoreAdapter adapter(store, "gloo/", options_.timeout);
-    context->connectFullMesh(adapter, device);
+    context->connect(adapter, device);
   } catch (const std::exception& e) {
     throw Error(lockstep::detail::str("ProcessGroupGloo: rank ", rank, " of ", size,
                             " could not connect to its peers (listening on ", device_description_,

@@ -3,6 +3,7 @@
 // collectives share. Included by process_group_gloo.cpp and
 // process_group_gloo_collectives.cpp only.
 // Read before: distributed/process_group_gloo.h.
+// Read next: distributed/process_group_gloo_teardown.h.
 #pragma once
 
 #include <chrono>
@@ -17,6 +18,7 @@
 
 #include "distributed/collective_check.h"
 #include "distributed/process_group_gloo.h"
+#include "distributed/process_group_gloo_teardown.h"
 
 namespace lockstep::distributed {
 
@@ -53,27 +55,26 @@ inline void with_element_type(size_t element_size, F&& fn) {
 // loop signal that pair's pending operations. Neither waits for the loop to
 // let go of the buffers, and a failure on one pair leaves recvs posted on the
 // other pairs, which a late peer could still fill. So when a Gloo call throws,
-// call_gloo() first closes every pair of the context (gloo::Context::
-// closeConnections: under each pair's lock, unregisters its socket from the
-// loop and waits for the loop to tick) and only then lets the exception unwind
+// call_gloo() first tears the group down (GuardedContext::tear_down: every
+// pair signalled and closed, each under its lock, so the loop lets go of it;
+// see Note [Gloo teardown across worker threads] in
+// process_group_gloo_teardown.h, which also covers the buffers Gloo's own
+// algorithms free while they unwind) and only then lets the exception unwind
 // the caller's frame, which destroys the options and the buffers. The caller
 // must therefore declare the options and every buffer they point to *before*
-// calling call_gloo(). Closing the pairs is final, which matches what the
-// group does anyway: a transport failure marks it broken (every later
-// collective fails at once with the first error), see process_group_gloo.h.
+// calling call_gloo(). The teardown is final, which matches what the group
+// does anyway: a transport failure marks it broken (every later collective
+// fails at once with the first error), see process_group_gloo.h.
 // Any exception (Gloo's EnforceNotMet is not a gloo::Exception) is rethrown as
 // a gloo::IoException so the caller reports it as a transport failure.
+// `context` is the group's context, which the constructor made a GuardedContext.
 template <class F>
 inline void call_gloo(gloo::Context& context, F&& call) {
   try {
     call();
   } catch (const std::exception& e) {
     const std::string what = e.what();
-    try {
-      context.closeConnections();
-    } catch (...) {
-      // Closing is best effort: the pairs may already be closed or half torn down.
-    }
+    static_cast<GuardedContext&>(context).tear_down();  // noexcept; once per group, later callers wait
     throw gloo::IoException(what);
   }
 }

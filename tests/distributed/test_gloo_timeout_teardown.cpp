@@ -4,8 +4,11 @@
 // down and exits cleanly (no crash; under scripts/sanitize.sh tsan / asan, no
 // report: a sanitizer report makes the rank exit non-zero and the test fail).
 // This is the case Note [Gloo buffers after a failure] is about: Gloo's loop
-// thread may still hold the failed collectives' buffers when they throw.
-// Read before: distributed/process_group_gloo_pending.h, tests/support/multiprocess.h.
+// thread may still hold the failed collectives' buffers when they throw; and
+// Note [Gloo teardown across worker threads]: when several collectives fail at
+// once, one worker's Gloo touches the others' buffers while they unwind.
+// Read before: distributed/process_group_gloo_pending.h,
+// distributed/process_group_gloo_teardown.h, tests/support/multiprocess.h.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -81,6 +84,124 @@ TEST_CASE("process_group: a rank that never joins makes the others time out, the
     }
     // Allocate and touch memory after the teardown: a write into a freed
     // buffer by a leftover Gloo thread would show up here under ASan/TSan.
+    ls::Tensor after = ls::ones({1 << 20});
+    CHECK(after.sum().item<float>() == static_cast<float>(1 << 20));
+  }, 90s);
+  REQUIRE(results.size() == 3);
+  for (const auto& r : results) CHECK_MESSAGE(r.ok(), r.describe());
+}
+
+// Note [Gloo teardown across worker threads] (distributed/process_group_gloo_teardown.h):
+// when several collectives fail at once, one worker's Gloo signals the other
+// workers' buffers while those workers unwind and free them. Rank 1 joins the
+// first allreduces and then stops issuing, the way a rank stalled mid-backward
+// leaves DDP's later buckets hanging; ranks 0 and 2 have four of the hanging
+// allreduces (plus an allgather) in flight on their worker threads when the
+// timeouts fire, on both sides of every pair. Under scripts/sanitize.sh tsan,
+// a buffer freed before the group's teardown finished is reported and fails
+// the rank; without a sanitizer the test checks the errors and a clean exit.
+TEST_CASE("process_group: collectives failing at once on several worker threads each report the timeout") {
+  constexpr int kJoined = 3;  // rank 1 issues allreduces #1..#3 only
+  constexpr int kIssued = 8;
+  auto results = ls::testing::launch_ranks(3, [](int rank) {
+    {
+      auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(20s));
+      ls::Tensor warm = ls::ones({16});
+      pg->allreduce(warm)->wait(20s);  // #0: everyone is connected
+      std::vector<ls::Tensor> tensors;
+      std::vector<std::shared_ptr<dist::Work>> works;
+      pg->set_timeout(1000ms);
+      for (int k = 0; k < (rank == 1 ? kJoined : kIssued); ++k) {
+        tensors.push_back(ls::full({1000}, static_cast<float>(k + 1)));  // (1000,): ring allreduce
+        works.push_back(pg->allreduce(tensors.back()));
+      }
+      if (rank == 1) {
+        for (int k = 0; k < kJoined; ++k) {
+          CHECK_MESSAGE(error_of([&] { works[k]->wait(20s); }) == "(no error)", "allreduce ", k);
+        }
+        std::this_thread::sleep_for(3s);  // silent past the others' timeout, then leaves
+        return;
+      }
+      ls::Tensor small = ls::ones({1000});  // (1000,)
+      std::vector<ls::Tensor> gathered;
+      works.push_back(pg->allgather(gathered, small));
+      std::vector<std::string> errors;
+      for (auto& w : works) errors.push_back(error_of([&] { w->wait(20s); }));
+      // The allreduces rank 1 joined completed: every rank contributed k + 1.
+      for (int k = 0; k < kJoined; ++k) {
+        CHECK_MESSAGE(errors[k] == "(no error)", errors[k]);
+        CHECK(tensors[k].sum().item<float>() == 3.0f * static_cast<float>(k + 1) * 1000.0f);
+      }
+      // The others failed: with the timeout when they were in flight (woken by
+      // their own timeout or by another worker's), else at once as unusable.
+      int timed_out = 0;
+      for (size_t k = kJoined; k < errors.size(); ++k) {
+        const std::string kind = k + 1 < errors.size() ? "gloo allreduce #" : "gloo allgather #";
+        CHECK_MESSAGE(contains(errors[k], kind), errors[k]);
+        const bool timeout = contains(errors[k], "timeout 1000 ms");
+        CHECK_MESSAGE((timeout || contains(errors[k], "unusable after an earlier failure")), errors[k]);
+        timed_out += timeout ? 1 : 0;
+      }
+      // Four worker threads: the first four hanging allreduces were all inside Gloo.
+      CHECK_MESSAGE(timed_out >= 4, "timed out: ", timed_out);
+      std::string next = error_of([&] { pg->barrier()->wait(20s); });
+      CHECK_MESSAGE(contains(next, "unusable after an earlier failure"), next);
+      works.clear();
+      tensors.clear();
+      pg.reset();
+    }
+    ls::Tensor after = ls::ones({1 << 20});
+    CHECK(after.sum().item<float>() == static_cast<float>(1 << 20));
+  }, 90s);
+  REQUIRE(results.size() == 3);
+  for (const auto& r : results) CHECK_MESSAGE(r.ok(), r.describe());
+}
+
+// The same, with data moving: all three ranks run a chunked allreduce (three
+// pieces of 4 MiB on three worker threads, 5 s timeout) that rank 2 joins
+// late, while on ranks 0 and 1 a barrier rank 2 never issues times out after
+// 1 s on the fourth thread. The barrier's worker signals every pair while the
+// allreduce's workers are between sends and receives, so they wake on one pair
+// while Gloo's scratch buffers still have receives posted on another.
+TEST_CASE("process_group: a timeout on one worker thread while another moves data tears the group down cleanly") {
+  auto results = ls::testing::launch_ranks(3, [](int rank) {
+    {
+      auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(20s));
+      ls::Tensor warm = ls::ones({16});
+      pg->allreduce(warm)->wait(20s);  // #0: everyone is connected
+      ls::Tensor big = ls::ones({3 << 20});  // (3M,) 12 MB: 3 pieces of 4 MiB
+      if (rank == 2) {
+        std::this_thread::sleep_for(700ms);  // joins the allreduce just before the others' barrier times out
+        pg->set_timeout(5000ms);
+        std::string msg = error_of([&] { pg->allreduce(big)->wait(20s); });
+        // Ranks 0 and 1 may have torn the group down before it finished.
+        CHECK_MESSAGE((msg == "(no error)" || contains(msg, "gloo allreduce #")), msg);
+        std::this_thread::sleep_for(1500ms);  // never issues the barrier
+        return;
+      }
+      pg->set_timeout(5000ms);
+      auto reduce = pg->allreduce(big);
+      pg->set_timeout(1000ms);
+      auto barrier = pg->barrier();
+      std::string barrier_error = error_of([&] { barrier->wait(20s); });
+      CHECK_MESSAGE(contains(barrier_error, "gloo barrier #"), barrier_error);
+      CHECK_MESSAGE(contains(barrier_error, "timeout 1000 ms"), barrier_error);
+      // The allreduce finished before the barrier's timeout (every element is
+      // 3), or the teardown stopped it: then it names itself, never a hang.
+      std::string reduce_error = error_of([&] { reduce->wait(20s); });
+      if (reduce_error == "(no error)") {
+        CHECK(big.sum().item<float>() == 3.0f * static_cast<float>(3 << 20));
+      } else {
+        CHECK_MESSAGE(contains(reduce_error, "gloo allreduce #"), reduce_error);
+        CHECK_MESSAGE(!contains(reduce_error, "did not complete within"), reduce_error);
+      }
+      std::string next = error_of([&] { pg->allreduce(warm)->wait(20s); });
+      CHECK_MESSAGE(contains(next, "unusable after an earlier failure"), next);
+      reduce.reset();
+      barrier.reset();
+      big = ls::Tensor();
+      pg.reset();
+    }
     ls::Tensor after = ls::ones({1 << 20});
     CHECK(after.sum().item<float>() == static_cast<float>(1 << 20));
   }, 90s);
