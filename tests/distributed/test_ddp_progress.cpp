@@ -55,6 +55,13 @@ std::string train_with_a_stalled_rank(int rank, bool stall_in_backward) {
   // Leave together: rank 1 may still be finishing the step the others gave up on.
   store->set("test/done/" + std::to_string(rank), "1");
   store->wait({"test/done/0", "test/done/1", "test/done/2"}, 30s);
+  // Rank 0 hosts the store: it leaves last, once every other rank's wait above
+  // has returned (else a rank still reading its reply sees the server close).
+  if (rank == 0) {
+    store->wait({"test/left/1", "test/left/2"}, 30s);
+  } else {
+    store->set("test/left/" + std::to_string(rank), "1");
+  }
   return error;
 }
 
