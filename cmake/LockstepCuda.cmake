@@ -7,8 +7,10 @@
 # (core/cuda/*.cu|*.cpp, distributed/cuda/*.cpp) joins that layer's library,
 # which then defines LOCKSTEP_WITH_CUDA=1 for itself and its users; the kernels
 # are compiled for sm_90 (Hopper, the H200) plus compute_90 PTX that the driver
-# JIT-compiles for newer GPUs. The build links cudart, cuBLAS(Lt), cuDNN and
-# NCCL from the toolkit. It builds and links without a GPU; the `gpu`-labelled
+# JIT-compiles for newer GPUs. The build links cudart, cuDNN and NCCL from the
+# toolkit, and opens cuBLAS at run time on the first GPU GEMM (Note [cuBLAS
+# loaded on first use] in core/cuda/cublas_library.h: linked, it cost every
+# process 200+ MB of memory). It builds and links without a GPU; the `gpu`-labelled
 # tests then skip with a message (ls::cuda::is_available() is false).
 # Read before: cmake/LockstepDependencies.cmake. Read next: core/cuda/cuda_context.h.
 include(CheckLanguage)

@@ -17,11 +17,12 @@
 // Read before: core/cuda/cuda_context.h. Read next: core/cuda/cuda_allocator.h.
 #include "core/cuda/cuda_context.h"
 
-#include <cublas_v2.h>
 #include <cudnn.h>
 
 #include <array>
 #include <mutex>
+
+#include "core/cuda/cublas_library.h"
 
 namespace lockstep::cuda {
 
@@ -143,7 +144,7 @@ DeviceGuard::~DeviceGuard() {
 namespace {
 void check_cublas(cublasStatus_t st, const char* what, int device) {
   LS_CHECK(st == CUBLAS_STATUS_SUCCESS, what, " failed on cuda:", device, " with cuBLAS status ",
-           static_cast<int>(st), " (", cublasGetStatusString(st),
+           static_cast<int>(st), " (", cublas_library().status_string(st),
            "); check that the CUDA driver works (nvidia-smi) and the GPU has free memory");
 }
 void check_cudnn(cudnnStatus_t st, const char* what, int device) {
@@ -158,10 +159,10 @@ cublasContext* cublas_handle(int device) {
   DeviceState& s = states()[device];
   std::call_once(s.cublas_once, [&] {
     DeviceGuard guard(Device::cuda(device));
-    check_cublas(cublasCreate(&s.cublas), "cublasCreate", device);
+    check_cublas(cublas_library().create(&s.cublas), "cublasCreate", device);
   });
   std::lock_guard<std::mutex> lock(s.handle_mutex);
-  check_cublas(cublasSetStream(s.cublas, stream), "cublasSetStream", device);
+  check_cublas(cublas_library().set_stream(s.cublas, stream), "cublasSetStream", device);
   return s.cublas;
 }
 

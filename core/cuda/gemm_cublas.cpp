@@ -26,11 +26,10 @@
 //
 // Read before: core/native/gemm.h, core/native/linalg.cpp, core/cuda/nn_util.h.
 // Read next: core/cuda/linear.cu.
-#include <cublas_v2.h>
-
 #include <algorithm>
 #include <optional>
 
+#include "core/cuda/cublas_library.h"
 #include "core/cuda/cuda_native_nn.h"
 #include "core/cuda/nn_util.h"
 #include "core/native/matmul_rules.h"
@@ -42,7 +41,8 @@
   do {                                                                                             \
     const cublasStatus_t ls_cublas_status_ = (expr);                                               \
     LS_CHECK(ls_cublas_status_ == CUBLAS_STATUS_SUCCESS, "cuBLAS call ", #expr,                    \
-             " failed: ", cublasGetStatusString(ls_cublas_status_), " (", __FILE__, ":", __LINE__, \
+             " failed: ", cuda::cublas_library().status_string(ls_cublas_status_), " (", __FILE__, \
+             ":", __LINE__,                                                                        \
              "); check the sizes and that the GPU has memory left");                               \
   } while (0)
 
@@ -69,8 +69,9 @@ cublasOperation_t op_of(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; 
 // The handle for `device`, bound to its current stream, in the mode every call here assumes.
 cublasHandle_t ready_handle(Device device) {
   cublasHandle_t handle = cuda::cublas_handle(device.index);
-  LS_CUBLAS_CHECK(cublasSetPointerMode(handle, CUBLAS_POINTER_MODE_HOST));
-  LS_CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
+  const cuda::CublasLibrary& cublas = cuda::cublas_library();  // Note [cuBLAS loaded on first use]
+  LS_CUBLAS_CHECK(cublas.set_pointer_mode(handle, CUBLAS_POINTER_MODE_HOST));
+  LS_CUBLAS_CHECK(cublas.set_math_mode(handle, CUBLAS_DEFAULT_MATH));
   return handle;
 }
 
@@ -87,7 +88,7 @@ void gemm_strided_batched(Device device, int64_t batch, bool trans_a, bool trans
   cuda::DeviceGuard guard(device);
   cublasHandle_t handle = ready_handle(device);
   const T alpha = T(1), beta = T(0);
-  LS_CUBLAS_CHECK(cublasGemmStridedBatchedEx_64(
+  LS_CUBLAS_CHECK(cuda::cublas_library().gemm_strided_batched_ex(
       handle, op_of(trans_b), op_of(trans_a), n, m, k, &alpha, b, data_type<T>(), ldb, stride_b, a,
       data_type<T>(), lda, stride_a, &beta, c, data_type<T>(), ldc, stride_c, batch,
       compute_type<T>(), CUBLAS_GEMM_DEFAULT));
@@ -220,9 +221,9 @@ void gemm_device(Device device, bool trans_a, bool trans_b, int64_t m, int64_t n
   cuda::DeviceGuard guard(device);
   cublasHandle_t handle = ready_handle(device);
   // Note [cuBLAS row-major GEMM]: C^T = op(B)^T op(A)^T.
-  LS_CUBLAS_CHECK(cublasGemmEx_64(handle, op_of(trans_b), op_of(trans_a), n, m, k, &alpha, b,
-                                  data_type<T>(), ldb, a, data_type<T>(), lda, &beta, c,
-                                  data_type<T>(), ldc, compute_type<T>(), CUBLAS_GEMM_DEFAULT));
+  LS_CUBLAS_CHECK(cuda::cublas_library().gemm_ex(
+      handle, op_of(trans_b), op_of(trans_a), n, m, k, &alpha, b, data_type<T>(), ldb, a,
+      data_type<T>(), lda, &beta, c, data_type<T>(), ldc, compute_type<T>(), CUBLAS_GEMM_DEFAULT));
 }
 
 template void gemm_device<float>(Device, bool, bool, int64_t, int64_t, int64_t, float, const float*,

@@ -6,7 +6,12 @@
 // Read before: core/device.h, core/cuda_info.cpp.
 #include <doctest/doctest.h>
 
+#include <string>
+
 #include "core/factory.h"
+#if LOCKSTEP_WITH_CUDA
+#include "core/cuda/cublas_library.h"
+#endif
 #include "tests/support/errors.h"
 
 namespace ls = lockstep;
@@ -22,6 +27,21 @@ TEST_CASE("a CPU-only build has no CUDA device and says so when one is asked for
   CHECK(ls::testing::contains(to, "CUDA support"));
 }
 #else
+TEST_CASE("a CUDA build opens cuBLAS on first use and finds every entry point it calls") {
+  // Note [cuBLAS loaded on first use]: no GPU is needed to open the library.
+  const ls::cuda::CublasLibrary& lib = ls::cuda::cublas_library();
+  CHECK(lib.path.find("libcublas.so.") == 0);
+  CHECK((lib.create != nullptr));
+  CHECK((lib.set_stream != nullptr));
+  CHECK((lib.set_pointer_mode != nullptr));
+  CHECK((lib.set_math_mode != nullptr));
+  CHECK((lib.gemm_ex != nullptr));
+  CHECK((lib.gemm_strided_batched_ex != nullptr));
+  REQUIRE((lib.status_string != nullptr));
+  CHECK(std::string(lib.status_string(CUBLAS_STATUS_SUCCESS)).size() > 0);
+  CHECK(&ls::cuda::cublas_library() == &lib);  // opened once
+}
+
 TEST_CASE("a CUDA build's device queries agree, and a missing device is a clear error") {
   CHECK(ls::cuda::is_available() == (ls::cuda::device_count() > 0));
   const int missing = ls::cuda::device_count();  // one past the last device
