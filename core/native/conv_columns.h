@@ -1,7 +1,7 @@
 // core/native/conv_columns.h — the data movements around convolution GEMMs:
 // im2col / col2im (Note [Convolution as a matrix product] in conv.cpp) and the
-// (N, C, P) <-> (C, N, P) transposes of the batch-folded GEMMs (Note
-// [Convolutions as batch-folded GEMMs] in conv_folded_gemm.h).
+// (N, C, P) <-> (C, N, P) transposes of the batch-folded 1x1 GEMMs (Note [1x1
+// convolutions as GEMMs] in conv_1x1_gemm.h).
 //
 // Every function works on one image (im2col, col2im) or one tensor; `ld` is
 // the distance between two rows of cols: P for one image's own (K, P) matrix,

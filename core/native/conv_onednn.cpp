@@ -41,7 +41,6 @@
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/native/conv_1x1_gemm.h"
-#include "core/native/conv_folded_gemm.h"
 #include "core/native/conv_onednn_layout.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
@@ -430,7 +429,6 @@ std::shared_ptr<ConvWorkspace> make_workspace(const ConvGeometry& g, const Cache
                                               bool bias) {
   const Slot& src = c.slots[0];
   if (src.arg != DNNL_ARG_SRC || !src.convert) return nullptr;
-  if (conv_folded_gemm_takes_weights(g, bias)) return nullptr;  // no primitive there
   const auto weights = lookup(g, ConvPass::BackwardWeights, bias);
   if (!weights || weights->slots[1].arg != DNNL_ARG_SRC || weights->slots[1].inner != src.inner) {
     return nullptr;
@@ -477,11 +475,7 @@ ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, 
                                         bool sum_gx, const ConvWorkspace* workspace) {
   const char* op = "conv2d_backward";
   // Note [1x1 convolutions as GEMMs]: the passes done there are skipped here.
-  // Note [Convolutions as batch-folded GEMMs]: likewise for backward-weights.
-  ConvBackwardDone by_gemm = conv1x1_gemm_backward(g, gy, x, w, gx, gw, gb, sum_gx);
-  if (gw != nullptr && !by_gemm.weight) {
-    by_gemm.weight = conv_folded_gemm_backward_weights(g, gy, x, gw, gb);
-  }
+  const ConvBackwardDone by_gemm = conv1x1_gemm_backward(g, gy, x, w, gx, gw, gb, sum_gx);
   const bool data_by_gemm = by_gemm.input, weights_by_gemm = by_gemm.weight;
   const auto data =
       gx != nullptr && !data_by_gemm ? lookup(g, ConvPass::BackwardData, false) : nullptr;

@@ -28,15 +28,16 @@ TEST_CASE("conv workspace: backward-weights reads the forward's blocked input, s
     int64_t c, hw, k, stride;
     bool kept;
   };
-  // 3x3 at 20x20 (Winograd), 3x3 stride 2 to 16x16 (direct, blocked), 1x1 (plain: nothing to
-  // keep), 3x3 at 7x7 (backward-weights by the batch-folded GEMM: nothing to keep).
+  // 3x3 at 20x20 (Winograd), 3x3 stride 2 to 16x16 and 3x3 at 7x7 (direct, blocked),
+  // 1x1 (plain: nothing to keep), a 3-channel image (plain: nothing to keep).
   for (const Case& c : {Case{32, 20, 3, 1, true}, Case{32, 32, 3, 2, true},
-                        Case{32, 20, 1, 1, false}, Case{32, 7, 3, 1, false}}) {
+                        Case{32, 7, 3, 1, true}, Case{32, 20, 1, 1, false},
+                        Case{3, 20, 3, 1, false}}) {
     CAPTURE(c.hw);
     CAPTURE(c.k);
     CAPTURE(c.stride);
     const int64_t pad = c.k / 2;
-    Tensor x = ls::randn({2, c.c, c.hw, c.hw}), w = ls::randn({c.c + 8, c.c, c.k, c.k});
+    Tensor x = ls::randn({2, c.c, c.hw, c.hw}), w = ls::randn({40, c.c, c.k, c.k});
     auto [y, ws] = native::conv2d_forward_training(x, w, {}, {c.stride}, {pad}, {1}, 1);
     const Tensor y_plain = native::conv2d_forward(x, w, {}, {c.stride}, {pad}, {1}, 1);
     CHECK(native::equal(y, y_plain));
