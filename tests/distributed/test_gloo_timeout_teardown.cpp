@@ -29,9 +29,21 @@ using namespace std::chrono_literals;
 
 namespace {
 
+using lockstep::testing::contains;
 using lockstep::testing::error_of;
 
-using lockstep::testing::contains;
+// Allocates and touches memory after a group's teardown: a write into a freed
+// buffer by a leftover Gloo thread would show up here under ASan/TSan.
+void touch_memory_after_teardown() {
+  ls::Tensor after = ls::ones({1 << 20});
+  CHECK(after.sum().item<float>() == static_cast<float>(1 << 20));
+}
+
+template <class Results>
+void expect_every_rank_ok(const Results& results, size_t ranks) {
+  REQUIRE(results.size() == ranks);
+  for (const auto& r : results) CHECK_MESSAGE(r.ok(), r.describe());
+}
 
 }  // namespace
 
@@ -82,13 +94,9 @@ TEST_CASE("process_group: a rank that never joins makes the others time out, the
       big = ls::Tensor();
       pg.reset();
     }
-    // Allocate and touch memory after the teardown: a write into a freed
-    // buffer by a leftover Gloo thread would show up here under ASan/TSan.
-    ls::Tensor after = ls::ones({1 << 20});
-    CHECK(after.sum().item<float>() == static_cast<float>(1 << 20));
+    touch_memory_after_teardown();
   }, 90s);
-  REQUIRE(results.size() == 3);
-  for (const auto& r : results) CHECK_MESSAGE(r.ok(), r.describe());
+  expect_every_rank_ok(results, 3);
 }
 
 // Note [Gloo teardown across worker threads] (distributed/process_group_gloo_teardown.h):
@@ -150,11 +158,9 @@ TEST_CASE("process_group: collectives failing at once on several worker threads 
       tensors.clear();
       pg.reset();
     }
-    ls::Tensor after = ls::ones({1 << 20});
-    CHECK(after.sum().item<float>() == static_cast<float>(1 << 20));
+    touch_memory_after_teardown();
   }, 90s);
-  REQUIRE(results.size() == 3);
-  for (const auto& r : results) CHECK_MESSAGE(r.ok(), r.describe());
+  expect_every_rank_ok(results, 3);
 }
 
 // The same, with data moving: all three ranks run a chunked allreduce (three
@@ -202,11 +208,9 @@ TEST_CASE("process_group: a timeout on one worker thread while another moves dat
       big = ls::Tensor();
       pg.reset();
     }
-    ls::Tensor after = ls::ones({1 << 20});
-    CHECK(after.sum().item<float>() == static_cast<float>(1 << 20));
+    touch_memory_after_teardown();
   }, 90s);
-  REQUIRE(results.size() == 3);
-  for (const auto& r : results) CHECK_MESSAGE(r.ok(), r.describe());
+  expect_every_rank_ok(results, 3);
 }
 
 TEST_CASE("process_group: a failed group's point-to-point ops fail at once too") {
