@@ -1,5 +1,8 @@
-// core/native/conv_onednn.cpp — conv2d forward, backward-data and backward-weights
-// with oneDNN primitives, cached by geometry (see Note [Convolution backends]).
+// core/native/conv_onednn.cpp — the oneDNN primitives of conv2d's forward,
+// backward-data and backward-weights: built per geometry and layout plan, kept
+// in a process-wide cache, and run on our buffers with the reorders around them
+// (see Note [Convolution backends]). The passes that use them are in
+// conv_onednn_passes.cpp.
 //
 // How each pass picks its layouts: Note [oneDNN convolution layouts] in
 // conv_onednn_layout.h.
@@ -22,7 +25,8 @@
 // a user-managed scratchpad (from the call's own ScratchArena), which
 // makes concurrent execution safe, and each thread runs them on its own stream.
 //
-// Read before: core/native/conv_onednn.h. Read next: core/native/conv.cpp.
+// Read before: core/native/conv_onednn.h, core/native/conv_onednn_run.h.
+// Read next: core/native/conv_onednn_passes.cpp.
 #include "core/native/conv_onednn.h"
 
 #include <array>
@@ -42,17 +46,19 @@
 #include "core/factory.h"
 #include "core/native/conv_1x1_gemm.h"
 #include "core/native/conv_onednn_layout.h"
+#include "core/native/conv_onednn_run.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
 #include "core/profiler.h"
 
 namespace lockstep::native {
 
-namespace {
+// Everything up to the public functions is internal (conv_onednn_run.h declares
+// what conv_onednn_passes.cpp uses); Layout, choose_layout and kFewChannels come
+// from conv_onednn_layout.h.
+namespace onednn_detail {
 
-using dnnl::memory;
 using Tag = memory::format_tag;
-using namespace onednn_detail;  // Layout, choose_layout, kFewChannels (conv_onednn_layout.h)
 
 // The cache is cleared when it would grow past this many geometries.
 constexpr size_t kMaxCacheEntries = 256;
@@ -75,25 +81,6 @@ dnnl::primitive_attr user_scratchpad() {
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
 }
-
-// One argument of a cached primitive: our plain layout, the primitive's, and
-// the reorder between them (plain -> primitive for inputs, back for outputs),
-// empty when they agree.
-struct Slot {
-  int arg = 0;  // DNNL_ARG_*
-  bool output = false;
-  memory::desc plain, inner;
-  dnnl::reorder convert;
-  memory::desc convert_scratchpad;
-};
-
-struct CachedConv {
-  dnnl::primitive primitive;
-  memory::desc scratchpad;
-  std::vector<Slot> slots;  // in the order the run_* functions pass pointers
-  std::string impl;         // "jit:avx512_core (blocked)"
-  std::string label;        // the profiler's name for a run: conv_profile_label()
-};
 
 Slot make_slot(int arg, bool output, const memory::desc& plain, const memory::desc& inner) {
   Slot slot;
@@ -235,9 +222,6 @@ bool winograd_eligible(const ConvGeometry& g) {
          g.dil_w == 1 && g.groups == 1 && g.c_in >= kFewChannels && g.c_out >= kFewChannels;
 }
 
-struct Arg;
-void run(const CachedConv& c, const std::vector<Arg>& buffers, const ConvGeometry& g,
-         const char* op);
 double time_primitive(const CachedConv& c, const ConvGeometry& g);
 
 std::shared_ptr<const CachedConv> build(const ConvGeometry& g, ConvPass pass, bool bias,
@@ -287,66 +271,6 @@ std::shared_ptr<const CachedConv> lookup(const ConvGeometry& g, ConvPass pass, b
   return built;
 }
 
-
-// Scratch memory for the blocked copies and scratchpads of one call: request i
-// gets buffer i, and the buffers are freed when the call returns, so no copy
-// outlives its use (Note [oneDNN scratch memory]).
-class ScratchArena {
- public:
-  void* get(size_t bytes) {
-    const auto floats = static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
-    buffers_.push_back(empty({floats}, kFloat32));
-    return buffers_.back().data_ptr<float>();
-  }
-
- private:
-  std::vector<Tensor> buffers_;
-};
-
-// One caller buffer for a slot: in our plain layout, or (inner) already in the
-// primitive's layout, as the diff_dst both backward passes share.
-struct Arg {
-  const void* ptr;
-  bool inner = false;
-};
-
-// Runs fn, turning a oneDNN error into an ls::Error that names the op and geometry.
-template <class F>
-void guarded(const std::string& what, const ConvGeometry& g, const char* op, F&& fn) {
-  try {
-    fn();
-  } catch (const dnnl::error& e) {
-    throw Error(lockstep::detail::str(
-        op, ": oneDNN failed (", e.what(), ", status ", static_cast<int>(e.status), ") running ",
-        what, " for ", geometry_str(g),
-        "; switch to the im2col path with native::set_conv_backend(ConvBackend::Reference)"));
-  }
-}
-
-const char* reorder_label(int arg) {
-  switch (arg) {
-    case DNNL_ARG_SRC: return "conv2d.reorder src";
-    case DNNL_ARG_WEIGHTS: return "conv2d.reorder weights";
-    case DNNL_ARG_DST: return "conv2d.reorder dst";
-    case DNNL_ARG_DIFF_DST: return "conv2d.reorder diff_dst";
-    case DNNL_ARG_DIFF_SRC: return "conv2d.reorder diff_src";
-    case DNNL_ARG_DIFF_WEIGHTS: return "conv2d.reorder diff_weights";
-    default: return "conv2d.reorder";
-  }
-}
-
-// Reorders `from` into `to` with a slot's reorder; its scratchpad comes from `scratch`.
-template <class Scratch>
-void convert(const Slot& slot, const memory& from, const memory& to, dnnl::stream& stream,
-             Scratch&& scratch) {
-  profiler::Scope scope(reorder_label(slot.arg));
-  std::unordered_map<int, memory> args{{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-  if (slot.convert_scratchpad.get_size() > 0) {
-    args.emplace(DNNL_ARG_SCRATCHPAD, memory(slot.convert_scratchpad, cpu_engine(),
-                                             scratch(slot.convert_scratchpad)));
-  }
-  slot.convert.execute(stream, args);
-}
 
 // Runs `c` on the caller's buffers, one per slot in slot order.
 void run(const CachedConv& c, const std::vector<Arg>& buffers, const ConvGeometry& g,
@@ -412,113 +336,9 @@ double time_primitive(const CachedConv& c, const ConvGeometry& g) {
   return best;
 }
 
-}  // namespace
+}  // namespace onednn_detail
 
-// Note [Convolution workspace]: the forward's blocked input, and its layout.
-struct ConvWorkspace {
-  Tensor blocked_src;  // (bytes of `layout`) as float32
-  memory::desc layout;
-};
-
-namespace {
-
-// A workspace for the forward `c` of (g, bias) when the backward-weights pass
-// will run a primitive that reads the input in the layout c reorders it into;
-// the forward then reorders into it. Null otherwise.
-std::shared_ptr<ConvWorkspace> make_workspace(const ConvGeometry& g, const CachedConv& c,
-                                              bool bias) {
-  const Slot& src = c.slots[0];
-  if (src.arg != DNNL_ARG_SRC || !src.convert) return nullptr;
-  const auto weights = lookup(g, ConvPass::BackwardWeights, bias);
-  if (!weights || weights->slots[1].arg != DNNL_ARG_SRC || weights->slots[1].inner != src.inner) {
-    return nullptr;
-  }
-  auto ws = std::make_shared<ConvWorkspace>();
-  const auto floats = static_cast<int64_t>((src.inner.get_size() + 3) / sizeof(float));
-  ws->blocked_src = empty({floats}, kFloat32);
-  ws->layout = src.inner;
-  return ws;
-}
-
-}  // namespace
-
-bool conv2d_forward_onednn(const ConvGeometry& g, const float* x, const float* w,
-                           const float* bias, float* y,
-                           std::shared_ptr<const ConvWorkspace>* workspace) {
-  if (conv1x1_gemm_forward(g, x, w, bias, y)) return true;  // Note [1x1 convolutions as GEMMs]
-  const auto c = lookup(g, ConvPass::Forward, bias != nullptr);
-  if (!c) return false;
-  std::vector<Arg> buffers{{x}, {w}};
-  if (workspace != nullptr) {
-    if (auto ws = make_workspace(g, *c, bias != nullptr)) {
-      void* blocked = ws->blocked_src.data_ptr<float>();
-      guarded("the input reorder", g, "conv2d", [&] {
-        dnnl::stream& stream = thread_stream();
-        ScratchArena arena;
-        convert(c->slots[0], memory(c->slots[0].plain, cpu_engine(), const_cast<float*>(x)),
-                memory(ws->layout, cpu_engine(), blocked), stream,
-                [&](const memory::desc& md) { return arena.get(md.get_size()); });
-        stream.wait();
-      });
-      buffers[0] = {blocked, true};
-      *workspace = std::move(ws);
-    }
-  }
-  if (bias != nullptr) buffers.push_back({bias});
-  buffers.push_back({y});
-  run(*c, buffers, g, "conv2d");
-  return true;
-}
-
-ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, const float* x,
-                                        const float* w, float* gx, float* gw, float* gb,
-                                        bool sum_gx, const ConvWorkspace* workspace) {
-  const char* op = "conv2d_backward";
-  // Note [1x1 convolutions as GEMMs]: the passes done there are skipped here.
-  const ConvBackwardDone by_gemm = conv1x1_gemm_backward(g, gy, x, w, gx, gw, gb, sum_gx);
-  const bool data_by_gemm = by_gemm.input, weights_by_gemm = by_gemm.weight;
-  const auto data =
-      gx != nullptr && !data_by_gemm ? lookup(g, ConvPass::BackwardData, false) : nullptr;
-  const auto weights = gw != nullptr && !weights_by_gemm
-                           ? lookup(g, ConvPass::BackwardWeights, gb != nullptr)
-                           : nullptr;
-  // diff_dst is slot 0 of both passes; when both want it in the same blocked
-  // layout, it is reordered once, into a buffer of its own.
-  Arg diff_dst{gy};
-  ScratchArena shared;  // lives until both passes are done
-  if (data && weights && data->slots[0].convert && weights->slots[0].convert &&
-      data->slots[0].inner == weights->slots[0].inner) {
-    const Slot& slot = data->slots[0];
-    auto scratch = [&](const memory::desc& md) { return shared.get(md.get_size()); };
-    void* inner = scratch(slot.inner);
-    guarded("the diff_dst reorder", g, op, [&] {
-      dnnl::stream& stream = thread_stream();
-      convert(slot, memory(slot.plain, cpu_engine(), const_cast<float*>(gy)),
-              memory(slot.inner, cpu_engine(), inner), stream, scratch);
-      stream.wait();
-    });
-    diff_dst = {inner, true};
-  }
-  if (data && !sum_gx) run(*data, {diff_dst, {w}, {gx}}, g, op);
-  if (data && sum_gx) {  // Note [Convolution gradients summed in place]: the primitive cannot add
-    Tensor part = empty({g.n * g.c_in * g.h * g.w}, kFloat32);  // (N, C_in, H, W), flat
-    float* pp = part.data_ptr<float>();
-    run(*data, {diff_dst, {w}, {pp}}, g, op);
-    parallel_for(0, part.numel(), 1 << 14, [&](int64_t lo, int64_t hi) {
-      for (int64_t i = lo; i < hi; ++i) gx[i] += pp[i];
-    });
-  }
-  if (weights) {
-    std::vector<Arg> buffers{diff_dst, {x}, {gw}};
-    // Note [Convolution workspace]: the forward's blocked input, if it is in this layout.
-    if (workspace != nullptr && weights->slots[1].inner == workspace->layout) {
-      buffers[1] = {workspace->blocked_src.data_ptr<float>(), true};
-    }
-    if (gb != nullptr) buffers.push_back({gb});
-    run(*weights, buffers, g, op);
-  }
-  return {data != nullptr || data_by_gemm, weights != nullptr || weights_by_gemm};
-}
+using namespace onednn_detail;
 
 std::string conv_profile_label(const ConvGeometry& g, ConvPass pass, std::string_view impl) {
   const char* pass_name = pass == ConvPass::Forward        ? "fwd"
