@@ -74,6 +74,12 @@ bool can_sum_into(const Tensor& dst, const Tensor& other) {
 // shared, and then the sum is a new tensor as before. Measured: 50 -> 24 ms of
 // summing per ResNet50 step, peak RSS -50 MB (docs/results/cpu_step.md,
 // session 5); tests/autograd/test_engine_accumulate.cpp.
+// A node can go further (Node::sums_into_pending): before it runs, take_pending
+// hands it the gradient already waiting where its edge leads, if nobody else
+// sees it, and the node returns its own gradient added into that tensor; a
+// convolution does the addition inside its GEMM (Note [Convolution gradients
+// summed in place] in core/native/conv_onednn.h), so ResNet50's residual sums
+// cost no separate pass at all.
 //
 // Adds `grad` into slot `input_nr` of `node`'s input buffer.
 void accumulate_input(GraphTask& task, Node* node, uint32_t input_nr, Tensor grad) {
