@@ -153,7 +153,7 @@ void conv_image(const T* x_n, const T* w, const T* bias, const ConvGeometry& g, 
     const T* x_g = x_n + grp * g.c_in_g() * g.h * g.w;  // (C_in_g, H, W)
     const T* cols_g = x_g;                              // 1x1 fast path: cols == x_g
     if (!g.is_pointwise()) {
-      im2col(x_g, g, cols, p);
+      im2col(x_g, g, cols);
       cols_g = cols;
     }
     gemm<T>(false, false, c_out_g, p, k, T(1), w + grp * c_out_g * k, k, cols_g, p,
@@ -174,7 +174,7 @@ void conv_image_backward(const T* gy_n, const T* x_n, const T* w, const ConvGeom
     if (grad_w != nullptr) {
       const T* cols_g = x_n + grp * group_in;
       if (!g.is_pointwise()) {
-        im2col(cols_g, g, cols, p);
+        im2col(cols_g, g, cols);
         cols_g = cols;
       }
       gemm<T>(false, true, c_out_g, k, p, T(1), gy_g, p, cols_g, p, T(1),
@@ -187,7 +187,7 @@ void conv_image_backward(const T* gy_n, const T* x_n, const T* w, const ConvGeom
         gemm<T>(true, false, k, p, c_out_g, T(1), w_g, k, gy_g, p, T(0), gx_g, p);
       } else {
         gemm<T>(true, false, k, p, c_out_g, T(1), w_g, k, gy_g, p, T(0), cols, p);  // W_g^T . G
-        col2im(cols, g, gx_g, p);
+        col2im(cols, g, gx_g);
       }
     }
   }

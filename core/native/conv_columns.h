@@ -3,9 +3,7 @@
 // (N, C, P) <-> (C, N, P) transposes of the batch-folded 1x1 GEMMs (Note [1x1
 // convolutions as GEMMs] in conv_1x1_gemm.h).
 //
-// Every function works on one image (im2col, col2im) or one tensor; `ld` is
-// the distance between two rows of cols: P for one image's own (K, P) matrix,
-// N P when the image's columns are one block of the batch's (K, N P) matrix.
+// im2col and col2im work on one image, the transposes on one tensor.
 // Internal to core/native/conv*.cpp.
 //
 // Read before: core/native/conv_geometry.h. Read next: core/native/conv.cpp.
@@ -19,15 +17,15 @@
 
 namespace lockstep::native::conv_columns {
 
-// cols (K, P) from one group's channels x (C_in_g, H, W); row r of cols starts
-// at cols + r * ld.
+// cols (K, P) from one group's channels x (C_in_g, H, W).
 template <class T>
-void im2col(const T* x, const ConvGeometry& g, T* cols, int64_t ld) {
+void im2col(const T* x, const ConvGeometry& g, T* cols) {
+  const int64_t p = g.p();
   for (int64_t c = 0; c < g.c_in_g(); ++c) {
     const T* plane = x + c * g.h * g.w;
     for (int64_t ki = 0; ki < g.kh; ++ki) {
       for (int64_t kj = 0; kj < g.kw; ++kj) {
-        T* row = cols + ((c * g.kh + ki) * g.kw + kj) * ld;
+        T* row = cols + ((c * g.kh + ki) * g.kw + kj) * p;
         for (int64_t oy = 0; oy < g.oh; ++oy) {
           T* out = row + oy * g.ow;
           const int64_t iy = oy * g.stride_h - g.pad_h + ki * g.dil_h;
@@ -46,15 +44,16 @@ void im2col(const T* x, const ConvGeometry& g, T* cols, int64_t ld) {
   }
 }
 
-// x (C_in_g, H, W) += the columns of cols (K, P) (rows ld apart) put back where
-// im2col took them from; overlapping windows add up.
+// x (C_in_g, H, W) += the columns of cols (K, P) put back where im2col took
+// them from; overlapping windows add up.
 template <class T>
-void col2im(const T* cols, const ConvGeometry& g, T* x, int64_t ld) {
+void col2im(const T* cols, const ConvGeometry& g, T* x) {
+  const int64_t p = g.p();
   for (int64_t c = 0; c < g.c_in_g(); ++c) {
     T* plane = x + c * g.h * g.w;
     for (int64_t ki = 0; ki < g.kh; ++ki) {
       for (int64_t kj = 0; kj < g.kw; ++kj) {
-        const T* row = cols + ((c * g.kh + ki) * g.kw + kj) * ld;
+        const T* row = cols + ((c * g.kh + ki) * g.kw + kj) * p;
         for (int64_t oy = 0; oy < g.oh; ++oy) {
           const int64_t iy = oy * g.stride_h - g.pad_h + ki * g.dil_h;
           if (iy < 0 || iy >= g.h) continue;

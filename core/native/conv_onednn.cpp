@@ -30,9 +30,7 @@
 #include "core/native/conv_onednn.h"
 
 #include <array>
-#include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,7 +42,6 @@
 
 #include "core/error.h"
 #include "core/factory.h"
-#include "core/native/conv_1x1_gemm.h"
 #include "core/native/conv_onednn_layout.h"
 #include "core/native/conv_onednn_run.h"
 #include "core/native/native.h"
