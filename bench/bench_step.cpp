@@ -22,7 +22,9 @@
 // alloc_peak_mb (the tensor allocator's high-water mark over the steps, core/allocator.h:
 // peak_rss_mb minus this is code, libraries and heap slack). Each step line also has
 // alloc_fwd_mb (tensor bytes alive right after forward + loss: the saved activations) and
-// cached_fwd_mb (free large blocks the allocator holds at that moment, Note [CPU block cache]).
+// cached_fwd_mb (free large blocks the allocator holds at that moment, Note [CPU block cache])
+// and page_faults (minor page faults during the step: memory the OS had to map and zero; from
+// the second step on, Note [CPU block cache] keeps it near 0 for a repeating workload).
 //
 // FLOP count (train_gflop): 3 x Workload::forward_flops (see bench/bench_models.h).
 //
@@ -135,6 +137,13 @@ double process_cpu_ms() {
   return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
 }
 
+// Minor page faults of this process so far (getrusage ru_minflt).
+long minor_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
 double mb(size_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); }
 
 using ls::bench::device_sync;  // bench/bench_device.h
@@ -194,6 +203,7 @@ int run(int argc, char** argv) {
     ls::cpu_allocator().reset_peak();
     device_sync(device);
     const double cpu0 = process_cpu_ms();
+    const long faults0 = minor_faults();
     const auto t0 = clock::now();
     ls::Tensor loss = wl.loss();  // forward + loss
     device_sync(device);
@@ -208,6 +218,7 @@ int run(int argc, char** argv) {
     device_sync(device);
     const auto t3 = clock::now();
     const double c = process_cpu_ms() - cpu0;
+    const long faults = minor_faults() - faults0;
     const double alloc_peak = mb(ls::cpu_allocator().stats().peak_bytes);
     alloc_peak_mb = std::max(alloc_peak_mb, alloc_peak);
     const bool warm = i < o.warmup;
@@ -217,9 +228,9 @@ int run(int argc, char** argv) {
     std::printf(
         "{\"bench\":\"step\",\"model\":\"%s\",\"iter\":%d,\"warmup\":%s,\"step_ms\":%.2f,"
         "\"fwd_ms\":%.2f,\"bwd_ms\":%.2f,\"opt_ms\":%.2f,\"cpu_ms\":%.2f,\"loss\":%.5f,"
-        "\"alloc_fwd_mb\":%.1f,\"cached_fwd_mb\":%.1f,\"alloc_peak_mb\":%.1f}\n",
+        "\"alloc_fwd_mb\":%.1f,\"cached_fwd_mb\":%.1f,\"alloc_peak_mb\":%.1f,\"page_faults\":%ld}\n",
         o.model.model.c_str(), i, warm ? "true" : "false", s, f, b, u, c, loss_value,
-        after_fwd, cached_fwd, alloc_peak);
+        after_fwd, cached_fwd, alloc_peak, faults);
     std::fflush(stdout);
     if (warm) continue;
     step_ms.push_back(s);

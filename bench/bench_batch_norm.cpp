@@ -1,0 +1,162 @@
+// bench/bench_batch_norm.cpp — the batch-norm kernels at every ResNet50 shape
+// (batch 8, 224x224 images), forward and backward, with the caches flushed
+// before each call as in a training step, where every activation comes from
+// memory.
+//
+// Kinds: bn_relu (batch_norm_relu, the 33 BatchNorm + ReLU pairs of a step),
+// bn_add_relu (batch_norm_add_relu, the 16 residual blocks' last BatchNorm +
+// add + ReLU) and bn (batch_norm, the 4 downsample branches). For each
+// (kind, shape) it prints the median wall ms of the forward and the backward
+// over --reps calls, and the bandwidth those imply for the bytes the kernel must
+// move at least (forward: read x [and the residual], write y; backward: read
+// grad, x [and y], write grad_input [and the residual's gradient]). The summary
+// line weighs each shape by how often a ResNet50 step runs it: the batch-norm
+// ms of one step, and its bandwidth.
+//
+//   build/bin/bench_batch_norm [--threads T] [--reps N]
+//
+// Read before: core/native/batch_norm.cpp. Read next: docs/results/cpu_step.md.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/factory.h"
+#include "core/native/fused_relu.h"
+#include "core/native/nn_kernels.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+
+namespace {
+
+namespace ls = lockstep;
+namespace native = lockstep::native;
+
+enum class Kind { BnRelu, BnAddRelu, Bn };
+
+struct Shape {
+  Kind kind;
+  int64_t c, hw;  // channels, spatial side
+  int per_step;   // calls of this (kind, shape) in one ResNet50 step
+};
+
+// ResNet50's batch norms: the stem, then per stage the blocks' BN+ReLU pairs,
+// the blocks' last BN+add+ReLU, and the downsample branch's BN.
+const std::vector<Shape> kShapes = {
+    {Kind::BnRelu, 64, 112, 1},     {Kind::BnRelu, 64, 56, 6},    {Kind::BnRelu, 128, 56, 1},
+    {Kind::BnRelu, 128, 28, 7},     {Kind::BnRelu, 256, 28, 1},   {Kind::BnRelu, 256, 14, 11},
+    {Kind::BnRelu, 512, 14, 1},     {Kind::BnRelu, 512, 7, 5},    {Kind::BnAddRelu, 256, 56, 3},
+    {Kind::BnAddRelu, 512, 28, 4},  {Kind::BnAddRelu, 1024, 14, 6}, {Kind::BnAddRelu, 2048, 7, 3},
+    {Kind::Bn, 256, 56, 1},         {Kind::Bn, 512, 28, 1},       {Kind::Bn, 1024, 14, 1},
+    {Kind::Bn, 2048, 7, 1},
+};
+
+const char* kind_name(Kind k) {
+  return k == Kind::BnRelu ? "bn_relu" : k == Kind::BnAddRelu ? "bn_add_relu" : "bn";
+}
+
+// Tensors of the shape's size each pass moves at least: (forward, backward).
+std::pair<int, int> tensors_moved(Kind k) {
+  if (k == Kind::BnRelu) return {2, 4};     // x -> y; g, x, y -> gx
+  if (k == Kind::BnAddRelu) return {3, 5};  // x, r -> y; g, x, y -> gx, gr
+  return {2, 3};                            // x -> y; g, x -> gx
+}
+
+struct Options {
+  int threads = 1;
+  int reps = 9;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (i + 1 < argc && arg == "--threads") {
+      o.threads = std::atoi(argv[++i]);
+    } else if (i + 1 < argc && arg == "--reps") {
+      o.reps = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: bench_batch_norm [--threads T] [--reps N]\n");
+      std::exit(2);
+    }
+  }
+  if (o.threads < 1 || o.reps < 1) {
+    std::fprintf(stderr, "bench_batch_norm: --threads and --reps must be at least 1\n");
+    std::exit(2);
+  }
+  return o;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Evicts the caches (L2 and the 260 MB L3 of the machine this was written on)
+// by writing a buffer larger than both.
+void flush_caches() {
+  static std::vector<float> buffer(size_t{96} << 20);  // 384 MB
+  for (size_t i = 0; i < buffer.size(); i += 16) buffer[i] += 1.0f;
+}
+
+template <class F>
+double time_ms(F&& fn) {
+  flush_caches();
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options opt = parse(argc, argv);
+  ls::set_num_threads(opt.threads);
+  ls::manual_seed(0);
+  constexpr int64_t kBatch = 8;
+  double step_ms = 0, step_bytes = 0;
+  for (const Shape& sh : kShapes) {
+    const ls::Tensor x = ls::randn({kBatch, sh.c, sh.hw, sh.hw});  // (N, C, H, W)
+    const ls::Tensor r = ls::randn(x.sizes());                      // (N, C, H, W) residual
+    const ls::Tensor gy = ls::randn(x.sizes());                     // (N, C, H, W)
+    const ls::Tensor w = ls::randn({sh.c}), b = ls::randn({sh.c});  // (C)
+    const ls::Tensor rm = ls::zeros({sh.c}), rv = ls::ones({sh.c});  // (C)
+    auto forward = [&] {
+      if (sh.kind == Kind::BnRelu) return native::batch_norm_relu_forward(x, w, b, rm, rv, true, 0.1, 1e-5);
+      if (sh.kind == Kind::BnAddRelu) {
+        return native::batch_norm_add_relu_forward(x, r, w, b, rm, rv, true, 0.1, 1e-5);
+      }
+      return native::batch_norm_forward(x, w, b, rm, rv, true, 0.1, 1e-5);
+    };
+    const auto [y, mean, invstd] = forward();
+    auto backward = [&] {
+      if (sh.kind == Kind::BnRelu) {
+        native::batch_norm_relu_backward(gy, x, w, mean, invstd, y, true, true, true, true);
+      } else if (sh.kind == Kind::BnAddRelu) {
+        native::batch_norm_add_relu_backward(gy, x, w, mean, invstd, y, true, true, true, true);
+      } else {
+        native::batch_norm_backward(gy, x, w, mean, invstd, true, true, true, true);
+      }
+    };
+    backward();  // warm-up
+    std::vector<double> fwd, bwd;
+    for (int rep = 0; rep < opt.reps; ++rep) {
+      fwd.push_back(time_ms(forward));
+      bwd.push_back(time_ms(backward));
+    }
+    const double f = median(fwd), g = median(bwd);
+    const double bytes = double(x.numel()) * 4;
+    const auto [nf, nb] = tensors_moved(sh.kind);
+    std::printf(
+        "{\"kind\":\"%s\",\"c\":%lld,\"hw\":%lld,\"mb\":%.1f,\"fwd_ms\":%.3f,\"bwd_ms\":%.3f,"
+        "\"fwd_gbs\":%.1f,\"bwd_gbs\":%.1f,\"per_step\":%d}\n",
+        kind_name(sh.kind), static_cast<long long>(sh.c), static_cast<long long>(sh.hw),
+        bytes / 1e6, f, g, nf * bytes / f / 1e6, nb * bytes / g / 1e6, sh.per_step);
+    step_ms += sh.per_step * (f + g);
+    step_bytes += sh.per_step * (nf + nb) * bytes;
+  }
+  std::printf("{\"summary\":true,\"threads\":%d,\"reps\":%d,\"step_ms\":%.1f,\"step_gbs\":%.1f}\n",
+              opt.threads, opt.reps, step_ms, step_bytes / step_ms / 1e6);
+}
