@@ -3,13 +3,14 @@
 // before each call as in a training step, where every activation comes from
 // memory.
 //
-// Kinds: bn_relu (batch_norm_relu, the 33 BatchNorm + ReLU pairs of a step),
+// Kinds: bn_relu (batch_norm_relu, the 33 BatchNorm + ReLU pairs of a step; its
+// backward as the step runs it, batch_norm_relu_backward_from_input),
 // bn_add_relu (batch_norm_add_relu, the 16 residual blocks' last BatchNorm +
 // add + ReLU) and bn (batch_norm, the 4 downsample branches). For each
 // (kind, shape) it prints the median wall ms of the forward and the backward
 // over --reps calls, and the bandwidth those imply for the bytes the kernel must
 // move at least (forward: read x [and the residual], write y; backward: read
-// grad, x [and y], write grad_input [and the residual's gradient]). The summary
+// grad, x [and y for bn_add_relu], write grad_input [and the residual's gradient]). The summary
 // line weighs each shape by how often a ResNet50 step runs it: the batch-norm
 // ms of one step, and its bandwidth.
 //
@@ -59,7 +60,7 @@ const char* kind_name(Kind k) {
 
 // Tensors of the shape's size each pass moves at least: (forward, backward).
 std::pair<int, int> tensors_moved(Kind k) {
-  if (k == Kind::BnRelu) return {2, 4};     // x -> y; g, x, y -> gx
+  if (k == Kind::BnRelu) return {2, 3};     // x -> y; g, x -> gx (mask from x)
   if (k == Kind::BnAddRelu) return {3, 5};  // x, r -> y; g, x, y -> gx, gr
   return {2, 3};                            // x -> y; g, x -> gx
 }
@@ -133,7 +134,8 @@ int main(int argc, char** argv) {
     const auto [y, mean, invstd] = forward();
     auto backward = [&] {
       if (sh.kind == Kind::BnRelu) {
-        native::batch_norm_relu_backward(gy, x, w, mean, invstd, y, true, true, true, true);
+        native::batch_norm_relu_backward_from_input(gy, x, w, b, mean, invstd, true, true, true,
+                                                    true);
       } else if (sh.kind == Kind::BnAddRelu) {
         native::batch_norm_add_relu_backward(gy, x, w, mean, invstd, y, true, true, true, true);
       } else {

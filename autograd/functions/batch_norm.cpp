@@ -18,13 +18,16 @@
 // lives. An in-place relu_ would need a check that nothing saved the
 // batch-norm output (the version counter would catch it at backward, too
 // late to choose differently); a fused op needs no check at all. Its node,
-// BatchNormReluBackward, saves the same as BatchNormBackward plus the fused
-// output, whose zeros are the ReLU's mask (out > 0 iff bn(x) > 0); the backward
-// kernel masks the incoming gradient on the fly (core/native/fused_relu.h).
-// The output is saved as data only (Note [Saved tensor versions]), so saving
-// it creates no reference cycle, and it is the tensor the next layer keeps
-// anyway. add_relu (autograd/functions/add_relu.cpp) does the same for a
-// block's residual add + ReLU.
+// BatchNormReluBackward, saves the same as BatchNormBackward plus what gives
+// the ReLU's mask (out > 0 iff bn(x) > 0), and the backward kernel masks the
+// incoming gradient on the fly (core/native/fused_relu.h). On the CPU that is
+// the bias: the kernel recomputes bn(x) > 0 from the input it reads anyway,
+// exactly as the forward rounded it (Note [ReLU mask from the input] in
+// core/native/batch_norm.cpp). On a GPU it is the fused output, saved as data
+// only (Note [Saved tensor versions]), so saving it creates no reference
+// cycle, and it is the tensor the next layer keeps anyway. add_relu
+// (autograd/functions/add_relu.cpp) does the same for a block's residual add +
+// ReLU, with its output.
 //
 // Note [Fused BatchNorm + add + ReLU]
 // A residual block ends in relu(bn3(x) + identity). As batch_norm then
@@ -59,35 +62,40 @@ namespace {
 // output (the ReLU's mask).
 struct BatchNormNode : BackwardNode {
   SavedVariable input, weight, save_mean, save_invstd;
-  SavedVariable output;  // fused ops only
+  SavedVariable output;  // fused ops only (batch_norm_relu: on a GPU)
+  SavedVariable bias;    // batch_norm_relu on the CPU
   bool training = true;
 
   void release_variables() override {
     input.reset();
     weight.reset();
+    bias.reset();
     save_mean.reset();
     save_invstd.reset();
     output.reset();
   }
 };
 
-// With relu, the node of batch_norm_relu: `output` is the fused output
-// (Note [Fused BatchNorm + ReLU]).
+// With relu, the node of batch_norm_relu, whose mask comes from the input and
+// `bias` on the CPU, from the fused `output` on a GPU (Note [Fused BatchNorm +
+// ReLU]).
 struct BatchNormBackward final : BatchNormNode {
   bool relu = false;
+  bool mask_from_input = false;  // relu on the CPU
   std::string name() const override { return relu ? "BatchNormReluBackward" : "BatchNormBackward"; }
 
   variable_list apply(variable_list&& grads) override {
     const bool gi = should_compute_output(0), gw = should_compute_output(1),
                gb = should_compute_output(2);
+    const Tensor x = input.unpack(name()), w = weight.unpack(name());
+    const Tensor mean = save_mean.unpack(name()), invstd = save_invstd.unpack(name());
     auto [grad_input, grad_weight, grad_bias] =
-        relu ? native::batch_norm_relu_backward(grads[0], input.unpack(name()),
-                                                weight.unpack(name()), save_mean.unpack(name()),
-                                                save_invstd.unpack(name()), output.unpack(name()),
-                                                training, gi, gw, gb)
-             : native::batch_norm_backward(grads[0], input.unpack(name()), weight.unpack(name()),
-                                           save_mean.unpack(name()), save_invstd.unpack(name()),
-                                           training, gi, gw, gb);
+        !relu ? native::batch_norm_backward(grads[0], x, w, mean, invstd, training, gi, gw, gb)
+        : mask_from_input
+            ? native::batch_norm_relu_backward_from_input(grads[0], x, w, bias.unpack(name()), mean,
+                                                          invstd, training, gi, gw, gb)
+            : native::batch_norm_relu_backward(grads[0], x, w, mean, invstd, output.unpack(name()),
+                                               training, gi, gw, gb);
     return {grad_input, grad_weight, grad_bias};
   }
 };
@@ -124,9 +132,11 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& weight, const Tensor& bi
     node->weight = SavedVariable(weight);
     node->save_mean = SavedVariable(save_mean);
     node->save_invstd = SavedVariable(save_invstd);
-    if (relu) node->output = SavedVariable(out);
-    node->training = training;
     node->relu = relu;
+    node->mask_from_input = relu && !input.device().is_cuda();
+    if (node->mask_from_input) node->bias = SavedVariable(bias);
+    if (relu && !node->mask_from_input) node->output = SavedVariable(out);
+    node->training = training;
     record(node, {input, weight, bias}, {out});
   }
   return out;

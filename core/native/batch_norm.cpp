@@ -30,9 +30,25 @@
 // Note [Streaming stores] in core/native/streaming_store.h.
 //
 // Fused ReLU (batch_norm_relu_*, core/native/fused_relu.h): the forward
-// writes max(y, 0) in the same pass, and the backward reads the saved output
-// and uses g * (out > 0) for g in every formula above, on the fly (see Note
-// [Fused BatchNorm + ReLU] in autograd/functions/batch_norm.cpp).
+// writes max(y, 0) in the same pass, and the backward uses g * (out > 0) for g
+// in every formula above, on the fly (see Note [Fused BatchNorm + ReLU] in
+// autograd/functions/batch_norm.cpp), with the mask read from the saved output
+// or recomputed from the input (Note [ReLU mask from the input]).
+//
+// Note [ReLU mask from the input]
+// batch_norm_relu's backward needs out > 0, and out > 0 iff x * scale + shift
+// > 0: the mask can be recomputed from x, which the backward reads anyway, so
+// the output need not be read at all (one activation-sized read fewer, a
+// quarter of the kernel's memory traffic: ResNet50 runs 33 of them a step).
+// That is exact only if the backward rounds as the forward did, so both take
+// their per-channel coefficients from affine_coefficients (below), which
+// starts from the saved float mean and invstd rather than the forward's double
+// ones, and every forward path computes x * scale + shift as one fused
+// multiply-add (std::fma, _mm512_fmadd_ps: exactly rounded, so the scalar and
+// vector loops agree to the bit), as does the backward's mask. The backward
+// with this mask is batch_norm_relu_backward_from_input; it also needs the
+// bias, for shift. batch_norm_add_relu cannot do the same (its mask depends on
+// the residual too) and reads its output.
 //
 // Note [One-pass batch statistics]
 // mean and var come from one read of the channel: with a shift K (the
@@ -77,6 +93,23 @@ T& at(const Tensor& t, int64_t i) {
 // Values summed in T before the partial sums go to double (see the header).
 constexpr int64_t kSumBlock = 4096;
 
+// The forward's y = fma(x, scale, shift) of channel ch, from the saved mean and
+// invstd (Note [ReLU mask from the input]); w, b may be null (1 and 0).
+template <class T>
+struct Affine {
+  T scale, shift;
+};
+template <class T>
+Affine<T> affine_coefficients(T mean, T invstd, const T* w, const T* b, int64_t ch) {
+  const double scale = (w != nullptr ? static_cast<double>(w[ch]) : 1.0) * invstd;
+  return {static_cast<T>(scale),
+          static_cast<T>((b != nullptr ? static_cast<double>(b[ch]) : 0.0) - mean * scale)};
+}
+
+// Where the ReLU's mask comes from in a backward: none (plain batch norm), the
+// saved output (out > 0), or the input (fma(x, scale, shift) > 0).
+enum class Mask { None, Output, Input };
+
 // Sums of d = run[j] - shift and of d^2 over a run of s values, in T across
 // SIMD lanes within each block of kSumBlock, in double across blocks.
 template <class T>
@@ -101,23 +134,28 @@ inline void run_shifted_sums(const T* run, int64_t s, T shift, double& sum, doub
 // store and reload of both every 16 values). By thread CPU time, 1 thread,
 // together with streaming stores for the output: batch_norm_relu_backward on
 // (8, 256, 56, 56) 8-10 -> 5.9 ms, on (8, 512, 28, 28) 2.5-2.9 -> 2.2-2.4 ms.
-template <bool Masked>
+template <Mask M>
 inline void grad_sums_avx512(const float* g, const float* x, const float* y, int64_t s, float mean,
-                             double& sum_g, double& sum_g_xmu, float* gm_out) {
+                             Affine<float> affine, double& sum_g, double& sum_g_xmu,
+                             float* gm_out) {
   const __m512 zero = _mm512_setzero_ps(), vmean = _mm512_set1_ps(mean);
+  const __m512 vscale = _mm512_set1_ps(affine.scale), vshift = _mm512_set1_ps(affine.shift);
   for (int64_t lo = 0; lo < s; lo += kSumBlock) {  // kSumBlock is a multiple of 16
     const int64_t hi = std::min(s, lo + kSumBlock);
     __m512 acc = zero, acc_xmu = zero;
     for (int64_t j = lo; j < hi; j += 16) {
       const __mmask16 in = hi - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (hi - j)) - 1);
       __mmask16 live = in;
-      if constexpr (Masked) {
+      const __m512 vx = _mm512_maskz_loadu_ps(in, x + j);
+      if constexpr (M == Mask::Output) {
         live = _mm512_mask_cmp_ps_mask(in, _mm512_maskz_loadu_ps(in, y + j), zero, _CMP_GT_OQ);
+      } else if constexpr (M == Mask::Input) {
+        live = _mm512_mask_cmp_ps_mask(in, _mm512_fmadd_ps(vx, vscale, vshift), zero, _CMP_GT_OQ);
       }
       const __m512 gm = _mm512_maskz_loadu_ps(live, g + j);  // 0 where masked or past s
       if (gm_out != nullptr) _mm512_mask_storeu_ps(gm_out + j, in, gm);
       acc = _mm512_add_ps(acc, gm);
-      acc_xmu = _mm512_fmadd_ps(gm, _mm512_sub_ps(_mm512_maskz_loadu_ps(in, x + j), vmean), acc_xmu);
+      acc_xmu = _mm512_fmadd_ps(gm, _mm512_sub_ps(vx, vmean), acc_xmu);
     }
     alignas(64) float lanes[16], lanes_xmu[16];  // the lanes, added in double
     _mm512_store_ps(lanes, acc);
@@ -130,16 +168,25 @@ inline void grad_sums_avx512(const float* g, const float* x, const float* y, int
 }
 #endif
 
+// Whether the fused ReLU let value j of a run through (mask M; see Mask).
+template <Mask M, class T>
+inline bool relu_live(const T* x, const T* y, int64_t j, Affine<T> affine) {
+  if constexpr (M == Mask::Output) return y[j] > T(0);
+  if constexpr (M == Mask::Input) return std::fma(x[j], affine.scale, affine.shift) > T(0);
+  return true;
+}
+
 // Adds sum gm and sum gm * (x - mean) over a run of s values to sum_g and
-// sum_g_xmu, gm = g, or g masked to 0 where y <= 0 when Masked (the fused ReLU);
-// both sums in one pass, in T across SIMD lanes. When gm_out is not null, gm is
-// also stored there (batch_norm_add_relu's residual gradient).
-template <class T, bool Masked>
-inline void grad_sums(const T* g, const T* x, const T* y, int64_t s, T mean, double& sum_g,
-                      double& sum_g_xmu, T* gm_out = nullptr) {
+// sum_g_xmu, gm = g, or g masked to 0 where the fused ReLU's output is 0 (mask
+// M: y <= 0, or fma(x, scale, shift) <= 0); both sums in one pass, in T across
+// SIMD lanes. When gm_out is not null, gm is also stored there
+// (batch_norm_add_relu's residual gradient).
+template <class T, Mask M>
+inline void grad_sums(const T* g, const T* x, const T* y, int64_t s, T mean, Affine<T> affine,
+                      double& sum_g, double& sum_g_xmu, T* gm_out = nullptr) {
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float>) {
-    grad_sums_avx512<Masked>(g, x, y, s, mean, sum_g, sum_g_xmu, gm_out);
+    grad_sums_avx512<M>(g, x, y, s, mean, affine, sum_g, sum_g_xmu, gm_out);
     return;
   }
 #endif
@@ -148,7 +195,7 @@ inline void grad_sums(const T* g, const T* x, const T* y, int64_t s, T mean, dou
     T acc = 0, acc_xmu = 0;
 #pragma omp simd reduction(+ : acc, acc_xmu)
     for (int64_t j = lo; j < hi; ++j) {
-      const T gm = !Masked || y[j] > T(0) ? g[j] : T(0);
+      const T gm = relu_live<M>(x, y, j, affine) ? g[j] : T(0);
       if (gm_out != nullptr) gm_out[j] = gm;
       acc += gm;
       acc_xmu += gm * (x[j] - mean);
@@ -210,12 +257,11 @@ std::tuple<Tensor, Tensor, Tensor> forward_impl(const Tensor& input, const Tenso
           mean = at<T>(running_mean, ch);
           var = at<T>(running_var, ch);
         }
-        const double invstd = 1.0 / std::sqrt(var + eps);
         mean_p[ch] = static_cast<T>(mean);
-        invstd_p[ch] = static_cast<T>(invstd);
-        const double scale = (wp != nullptr ? wp[ch] : 1.0) * invstd;
-        const T t_scale = static_cast<T>(scale);
-        const T t_shift = static_cast<T>((bp != nullptr ? bp[ch] : 0.0) - mean * scale);
+        invstd_p[ch] = static_cast<T>(1.0 / std::sqrt(var + eps));
+        // From the saved values, as a backward recomputes them (Note [ReLU mask from the input]).
+        const Affine<T> affine = affine_coefficients<T>(mean_p[ch], invstd_p[ch], wp, bp, ch);
+        const T t_scale = affine.scale, t_shift = affine.shift;
         for (int64_t i = 0; i < n; ++i) {
           const T* src = xp + (i * c + ch) * s;
           T* dst = yp + (i * c + ch) * s;
@@ -237,10 +283,10 @@ std::tuple<Tensor, Tensor, Tensor> forward_impl(const Tensor& input, const Tenso
             }
           } else if (relu) {
 #pragma omp simd
-            for (int64_t j = 0; j < s; ++j) dst[j] = std::max(src[j] * t_scale + t_shift, T(0));
+            for (int64_t j = 0; j < s; ++j) dst[j] = std::max(std::fma(src[j], t_scale, t_shift), T(0));
           } else {
 #pragma omp simd
-            for (int64_t j = 0; j < s; ++j) dst[j] = src[j] * t_scale + t_shift;
+            for (int64_t j = 0; j < s; ++j) dst[j] = std::fma(src[j], t_scale, t_shift);
           }
         }
       }
@@ -253,21 +299,31 @@ std::tuple<Tensor, Tensor, Tensor> forward_impl(const Tensor& input, const Tenso
   return {out, save_mean, save_invstd};
 }
 
-// relu_output: undefined, or the fused forward's output, whose zeros mask grad_output.
+// The fused ReLU's mask for backward_impl: none, the forward's output (whose
+// zeros mask grad_output), or the input with the forward's bias (Note [ReLU
+// mask from the input]; the bias may be undefined, i.e. 0).
+struct ReluMask {
+  Mask kind = Mask::None;
+  Tensor output;  // Mask::Output
+  Tensor bias;    // Mask::Input
+};
+
 std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, const Tensor& input,
                                                  const Tensor& weight, const Tensor& save_mean,
-                                                 const Tensor& save_invstd,
-                                                 const Tensor& relu_output, bool training,
-                                                 bool need_input, bool need_weight, bool need_bias,
-                                                 const Tensor& masked_grad, const char* op) {
+                                                 const Tensor& save_invstd, const ReluMask& mask,
+                                                 bool training, bool need_input, bool need_weight,
+                                                 bool need_bias, const Tensor& masked_grad,
+                                                 const char* op) {
   const auto [c, s] = rules::check_batch_norm_backward(grad_output, input, weight, save_mean,
-                                                       save_invstd, relu_output, op, [] {});
-  const bool relu = relu_output.defined();
+                                                       save_invstd, mask.output, op, [] {});
+  if (mask.kind == Mask::Input) rules::check_channel_vector(mask.bias, "bias", c, input.dtype(), op);
+  const bool relu = mask.kind == Mask::Output;
   const int64_t n = input.size(0), m = n * s;
   const Tensor gy = contiguous(grad_output), x = contiguous(input);
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
   const Tensor mean_t = contiguous(save_mean), invstd_t = contiguous(save_invstd);
-  const Tensor out = relu ? contiguous(relu_output) : Tensor();
+  const Tensor out = relu ? contiguous(mask.output) : Tensor();
+  const Tensor bias = mask.bias.defined() ? contiguous(mask.bias) : Tensor();
   Tensor grad_input = need_input ? empty(x.sizes(), x.dtype()) : Tensor();
   Tensor grad_weight = need_weight ? empty({c}, x.dtype()) : Tensor();
   Tensor grad_bias = need_bias ? empty({c}, x.dtype()) : Tensor();
@@ -278,6 +334,7 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
     const T* mean_p = mean_t.data_ptr<T>();
     const T* invstd_p = invstd_t.data_ptr<T>();
     const T* outp = relu ? out.data_ptr<T>() : nullptr;
+    const T* bp = bias.defined() ? bias.data_ptr<T>() : nullptr;
     T* gxp = need_input ? grad_input.data_ptr<T>() : nullptr;
     T* gwp = need_weight ? grad_weight.data_ptr<T>() : nullptr;
     T* gbp = need_bias ? grad_bias.data_ptr<T>() : nullptr;
@@ -289,15 +346,19 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
       for (int64_t ch = lo; ch < hi; ++ch) {
         const double mean = mean_p[ch], invstd = invstd_p[ch];
         const T t_mean = static_cast<T>(mean);
+        // The forward's coefficients, for Mask::Input (Note [ReLU mask from the input]).
+        const Affine<T> affine = affine_coefficients<T>(mean_p[ch], invstd_p[ch], wp, bp, ch);
         double sum_g = 0, sum_g_xmu = 0;  // sum g, sum g * (x - mean)
         for (int64_t i = 0; i < n; ++i) {
           const T* g = gyp + (i * c + ch) * s;
           const T* src = xp + (i * c + ch) * s;
           if (relu) {  // g masked where the fused ReLU output is 0
-            grad_sums<T, true>(g, src, outp + (i * c + ch) * s, s, t_mean, sum_g, sum_g_xmu,
-                               gmp != nullptr ? gmp + (i * c + ch) * s : nullptr);
+            grad_sums<T, Mask::Output>(g, src, outp + (i * c + ch) * s, s, t_mean, affine, sum_g,
+                                       sum_g_xmu, gmp != nullptr ? gmp + (i * c + ch) * s : nullptr);
+          } else if (mask.kind == Mask::Input) {  // ... where fma(x, scale, shift) <= 0
+            grad_sums<T, Mask::Input>(g, src, nullptr, s, t_mean, affine, sum_g, sum_g_xmu);
           } else {
-            grad_sums<T, false>(g, src, nullptr, s, t_mean, sum_g, sum_g_xmu);
+            grad_sums<T, Mask::None>(g, src, nullptr, s, t_mean, affine, sum_g, sum_g_xmu);
           }
         }
         const double sum_g_xhat = sum_g_xmu * invstd;
@@ -312,23 +373,35 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
         const T a = static_cast<T>(k);
         const T bx = static_cast<T>(-k * invstd * mean_g_xhat);
         const T c0 = static_cast<T>(-k * mean_g + k * invstd * mean_g_xhat * mean);
-        const bool mask = relu && gmp == nullptr;  // else gm is stored already
+        const bool output_mask = relu && gmp == nullptr;  // else gm is stored already
+        const bool input_mask = mask.kind == Mask::Input;
         for (int64_t i = 0; i < n; ++i) {
           const T* g = (gmp != nullptr ? gmp : gyp) + (i * c + ch) * s;
           const T* src = xp + (i * c + ch) * s;
           T* dst = gxp + (i * c + ch) * s;
           if constexpr (std::is_same_v<T, float>) {
-            if (streaming) {  // Note [Streaming stores]
-              detail::stream_grad_run(g, src, mask ? outp + (i * c + ch) * s : nullptr, dst, s, a,
-                                      bx, c0);
+            if (streaming && input_mask) {  // Note [Streaming stores]
+              detail::stream_grad_run_input_mask(g, src, dst, s, a, bx, c0, affine.scale,
+                                                 affine.shift);
+              continue;
+            }
+            if (streaming) {
+              detail::stream_grad_run(g, src, output_mask ? outp + (i * c + ch) * s : nullptr,
+                                      dst, s, a, bx, c0);
               continue;
             }
           }
-          if (mask) {
+          if (output_mask) {
             const T* y = outp + (i * c + ch) * s;
 #pragma omp simd
             for (int64_t j = 0; j < s; ++j) {
               dst[j] = a * (y[j] > T(0) ? g[j] : T(0)) + bx * src[j] + c0;
+            }
+          } else if (input_mask) {
+#pragma omp simd
+            for (int64_t j = 0; j < s; ++j) {
+              const bool live = relu_live<Mask::Input>(src, static_cast<const T*>(nullptr), j, affine);
+              dst[j] = a * (live ? g[j] : T(0)) + bx * src[j] + c0;
             }
           } else {
 #pragma omp simd
@@ -391,7 +464,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
     const Tensor& save_invstd, bool training, bool need_input, bool need_weight, bool need_bias) {
   LS_DISPATCH_CUDA(input, batch_norm_backward(grad_output, input, weight, save_mean, save_invstd,
                                               training, need_input, need_weight, need_bias));
-  return backward_impl(grad_output, input, weight, save_mean, save_invstd, Tensor(), training,
+  return backward_impl(grad_output, input, weight, save_mean, save_invstd, ReluMask{}, training,
                        need_input, need_weight, need_bias, Tensor(), "batch_norm_backward");
 }
 
@@ -403,8 +476,23 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(
       input, batch_norm_relu_backward(grad_output, input, weight, save_mean, save_invstd, output,
                                       training, need_input, need_weight, need_bias));
   lockstep::detail::check_defined(output, "batch_norm_relu_backward");
-  return backward_impl(grad_output, input, weight, save_mean, save_invstd, output, training,
-                       need_input, need_weight, need_bias, Tensor(), "batch_norm_relu_backward");
+  return backward_impl(grad_output, input, weight, save_mean, save_invstd,
+                       ReluMask{Mask::Output, output, Tensor()}, training, need_input, need_weight,
+                       need_bias, Tensor(), "batch_norm_relu_backward");
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward_from_input(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
+    const Tensor& save_mean, const Tensor& save_invstd, bool training, bool need_input,
+    bool need_weight, bool need_bias) {
+  const char* op = "batch_norm_relu_backward_from_input";
+  lockstep::detail::check_defined(input, op);
+  LS_CHECK(!input.device().is_cuda(), op, ": the input is on ", input.device().str(),
+           ", but this backward runs on the CPU only; on a GPU use batch_norm_relu_backward with "
+           "the forward's output");
+  return backward_impl(grad_output, input, weight, save_mean, save_invstd,
+                       ReluMask{Mask::Input, Tensor(), bias}, training, need_input, need_weight,
+                       need_bias, Tensor(), op);
 }
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> batch_norm_add_relu_backward(
@@ -424,8 +512,9 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> batch_norm_add_relu_backward(
     return {gi, gw, gb, g};
   }
   Tensor g = empty(grad_output.sizes(), grad_output.dtype());  // (N, C, *): gm, the residual's
-  auto [gi, gw, gb] = backward_impl(grad_output, input, weight, save_mean, save_invstd, output,
-                                    training, need_input, need_weight, need_bias, g, op);
+  auto [gi, gw, gb] = backward_impl(grad_output, input, weight, save_mean, save_invstd,
+                                    ReluMask{Mask::Output, output, Tensor()}, training, need_input,
+                                    need_weight, need_bias, g, op);
   return {gi, gw, gb, g};
 }
 

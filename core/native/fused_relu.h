@@ -53,6 +53,15 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(
     const Tensor& save_invstd, const Tensor& output, bool training, bool need_input,
     bool need_weight, bool need_bias);
 
+// The same gradients without the output: the ReLU's mask is recomputed from the
+// input, the forward's bias (may be undefined, i.e. 0) and the saved statistics,
+// bit for bit as batch_norm_relu_forward rounded it (Note [ReLU mask from the
+// input] in core/native/batch_norm.cpp); one activation-sized read fewer. CPU only.
+std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward_from_input(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
+    const Tensor& save_mean, const Tensor& save_invstd, bool training, bool need_input,
+    bool need_weight, bool need_bias);
+
 // max(a + b, 0) for a and b of the same shape and floating dtype (any strides) ->
 // a new contiguous tensor. Its backward is add_relu_backward for both inputs.
 Tensor add_relu(const Tensor& a, const Tensor& b);

@@ -79,20 +79,24 @@ inline void stream_run(float* dst, int64_t s, Scalar&& scalar, Vector&& vector) 
 // The kernels below write one run of s floats; with AVX-512 through streaming
 // stores, otherwise (never chosen by use_streaming_stores) with plain ones.
 
-// dst = a x + b, or max(a x + b, 0) when relu (batch_norm(_relu) forward).
+// dst = a x + b, or max(a x + b, 0) when relu (batch_norm(_relu) forward), with
+// a x + b as one fused multiply-add (Note [ReLU mask from the input] in
+// core/native/batch_norm.cpp).
 inline void stream_affine_run(const float* x, float* dst, int64_t s, float a, float b, bool relu) {
 #if defined(__AVX512F__)
   const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
   auto affine = [&](int64_t j) { return _mm512_fmadd_ps(_mm512_loadu_ps(x + j), va, vb); };
   if (relu) {
     stream_run(
-        dst, s, [&](int64_t j) { return std::max(x[j] * a + b, 0.0f); },
+        dst, s, [&](int64_t j) { return std::max(std::fma(x[j], a, b), 0.0f); },
         [&](int64_t j) { return relu16(affine(j)); });
   } else {
-    stream_run(dst, s, [&](int64_t j) { return x[j] * a + b; }, affine);
+    stream_run(dst, s, [&](int64_t j) { return std::fma(x[j], a, b); }, affine);
   }
 #else
-  for (int64_t j = 0; j < s; ++j) dst[j] = relu ? std::max(x[j] * a + b, 0.0f) : x[j] * a + b;
+  for (int64_t j = 0; j < s; ++j) {
+    dst[j] = relu ? std::max(std::fma(x[j], a, b), 0.0f) : std::fma(x[j], a, b);
+  }
 #endif
 }
 
@@ -122,6 +126,30 @@ inline void stream_grad_run(const float* g, const float* x, const float* y, floa
   for (int64_t j = 0; j < s; ++j) {
     dst[j] = a * (y == nullptr || y[j] > 0.0f ? g[j] : 0.0f) + bx * x[j] + c0;
   }
+#endif
+}
+
+// stream_grad_run with g masked to 0 where fma(x, scale, shift) <= 0: the ReLU
+// mask recomputed from the input (Note [ReLU mask from the input] in
+// core/native/batch_norm.cpp).
+inline void stream_grad_run_input_mask(const float* g, const float* x, float* dst, int64_t s,
+                                       float a, float bx, float c0, float scale, float shift) {
+  auto live = [&](int64_t j) { return std::fma(x[j], scale, shift) > 0.0f; };
+#if defined(__AVX512F__)
+  const __m512 va = _mm512_set1_ps(a), vbx = _mm512_set1_ps(bx), vc0 = _mm512_set1_ps(c0);
+  const __m512 vscale = _mm512_set1_ps(scale), vshift = _mm512_set1_ps(shift);
+  const __m512 zero = _mm512_setzero_ps();
+  stream_run(
+      dst, s, [&](int64_t j) { return a * (live(j) ? g[j] : 0.0f) + bx * x[j] + c0; },
+      [&](int64_t j) {
+        const __m512 vx = _mm512_loadu_ps(x + j);
+        const __mmask16 on =
+            _mm512_cmp_ps_mask(_mm512_fmadd_ps(vx, vscale, vshift), zero, _CMP_GT_OQ);
+        const __m512 gm = _mm512_maskz_loadu_ps(on, g + j);
+        return _mm512_add_ps(_mm512_fmadd_ps(vbx, vx, _mm512_mul_ps(va, gm)), vc0);
+      });
+#else
+  for (int64_t j = 0; j < s; ++j) dst[j] = a * (live(j) ? g[j] : 0.0f) + bx * x[j] + c0;
 #endif
 }
 

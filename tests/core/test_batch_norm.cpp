@@ -7,7 +7,9 @@
 // running statistics are used and left untouched. Backward: the eval formula
 // directly, and the training formula's defining properties. One-pass statistics
 // on data far from zero (Note [One-pass batch statistics]). The fused
-// batch_norm_relu kernels against batch_norm followed by ReLU. Outputs large
+// batch_norm_relu kernels against batch_norm followed by ReLU, and its backward
+// with the mask from the input against the one from the output (Note [ReLU mask
+// from the input]). Outputs large
 // enough for streaming stores against the float64 kernels (Note [Streaming
 // stores]).
 // Read before: core/native/batch_norm.cpp, core/native/fused_relu.h.
@@ -16,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -302,6 +305,87 @@ TEST_CASE("batch_norm_relu: errors name the op and the saved output's shape") {
     native::batch_norm_relu_forward(ls::randn({1, 3}), {}, {}, {}, {}, true, 0.1, 1e-5);
   });
   CHECK(msg.find("batch_norm_relu: expected more than 1 value per channel") != std::string::npos);
+}
+
+TEST_CASE("batch_norm_relu: the backward with the mask from the input equals the one from the output") {
+  // Note [ReLU mask from the input]: plain loops (small), streaming kernels with
+  // unaligned runs and partial vectors (S odd, above kStreamingBytes), float64,
+  // eval and training, with and without weight and bias.
+  ls::manual_seed(21);
+  // float32 (explicit AVX-512 loops) to the bit; float64 (compiler-vectorised
+  // sums, which may add in another order) to rounding: a mask that differed
+  // anywhere would move a value by O(1).
+  auto same = [](const Tensor& a, const Tensor& b) {
+    REQUIRE(a.defined() == b.defined());
+    if (!a.defined()) return;
+    const std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();
+    if (a.dtype() == ls::kFloat32) {
+      CHECK(av == bv);
+      return;
+    }
+    REQUIRE(av.size() == bv.size());
+    double worst = 0, largest = 0;
+    for (size_t e = 0; e < av.size(); ++e) {
+      worst = std::max(worst, std::abs(av[e] - bv[e]));
+      largest = std::max(largest, std::abs(bv[e]));
+    }
+    CHECK(worst <= 1e-12 * (1.0 + largest));
+  };
+  const std::vector<IntList> shapes = {{2, 3, 7, 5}, {2, 4, 521, 1013}};
+  for (const IntList& shape : shapes) {
+    for (ls::ScalarType dtype : {ls::kFloat32, ls::kFloat64}) {
+      for (bool training : {true, false}) {
+        for (bool affine : {true, false}) {
+          CAPTURE(shape.size());
+          CAPTURE(training);
+          CAPTURE(affine);
+          const auto opts = ls::TensorOptions().dtype(dtype);
+          const int64_t c = shape[1];
+          Tensor x = ls::randn(shape, opts), gy = ls::randn(shape, opts);
+          Tensor w = affine ? ls::randn({c}, opts) : Tensor();
+          Tensor b = affine ? ls::randn({c}, opts) : Tensor();
+          Tensor rm = ls::randn({c}, opts), rv = ls::rand({c}, opts) + 0.5;
+          auto [y, m, is] = native::batch_norm_relu_forward(x, w, b, rm, rv, training, 0.1, 1e-5);
+          auto [gx, gw, gb] =
+              native::batch_norm_relu_backward(gy, x, w, m, is, y, training, true, affine, affine);
+          auto [fx, fw, fb] = native::batch_norm_relu_backward_from_input(
+              gy, x, w, b, m, is, training, true, affine, affine);
+          same(fx, gx);
+          same(fw, gw);
+          same(fb, gb);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("batch_norm_relu: the input mask keeps values at the ReLU's edge on the forward's side") {
+  // Eval with mean 0, var + eps = 1, weight 1, bias 0: y = relu(x) exactly, so
+  // 0, -0 and the smallest floats of either sign sit on the edge.
+  const float tiny = std::numeric_limits<float>::denorm_min();
+  Tensor x = ls::tensor(std::vector<float>{0.0f, -0.0f, tiny, -tiny, 1e-30f, -1e-30f, 2.0f, -2.0f},
+                        {1, 1, 8});
+  Tensor gy = ls::ones({1, 1, 8});
+  Tensor w = ls::ones({1}), b = ls::zeros({1}), rm = ls::zeros({1}), rv = ls::full({1}, 1.0 - 1e-5);
+  auto [y, m, is] = native::batch_norm_relu_forward(x, w, b, rm, rv, false, 0.1, 1e-5);
+  auto [gx, gw, gb] = native::batch_norm_relu_backward(gy, x, w, m, is, y, false, true, true, true);
+  auto [fx, fw, fb] =
+      native::batch_norm_relu_backward_from_input(gy, x, w, b, m, is, false, true, true, true);
+  const std::vector<float> out = y.to_vector<float>();
+  CHECK(std::count_if(out.begin(), out.end(), [](float v) { return v > 0; }) == 3);  // tiny, 1e-30, 2
+  CHECK(fx.to_vector<double>() == gx.to_vector<double>());
+  CHECK(fb.to_vector<double>() == gb.to_vector<double>());
+}
+
+TEST_CASE("batch_norm_relu_backward_from_input: errors name the op and the bias") {
+  Tensor x = ls::randn({4, 3, 2, 2});
+  auto [y, m, is] = native::batch_norm_relu_forward(x, {}, {}, {}, {}, true, 0.1, 1e-5);
+  const std::string msg = error_of([&] {
+    native::batch_norm_relu_backward_from_input(ls::randn(x.sizes()), x, {}, ls::randn({4}), m,
+                                                is, true, true, false, false);
+  });
+  CHECK(msg.find("batch_norm_relu_backward_from_input") != std::string::npos);
+  CHECK(msg.find("bias must have shape [3]") != std::string::npos);
 }
 
 TEST_CASE("batch_norm: outputs above kStreamingBytes (streaming stores) match float64") {
