@@ -32,6 +32,7 @@
 #include "distributed/process_group_gloo.h"
 #include "distributed/process_group_mpi.h"
 #include "distributed/process_group_round_robin.h"
+#include "bench/bench_stats.h"
 
 namespace ls = lockstep;
 namespace dist = lockstep::distributed;
@@ -79,10 +80,7 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+using lockstep::bench::median;  // bench/bench_stats.h
 
 // Issues one allreduce per tensor, then waits for all; returns milliseconds.
 double run_once(dist::ProcessGroup& pg, std::vector<ls::Tensor>& tensors) {

@@ -37,6 +37,7 @@
 #include "core/native/nn_kernels.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "bench/bench_stats.h"
 
 namespace {
 
@@ -89,10 +90,7 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using lockstep::bench::median;  // bench/bench_stats.h
 
 double thread_cpu_ms() {
   timespec ts{};

@@ -91,6 +91,7 @@
 #if LOCKSTEP_WITH_CUDA
 #include "core/cuda/cuda_allocator.h"
 #include "core/cuda/cuda_context.h"
+#include "bench/bench_stats.h"
 #endif
 
 namespace {
@@ -259,11 +260,7 @@ double ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using lockstep::bench::median;  // bench/bench_stats.h
 
 // One float64 number per rank that differs when the replicas' parameters do.
 double parameter_checksum(const std::vector<ls::Tensor>& params) {

@@ -27,6 +27,7 @@
 
 #include "core/native/gemm.h"
 #include "core/parallel.h"
+#include "bench/bench_stats.h"
 
 namespace {
 
@@ -145,15 +146,10 @@ double time_shape(const Shape& s, GemmBackend backend, int reps) {
     auto t1 = std::chrono::steady_clock::now();
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
-  std::sort(ms.begin(), ms.end());
-  return ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+  return lockstep::bench::median(ms);
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using lockstep::bench::median;  // bench/bench_stats.h
 
 }  // namespace
 

@@ -51,6 +51,7 @@
 #include "core/grad_mode.h"
 #include "core/parallel.h"
 #include "optim/sgd.h"
+#include "bench/bench_stats.h"
 
 namespace {
 
@@ -94,12 +95,8 @@ double ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return -1.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+// The median, or -1 when there is nothing to take it of (bench/bench_stats.h).
+double median(const std::vector<double>& v) { return lockstep::bench::median(v, -1.0); }
 
 // Per-parameter ready clock: the hooks write into `ready`, indexed like the parameters.
 struct ReadyClock {

@@ -66,6 +66,7 @@
 #if LOCKSTEP_WITH_CUDA
 #include "core/cuda/cuda_allocator.h"
 #include "core/cuda/cuda_context.h"
+#include "bench/bench_stats.h"
 #endif
 
 namespace {
@@ -124,11 +125,7 @@ double ms_between(std::chrono::steady_clock::time_point a,
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using lockstep::bench::median;  // bench/bench_stats.h
 
 // CPU time of this process (all its threads), for telling a slow step from a busy machine.
 double process_cpu_ms() {
