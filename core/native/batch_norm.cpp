@@ -65,6 +65,7 @@
 // Read next: autograd/functions/batch_norm.cpp.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <type_traits>
 
 #if defined(__AVX512F__)
@@ -137,7 +138,7 @@ inline void run_shifted_sums(const T* run, int64_t s, T shift, double& sum, doub
 template <Mask M>
 inline void grad_sums_avx512(const float* g, const float* x, const float* y, int64_t s, float mean,
                              Affine<float> affine, double& sum_g, double& sum_g_xmu,
-                             float* gm_out) {
+                             float* gm_out, bool stream_gm) {
   const __m512 zero = _mm512_setzero_ps(), vmean = _mm512_set1_ps(mean);
   const __m512 vscale = _mm512_set1_ps(affine.scale), vshift = _mm512_set1_ps(affine.shift);
   for (int64_t lo = 0; lo < s; lo += kSumBlock) {  // kSumBlock is a multiple of 16
@@ -153,7 +154,13 @@ inline void grad_sums_avx512(const float* g, const float* x, const float* y, int
         live = _mm512_mask_cmp_ps_mask(in, _mm512_fmadd_ps(vx, vscale, vshift), zero, _CMP_GT_OQ);
       }
       const __m512 gm = _mm512_maskz_loadu_ps(live, g + j);  // 0 where masked or past s
-      if (gm_out != nullptr) _mm512_mask_storeu_ps(gm_out + j, in, gm);
+      if (gm_out != nullptr) {
+        if (stream_gm && in == 0xFFFF && (reinterpret_cast<uintptr_t>(gm_out + j) & 63) == 0) {
+          _mm512_stream_ps(gm_out + j, gm);  // Note [Streaming stores]
+        } else {
+          _mm512_mask_storeu_ps(gm_out + j, in, gm);
+        }
+      }
       acc = _mm512_add_ps(acc, gm);
       acc_xmu = _mm512_fmadd_ps(gm, _mm512_sub_ps(vx, vmean), acc_xmu);
     }
@@ -180,13 +187,15 @@ inline bool relu_live(const T* x, const T* y, int64_t j, Affine<T> affine) {
 // sum_g_xmu, gm = g, or g masked to 0 where the fused ReLU's output is 0 (mask
 // M: y <= 0, or fma(x, scale, shift) <= 0); both sums in one pass, in T across
 // SIMD lanes. When gm_out is not null, gm is also stored there
-// (batch_norm_add_relu's residual gradient).
+// (batch_norm_add_relu's residual gradient), with streaming stores where it can
+// when stream_gm (float32 with AVX-512 only).
 template <class T, Mask M>
 inline void grad_sums(const T* g, const T* x, const T* y, int64_t s, T mean, Affine<T> affine,
-                      double& sum_g, double& sum_g_xmu, T* gm_out = nullptr) {
+                      double& sum_g, double& sum_g_xmu, T* gm_out = nullptr,
+                      bool stream_gm = false) {
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float>) {
-    grad_sums_avx512<M>(g, x, y, s, mean, affine, sum_g, sum_g_xmu, gm_out);
+    grad_sums_avx512<M>(g, x, y, s, mean, affine, sum_g, sum_g_xmu, gm_out, stream_gm);
     return;
   }
 #endif
@@ -338,10 +347,14 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
     T* gxp = need_input ? grad_input.data_ptr<T>() : nullptr;
     T* gwp = need_weight ? grad_weight.data_ptr<T>() : nullptr;
     T* gbp = need_bias ? grad_bias.data_ptr<T>() : nullptr;
-    // With masked_grad (batch_norm_add_relu): pass 1 stores gm there, and pass 2
-    // reads it back (still in cache: one channel at a time) instead of masking.
+    // With masked_grad (batch_norm_add_relu), pass 1 stores gm there. Small
+    // tensors: pass 2 reads it back (still in cache: one channel at a time)
+    // instead of masking. Large ones (streaming): pass 1 streams gm out, which
+    // spares the read a normal store makes first (Note [Streaming stores]), and
+    // pass 2 masks g again from g and the output, both still in cache.
     T* gmp = masked_grad.defined() ? masked_grad.data_ptr<T>() : nullptr;
     const bool streaming = need_input && detail::use_streaming_stores<T>(x.numel());
+    const bool stream_gm = gmp != nullptr && streaming;
     parallel_for(0, c, 1, [&](int64_t lo, int64_t hi) {
       for (int64_t ch = lo; ch < hi; ++ch) {
         const double mean = mean_p[ch], invstd = invstd_p[ch];
@@ -354,7 +367,8 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
           const T* src = xp + (i * c + ch) * s;
           if (relu) {  // g masked where the fused ReLU output is 0
             grad_sums<T, Mask::Output>(g, src, outp + (i * c + ch) * s, s, t_mean, affine, sum_g,
-                                       sum_g_xmu, gmp != nullptr ? gmp + (i * c + ch) * s : nullptr);
+                                       sum_g_xmu, gmp != nullptr ? gmp + (i * c + ch) * s : nullptr,
+                                       stream_gm);
           } else if (mask.kind == Mask::Input) {  // ... where fma(x, scale, shift) <= 0
             grad_sums<T, Mask::Input>(g, src, nullptr, s, t_mean, affine, sum_g, sum_g_xmu);
           } else {
@@ -373,10 +387,11 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
         const T a = static_cast<T>(k);
         const T bx = static_cast<T>(-k * invstd * mean_g_xhat);
         const T c0 = static_cast<T>(-k * mean_g + k * invstd * mean_g_xhat * mean);
-        const bool output_mask = relu && gmp == nullptr;  // else gm is stored already
+        const bool reread_gm = gmp != nullptr && !stream_gm;
+        const bool output_mask = relu && !reread_gm;  // else gm is read back
         const bool input_mask = mask.kind == Mask::Input;
         for (int64_t i = 0; i < n; ++i) {
-          const T* g = (gmp != nullptr ? gmp : gyp) + (i * c + ch) * s;
+          const T* g = (reread_gm ? gmp : gyp) + (i * c + ch) * s;
           const T* src = xp + (i * c + ch) * s;
           T* dst = gxp + (i * c + ch) * s;
           if constexpr (std::is_same_v<T, float>) {

@@ -1,7 +1,7 @@
 // core/native/streaming_store.h — writing a large output with non-temporal
 // ("streaming") stores, for the memory-bound CPU kernels whose outputs are
-// tens of MB: batch_norm(_relu) forward and backward, add_relu forward and
-// backward.
+// tens of MB: batch_norm(_relu, _add_relu) forward and backward (both of
+// batch_norm_add_relu's gradients), add_relu forward and backward.
 //
 // Note [Streaming stores]
 // A normal store first reads the cache line it writes into ("read for
