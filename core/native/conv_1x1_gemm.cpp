@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/native/conv_columns.h"
+#include "core/native/conv_onednn_run.h"
 #include "core/native/gemm.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
@@ -132,12 +133,18 @@ std::string label(const ConvGeometry& g, ConvPass pass) {
 }  // namespace
 
 bool conv1x1_gemm_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
-                          float* y) {
+                          float* y, std::shared_ptr<const ConvWorkspace>* workspace) {
   if (!one_by_one(g) || !all_passes_here(g) || bias != nullptr) return false;
   const std::string name = label(g, ConvPass::Forward);
   profiler::Scope scope(name);
   Tensor xs = subsampled(g, g.c_in);  // (N, C_in, oH, oW), or (C_in, N, oH, oW) folded
   gather_strided(g, x, xs.data_ptr<float>(), folded(g));
+  if (workspace != nullptr) {  // Note [Convolution workspace]: for backward-weights
+    auto ws = std::make_shared<ConvWorkspace>();
+    ws->gathered_src = xs;
+    ws->channel_major = folded(g);
+    *workspace = std::move(ws);
+  }
   if (!folded(g)) {
     one_by_one_forward(g, xs.data_ptr<float>(), w, y);
     return true;
@@ -150,9 +157,27 @@ bool conv1x1_gemm_forward(const ConvGeometry& g, const float* x, const float* w,
   return true;
 }
 
+namespace {
+
+// The image gathered as gather_strided(g, x, ., channel_major) would gather it:
+// the forward's, from the workspace, or gathered now.
+Tensor gathered(const ConvGeometry& g, const float* x, bool channel_major,
+                const ConvWorkspace* workspace) {
+  if (workspace != nullptr && workspace->gathered_src.defined() &&
+      workspace->channel_major == channel_major &&
+      workspace->gathered_src.numel() == g.n * g.c_in * g.p()) {
+    return workspace->gathered_src;
+  }
+  Tensor xs = subsampled(g, g.c_in);
+  gather_strided(g, x, xs.data_ptr<float>(), channel_major);
+  return xs;
+}
+
+}  // namespace
+
 ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, const float* x,
                                        const float* w, float* gx, float* gw, const float* gb,
-                                       bool sum_gx) {
+                                       bool sum_gx, const ConvWorkspace* workspace) {
   ConvBackwardDone done;
   if (!one_by_one(g)) return done;  // every strided 1x1 has all_passes_here
   const bool weight_here = gw != nullptr && all_passes_here(g) && gb == nullptr;
@@ -175,8 +200,7 @@ ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, c
     if (weight_here) {
       const std::string name = label(g, ConvPass::BackwardWeights);
       profiler::Scope scope(name);
-      Tensor xc = subsampled(g, g.c_in);  // (C_in, N, oH, oW)
-      gather_strided(g, x, xc.data_ptr<float>(), /*channel_major=*/true);
+      const Tensor xc = gathered(g, x, /*channel_major=*/true, workspace);  // (C_in, N, oH, oW)
       gemm<float>(false, true, g.c_out, g.c_in, np, 1.0f, gyc.data_ptr<float>(), np,
                   xc.data_ptr<float>(), np, 0.0f, gw, g.c_in);
       done.weight = true;
@@ -198,8 +222,7 @@ ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, c
   if (weight_here) {
     const std::string name = label(g, ConvPass::BackwardWeights);
     profiler::Scope scope(name);
-    Tensor xs = subsampled(g, g.c_in);
-    gather_strided(g, x, xs.data_ptr<float>(), /*channel_major=*/false);
+    const Tensor xs = gathered(g, x, /*channel_major=*/false, workspace);  // (N, C_in, oH, oW)
     one_by_one_backward_weights(g, gy, xs.data_ptr<float>(), gw);
     done.weight = true;
   }

@@ -37,6 +37,8 @@
 // Read next: core/native/conv_onednn.cpp.
 #pragma once
 
+#include <memory>
+
 #include "core/native/conv_geometry.h"
 #include "core/native/conv_onednn.h"
 
@@ -44,16 +46,19 @@ namespace lockstep::native {
 
 // y = conv(x, w) when the forward is done here (a 1x1 without bias that is strided
 // or has fewer than kFoldPixels output pixels): true; false leaves the pass to the caller.
+// With `workspace` not null, the image it gathered is left there for the
+// backward-weights pass (Note [Convolution workspace] in conv_onednn.h).
 bool conv1x1_gemm_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
-                          float* y);
+                          float* y, std::shared_ptr<const ConvWorkspace>* workspace = nullptr);
 
 // The backward passes done here (gx, gw, gb null when not wanted): input for every
 // 1x1 geometry, weight without bias for the ones whose forward is done here. The
 // others are left to the caller. With sum_gx the input gradient is added into gx
 // (the GEMM's beta = 1 at stride 1: Note [Convolution gradients summed in place]
-// in conv_onednn.h) instead of overwriting it.
+// in conv_onednn.h) instead of overwriting it. The backward-weights pass reads the
+// forward's gathered image from `workspace` when it holds one of the right shape.
 ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, const float* x,
                                        const float* w, float* gx, float* gw, const float* gb,
-                                       bool sum_gx);
+                                       bool sum_gx, const ConvWorkspace* workspace = nullptr);
 
 }  // namespace lockstep::native

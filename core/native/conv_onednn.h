@@ -67,7 +67,13 @@ ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, 
 // layers qualify). The workspace records the layout it was written in, and the
 // backward uses it only if its primitive asks for exactly that layout (the
 // thread count or the Winograd mode may have changed in between); otherwise it
-// reorders as before.
+// reorders as before. The 1x1 convolutions done as GEMMs (Note [1x1
+// convolutions as GEMMs] in conv_1x1_gemm.h) likewise keep the image their
+// forward gathered, strided layers' subsample or the folded 7x7 layers'
+// channel-major copy, and their backward-weights pass uses it when it has the
+// shape and order that pass would gather (ResNet50 at batch 8: 13 layers, up to
+// 6.4 MB each; the three downsample layers' backward-weights ~2-3 ms a step
+// faster in the profile).
 
 // Note [Convolution gradients summed in place]
 // In a residual network the gradient of a block's input is the sum of the

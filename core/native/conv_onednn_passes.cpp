@@ -17,12 +17,6 @@ namespace lockstep::native {
 
 using namespace onednn_detail;
 
-// Note [Convolution workspace]: the forward's blocked input, and its layout.
-struct ConvWorkspace {
-  Tensor blocked_src;  // (bytes of `layout`) as float32
-  memory::desc layout;
-};
-
 namespace {
 
 // A workspace for the forward `c` of (g, bias) when the backward-weights pass
@@ -48,7 +42,8 @@ std::shared_ptr<ConvWorkspace> make_workspace(const ConvGeometry& g, const Cache
 bool conv2d_forward_onednn(const ConvGeometry& g, const float* x, const float* w,
                            const float* bias, float* y,
                            std::shared_ptr<const ConvWorkspace>* workspace) {
-  if (conv1x1_gemm_forward(g, x, w, bias, y)) return true;  // Note [1x1 convolutions as GEMMs]
+  // Note [1x1 convolutions as GEMMs]
+  if (conv1x1_gemm_forward(g, x, w, bias, y, workspace)) return true;
   const auto c = lookup(g, ConvPass::Forward, bias != nullptr);
   if (!c) return false;
   std::vector<Arg> buffers{{x}, {w}};
@@ -78,7 +73,8 @@ ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, 
                                         bool sum_gx, const ConvWorkspace* workspace) {
   const char* op = "conv2d_backward";
   // Note [1x1 convolutions as GEMMs]: the passes done there are skipped here.
-  const ConvBackwardDone by_gemm = conv1x1_gemm_backward(g, gy, x, w, gx, gw, gb, sum_gx);
+  const ConvBackwardDone by_gemm =
+      conv1x1_gemm_backward(g, gy, x, w, gx, gw, gb, sum_gx, workspace);
   const bool data_by_gemm = by_gemm.input, weights_by_gemm = by_gemm.weight;
   const auto data =
       gx != nullptr && !data_by_gemm ? lookup(g, ConvPass::BackwardData, false) : nullptr;
@@ -114,7 +110,8 @@ ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, 
   if (weights) {
     std::vector<Arg> buffers{diff_dst, {x}, {gw}};
     // Note [Convolution workspace]: the forward's blocked input, if it is in this layout.
-    if (workspace != nullptr && weights->slots[1].inner == workspace->layout) {
+    if (workspace != nullptr && workspace->blocked_src.defined() &&
+        weights->slots[1].inner == workspace->layout) {
       buffers[1] = {workspace->blocked_src.data_ptr<float>(), true};
     }
     if (gb != nullptr) buffers.push_back({gb});

@@ -1,7 +1,8 @@
 // core/native/conv_onednn_run.h — internal to the oneDNN convolution path: a
 // cached primitive (CachedConv) and how one runs on our buffers (run), shared
 // by conv_onednn.cpp, which builds and caches the primitives, and
-// conv_onednn_passes.cpp, which runs the passes. Not part of the public API.
+// conv_onednn_passes.cpp, which runs the passes, and the forward's workspace
+// (ConvWorkspace), which conv_1x1_gemm.cpp fills too. Not part of the public API.
 //
 // Read before: core/native/conv_onednn.h. Read next: core/native/conv_onednn.cpp.
 #pragma once
@@ -117,3 +118,19 @@ void run(const CachedConv& c, const std::vector<Arg>& buffers, const ConvGeometr
          const char* op);
 
 }  // namespace lockstep::native::onednn_detail
+
+namespace lockstep::native {
+
+// Note [Convolution workspace] (conv_onednn.h): what a forward leaves for its
+// backward-weights pass. Either the oneDNN primitive's blocked input and its
+// layout, or the image a 1x1 GEMM path gathered (Note [1x1 convolutions as
+// GEMMs]: the strided image's subsample, or the folded batch's channel-major
+// copy), with the order it is stored in.
+struct ConvWorkspace {
+  Tensor blocked_src;  // (bytes of `layout`) as float32
+  dnnl::memory::desc layout;
+  Tensor gathered_src;  // (N, C_in, oH, oW), or (C_in, N, oH, oW) when channel_major
+  bool channel_major = false;
+};
+
+}  // namespace lockstep::native
