@@ -4,7 +4,8 @@
 // (1 for (N, C)), so channel c owns the N runs x[n, c, 0:S] and its statistics
 // are over M = N * S values. Channels are independent and run in parallel.
 // Sums are vectorised: each run of S values is summed in T across SIMD lanes
-// in blocks of kSumBlock values (run_shifted_sums, grad_sums below), and the
+// in blocks of kSumBlock values (run_shifted_sums, grad_sums in
+// core/native/batch_norm_sums.h), and the
 // block sums are added in double — the same split as a pairwise sum, so the
 // error stays a few ulps of T however long the run (S is 10^6 for a 1000x1000
 // image; summing such a run in float, unvectorised, was off by 1e-3).
@@ -41,7 +42,7 @@
 // the output need not be read at all (one activation-sized read fewer, a
 // quarter of the kernel's memory traffic: ResNet50 runs 33 of them a step).
 // That is exact only if the backward rounds as the forward did, so both take
-// their per-channel coefficients from affine_coefficients (below), which
+// their per-channel coefficients from affine_coefficients (batch_norm_sums.h), which
 // starts from the saved float mean and invstd rather than the forward's double
 // ones, and every forward path computes x * scale + shift as one fused
 // multiply-add (std::fma, _mm512_fmadd_ps: exactly rounded, so the scalar and
@@ -61,21 +62,18 @@
 // at 0 against rounding. The old two-pass form read x three times per
 // forward (sum, squared deviations, output); this reads it twice.
 //
-// Read before: core/native/nn_kernels.h, core/native/fused_relu.h.
-// Read next: autograd/functions/batch_norm.cpp.
+// Read before: core/native/nn_kernels.h, core/native/fused_relu.h,
+// core/native/batch_norm_sums.h. Read next: autograd/functions/batch_norm.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
-
+#include "core/native/batch_norm_rules.h"
+#include "core/native/batch_norm_sums.h"
 #include "core/native/cuda_dispatch.h"
 #include "core/native/fused_relu.h"
 #include "core/native/native.h"
-#include "core/native/batch_norm_rules.h"
 #include "core/native/nn_kernels.h"
 #include "core/native/streaming_store.h"
 #include "core/parallel.h"
@@ -85,133 +83,12 @@ namespace lockstep::native {
 
 namespace {
 
+using namespace batch_norm_detail;  // core/native/batch_norm_sums.h
+
 // Element i of a 1-d tensor of any stride (running stats may be views).
 template <class T>
 T& at(const Tensor& t, int64_t i) {
   return t.data_ptr<T>()[i * t.stride(0)];
-}
-
-// Values summed in T before the partial sums go to double (see the header).
-constexpr int64_t kSumBlock = 4096;
-
-// The forward's y = fma(x, scale, shift) of channel ch, from the saved mean and
-// invstd (Note [ReLU mask from the input]); w, b may be null (1 and 0).
-template <class T>
-struct Affine {
-  T scale, shift;
-};
-template <class T>
-Affine<T> affine_coefficients(T mean, T invstd, const T* w, const T* b, int64_t ch) {
-  const double scale = (w != nullptr ? static_cast<double>(w[ch]) : 1.0) * invstd;
-  return {static_cast<T>(scale),
-          static_cast<T>((b != nullptr ? static_cast<double>(b[ch]) : 0.0) - mean * scale)};
-}
-
-// Where the ReLU's mask comes from in a backward: none (plain batch norm), the
-// saved output (out > 0), or the input (fma(x, scale, shift) > 0).
-enum class Mask { None, Output, Input };
-
-// Sums of d = run[j] - shift and of d^2 over a run of s values, in T across
-// SIMD lanes within each block of kSumBlock, in double across blocks.
-template <class T>
-inline void run_shifted_sums(const T* run, int64_t s, T shift, double& sum, double& sum_sq) {
-  for (int64_t lo = 0; lo < s; lo += kSumBlock) {
-    const int64_t hi = std::min(s, lo + kSumBlock);
-    T acc = 0, acc_sq = 0;
-#pragma omp simd reduction(+ : acc, acc_sq)
-    for (int64_t j = lo; j < hi; ++j) {
-      const T d = run[j] - shift;
-      acc += d;
-      acc_sq += d * d;
-    }
-    sum += acc;
-    sum_sq += acc_sq;
-  }
-}
-
-#if defined(__AVX512F__)
-// grad_sums (below) for float32, written out: in the masked loop GCC kept the
-// `omp simd reduction`'s private accumulators on the stack (perf annotate: a
-// store and reload of both every 16 values). By thread CPU time, 1 thread,
-// together with streaming stores for the output: batch_norm_relu_backward on
-// (8, 256, 56, 56) 8-10 -> 5.9 ms, on (8, 512, 28, 28) 2.5-2.9 -> 2.2-2.4 ms.
-template <Mask M>
-inline void grad_sums_avx512(const float* g, const float* x, const float* y, int64_t s, float mean,
-                             Affine<float> affine, double& sum_g, double& sum_g_xmu,
-                             float* gm_out, bool stream_gm) {
-  const __m512 zero = _mm512_setzero_ps(), vmean = _mm512_set1_ps(mean);
-  const __m512 vscale = _mm512_set1_ps(affine.scale), vshift = _mm512_set1_ps(affine.shift);
-  for (int64_t lo = 0; lo < s; lo += kSumBlock) {  // kSumBlock is a multiple of 16
-    const int64_t hi = std::min(s, lo + kSumBlock);
-    __m512 acc = zero, acc_xmu = zero;
-    for (int64_t j = lo; j < hi; j += 16) {
-      const __mmask16 in = hi - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (hi - j)) - 1);
-      __mmask16 live = in;
-      const __m512 vx = _mm512_maskz_loadu_ps(in, x + j);
-      if constexpr (M == Mask::Output) {
-        live = _mm512_mask_cmp_ps_mask(in, _mm512_maskz_loadu_ps(in, y + j), zero, _CMP_GT_OQ);
-      } else if constexpr (M == Mask::Input) {
-        live = _mm512_mask_cmp_ps_mask(in, _mm512_fmadd_ps(vx, vscale, vshift), zero, _CMP_GT_OQ);
-      }
-      const __m512 gm = _mm512_maskz_loadu_ps(live, g + j);  // 0 where masked or past s
-      if (gm_out != nullptr) {
-        if (stream_gm && in == 0xFFFF && (reinterpret_cast<uintptr_t>(gm_out + j) & 63) == 0) {
-          _mm512_stream_ps(gm_out + j, gm);  // Note [Streaming stores]
-        } else {
-          _mm512_mask_storeu_ps(gm_out + j, in, gm);
-        }
-      }
-      acc = _mm512_add_ps(acc, gm);
-      acc_xmu = _mm512_fmadd_ps(gm, _mm512_sub_ps(vx, vmean), acc_xmu);
-    }
-    alignas(64) float lanes[16], lanes_xmu[16];  // the lanes, added in double
-    _mm512_store_ps(lanes, acc);
-    _mm512_store_ps(lanes_xmu, acc_xmu);
-    for (int l = 0; l < 16; ++l) {
-      sum_g += lanes[l];
-      sum_g_xmu += lanes_xmu[l];
-    }
-  }
-}
-#endif
-
-// Whether the fused ReLU let value j of a run through (mask M; see Mask).
-template <Mask M, class T>
-inline bool relu_live(const T* x, const T* y, int64_t j, Affine<T> affine) {
-  if constexpr (M == Mask::Output) return y[j] > T(0);
-  if constexpr (M == Mask::Input) return std::fma(x[j], affine.scale, affine.shift) > T(0);
-  return true;
-}
-
-// Adds sum gm and sum gm * (x - mean) over a run of s values to sum_g and
-// sum_g_xmu, gm = g, or g masked to 0 where the fused ReLU's output is 0 (mask
-// M: y <= 0, or fma(x, scale, shift) <= 0); both sums in one pass, in T across
-// SIMD lanes. When gm_out is not null, gm is also stored there
-// (batch_norm_add_relu's residual gradient), with streaming stores where it can
-// when stream_gm (float32 with AVX-512 only).
-template <class T, Mask M>
-inline void grad_sums(const T* g, const T* x, const T* y, int64_t s, T mean, Affine<T> affine,
-                      double& sum_g, double& sum_g_xmu, T* gm_out = nullptr,
-                      bool stream_gm = false) {
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float>) {
-    grad_sums_avx512<M>(g, x, y, s, mean, affine, sum_g, sum_g_xmu, gm_out, stream_gm);
-    return;
-  }
-#endif
-  for (int64_t lo = 0; lo < s; lo += kSumBlock) {
-    const int64_t hi = std::min(s, lo + kSumBlock);
-    T acc = 0, acc_xmu = 0;
-#pragma omp simd reduction(+ : acc, acc_xmu)
-    for (int64_t j = lo; j < hi; ++j) {
-      const T gm = relu_live<M>(x, y, j, affine) ? g[j] : T(0);
-      if (gm_out != nullptr) gm_out[j] = gm;
-      acc += gm;
-      acc_xmu += gm * (x[j] - mean);
-    }
-    sum_g += acc;
-    sum_g_xmu += acc_xmu;
-  }
 }
 
 std::tuple<Tensor, Tensor, Tensor> forward_impl(const Tensor& input, const Tensor& weight,
