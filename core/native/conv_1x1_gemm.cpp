@@ -143,6 +143,9 @@ bool conv1x1_gemm_forward(const ConvGeometry& g, const float* x, const float* w,
     auto ws = std::make_shared<ConvWorkspace>();
     ws->gathered_src = xs;
     ws->channel_major = folded(g);
+    ws->gathered_from[0] = g.c_in;
+    ws->gathered_from[1] = g.h;
+    ws->gathered_from[2] = g.w;
     *workspace = std::move(ws);
   }
   if (!folded(g)) {
@@ -164,7 +167,8 @@ namespace {
 Tensor gathered(const ConvGeometry& g, const float* x, bool channel_major,
                 const ConvWorkspace* workspace) {
   if (workspace != nullptr && workspace->gathered_src.defined() &&
-      workspace->channel_major == channel_major &&
+      workspace->channel_major == channel_major && workspace->gathered_from[0] == g.c_in &&
+      workspace->gathered_from[1] == g.h && workspace->gathered_from[2] == g.w &&
       workspace->gathered_src.numel() == g.n * g.c_in * g.p()) {
     return workspace->gathered_src;
   }

@@ -131,6 +131,7 @@ struct ConvWorkspace {
   dnnl::memory::desc layout;
   Tensor gathered_src;  // (N, C_in, oH, oW), or (C_in, N, oH, oW) when channel_major
   bool channel_major = false;
+  int64_t gathered_from[3] = {0, 0, 0};  // the input's (C_in, H, W) it was gathered from
 };
 
 }  // namespace lockstep::native
