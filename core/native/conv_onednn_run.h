@@ -14,6 +14,8 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "core/native/onednn_engine.h"
+
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/native/conv_onednn.h"
@@ -41,10 +43,6 @@ struct CachedConv {
   std::string impl;         // "jit:avx512_core (blocked)"
   std::string label;        // the profiler's name for a run: conv_profile_label()
 };
-
-// The process-wide CPU engine, and this thread's stream on it.
-dnnl::engine& cpu_engine();
-dnnl::stream& thread_stream();
 
 // The cached primitive for (g, pass, bias), built on first use; null means
 // "use the reference path".
