@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <ostream>
 #include <type_traits>
+#include <utility>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -94,6 +95,33 @@ decltype(auto) dispatch_floating(ScalarType t, const char* op, F&& fn) {
   if (t == kFloat64) return fn.template operator()<double>();
   throw Error(detail::str(op, ": expected a float32 or float64 tensor but got ", dtype_name(t),
                           "; convert with .to(ls::kFloat32)"));
+}
+
+// True for the C++ types of floating dtypes, the 16-bit storage types included.
+template <class T>
+inline constexpr bool is_floating_v =
+    std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+// Like dispatch, and bfloat16 too (T = BFloat16), for kernels whose element
+// functions compute through float: a BFloat16 operand widens to float exactly
+// and the result is rounded to bfloat16 once (Note [bfloat16 elementwise] in
+// core/native/elementwise_loop.h).
+template <class F>
+decltype(auto) dispatch_with_bf16(ScalarType t, const char* op, F&& fn) {
+  if (t == kBFloat16) return fn.template operator()<BFloat16>();
+  return dispatch(t, op, std::forward<F>(fn));
+}
+
+// Like dispatch_floating, and bfloat16 too: calls fn.template operator()<S, C>()
+// with S the stored element type and C the type elements compute in
+// (float/float, double/double, BFloat16/float).
+template <class F>
+decltype(auto) dispatch_floating_bf16(ScalarType t, const char* op, F&& fn) {
+  if (t == kBFloat16) return fn.template operator()<BFloat16, float>();
+  if (t == kFloat32) return fn.template operator()<float, float>();
+  if (t == kFloat64) return fn.template operator()<double, double>();
+  throw Error(detail::str(op, ": expected a float32, float64 or bfloat16 tensor but got ",
+                          dtype_name(t), "; convert with .to(ls::kFloat32)"));
 }
 
 // Converts one element between C++ element types; f16/bf16 go through float.

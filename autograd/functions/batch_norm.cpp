@@ -48,6 +48,7 @@
 // Read next: nn/ (BatchNorm2d).
 #include <tuple>
 
+#include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/functions.h"
 #include "core/native/fused_relu.h"
 #include "core/native/nn_kernels.h"
@@ -120,6 +121,10 @@ struct BatchNormAddReluBackward final : BatchNormNode {
 Tensor batch_norm_op(const Tensor& input, const Tensor& weight, const Tensor& bias,
                      const Tensor& running_mean, const Tensor& running_var, bool training,
                      double momentum, double eps, bool relu) {
+  if (is_autocast_enabled() && input.defined() && input.dtype() == kBFloat16) {
+    return batch_norm_op(float_input(input), weight, bias, running_mean, running_var, training,
+                         momentum, eps, relu);
+  }
   profiler::Scope prof(relu ? "batch_norm_relu" : "batch_norm");
   auto [out, save_mean, save_invstd] =
       relu ? native::batch_norm_relu_forward(input, weight, bias, running_mean, running_var,
@@ -166,6 +171,11 @@ Tensor batch_norm_relu(const Tensor& input, const Tensor& weight, const Tensor& 
 Tensor batch_norm_add_relu(const Tensor& input, const Tensor& residual, const Tensor& weight,
                            const Tensor& bias, const Tensor& running_mean,
                            const Tensor& running_var, bool training, double momentum, double eps) {
+  if (is_autocast_enabled() && ((input.defined() && input.dtype() == kBFloat16) ||
+                                (residual.defined() && residual.dtype() == kBFloat16))) {
+    return batch_norm_add_relu(float_input(input), float_input(residual), weight, bias,
+                               running_mean, running_var, training, momentum, eps);
+  }
   profiler::Scope prof("batch_norm_add_relu");
   auto [out, save_mean, save_invstd] = native::batch_norm_add_relu_forward(
       input, residual, weight, bias, running_mean, running_var, training, momentum, eps);

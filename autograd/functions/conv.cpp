@@ -9,6 +9,7 @@
 //
 // Read before: autograd/functions/functions.h, core/native/nn_kernels.h.
 // Read next: autograd/functions/pool.cpp.
+#include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/functions.h"
 #include "core/native/nn_kernels.h"
 #include "core/nn_ops.h"
@@ -66,6 +67,9 @@ using namespace autograd;  // NOLINT: this file defines the op that records this
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
               const IntList& padding, const IntList& dilation, int64_t groups) {
+  if (autocast_applies({&input, &weight, &bias})) {  // Note [Autocast policy]
+    return conv2d_autocast(input, weight, bias, stride, padding, dilation, groups);
+  }
   profiler::Scope prof("conv2d");
   // A weight gradient to come: keep the forward's workspace for it (Note [Convolution workspace]).
   const bool weight_grad = GradMode::is_enabled() && weight.requires_grad();

@@ -8,6 +8,7 @@
 //
 // Read before: autograd/functions/functions.h, core/native/layer_norm.cpp.
 // Read next: autograd/functions/embedding.cpp.
+#include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/functions.h"
 #include "core/native/nn_kernels_transformer.h"
 #include "core/nn_ops.h"
@@ -44,6 +45,9 @@ using namespace autograd;  // NOLINT: this file defines the op that records this
 
 Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
+  if (is_autocast_enabled() && input.defined() && input.dtype() == kBFloat16) {
+    return layer_norm(float_input(input), normalized_shape, weight, bias, eps);
+  }
   profiler::Scope prof("layer_norm");
   auto [out, mean, rstd] = native::layer_norm_forward(input, normalized_shape, weight, bias, eps);
   if (compute_requires_grad({input, weight, bias})) {

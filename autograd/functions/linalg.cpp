@@ -20,6 +20,7 @@
 // followed by a sum.
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/shape.cpp.
+#include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/functions.h"
 #include "core/profiler.h"
 #include "core/shape.h"
@@ -139,6 +140,11 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
+  if (autocast_applies({&a, &b})) {  // Note [Autocast policy]: both operands in bf16
+    const Tensor a16 = bf16_input(a), b16 = bf16_input(b);
+    profiler::Scope prof("matmul");
+    return record_product<MatmulBackward>(native::matmul(a16, b16), a16, b16);
+  }
   profiler::Scope prof("matmul");
   return record_product<MatmulBackward>(native::matmul(a, b), a, b);
 }
@@ -146,6 +152,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 Tensor Tensor::matmul(const Tensor& other) const { return lockstep::matmul(*this, other); }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (autocast_applies({&a, &b})) {  // Note [Autocast policy]: both operands in bf16
+    const Tensor a16 = bf16_input(a), b16 = bf16_input(b);
+    profiler::Scope prof("bmm");
+    return record_product<BmmBackward>(native::bmm(a16, b16), a16, b16);
+  }
   profiler::Scope prof("bmm");
   return record_product<BmmBackward>(native::bmm(a, b), a, b);
 }

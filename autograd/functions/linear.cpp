@@ -10,6 +10,7 @@
 //
 // Read before: autograd/functions/functions.h, core/native/linear.cpp.
 // Read next: autograd/functions/layer_norm.cpp.
+#include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/functions.h"
 #include "core/native/nn_kernels_transformer.h"
 #include "core/nn_ops.h"
@@ -43,6 +44,7 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the op that records this node
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  if (autocast_applies({&input, &weight, &bias})) return linear_autocast(input, weight, bias);
   profiler::Scope prof("linear");
   Tensor out = native::linear_forward(input, weight, bias);  // (*, out)
   if (compute_requires_grad({input, weight, bias})) {

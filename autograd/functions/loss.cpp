@@ -10,6 +10,7 @@
 //
 // Read before: autograd/functions/functions.h, core/native/loss.cpp.
 // Read next: nn/functional.h.
+#include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/functions.h"
 #include "core/native/nn_kernels_transformer.h"
 #include "core/nn_ops.h"
@@ -54,6 +55,9 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
+  if (is_autocast_enabled() && logits.defined() && logits.dtype() == kBFloat16) {
+    return cross_entropy(float_input(logits), target, ignore_index);
+  }
   profiler::Scope prof("cross_entropy");
   auto [loss, log_probs] = native::cross_entropy_forward(logits, target, ignore_index);
   if (compute_requires_grad({logits})) {
@@ -67,6 +71,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  if (is_autocast_enabled() && ((input.defined() && input.dtype() == kBFloat16) ||
+                                (target.defined() && target.dtype() == kBFloat16))) {
+    return mse_loss(float_input(input), float_input(target));
+  }
   profiler::Scope prof("mse_loss");
   Tensor loss = native::mse_loss_forward(input, target);
   if (compute_requires_grad({input, target})) {

@@ -7,6 +7,7 @@
 // native::log_softmax_backward, next to the forward kernels.
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/linalg.cpp.
+#include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/functions.h"
 #include "core/profiler.h"
 
@@ -41,6 +42,7 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
 
 Tensor Tensor::softmax(int64_t dim) const {
+  if (is_autocast_enabled() && dtype() == kBFloat16) return to(kFloat32).softmax(dim);
   profiler::Scope prof("softmax");
   Tensor y = native::softmax(*this, dim);
   if (compute_requires_grad({*this})) {
@@ -53,6 +55,7 @@ Tensor Tensor::softmax(int64_t dim) const {
 }
 
 Tensor Tensor::log_softmax(int64_t dim) const {
+  if (is_autocast_enabled() && dtype() == kBFloat16) return to(kFloat32).log_softmax(dim);
   profiler::Scope prof("log_softmax");
   Tensor y = native::log_softmax(*this, dim);
   if (compute_requires_grad({*this})) {

@@ -84,8 +84,10 @@ ConvGeometry make_conv_geometry(const Tensor& input, const Tensor& weight, const
   LS_CHECK(weight.dim() == 4, op,
            ": expected a 4-d weight (C_out, C_in / groups, kH, kW) but got shape ",
            weight.shape_str());
+  // bfloat16 pairs are the autocast kernels' (conv_bf16.h); everything else computes in f32/f64.
   LS_CHECK(input.is_floating_point() && input.dtype() == weight.dtype() &&
-               (input.dtype() == kFloat32 || input.dtype() == kFloat64),
+               (input.dtype() == kFloat32 || input.dtype() == kFloat64 ||
+                input.dtype() == kBFloat16),
            op, ": input (", input.dtype(), ") and weight (", weight.dtype(),
            ") must both be float32 or both float64; convert with .to(...)");
   ConvGeometry g{};

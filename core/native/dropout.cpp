@@ -45,14 +45,14 @@ Tensor apply_mask(const Tensor& input, const Tensor& mask, double p, const char*
   const Tensor keep = contiguous(mask);
   Tensor out = empty(x.sizes(), x.dtype());
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
-  dispatch_floating(x.dtype(), op, [&]<class T>() {
-    const T* xp = x.data_ptr<T>();
+  dispatch_floating_bf16(x.dtype(), op, [&]<class S, class T>() {  // S stored, T computed in
+    const S* xp = x.data_ptr<S>();
     const bool* kp = keep.data_ptr<bool>();
-    T* yp = out.data_ptr<T>();
+    S* yp = out.data_ptr<S>();
     const T s = static_cast<T>(scale);
     parallel_for(0, x.numel(), detail::kGrain, [&](int64_t lo, int64_t hi) {
 #pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) yp[i] = kp[i] ? xp[i] * s : T(0);
+      for (int64_t i = lo; i < hi; ++i) yp[i] = kp[i] ? static_cast<T>(xp[i]) * s : T(0);
     });
   });
   return out;
@@ -85,9 +85,9 @@ std::tuple<Tensor, Tensor> dropout_forward(const Tensor& input, double p) {
   Tensor out = empty(x.sizes(), x.dtype());
   Tensor mask = empty(x.sizes(), kBool);
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
-  dispatch_floating(x.dtype(), "dropout", [&]<class T>() {
-    const T* xp = x.data_ptr<T>();
-    T* yp = out.data_ptr<T>();
+  dispatch_floating_bf16(x.dtype(), "dropout", [&]<class S, class T>() {
+    const S* xp = x.data_ptr<S>();
+    S* yp = out.data_ptr<S>();
     bool* kp = mask.data_ptr<bool>();
     const T s = static_cast<T>(scale);
     parallel_for(0, x.numel(), detail::kGrain, [&](int64_t lo, int64_t hi) {
@@ -96,7 +96,7 @@ std::tuple<Tensor, Tensor> dropout_forward(const Tensor& input, double p) {
         const uint64_t h = splitmix64(key + static_cast<uint64_t>(i + 1) * 0x9E3779B97F4A7C15ull);
         const bool keep = (h >> 32) < threshold;
         kp[i] = keep;
-        yp[i] = keep ? xp[i] * s : T(0);
+        yp[i] = keep ? static_cast<T>(xp[i]) * s : T(0);
       }
     });
   });

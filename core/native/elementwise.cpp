@@ -62,7 +62,7 @@ Tensor scalar_op(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
   const ScalarType dtype = scalar_result_dtype(op, a.dtype(), s);
   Tensor x = to_dtype(a, dtype);
   Tensor out = empty(a.sizes(), dtype);
-  dispatch(dtype, name, [&]<class T>() {
+  dispatch_with_bf16(dtype, name, [&]<class T>() {
     const T sv = scalar_as<T>(s);
     with_binary_fn<T>(op, [&](auto fn) {
       if (scalar_first) {
@@ -107,7 +107,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Tensor x = to_dtype(a, dtype);
   const Tensor y = to_dtype(b, dtype);
   Tensor out = empty(shape, dtype);
-  dispatch(dtype, name, [&]<class T>() {
+  dispatch_with_bf16(dtype, name, [&]<class T>() {
     with_binary_fn<T>(op, [&](auto fn) { map_elements<T, T, T>(out, {x, y}, fn); });
   });
   return out;
@@ -122,7 +122,7 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other) {
   check_binary_inplace(op, self, other, name);
   check_writable(self, name.c_str());
   const Tensor y = to_dtype(other, self.dtype());
-  dispatch(self.dtype(), name.c_str(), [&]<class T>() {
+  dispatch_with_bf16(self.dtype(), name.c_str(), [&]<class T>() {
     with_binary_fn<T>(op, [&](auto fn) { map_elements<T, T, T>(self, {self, y}, fn); });
   });
 }
@@ -143,7 +143,7 @@ void binary_scalar_(BinaryOp op, const Tensor& self, double s) {
   check_defined(self, name.c_str());
   check_scalar_inplace(op, self, s, name);
   check_writable(self, name.c_str());
-  dispatch(self.dtype(), name.c_str(), [&]<class T>() {
+  dispatch_with_bf16(self.dtype(), name.c_str(), [&]<class T>() {
     const T sv = scalar_as<T>(s);
     with_binary_fn<T>(op, [&](auto fn) {
       map_elements<T, T>(self, {self}, [=](T v) { return fn(v, sv); });
@@ -162,7 +162,7 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   const Tensor x = to_dtype(a, dtype);
   const Tensor y = to_dtype(b, dtype);
   Tensor out = empty(shape, dtype);
-  dispatch(dtype, "add", [&]<class T>() {
+  dispatch_with_bf16(dtype, "add", [&]<class T>() {
     const T al = scalar_as<T>(alpha);
     map_elements<T, T, T>(out, {x, y}, [=](T u, T v) { return static_cast<T>(u + al * v); });
   });
@@ -180,7 +180,7 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
   const Tensor x = to_dtype(a, dtype);
   const Tensor y = to_dtype(b, dtype);
   Tensor out = empty(shape, kBool);
-  dispatch(dtype, name, [&]<class T>() {
+  dispatch_with_bf16(dtype, name, [&]<class T>() {
     with_compare_fn<T>(op, [&](auto fn) { map_elements<bool, T, T>(out, {x, y}, fn); });
   });
   return out;
@@ -191,8 +191,8 @@ Tensor compare_scalar(CompareOp op, const Tensor& a, double s) {
   const char* name = compare_op_name(op);
   check_defined(a, name);
   Tensor out = empty(a.sizes(), kBool);
-  dispatch(a.dtype(), name, [&]<class T>() {
-    if constexpr (std::is_floating_point_v<T>) {
+  dispatch_with_bf16(a.dtype(), name, [&]<class T>() {
+    if constexpr (is_floating_v<T>) {
       // Like PyTorch, the scalar takes the tensor's dtype: float32(0.1) == 0.1 holds.
       const T sv = static_cast<T>(s);
       with_compare_fn<T>(op, [&](auto fn) {
@@ -220,7 +220,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   const Tensor x = to_dtype(a, dtype);
   const Tensor y = to_dtype(b, dtype);
   Tensor out = empty(shape, dtype);
-  dispatch(dtype, "where", [&]<class T>() {
+  dispatch_with_bf16(dtype, "where", [&]<class T>() {
     map_elements<T, bool, T, T>(out, {condition, x, y}, [](bool c, T u, T v) { return c ? u : v; });
   });
   return out;

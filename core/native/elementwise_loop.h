@@ -34,6 +34,16 @@
 // float64 (gradcheck) uses libm.
 // They are always inlined: a call inside a loop would stop its vectorisation.
 //
+// Note [bfloat16 elementwise]
+// bfloat16 is the upper half of a float32, so widening is exact and costs a
+// shift. Elementwise kernels on bf16 tensors (add, mul, relu, gelu, dropout, the
+// activation backwards) store BFloat16 but compute in float: map_elements reads
+// BFloat16 operands, the element function takes and returns float (implicit
+// conversions), and the store rounds to nearest even once per result. So a bf16
+// kernel is the float32 kernel on bf16-rounded inputs, rounded once at the end;
+// tests/core/test_bf16_kernels.cpp checks exactly that. Reductions and
+// normalisations never accumulate in bf16 (Note [Autocast policy] in core/autocast.h).
+//
 // Read before: core/shape.h (broadcast_strides), core/parallel.h.
 // Read next: core/native/elementwise.cpp, core/native/unary.cpp.
 #pragma once

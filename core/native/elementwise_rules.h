@@ -45,6 +45,8 @@ template <class T>
 T scalar_as(double s) {
   if constexpr (std::is_floating_point_v<T>) {
     return static_cast<T>(s);
+  } else if constexpr (is_floating_v<T>) {  // Half, BFloat16: rounded from float
+    return T(static_cast<float>(s));
   } else {
     return static_cast<T>(static_cast<int64_t>(s));
   }

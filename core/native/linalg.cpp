@@ -28,6 +28,7 @@
 
 #include "core/native/cuda_dispatch.h"
 #include "core/native/gemm.h"
+#include "core/native/gemm_bf16.h"
 #include "core/native/matmul_rules.h"
 #include "core/native/native.h"
 #include "core/shape.h"
@@ -50,6 +51,13 @@ void check_operands(const char* op, const Tensor& a, const Tensor& b) {
 
 // out (batch..., n, m) = a (batch_a..., n, k) x b (batch_b..., k, m), as one gemm
 // per batch index; a and b have been through as_matrices.
+// float32 / float64, and bfloat16 (products accumulated in float32, core/native/gemm_bf16.h).
+template <class F>
+void dispatch_matmul(ScalarType dtype, const char* op, F&& fn) {
+  if (dtype == kBFloat16) return fn.template operator()<BFloat16>();
+  dispatch_floating(dtype, op, fn);
+}
+
 template <class T>
 void multiply_into(const MatrixOperand& a, const MatrixOperand& b, const IntList& batch,
                    const Tensor& out) {
@@ -63,10 +71,17 @@ void multiply_into(const MatrixOperand& a, const MatrixOperand& b, const IntList
     a_offsets.push_back(off[0]);
     b_offsets.push_back(off[1]);
   });
-  gemm_batched<T>(static_cast<int64_t>(c_offsets.size()), a.layout.trans, b.layout.trans, n, m, k,
-                  T(1), a.tensor.data_ptr<T>(), a_offsets.data(), a.layout.ld,
-                  b.tensor.data_ptr<T>(), b_offsets.data(), b.layout.ld, T(0),
-                  out.data_ptr<T>(), c_offsets.data(), m);
+  if constexpr (std::is_same_v<T, BFloat16>) {  // float32 accumulation (gemm_bf16.h)
+    gemm_bf16_batched<BFloat16>(static_cast<int64_t>(c_offsets.size()), a.layout.trans,
+                                b.layout.trans, n, m, k, a.tensor.data_ptr<T>(), a_offsets.data(),
+                                a.layout.ld, b.tensor.data_ptr<T>(), b_offsets.data(),
+                                b.layout.ld, 0.0f, out.data_ptr<T>(), c_offsets.data(), m);
+  } else {
+    gemm_batched<T>(static_cast<int64_t>(c_offsets.size()), a.layout.trans, b.layout.trans, n, m,
+                    k, T(1), a.tensor.data_ptr<T>(), a_offsets.data(), a.layout.ld,
+                    b.tensor.data_ptr<T>(), b_offsets.data(), b.layout.ld, T(0),
+                    out.data_ptr<T>(), c_offsets.data(), m);
+  }
 }
 
 // matmul's rules for operands that passed check_operands; `op` names the caller.
@@ -85,10 +100,10 @@ Tensor multiply(const char* op, const Tensor& a, const Tensor& b) {
     // as torch does; `out` is laid out as (N, m). reshape copies only if a's rows
     // cannot be viewed as one matrix.
     const MatrixOperand ma = as_matrices(reshape(a, {a.numel() / k, k}), true);
-    dispatch_floating(a.dtype(), op, [&]<class T>() { multiply_into<T>(ma, mb, {}, out); });
+    dispatch_matmul(a.dtype(), op, [&]<class T>() { multiply_into<T>(ma, mb, {}, out); });
   } else {
     const MatrixOperand ma = as_matrices(a, /*vector_as_row=*/true);
-    dispatch_floating(a.dtype(), op, [&]<class T>() { multiply_into<T>(ma, mb, batch, out); });
+    dispatch_matmul(a.dtype(), op, [&]<class T>() { multiply_into<T>(ma, mb, batch, out); });
   }
   return out;
 }

@@ -241,9 +241,18 @@ void max_pool_plane(const T* src, const PoolWindow& p, T* dst, int64_t* idx) {
 
 }  // namespace
 
+// Note [bfloat16 pooling]
+// Pooling a bfloat16 image runs the float32 kernel on the widened image and
+// rounds the result once, the rule of Note [bfloat16 elementwise]: a max is
+// exact, an average or a scattered gradient sum is rounded once. (A native bf16
+// loop would save the two conversion passes; pooling is two ops of a ResNet step.)
 std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList& kernel_size,
                                               const IntList& stride, const IntList& padding) {
   LS_DISPATCH_CUDA(input, max_pool2d_forward(input, kernel_size, stride, padding));
+  if (input.defined() && input.dtype() == kBFloat16) {  // exact: the max of bf16 values
+    auto [y, idx] = max_pool2d_forward(to_dtype(input, kFloat32), kernel_size, stride, padding);
+    return {to_dtype(y, kBFloat16), idx};
+  }
   const char* op = "max_pool2d";
   check_image(input, op);
   const PoolWindow win = rules::max_pool2d_window(input, kernel_size, stride, padding, op);
@@ -280,6 +289,10 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
                            const IntList& input_sizes) {
   LS_DISPATCH_CUDA(grad_output, max_pool2d_backward(grad_output, indices, input_sizes));
+  if (grad_output.defined() && grad_output.dtype() == kBFloat16) {  // Note [bfloat16 pooling]
+    return to_dtype(max_pool2d_backward(to_dtype(grad_output, kFloat32), indices, input_sizes),
+                    kBFloat16);
+  }
   const char* op = "max_pool2d_backward";
   check_image(grad_output, op);
   rules::check_max_pool_indices(indices, grad_output, op);
@@ -316,6 +329,9 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
 
 Tensor adaptive_avg_pool2d_forward(const Tensor& input, const IntList& output_size) {
   LS_DISPATCH_CUDA(input, adaptive_avg_pool2d_forward(input, output_size));
+  if (input.defined() && input.dtype() == kBFloat16) {  // Note [bfloat16 pooling]
+    return to_dtype(adaptive_avg_pool2d_forward(to_dtype(input, kFloat32), output_size), kBFloat16);
+  }
   const char* op = "adaptive_avg_pool2d";
   check_image(input, op);
   const auto [oh, ow] = rules::adaptive_output_size(output_size, op);
@@ -353,6 +369,10 @@ Tensor adaptive_avg_pool2d_forward(const Tensor& input, const IntList& output_si
 
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes) {
   LS_DISPATCH_CUDA(grad_output, adaptive_avg_pool2d_backward(grad_output, input_sizes));
+  if (grad_output.defined() && grad_output.dtype() == kBFloat16) {  // Note [bfloat16 pooling]
+    return to_dtype(adaptive_avg_pool2d_backward(to_dtype(grad_output, kFloat32), input_sizes),
+                    kBFloat16);
+  }
   const char* op = "adaptive_avg_pool2d_backward";
   check_image(grad_output, op);
   rules::check_pool_input_sizes(input_sizes, grad_output, op);

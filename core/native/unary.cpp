@@ -38,7 +38,7 @@ namespace {
 // sign) for any computing dtype T. Unsigned types and bool have no negatives.
 template <class T, class Body>
 void with_integer_safe_fn(UnaryOp op, Body&& body) {
-  constexpr bool has_negatives = std::is_signed_v<T> || std::is_floating_point_v<T>;
+  constexpr bool has_negatives = std::is_signed_v<T> || is_floating_v<T>;
   switch (op) {
     case UnaryOp::Neg: return body([](T x) { return static_cast<T>(-x); });
     case UnaryOp::Abs:
@@ -50,7 +50,7 @@ void with_integer_safe_fn(UnaryOp op, Body&& body) {
       return body([](T x) { return x; });
     case UnaryOp::Sign:
       // 1, -1 or 0; for floats 0 keeps its sign bit and NaN stays NaN.
-      if constexpr (std::is_floating_point_v<T>) {
+      if constexpr (is_floating_v<T>) {
         return body([](T x) { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x); });
       } else if constexpr (has_negatives) {
         return body([](T x) { return static_cast<T>((x > T(0)) - (x < T(0))); });
@@ -122,12 +122,12 @@ Tensor unary(UnaryOp op, const Tensor& a) {
   if (is_integer_safe(op)) {
     LS_CHECK(!(op == UnaryOp::Neg && a.dtype() == kBool),
              "neg: negating a bool tensor is not supported; convert it with .to(ls::kInt64) first");
-    dispatch(a.dtype(), name, [&]<class T>() {
+    dispatch_with_bf16(a.dtype(), name, [&]<class T>() {
       with_integer_safe_fn<T>(op, [&](auto fn) { map_elements<T, T>(out, {a}, fn); });
     });
-  } else {
-    dispatch_floating(a.dtype(), name, [&]<class T>() {
-      with_floating_fn<T>(op, [&](auto fn) { map_elements<T, T>(out, {a}, fn); });
+  } else {  // S stored, C computed in (Note [bfloat16 elementwise])
+    dispatch_floating_bf16(a.dtype(), name, [&]<class S, class C>() {
+      with_floating_fn<C>(op, [&](auto fn) { map_elements<S, S>(out, {a}, fn); });
     });
   }
   return out;
@@ -163,9 +163,9 @@ Tensor relu_backward(const Tensor& grad, const Tensor& input) {
   LS_DISPATCH_CUDA(input, relu_backward(grad, input));
   const Tensor x = backward_input(grad, input, "relu_backward");
   Tensor out = empty(grad.sizes(), grad.dtype());
-  dispatch_floating(grad.dtype(), "relu_backward", [&]<class T>() {
+  dispatch_floating_bf16(grad.dtype(), "relu_backward", [&]<class S, class T>() {
     // The kink at x = 0 takes gradient 0, like PyTorch (threshold_backward).
-    map_elements<T, T, T>(out, {grad, x}, [](T g, T v) { return v > T(0) ? g : T(0); });
+    map_elements<S, S, S>(out, {grad, x}, [](T g, T v) { return v > T(0) ? g : T(0); });
   });
   return out;
 }
@@ -175,10 +175,10 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& input) {
   LS_DISPATCH_CUDA(input, gelu_backward(grad, input));
   const Tensor x = backward_input(grad, input, "gelu_backward");
   Tensor out = empty(grad.sizes(), grad.dtype());
-  dispatch_floating(grad.dtype(), "gelu_backward", [&]<class T>() {
+  dispatch_floating_bf16(grad.dtype(), "gelu_backward", [&]<class S, class T>() {
     constexpr T kInvSqrt2 = static_cast<T>(std::numbers::sqrt2 / 2);
     constexpr T kInvSqrt2Pi = static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-    map_elements<T, T, T>(out, {grad, x}, [](T g, T v) {
+    map_elements<S, S, S>(out, {grad, x}, [](T g, T v) {
       const T cdf = T(0.5) * (T(1) + erf_simd(v * kInvSqrt2));
       const T pdf = exp_simd(T(-0.5) * v * v) * kInvSqrt2Pi;
       return g * (cdf + v * pdf);

@@ -1,0 +1,186 @@
+// autograd/functions/autocast_ops.cpp — linear and conv2d in bfloat16, and the policy's casts.
+//
+// Note [Autocast casts inside the op]
+// Under autocast a Linear's weight W is float32 and its product runs in bf16.
+// Written as linear(x.to(bf16), W.to(bf16), b.to(bf16)), the graph would gain a
+// ToCopyBackward per operand, W's gradient would be computed in bf16 and only
+// then widened, and every step would round it to 8 bits of mantissa before the
+// optimizer sees it. Instead the op records ONE node whose inputs are the
+// original tensors: forward converts x (per call) and W (once per guard, the
+// cast cache of core/autocast.h) to bf16 and runs the bf16 kernel; backward
+// returns dX in x's own dtype and dW, db in float32 straight from the float32
+// accumulators of the bf16 GEMM / convolution. The node saves only the bf16
+// copies (half the bytes of the float32 operands).
+//
+//   linear   y (*, out) bf16 = x (*, in) W^T (in, out) + b     dX = G W      (*, in)
+//                                                              dW = G^T X    (out, in) f32
+//                                                              db = sum_rows G (out)   f32
+//   conv2d   y (N, C_out, oH, oW) bf16                         see core/native/conv_bf16.h
+//
+// Read before: autograd/functions/autocast_ops.h, core/native/gemm_bf16.h,
+// core/native/conv_bf16.h. Read next: autograd/functions/linear.cpp.
+#include "autograd/functions/autocast_ops.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "autograd/functions/functions.h"
+#include "core/native/conv_bf16.h"
+#include "core/native/gemm_bf16.h"
+#include "core/native/linear_rules.h"
+#include "core/native/nn_kernels.h"
+#include "core/profiler.h"
+
+namespace lockstep::autograd {
+
+namespace {
+
+bool eligible(const Tensor& t) {
+  return t.defined() && t.is_floating_point() && t.dtype() != kFloat64 && t.device().is_cpu();
+}
+
+// A gradient computed in float32 for an input of `dtype`.
+Tensor as_input_dtype(const Tensor& g, ScalarType dtype) {
+  return g.defined() ? native::to_dtype(g, dtype) : g;
+}
+
+struct LinearAutocastBackward final : BackwardNode {
+  SavedVariable input16, weight16;  // bf16 copies; each saved only when the other's grad needs it
+  ScalarType input_dtype = kFloat32, weight_dtype = kFloat32, bias_dtype = kFloat32;
+  std::string name() const override { return "LinearAutocastBackward"; }
+
+  variable_list apply(variable_list&& grads) override {
+    const Tensor g = native::contiguous(native::to_dtype(grads[0], kBFloat16));  // (*, out)
+    const int64_t out = g.size(-1), m = g.numel() / std::max<int64_t>(out, 1);
+    Tensor dx, dw, db;
+    if (should_compute_output(0)) {
+      const Tensor w = weight16.unpack(name());  // (out, in)
+      const int64_t in = w.size(1);
+      IntList sizes = g.sizes();
+      sizes.back() = in;
+      dx = native::empty(sizes, input_dtype);  // (*, in)
+      dispatch_all(input_dtype, [&]<class T>() {
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
+          native::gemm_bf16<T>(false, false, m, in, out, g.data_ptr<BFloat16>(), out,
+                               w.data_ptr<BFloat16>(), in, 0.0f, dx.data_ptr<T>(), in);
+        }
+      });
+    }
+    if (should_compute_output(1)) {
+      const Tensor x = native::contiguous(input16.unpack(name()));  // (*, in)
+      const int64_t in = x.size(-1);
+      dw = native::empty({out, in}, kFloat32);  // (out, in) = G^T (out, M) X (M, in)
+      native::gemm_bf16<float>(true, false, out, in, m, g.data_ptr<BFloat16>(), out,
+                               x.data_ptr<BFloat16>(), in, 0.0f, dw.data_ptr<float>(), in);
+      dw = as_input_dtype(dw, weight_dtype);
+    }
+    if (should_compute_output(2)) {
+      db = native::sum(native::to_dtype(native::reshape(g, {m, out}), kFloat32), {0}, false);
+      db = as_input_dtype(db, bias_dtype);
+    }
+    return {dx, dw, db};
+  }
+  void release_variables() override {
+    input16.reset();
+    weight16.reset();
+  }
+};
+
+struct Conv2dAutocastBackward final : BackwardNode {
+  SavedVariable input16, weight16;
+  native::ConvGeometry geometry{};
+  ScalarType input_dtype = kFloat32, weight_dtype = kFloat32, bias_dtype = kFloat32;
+  std::string name() const override { return "Conv2dAutocastBackward"; }
+
+  variable_list apply(variable_list&& grads) override {
+    const bool need_x = should_compute_output(0), need_w = should_compute_output(1);
+    auto [dx, dw, db] = native::conv2d_bf16_backward(
+        geometry, grads[0], need_w ? input16.unpack(name()) : Tensor(),
+        need_x ? weight16.unpack(name()) : Tensor(), input_dtype, need_x, need_w,
+        should_compute_output(2));
+    return {dx, as_input_dtype(dw, weight_dtype), as_input_dtype(db, bias_dtype)};
+  }
+  void release_variables() override {
+    input16.reset();
+    weight16.reset();
+  }
+};
+
+}  // namespace
+
+bool autocast_applies(std::initializer_list<const Tensor*> operands) {
+  if (!is_autocast_enabled()) return false;
+  for (const Tensor* t : operands) {
+    if (t->defined() && !eligible(*t)) return false;
+  }
+  return true;
+}
+
+Tensor float_input(const Tensor& t) {
+  return is_autocast_enabled() && t.defined() && t.dtype() == kBFloat16 ? t.to(kFloat32) : t;
+}
+
+Tensor bf16_input(const Tensor& t) {
+  return autocast::needs_cast(t, autocast_dtype()) && eligible(t) ? t.to(autocast_dtype()) : t;
+}
+
+Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  profiler::Scope prof("linear_bf16");
+  LS_CHECK(input.defined() && weight.defined(), "linear: input and weight must be defined tensors");
+  const Tensor x16 = native::contiguous(autocast::cached_cast(input, kBFloat16));  // (*, in)
+  const Tensor w16 = native::contiguous(autocast::cached_cast(weight, kBFloat16));  // (out, in)
+  const Tensor b16 = autocast::cached_cast(bias, kBFloat16);                          // (out)
+  native::rules::check_linear(
+      x16, w16, b16, [] {}, [](ScalarType t) { return t == kBFloat16; },
+      ") must be floating tensors under autocast");
+  const int64_t in = w16.size(1), out = w16.size(0), m = x16.numel() / std::max<int64_t>(in, 1);
+  IntList sizes = input.sizes();
+  sizes.back() = out;
+  Tensor y = native::empty(sizes, kBFloat16);  // (*, out)
+  float beta = 0.0f;
+  if (bias.defined()) {  // every row starts as the bias, and the GEMM adds onto it
+    const Tensor b = native::contiguous(b16);
+    BFloat16* yp = y.data_ptr<BFloat16>();
+    for (int64_t i = 0; i < m; ++i) std::memcpy(yp + i * out, b.raw_data(), out * sizeof(BFloat16));
+    beta = 1.0f;
+  }
+  native::gemm_bf16<BFloat16>(false, true, m, out, in, x16.data_ptr<BFloat16>(), in,
+                              w16.data_ptr<BFloat16>(), in, beta, y.data_ptr<BFloat16>(), out);
+  if (compute_requires_grad({input, weight, bias})) {
+    auto node = std::make_shared<LinearAutocastBackward>();
+    node->input_dtype = input.dtype();
+    node->weight_dtype = weight.dtype();
+    node->bias_dtype = bias.defined() ? bias.dtype() : kFloat32;
+    if (weight.requires_grad()) node->input16 = SavedVariable(x16);
+    if (input.requires_grad()) node->weight16 = SavedVariable(w16);
+    record(node, {input, weight, bias}, {y});
+  }
+  return y;
+}
+
+Tensor conv2d_autocast(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                       const IntList& stride, const IntList& padding, const IntList& dilation,
+                       int64_t groups) {
+  profiler::Scope prof("conv2d_bf16");
+  LS_CHECK(input.defined() && weight.defined(), "conv2d: input and weight must be defined tensors");
+  const Tensor x16 = autocast::cached_cast(input, kBFloat16);
+  const Tensor w16 = autocast::cached_cast(weight, kBFloat16);
+  const Tensor b32 = bias.defined() ? native::to_dtype(bias, kFloat32) : bias;
+  const native::ConvGeometry g =
+      native::make_conv_geometry(x16, w16, autocast::cached_cast(bias, kBFloat16), stride,
+                                 padding, dilation, groups, "conv2d");  // checks bias's shape too
+  Tensor y = native::conv2d_bf16_forward(g, x16, w16, b32);  // (N, C_out, oH, oW) bf16
+  if (compute_requires_grad({input, weight, bias})) {
+    auto node = std::make_shared<Conv2dAutocastBackward>();
+    node->geometry = g;
+    node->input_dtype = input.dtype();
+    node->weight_dtype = weight.dtype();
+    node->bias_dtype = bias.defined() ? bias.dtype() : kFloat32;
+    if (weight.requires_grad()) node->input16 = SavedVariable(x16);
+    if (input.requires_grad()) node->weight16 = SavedVariable(w16);
+    record(node, {input, weight, bias}, {y});
+  }
+  return y;
+}
+
+}  // namespace lockstep::autograd

@@ -1,0 +1,82 @@
+// core/autocast.h — automatic mixed precision: AutocastGuard and the cast policy.
+//
+// Under `ls::AutocastGuard amp(ls::kBFloat16);` the ops below choose the dtype
+// they compute in, as torch.autocast does; outside any guard nothing changes.
+// The state is per thread (like GradMode); guards nest and the innermost decides,
+// so `AutocastGuard off(ls::kBFloat16, /*enabled=*/false)` inside an enabled
+// guard runs its ops exactly as without autocast.
+//
+// Note [Autocast policy]
+// Each op applies its row of this table where it is defined (autograd/functions/):
+//
+//   op                                    inputs computed in       returns
+//   conv2d, linear                        bfloat16 (fp32 accum.)   bfloat16
+//   matmul, bmm (attention's products)    bfloat16 (fp32 accum.)   bfloat16
+//   softmax, log_softmax                  float32                  float32
+//   layer_norm, batch_norm (+ fused ReLU  float32                  float32
+//     and add + ReLU forms)
+//   cross_entropy, mse_loss               float32                  float32
+//   everything else (add, mul, relu,      the inputs' own dtypes   promote_types of the
+//     gelu, dropout, pooling, views...)   (bf16 computes in fp32   inputs: bf16 + fp32
+//                                         registers, rounded once) is fp32
+//
+// Parameters, their .grad and the optimizer's state stay float32 ("master
+// weights"): conv2d and linear take the float32 weight and bias as their graph
+// inputs and convert inside (Note [Autocast casts inside the op] in
+// autograd/functions/autocast_ops.cpp), so their weight gradient is computed
+// and returned in float32; matmul and bmm cast their operands with the
+// differentiable Tensor::to, whose backward converts the gradient back.
+// Each parameter's bfloat16 copy is made once per outermost guard and reused
+// (the cast cache below): a weight used by several ops, or by every step of a
+// gradient-accumulation loop inside one guard, is converted once.
+//
+// Only bfloat16 is supported (the CPU's AMX / AVX-512-BF16 type and the CUDA
+// tensor cores'); float16 autocast would need loss scaling, which bf16's float32
+// exponent range makes unnecessary.
+//
+// Read before: core/grad_mode.h, core/dtype.h. Read next: autograd/functions/autocast_ops.cpp.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace lockstep {
+
+// RAII: turns autocast on (or, with enabled == false, off) on this thread until
+// destroyed. The cast cache is cleared when the outermost enabled guard ends.
+class AutocastGuard {
+ public:
+  explicit AutocastGuard(ScalarType dtype = kBFloat16, bool enabled = true);
+  ~AutocastGuard();
+  AutocastGuard(const AutocastGuard&) = delete;
+  AutocastGuard& operator=(const AutocastGuard&) = delete;
+
+ private:
+  bool previous_enabled_;
+  ScalarType previous_dtype_;
+  bool counted_;  // this guard is enabled: it counts in the cache's lifetime
+};
+
+// Whether ops on this thread follow Note [Autocast policy] now.
+bool is_autocast_enabled();
+// The lower-precision dtype of the innermost guard (kBFloat16).
+ScalarType autocast_dtype();
+
+namespace autocast {
+
+// `t` converted to `dtype` without recording autograd history (the ops that
+// call it record their own node). A parameter (a float leaf that requires grad)
+// is converted once per outermost guard and the copy reused while its storage
+// version is unchanged; any other tensor is converted each time. t itself when
+// it already has that dtype.
+Tensor cached_cast(const Tensor& t, ScalarType dtype);
+
+// True when autocast is on and t is a floating tensor of another float dtype
+// that the policy's `dtype` should replace (int tensors are never cast).
+bool needs_cast(const Tensor& t, ScalarType dtype);
+
+// Entries in the cast cache of this thread (tests).
+size_t cache_size();
+
+}  // namespace autocast
+
+}  // namespace lockstep

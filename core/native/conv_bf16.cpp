@@ -1,0 +1,233 @@
+// core/native/conv_bf16.cpp — bfloat16 convolutions: the float32 reference and oneDNN's primitives.
+//
+// Each pass is one oneDNN primitive built with format_tag::any, so the library
+// picks the activation and weight layouts its AMX kernels want (channels-last
+// or blocked). Our tensors are plain NCHW / OIHW; run() reorders an operand
+// into the primitive's layout only when the two differ, and reorders outputs
+// back. A reorder also converts: the backward-data output lands directly in the
+// input's dtype, the weight gradient comes out of the primitive in float32.
+// Read before: core/native/conv_bf16.h.
+#include "core/native/conv_bf16.h"
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/native/native.h"
+#include "core/native/nn_kernels.h"
+#include "core/native/onednn_engine.h"
+#include "core/profiler.h"
+
+namespace lockstep::native {
+
+namespace {
+
+using dnnl::memory;
+using dt = memory::data_type;
+using onednn_detail::cpu_engine;
+using onednn_detail::thread_stream;
+
+IntList stride_of(const ConvGeometry& g) { return {g.stride_h, g.stride_w}; }
+IntList padding_of(const ConvGeometry& g) { return {g.pad_h, g.pad_w}; }
+IntList dilation_of(const ConvGeometry& g) { return {g.dil_h, g.dil_w}; }
+
+// ---- oneDNN descriptors of a geometry ----
+
+memory::dims src_dims(const ConvGeometry& g) { return {g.n, g.c_in, g.h, g.w}; }
+memory::dims dst_dims(const ConvGeometry& g) { return {g.n, g.c_out, g.oh, g.ow}; }
+memory::dims weight_dims(const ConvGeometry& g) {
+  if (g.groups == 1) return {g.c_out, g.c_in, g.kh, g.kw};
+  return {g.groups, g.c_out_g(), g.c_in_g(), g.kh, g.kw};
+}
+memory::format_tag weight_tag(const ConvGeometry& g) {
+  return g.groups == 1 ? memory::format_tag::oihw : memory::format_tag::goihw;
+}
+memory::desc any(const memory::dims& dims, dt type) {
+  return memory::desc(dims, type, memory::format_tag::any);
+}
+
+// The right padding that makes oneDNN's output size equal ours (PyTorch's floor rule).
+memory::dims padding_r(const ConvGeometry& g) {
+  return {(g.oh - 1) * g.stride_h + (g.kh - 1) * g.dil_h + 1 - g.h - g.pad_h,
+          (g.ow - 1) * g.stride_w + (g.kw - 1) * g.dil_w + 1 - g.w - g.pad_w};
+}
+
+struct Primitives {
+  dnnl::convolution_forward::primitive_desc fwd;
+  dnnl::convolution_backward_data::primitive_desc bwd_data;
+  dnnl::convolution_backward_weights::primitive_desc bwd_weights;
+  dnnl::convolution_forward fwd_p;
+  dnnl::convolution_backward_data bwd_data_p;
+  dnnl::convolution_backward_weights bwd_weights_p;
+};
+
+using Key = std::vector<int64_t>;
+
+Key key_of(const ConvGeometry& g, bool bias) {
+  return {g.n, g.c_in, g.h, g.w, g.c_out, g.kh, g.kw, g.stride_h, g.stride_w, g.pad_h,
+          g.pad_w, g.dil_h, g.dil_w, g.groups, bias ? 1 : 0};
+}
+
+const Primitives& primitives(const ConvGeometry& g, bool bias) {
+  static std::mutex mutex;
+  static std::map<Key, std::unique_ptr<Primitives>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Primitives>& slot = cache[key_of(g, bias)];
+  if (slot) return *slot;
+  dnnl::engine& engine = cpu_engine();
+  const memory::desc src = any(src_dims(g), dt::bf16), dst = any(dst_dims(g), dt::bf16);
+  const memory::desc wts = any(weight_dims(g), dt::bf16);
+  const memory::desc bias_md = bias ? memory::desc({g.c_out}, dt::f32, memory::format_tag::x)
+                                    : memory::desc();
+  const memory::dims strides{g.stride_h, g.stride_w}, dil{g.dil_h - 1, g.dil_w - 1};
+  const memory::dims pad_l{g.pad_h, g.pad_w}, pad_r = padding_r(g);
+  const auto alg = dnnl::algorithm::convolution_direct;
+  dnnl::convolution_forward::primitive_desc fwd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wts, bias_md,
+                                      dst, strides, dil, pad_l, pad_r),
+      engine);
+  dnnl::convolution_backward_data::primitive_desc bwd_data(
+      dnnl::convolution_backward_data::desc(alg, src, wts, dst, strides, dil, pad_l, pad_r),
+      engine, fwd);
+  // The weight gradient in float32 (it goes to a float32 master weight).
+  const memory::desc gw = any(weight_dims(g), dt::f32);
+  const memory::desc gb = memory::desc({g.c_out}, dt::f32, memory::format_tag::x);
+  dnnl::convolution_backward_weights::primitive_desc bwd_weights(
+      dnnl::convolution_backward_weights::desc(alg, src, gw, gb, dst, strides, dil, pad_l, pad_r),
+      engine, fwd);
+  slot = std::make_unique<Primitives>(Primitives{fwd, bwd_data, bwd_weights,
+                                                 dnnl::convolution_forward(fwd),
+                                                 dnnl::convolution_backward_data(bwd_data),
+                                                 dnnl::convolution_backward_weights(bwd_weights)});
+  return *slot;
+}
+
+// A memory object over a plain tensor (NCHW activations, OIHW / GOIHW weights).
+memory plain_memory(const Tensor& t, const memory::dims& dims, memory::format_tag tag) {
+  const dt type = t.dtype() == kBFloat16 ? dt::bf16 : dt::f32;
+  return memory(memory::desc(dims, type, tag), cpu_engine(), t.raw_data());
+}
+
+// `m` in layout `want`: m itself, or a reordered copy in `keep` (a byte tensor
+// that must live until the primitive has run).
+memory as_layout(memory m, const memory::desc& want, Tensor& keep) {
+  if (m.get_desc() == want) return m;
+  keep = empty({static_cast<int64_t>(want.get_size())}, kUInt8);
+  memory out(want, cpu_engine(), keep.raw_data());
+  profiler::Scope prof("conv2d_bf16.reorder");
+  dnnl::reorder(m, out).execute(thread_stream(), m, out);
+  return out;
+}
+
+// Runs `p` writing its output `arg` of layout `produced` into the plain `target`.
+template <class Args>
+void run_into(const dnnl::primitive& p, Args args, int arg, const memory::desc& produced,
+              memory target) {
+  dnnl::stream& stream = thread_stream();
+  if (produced == target.get_desc()) {
+    args.insert({arg, target});
+    p.execute(stream, args);
+    return;
+  }
+  Tensor scratch = empty({static_cast<int64_t>(produced.get_size())}, kUInt8);
+  memory out(produced, cpu_engine(), scratch.raw_data());
+  args.insert({arg, out});
+  p.execute(stream, args);
+  profiler::Scope prof("conv2d_bf16.reorder");
+  dnnl::reorder(out, target).execute(stream, out, target);
+}
+
+void check_bf16(const Tensor& t, const char* what) {
+  LS_CHECK(t.dtype() == kBFloat16, "conv2d_bf16: ", what, " must be bfloat16 but is ",
+           dtype_name(t.dtype()), "; convert with .to(ls::kBFloat16)");
+}
+
+}  // namespace
+
+Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
+                           const Tensor& bias) {
+  check_bf16(x, "the input");
+  check_bf16(w, "the weight");
+  LS_CHECK(!bias.defined() || bias.dtype() == kFloat32, "conv2d_bf16: the bias must be float32 "
+           "but is ", dtype_name(bias.dtype()));
+  if (conv_backend() == ConvBackend::Reference) {
+    const Tensor y = conv2d_forward(to_dtype(x, kFloat32), to_dtype(w, kFloat32), bias,
+                                    stride_of(g), padding_of(g), dilation_of(g), g.groups);
+    return to_dtype(y, kBFloat16);
+  }
+  const Primitives& p = primitives(g, bias.defined());
+  const Tensor xc = contiguous(x), wc = contiguous(w);
+  Tensor y = empty({g.n, g.c_out, g.oh, g.ow}, kBFloat16);
+  Tensor keep_x, keep_w;
+  const memory src = as_layout(plain_memory(xc, src_dims(g), memory::format_tag::nchw),
+                               p.fwd.src_desc(), keep_x);
+  const memory wts =
+      as_layout(plain_memory(wc, weight_dims(g), weight_tag(g)), p.fwd.weights_desc(), keep_w);
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}};
+  const Tensor bc = bias.defined() ? contiguous(bias) : Tensor();
+  if (bias.defined()) {
+    args.insert({DNNL_ARG_BIAS, memory(p.fwd.bias_desc(), cpu_engine(), bc.raw_data())});
+  }
+  profiler::Scope prof("conv2d_bf16.forward");
+  run_into(p.fwd_p, args, DNNL_ARG_DST, p.fwd.dst_desc(),
+           plain_memory(y, dst_dims(g), memory::format_tag::nchw));
+  return y;
+}
+
+std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, const Tensor& gy,
+                                                        const Tensor& x, const Tensor& w,
+                                                        ScalarType gx_dtype, bool need_input,
+                                                        bool need_weight, bool need_bias) {
+  LS_CHECK(gx_dtype == kFloat32 || gx_dtype == kBFloat16, "conv2d_bf16_backward: the input "
+           "gradient's dtype must be float32 or bfloat16 but is ", dtype_name(gx_dtype));
+  const Tensor g_y = contiguous(to_dtype(gy, kBFloat16));  // (N, C_out, oH, oW)
+  Tensor gx, gw, gb;
+  if (conv_backend() == ConvBackend::Reference) {
+    auto [gx32, gw32, gb32] = conv2d_backward(
+        to_dtype(g_y, kFloat32), to_dtype(x, kFloat32), to_dtype(w, kFloat32), stride_of(g),
+        padding_of(g), dilation_of(g), g.groups, need_input, need_weight, need_bias);
+    return {need_input ? to_dtype(gx32, gx_dtype) : Tensor(), gw32, gb32};
+  }
+  const Primitives& p = primitives(g, /*bias=*/false);  // its backward-weights always has a bias
+  Tensor keep_gy_d, keep_gy_w, keep_w, keep_x;
+  const memory gy_plain = plain_memory(g_y, dst_dims(g), memory::format_tag::nchw);
+  if (need_input) {
+    check_bf16(w, "the weight");
+    const Tensor wc = contiguous(w);
+    gx = empty({g.n, g.c_in, g.h, g.w}, gx_dtype);
+    const memory diff_dst = as_layout(gy_plain, p.bwd_data.diff_dst_desc(), keep_gy_d);
+    const memory wts = as_layout(plain_memory(wc, weight_dims(g), weight_tag(g)),
+                                 p.bwd_data.weights_desc(), keep_w);
+    profiler::Scope prof("conv2d_bf16.backward_data");
+    run_into(p.bwd_data_p,
+             std::unordered_map<int, memory>{{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, wts}},
+             DNNL_ARG_DIFF_SRC, p.bwd_data.diff_src_desc(),
+             plain_memory(gx, src_dims(g), memory::format_tag::nchw));
+  }
+  if (need_weight || need_bias) {
+    check_bf16(x, "the input");
+    const Tensor xc = contiguous(x);
+    gw = empty({g.c_out, g.c_in_g(), g.kh, g.kw}, kFloat32);
+    gb = empty({g.c_out}, kFloat32);
+    const memory diff_dst = as_layout(gy_plain, p.bwd_weights.diff_dst_desc(), keep_gy_w);
+    const memory src = as_layout(plain_memory(xc, src_dims(g), memory::format_tag::nchw),
+                                 p.bwd_weights.src_desc(), keep_x);
+    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_SRC, src}};
+    args.insert({DNNL_ARG_DIFF_BIAS, memory(p.bwd_weights.diff_bias_desc(), cpu_engine(),
+                                            gb.raw_data())});
+    profiler::Scope prof("conv2d_bf16.backward_weights");
+    run_into(p.bwd_weights_p, args, DNNL_ARG_DIFF_WEIGHTS, p.bwd_weights.diff_weights_desc(),
+             plain_memory(gw, weight_dims(g), weight_tag(g)));
+    if (!need_weight) gw = Tensor();
+    if (!need_bias) gb = Tensor();
+  }
+  return {gx, gw, gb};
+}
+
+std::string conv2d_bf16_impl(const ConvGeometry& g) {
+  return primitives(g, false).fwd.impl_info_str();
+}
+
+}  // namespace lockstep::native

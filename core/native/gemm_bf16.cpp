@@ -1,0 +1,162 @@
+// core/native/gemm_bf16.cpp — the bfloat16 GEMM: reference loops and oneDNN's matmul.
+//
+// oneDNN's matmul takes each matrix as a memory descriptor with explicit strides,
+// so a transposed operand is the same buffer described with swapped strides:
+// A stored (m, k) row-major has strides {lda, 1}; stored transposed, as (k, m),
+// it is read through strides {1, lda}. No operand is copied on our side (the
+// primitive may pack tiles internally). beta != 0 is a "sum" post-op, which adds
+// beta * C to the product before C is written.
+// Read before: core/native/gemm_bf16.h.
+#include "core/native/gemm_bf16.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <type_traits>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "core/error.h"
+#include "core/native/gemm.h"
+#include "core/native/onednn_engine.h"
+#include "core/parallel.h"
+
+namespace lockstep::native {
+
+namespace {
+
+// Products with at most this many multiply-adds run one per thread in a batch.
+constexpr int64_t kSmallBatchedMacs = 64 * 64 * 64;
+
+void check_args(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda,
+                int64_t ldb, int64_t ldc) {
+  LS_CHECK(m >= 0 && n >= 0 && k >= 0, "gemm_bf16: sizes must be non-negative, got m=", m,
+           " n=", n, " k=", k);
+  LS_CHECK(lda >= std::max<int64_t>(1, trans_a ? m : k) &&
+               ldb >= std::max<int64_t>(1, trans_b ? k : n) && ldc >= std::max<int64_t>(1, n),
+           "gemm_bf16: leading dimensions lda=", lda, " ldb=", ldb, " ldc=", ldc,
+           " are narrower than the matrices (m=", m, " n=", n, " k=", k, ")");
+}
+
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, float>;
+
+std::mutex g_mutex;
+std::map<Key, dnnl::matmul> g_cache;
+std::atomic<int64_t> g_built{0};
+
+const dnnl::matmul& primitive(const Key& key) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_cache.find(key);
+  if (it != g_cache.end()) return it->second;
+  const auto [ta, tb, m, n, k, lda, ldb, ldc, out_bf16, beta] = key;
+  using dt = dnnl::memory::data_type;
+  const dnnl::memory::desc a_md({m, k}, dt::bf16, ta ? dnnl::memory::dims{1, lda}
+                                                     : dnnl::memory::dims{lda, 1});
+  const dnnl::memory::desc b_md({k, n}, dt::bf16, tb ? dnnl::memory::dims{1, ldb}
+                                                     : dnnl::memory::dims{ldb, 1});
+  const dnnl::memory::desc c_md({m, n}, out_bf16 ? dt::bf16 : dt::f32,
+                                dnnl::memory::dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  if (beta != 0.0f) {
+    dnnl::post_ops ops;
+    ops.append_sum(beta);
+    attr.set_post_ops(ops);
+  }
+  const dnnl::matmul::desc desc(a_md, b_md, c_md);
+  const dnnl::matmul::primitive_desc pd(desc, attr, onednn_detail::cpu_engine());
+  ++g_built;
+  return g_cache.emplace(key, dnnl::matmul(pd)).first->second;
+}
+
+template <class Out>
+void gemm_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a,
+                 int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc) {
+  constexpr bool out_bf16 = std::is_same_v<Out, BFloat16>;
+  const Key key{trans_a, trans_b, m, n, k, lda, ldb, ldc, out_bf16, beta};
+  const dnnl::matmul& p = primitive(key);
+  using dt = dnnl::memory::data_type;
+  dnnl::engine& engine = onednn_detail::cpu_engine();
+  // Memory objects over our buffers (descriptors as in primitive(); only the handles differ).
+  const dnnl::memory a_mem({{m, k}, dt::bf16, trans_a ? dnnl::memory::dims{1, lda}
+                                                      : dnnl::memory::dims{lda, 1}},
+                           engine, const_cast<BFloat16*>(a));
+  const dnnl::memory b_mem({{k, n}, dt::bf16, trans_b ? dnnl::memory::dims{1, ldb}
+                                                      : dnnl::memory::dims{ldb, 1}},
+                           engine, const_cast<BFloat16*>(b));
+  const dnnl::memory c_mem({{m, n}, out_bf16 ? dt::bf16 : dt::f32, dnnl::memory::dims{ldc, 1}},
+                           engine, c);
+  dnnl::stream& stream = onednn_detail::thread_stream();
+  p.execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+  stream.wait();
+}
+
+}  // namespace
+
+template <class Out>
+void gemm_bf16_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                         const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb,
+                         float beta, Out* c, int64_t ldc) {
+  check_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  parallel_for(0, m, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * k)),
+               [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        float sum = 0.0f;
+        for (int64_t p = 0; p < k; ++p) {
+          const float x = trans_a ? a[p * lda + i] : a[i * lda + p];
+          const float y = trans_b ? b[j * ldb + p] : b[p * ldb + j];
+          sum += x * y;
+        }
+        Out& out = c[i * ldc + j];
+        out = Out(beta == 0.0f ? sum : sum + beta * static_cast<float>(out));
+      }
+    }
+  });
+}
+
+template <class Out>
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a,
+               int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc) {
+  check_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  if (m == 0 || n == 0) return;
+  if (k == 0 || gemm_backend() == GemmBackend::Reference) {
+    return gemm_bf16_reference(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  }
+  gemm_onednn(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+}
+
+template <class Out>
+void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                       int64_t k, const BFloat16* a, const int64_t* a_offsets, int64_t lda,
+                       const BFloat16* b, const int64_t* b_offsets, int64_t ldb, float beta,
+                       Out* c, const int64_t* c_offsets, int64_t ldc) {
+  LS_CHECK(batch >= 0, "gemm_bf16_batched: batch must be non-negative, got ", batch);
+  check_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  const bool small = m * n * k <= kSmallBatchedMacs;
+  parallel_for(0, batch, small ? 1 : batch, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      gemm_bf16(trans_a, trans_b, m, n, k, a + a_offsets[i], lda, b + b_offsets[i], ldb, beta,
+                c + c_offsets[i], ldc);
+    }
+  });
+}
+
+int64_t gemm_bf16_primitives_built() { return g_built.load(); }
+
+#define LS_INSTANTIATE_GEMM_BF16(Out)                                                          \
+  template void gemm_bf16<Out>(bool, bool, int64_t, int64_t, int64_t, const BFloat16*, int64_t, \
+                               const BFloat16*, int64_t, float, Out*, int64_t);                 \
+  template void gemm_bf16_reference<Out>(bool, bool, int64_t, int64_t, int64_t,                 \
+                                         const BFloat16*, int64_t, const BFloat16*, int64_t,    \
+                                         float, Out*, int64_t);                                 \
+  template void gemm_bf16_batched<Out>(int64_t, bool, bool, int64_t, int64_t, int64_t,          \
+                                       const BFloat16*, const int64_t*, int64_t,                \
+                                       const BFloat16*, const int64_t*, int64_t, float, Out*,   \
+                                       const int64_t*, int64_t);
+LS_INSTANTIATE_GEMM_BF16(float)
+LS_INSTANTIATE_GEMM_BF16(BFloat16)
+#undef LS_INSTANTIATE_GEMM_BF16
+
+}  // namespace lockstep::native

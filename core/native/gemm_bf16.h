@@ -1,0 +1,49 @@
+// core/native/gemm_bf16.h — matrix multiply of bfloat16 matrices with float32 accumulation.
+//
+//   C = op(A) * op(B) + beta * C,   A and B bfloat16, C float32 or bfloat16,
+//
+// on row-major buffers with leading dimensions, exactly as gemm() in gemm.h
+// (alpha is always 1). Every product is accumulated in float32 and rounded to
+// C's type once, at the end, so a bfloat16 C differs from the float32 result by
+// one rounding. This is the kernel behind linear, matmul and bmm on bfloat16
+// tensors (Note [Autocast policy] in core/autocast.h).
+//
+// Two backends, chosen by gemm_backend() (gemm.h):
+//   Reference  plain loops with a float32 sum, the definition;
+//   Eigen / OneDNN  oneDNN's matmul primitive on bf16 memory descriptors, which
+//              this CPU runs on its AMX tiles (brg:avx512_core_amx_bf16) and
+//              older AVX-512 CPUs with avx512_core_bf16 or an emulation. One
+//              primitive per shape (sizes, leading dims, transposes, C's type,
+//              beta) is built on first use and cached for the process.
+//
+// Read before: core/native/gemm.h, core/half.h. Read next: core/native/linalg.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "core/half.h"
+
+namespace lockstep::native {
+
+// Out is float or BFloat16.
+template <class Out>
+void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a,
+               int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc);
+
+// The definition, in loops (tests compare the fast path with it).
+template <class Out>
+void gemm_bf16_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                         const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb,
+                         float beta, Out* c, int64_t ldc);
+
+// `batch` products of one shape at element offsets, as gemm_batched in gemm.h.
+template <class Out>
+void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n,
+                       int64_t k, const BFloat16* a, const int64_t* a_offsets, int64_t lda,
+                       const BFloat16* b, const int64_t* b_offsets, int64_t ldb, float beta,
+                       Out* c, const int64_t* c_offsets, int64_t ldc);
+
+// Primitives the oneDNN path has built so far (tests: a repeated shape builds none).
+int64_t gemm_bf16_primitives_built();
+
+}  // namespace lockstep::native

@@ -1,0 +1,218 @@
+// tests/core/test_bf16_kernels.cpp — every bfloat16 kernel against its float32
+// reference on bf16-rounded inputs: the GEMM (oneDNN and loops), the
+// convolution passes, and the elementwise kernels of Note [bfloat16 elementwise].
+//
+// Tolerances: a bf16 result is the float32 result rounded once, so it is within
+// 2^-8 (0.4%) relative of it; oneDNN may sum in another order than the
+// reference, which moves a float32 sum by ~1e-6 relative. Each check states its bound.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/factory.h"
+#include "core/native/conv_bf16.h"
+#include "core/native/gemm.h"
+#include "core/native/gemm_bf16.h"
+#include "core/native/native.h"
+#include "core/native/nn_kernels.h"
+#include "core/native/nn_kernels_transformer.h"
+#include "core/rng.h"
+#include "tests/support/compare.h"
+
+namespace ls = lockstep;
+namespace nv = lockstep::native;
+using ls::BFloat16;
+using ls::testing::relative_error;
+
+namespace {
+
+// A random (sizes) tensor already representable in bf16, as float32 and as bf16.
+struct Pair {
+  ls::Tensor f32, bf16;
+};
+Pair random_pair(const ls::IntList& sizes) {
+  ls::Tensor b = nv::to_dtype(ls::randn(sizes), ls::kBFloat16);
+  return {nv::to_dtype(b, ls::kFloat32), b};
+}
+
+// Switches a process-wide backend for one scope.
+struct GemmBackendScope {
+  nv::GemmBackend saved = nv::gemm_backend();
+  explicit GemmBackendScope(nv::GemmBackend b) { nv::set_gemm_backend(b); }
+  ~GemmBackendScope() { nv::set_gemm_backend(saved); }
+};
+struct ConvBackendScope {
+  nv::ConvBackend saved = nv::conv_backend();
+  explicit ConvBackendScope(nv::ConvBackend b) { nv::set_conv_backend(b); }
+  ~ConvBackendScope() { nv::set_conv_backend(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("gemm_bf16: oneDNN equals the float32 GEMM of the same bf16 values, every transpose") {
+  ls::manual_seed(1);
+  const int64_t m = 37, n = 29, k = 70;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      CAPTURE(ta);
+      CAPTURE(tb);
+      Pair a = random_pair(ta ? ls::IntList{k, m} : ls::IntList{m, k});
+      Pair b = random_pair(tb ? ls::IntList{n, k} : ls::IntList{k, n});
+      const int64_t lda = ta ? m : k, ldb = tb ? k : n;
+      ls::Tensor ref = ls::zeros({m, n});
+      nv::gemm_reference<float>(ta, tb, m, n, k, 1.0f, a.f32.data_ptr<float>(), lda,
+                                b.f32.data_ptr<float>(), ldb, 0.0f, ref.data_ptr<float>(), n);
+      ls::Tensor c32 = ls::zeros({m, n});
+      nv::gemm_bf16<float>(ta, tb, m, n, k, a.bf16.data_ptr<BFloat16>(), lda,
+                           b.bf16.data_ptr<BFloat16>(), ldb, 0.0f, c32.data_ptr<float>(), n);
+      CHECK(relative_error(c32, ref) < 1e-5);
+      ls::Tensor c16 = nv::empty({m, n}, ls::kBFloat16);
+      nv::gemm_bf16<BFloat16>(ta, tb, m, n, k, a.bf16.data_ptr<BFloat16>(), lda,
+                              b.bf16.data_ptr<BFloat16>(), ldb, 0.0f, c16.data_ptr<BFloat16>(), n);
+      CHECK(relative_error(nv::to_dtype(c16, ls::kFloat32), ref) < 8e-3);
+      // The loops agree with oneDNN as closely.
+      ls::Tensor loops = ls::zeros({m, n});
+      nv::gemm_bf16_reference<float>(ta, tb, m, n, k, a.bf16.data_ptr<BFloat16>(), lda,
+                                     b.bf16.data_ptr<BFloat16>(), ldb, 0.0f,
+                                     loops.data_ptr<float>(), n);
+      CHECK(relative_error(loops, c32) < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("gemm_bf16: beta adds onto C, wide leading dims are respected, shapes are cached") {
+  ls::manual_seed(2);
+  const int64_t m = 8, n = 5, k = 12, lda = 20, ldc = 9;
+  Pair a = random_pair({m, lda});
+  Pair b = random_pair({k, n});
+  ls::Tensor c = ls::full({m, ldc}, 2.0);
+  ls::Tensor ref = ls::full({m, ldc}, 2.0);
+  nv::gemm_reference<float>(false, false, m, n, k, 1.0f, a.f32.data_ptr<float>(), lda,
+                            b.f32.data_ptr<float>(), n, 1.0f, ref.data_ptr<float>(), ldc);
+  nv::gemm_bf16<float>(false, false, m, n, k, a.bf16.data_ptr<BFloat16>(), lda,
+                       b.bf16.data_ptr<BFloat16>(), n, 1.0f, c.data_ptr<float>(), ldc);
+  CHECK(relative_error(c, ref) < 1e-5);  // columns n..ldc stay 2 in both
+  const int64_t built = nv::gemm_bf16_primitives_built();
+  nv::gemm_bf16<float>(false, false, m, n, k, a.bf16.data_ptr<BFloat16>(), lda,
+                       b.bf16.data_ptr<BFloat16>(), n, 1.0f, c.data_ptr<float>(), ldc);
+  CHECK(nv::gemm_bf16_primitives_built() == built);
+  CHECK_THROWS_WITH_AS(nv::gemm_bf16<float>(false, false, m, n, k, a.bf16.data_ptr<BFloat16>(),
+                                            2, b.bf16.data_ptr<BFloat16>(), n, 0.0f,
+                                            c.data_ptr<float>(), ldc),
+                       doctest::Contains("leading dimensions"), ls::Error);
+}
+
+TEST_CASE("bmm and matmul on bfloat16 tensors: float32 accumulation, one rounding") {
+  ls::manual_seed(3);
+  Pair a = random_pair({6, 16, 32});
+  Pair b = random_pair({6, 32, 24});
+  ls::Tensor ref = nv::bmm(a.f32, b.f32);
+  ls::Tensor got = nv::bmm(a.bf16, b.bf16);
+  CHECK(got.dtype() == ls::kBFloat16);
+  CHECK(relative_error(nv::to_dtype(got, ls::kFloat32), ref) < 8e-3);
+  // A transposed view is read in place, as for float32.
+  ls::Tensor bt = nv::transpose(nv::contiguous(nv::transpose(b.bf16, 1, 2)), 1, 2);
+  CHECK(relative_error(nv::to_dtype(nv::matmul(a.bf16, bt), ls::kFloat32), ref) < 8e-3);
+}
+
+TEST_CASE("conv2d_bf16: oneDNN passes equal the float32 reference on bf16 inputs") {
+  ls::manual_seed(4);
+  struct Case {
+    int64_t n, c_in, h, c_out, k, stride, pad, groups;
+  };
+  for (const Case& c : {Case{2, 8, 9, 16, 3, 1, 1, 1}, Case{2, 16, 8, 8, 1, 2, 0, 1},
+                        Case{1, 3, 15, 8, 7, 2, 3, 1}, Case{2, 8, 6, 8, 3, 1, 1, 2}}) {
+    CAPTURE(c.k);
+    CAPTURE(c.stride);
+    CAPTURE(c.groups);
+    Pair x = random_pair({c.n, c.c_in, c.h, c.h});
+    Pair w = random_pair({c.c_out, c.c_in / c.groups, c.k, c.k});
+    ls::Tensor bias = ls::randn({c.c_out});
+    const ls::IntList stride{c.stride, c.stride}, pad{c.pad, c.pad}, dil{1, 1};
+    const nv::ConvGeometry g =
+        nv::make_conv_geometry(x.bf16, w.bf16, ls::Tensor(), stride, pad, dil, c.groups, "test");
+    ls::Tensor ref_y, y;
+    {
+      ConvBackendScope scope(nv::ConvBackend::Reference);
+      ref_y = nv::conv2d_forward(x.f32, w.f32, bias, stride, pad, dil, c.groups);
+      // The bf16 reference is the float32 reference rounded once.
+      ls::Tensor y_ref16 = nv::conv2d_bf16_forward(g, x.bf16, w.bf16, bias);
+      CHECK(nv::equal(y_ref16, nv::to_dtype(ref_y, ls::kBFloat16)));
+    }
+    y = nv::conv2d_bf16_forward(g, x.bf16, w.bf16, bias);
+    CHECK(y.dtype() == ls::kBFloat16);
+    CHECK(relative_error(nv::to_dtype(y, ls::kFloat32), ref_y) < 8e-3);
+
+    Pair gy = random_pair(y.sizes());
+    auto [rgx, rgw, rgb] = [&] {
+      ConvBackendScope scope(nv::ConvBackend::Reference);
+      return nv::conv2d_backward(gy.f32, x.f32, w.f32, stride, pad, dil, c.groups, true, true,
+                                 true);
+    }();
+    auto [gx, gw, gb] =
+        nv::conv2d_bf16_backward(g, gy.bf16, x.bf16, w.bf16, ls::kFloat32, true, true, true);
+    CHECK(gx.dtype() == ls::kFloat32);  // the input's dtype, asked for
+    CHECK(gw.dtype() == ls::kFloat32);  // weight gradients always float32
+    CHECK(relative_error(gx, rgx) < 8e-3);  // backward-data rounds to bf16 before widening
+    CHECK(relative_error(gw, rgw) < 1e-4);
+    CHECK(relative_error(gb, rgb) < 1e-5);
+    auto [gx16, gw_none, gb_none] =
+        nv::conv2d_bf16_backward(g, gy.bf16, x.bf16, w.bf16, ls::kBFloat16, true, false, false);
+    CHECK(gx16.dtype() == ls::kBFloat16);
+    CHECK_FALSE(gw_none.defined());
+    CHECK(relative_error(nv::to_dtype(gx16, ls::kFloat32), rgx) < 8e-3);
+  }
+  CHECK(nv::conv2d_bf16_impl(nv::make_conv_geometry(nv::zeros({1, 8, 8, 8}, ls::kBFloat16),
+                                                    nv::zeros({8, 8, 3, 3}, ls::kBFloat16), ls::Tensor(),
+                                                    {1, 1}, {1, 1}, {1, 1}, 1, "test"))
+            .size() > 0);
+}
+
+TEST_CASE("bf16 elementwise kernels are the float32 kernel on bf16 inputs, rounded once") {
+  ls::manual_seed(5);
+  Pair a = random_pair({3, 70});
+  Pair b = random_pair({70});  // broadcast along rows
+  auto rounded = [](const ls::Tensor& t) { return nv::to_dtype(t, ls::kBFloat16); };
+  auto check_same = [&](const ls::Tensor& got, const ls::Tensor& ref32) {
+    CHECK(got.dtype() == ls::kBFloat16);
+    CHECK(nv::equal(got, rounded(ref32)));
+  };
+  using nv::BinaryOp;
+  for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div,
+                      BinaryOp::Maximum}) {
+    CAPTURE(nv::binary_op_name(op));
+    check_same(nv::binary(op, a.bf16, b.bf16), nv::binary(op, a.f32, b.f32));
+  }
+  check_same(nv::binary_scalar(BinaryOp::Mul, a.bf16, 0.125),
+             nv::binary_scalar(BinaryOp::Mul, a.f32, 0.125));
+  check_same(nv::binary_scalar(BinaryOp::Add, a.bf16, 0.3),  // the scalar is not truncated
+             nv::binary_scalar(BinaryOp::Add, a.f32, static_cast<float>(BFloat16(0.3f))));
+  check_same(nv::unary(nv::UnaryOp::Relu, a.bf16), nv::unary(nv::UnaryOp::Relu, a.f32));
+  check_same(nv::unary(nv::UnaryOp::Gelu, a.bf16), nv::unary(nv::UnaryOp::Gelu, a.f32));
+  check_same(nv::unary(nv::UnaryOp::Tanh, a.bf16), nv::unary(nv::UnaryOp::Tanh, a.f32));
+  Pair g = random_pair({3, 70});
+  check_same(nv::relu_backward(g.bf16, a.bf16), nv::relu_backward(g.f32, a.f32));
+  check_same(nv::gelu_backward(g.bf16, a.bf16), nv::gelu_backward(g.f32, a.f32));
+  // Mixed bf16 + float32 promotes to float32, exactly.
+  ls::Tensor mixed = nv::binary(BinaryOp::Add, a.bf16, b.f32);
+  CHECK(mixed.dtype() == ls::kFloat32);
+  CHECK(nv::equal(mixed, nv::binary(BinaryOp::Add, a.f32, b.f32)));
+  // In place, as the engine sums gradients.
+  ls::Tensor acc = nv::clone(a.bf16);
+  nv::binary_(BinaryOp::Add, acc, g.bf16);
+  check_same(acc, nv::binary(BinaryOp::Add, a.f32, g.f32));
+}
+
+TEST_CASE("dropout on bfloat16 keeps the float32 kernel's mask and scale") {
+  Pair x = random_pair({4, 100});
+  ls::manual_seed(6);
+  auto [y32, m32] = nv::dropout_forward(x.f32, 0.25);
+  ls::manual_seed(6);
+  auto [y16, m16] = nv::dropout_forward(x.bf16, 0.25);
+  CHECK(nv::equal(m16, m32));
+  CHECK(y16.dtype() == ls::kBFloat16);
+  CHECK(nv::equal(y16, nv::to_dtype(y32, ls::kBFloat16)));
+  ls::Tensor g = nv::dropout_backward(x.bf16, m16, 0.25);
+  CHECK(nv::equal(g, nv::to_dtype(nv::dropout_backward(x.f32, m32, 0.25), ls::kBFloat16)));
+}
