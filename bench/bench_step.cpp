@@ -61,6 +61,7 @@
 #include "bench/bench_models.h"
 #include "bench/bench_stats.h"
 #include "core/allocator.h"
+#include "core/autocast.h"
 #include "core/parallel.h"
 #include "core/profiler.h"
 #include "optim/sgd.h"
@@ -77,13 +78,14 @@ struct Options {
   ls::bench::ModelOptions model;
   int iters = 3, warmup = 1, threads = 1;
   bool profile = false;
+  bool amp = false;            // --amp bf16: forward + loss under ls::AutocastGuard
   std::string device = "cpu";  // cpu | cuda
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "bench_step: %s\nusage: bench_step %s [--iters N] [--warmup W] [--threads T] "
-               "[--profile 0|1] [--device cpu|cuda]\n",
+               "[--profile 0|1] [--device cpu|cuda] [--amp off|bf16]\n",
                why.c_str(), ls::bench::kModelUsage);
   std::exit(2);
 }
@@ -105,6 +107,9 @@ Options parse(int argc, char** argv) {
       o.profile = std::atoi(v) != 0;
     } else if (arg == "--device") {
       o.device = v;
+    } else if (arg == "--amp") {
+      if (std::string(v) != "off" && std::string(v) != "bf16") usage("--amp must be off or bf16");
+      o.amp = std::string(v) == "bf16";
     } else {
       usage("unknown option " + arg);
     }
@@ -202,7 +207,11 @@ int run(int argc, char** argv) {
     const double cpu0 = process_cpu_ms();
     const long faults0 = minor_faults();
     const auto t0 = clock::now();
-    ls::Tensor loss = wl.loss();  // forward + loss
+    ls::Tensor loss;
+    {
+      ls::AutocastGuard amp(ls::kBFloat16, o.amp);  // Note [Autocast policy]
+      loss = wl.loss();  // forward + loss
+    }
     device_sync(device);
     const auto t1 = clock::now();
     const ls::AllocatorStats fwd_stats = ls::cpu_allocator().stats();
@@ -245,11 +254,11 @@ int run(int argc, char** argv) {
       "%s,\"threads\":%d,\"iters\":%d,\"params\":%lld,"
       "\"step_ms\":%.2f,\"fwd_ms\":%.2f,\"bwd_ms\":%.2f,\"opt_ms\":%.2f,\"cpu_ms\":%.2f,"
       "\"train_gflop\":%.3f,\"gflops\":%.2f,\"peak_rss_mb\":%.1f,\"alloc_peak_mb\":%.1f,"
-      "\"device\":\"%s\",\"cuda_peak_mb\":%.1f,\"cuda_reserved_mb\":%.1f}\n",
+      "\"device\":\"%s\",\"amp\":\"%s\",\"cuda_peak_mb\":%.1f,\"cuda_reserved_mb\":%.1f}\n",
       o.model.model.c_str(), static_cast<long long>(o.model.batch), wl.shape_json.c_str(), o.threads, o.iters,
       static_cast<long long>(params), step, median(fwd_ms), median(bwd_ms), median(opt_ms),
       median(cpu_ms), train_gflop, train_gflop / (step * 1e-3), peak_rss_mb(), alloc_peak_mb,
-      o.device.c_str(), cuda_mb.first, cuda_mb.second);
+      o.device.c_str(), o.amp ? "bf16" : "off", cuda_mb.first, cuda_mb.second);
   std::fflush(stdout);  // before a profiler table goes to stderr
   if (o.profile) std::fputs(ls::profiler::report().c_str(), stderr);
   return 0;

@@ -29,6 +29,31 @@ using dt = memory::data_type;
 using onednn_detail::cpu_engine;
 using onednn_detail::thread_stream;
 
+// Every primitive and reorder here takes its scratch memory from us, per call
+// (Note [oneDNN scratch memory] in conv_onednn_run.h): two threads never share one.
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// Adds a scratchpad of `desc`'s size to `args`, kept alive by `keep`.
+void add_scratchpad(std::unordered_map<int, memory>& args, const memory::desc& desc, Tensor& keep) {
+  if (desc.get_size() == 0) return;
+  keep = empty({static_cast<int64_t>(desc.get_size())}, kUInt8);
+  args.insert({DNNL_ARG_SCRATCHPAD, memory(desc, cpu_engine(), keep.raw_data())});
+}
+
+// dst = src in dst's layout and type, one oneDNN reorder.
+void reorder(const memory& src, const memory& dst) {
+  profiler::Scope prof("conv2d_bf16.reorder");
+  const dnnl::reorder::primitive_desc pd(src, dst, user_scratchpad());
+  std::unordered_map<int, memory> args{{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}};
+  Tensor scratch;
+  add_scratchpad(args, pd.scratchpad_desc(), scratch);
+  dnnl::reorder(pd).execute(thread_stream(), args);
+}
+
 IntList stride_of(const ConvGeometry& g) { return {g.stride_h, g.stride_w}; }
 IntList padding_of(const ConvGeometry& g) { return {g.pad_h, g.pad_w}; }
 IntList dilation_of(const ConvGeometry& g) { return {g.dil_h, g.dil_w}; }
@@ -84,19 +109,20 @@ const Primitives& primitives(const ConvGeometry& g, bool bias) {
   const memory::dims strides{g.stride_h, g.stride_w}, dil{g.dil_h - 1, g.dil_w - 1};
   const memory::dims pad_l{g.pad_h, g.pad_w}, pad_r = padding_r(g);
   const auto alg = dnnl::algorithm::convolution_direct;
+  const dnnl::primitive_attr attr = user_scratchpad();
   dnnl::convolution_forward::primitive_desc fwd(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, alg, src, wts, bias_md,
                                       dst, strides, dil, pad_l, pad_r),
-      engine);
+      attr, engine);
   dnnl::convolution_backward_data::primitive_desc bwd_data(
       dnnl::convolution_backward_data::desc(alg, src, wts, dst, strides, dil, pad_l, pad_r),
-      engine, fwd);
+      attr, engine, fwd);
   // The weight gradient in float32 (it goes to a float32 master weight).
   const memory::desc gw = any(weight_dims(g), dt::f32);
   const memory::desc gb = memory::desc({g.c_out}, dt::f32, memory::format_tag::x);
   dnnl::convolution_backward_weights::primitive_desc bwd_weights(
       dnnl::convolution_backward_weights::desc(alg, src, gw, gb, dst, strides, dil, pad_l, pad_r),
-      engine, fwd);
+      attr, engine, fwd);
   slot = std::make_unique<Primitives>(Primitives{fwd, bwd_data, bwd_weights,
                                                  dnnl::convolution_forward(fwd),
                                                  dnnl::convolution_backward_data(bwd_data),
@@ -116,16 +142,18 @@ memory as_layout(memory m, const memory::desc& want, Tensor& keep) {
   if (m.get_desc() == want) return m;
   keep = empty({static_cast<int64_t>(want.get_size())}, kUInt8);
   memory out(want, cpu_engine(), keep.raw_data());
-  profiler::Scope prof("conv2d_bf16.reorder");
-  dnnl::reorder(m, out).execute(thread_stream(), m, out);
+  reorder(m, out);
   return out;
 }
 
-// Runs `p` writing its output `arg` of layout `produced` into the plain `target`.
-template <class Args>
-void run_into(const dnnl::primitive& p, Args args, int arg, const memory::desc& produced,
-              memory target) {
+// Runs primitive `p` (its descriptor `pd`) writing its output `arg`, of layout
+// `produced`, into the plain `target`.
+template <class PrimitiveDesc>
+void run_into(const dnnl::primitive& p, const PrimitiveDesc& pd, std::unordered_map<int, memory> args,
+              int arg, const memory::desc& produced, memory target) {
   dnnl::stream& stream = thread_stream();
+  Tensor scratchpad;
+  add_scratchpad(args, pd.scratchpad_desc(), scratchpad);
   if (produced == target.get_desc()) {
     args.insert({arg, target});
     p.execute(stream, args);
@@ -135,8 +163,7 @@ void run_into(const dnnl::primitive& p, Args args, int arg, const memory::desc& 
   memory out(produced, cpu_engine(), scratch.raw_data());
   args.insert({arg, out});
   p.execute(stream, args);
-  profiler::Scope prof("conv2d_bf16.reorder");
-  dnnl::reorder(out, target).execute(stream, out, target);
+  reorder(out, target);
 }
 
 void check_bf16(const Tensor& t, const char* what) {
@@ -171,7 +198,7 @@ Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor&
     args.insert({DNNL_ARG_BIAS, memory(p.fwd.bias_desc(), cpu_engine(), bc.raw_data())});
   }
   profiler::Scope prof("conv2d_bf16.forward");
-  run_into(p.fwd_p, args, DNNL_ARG_DST, p.fwd.dst_desc(),
+  run_into(p.fwd_p, p.fwd, args, DNNL_ARG_DST, p.fwd.dst_desc(),
            plain_memory(y, dst_dims(g), memory::format_tag::nchw));
   return y;
 }
@@ -201,7 +228,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
     const memory wts = as_layout(plain_memory(wc, weight_dims(g), weight_tag(g)),
                                  p.bwd_data.weights_desc(), keep_w);
     profiler::Scope prof("conv2d_bf16.backward_data");
-    run_into(p.bwd_data_p,
+    run_into(p.bwd_data_p, p.bwd_data,
              std::unordered_map<int, memory>{{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, wts}},
              DNNL_ARG_DIFF_SRC, p.bwd_data.diff_src_desc(),
              plain_memory(gx, src_dims(g), memory::format_tag::nchw));
@@ -218,7 +245,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
     args.insert({DNNL_ARG_DIFF_BIAS, memory(p.bwd_weights.diff_bias_desc(), cpu_engine(),
                                             gb.raw_data())});
     profiler::Scope prof("conv2d_bf16.backward_weights");
-    run_into(p.bwd_weights_p, args, DNNL_ARG_DIFF_WEIGHTS, p.bwd_weights.diff_weights_desc(),
+    run_into(p.bwd_weights_p, p.bwd_weights, args, DNNL_ARG_DIFF_WEIGHTS, p.bwd_weights.diff_weights_desc(),
              plain_memory(gw, weight_dims(g), weight_tag(g)));
     if (!need_weight) gw = Tensor();
     if (!need_bias) gb = Tensor();

@@ -15,11 +15,13 @@
 #include <mutex>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "core/error.h"
 #include "core/native/gemm.h"
+#include "core/native/native.h"
 #include "core/native/onednn_engine.h"
 #include "core/parallel.h"
 
@@ -42,11 +44,16 @@ void check_args(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int
 
 using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, float>;
 
+struct Cached {
+  dnnl::matmul primitive;
+  dnnl::memory::desc scratchpad;  // see Note [oneDNN scratch memory] in conv_onednn_run.h
+};
+
 std::mutex g_mutex;
-std::map<Key, dnnl::matmul> g_cache;
+std::map<Key, Cached> g_cache;
 std::atomic<int64_t> g_built{0};
 
-const dnnl::matmul& primitive(const Key& key) {
+const Cached& primitive(const Key& key) {
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_cache.find(key);
   if (it != g_cache.end()) return it->second;
@@ -59,6 +66,9 @@ const dnnl::matmul& primitive(const Key& key) {
   const dnnl::memory::desc c_md({m, n}, out_bf16 ? dt::bf16 : dt::f32,
                                 dnnl::memory::dims{ldc, 1});
   dnnl::primitive_attr attr;
+  // Our own scratch memory per call: the library's shared one would be used by
+  // two threads at once when a batch of products runs in parallel.
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (beta != 0.0f) {
     dnnl::post_ops ops;
     ops.append_sum(beta);
@@ -67,7 +77,7 @@ const dnnl::matmul& primitive(const Key& key) {
   const dnnl::matmul::desc desc(a_md, b_md, c_md);
   const dnnl::matmul::primitive_desc pd(desc, attr, onednn_detail::cpu_engine());
   ++g_built;
-  return g_cache.emplace(key, dnnl::matmul(pd)).first->second;
+  return g_cache.emplace(key, Cached{dnnl::matmul(pd), pd.scratchpad_desc()}).first->second;
 }
 
 template <class Out>
@@ -75,7 +85,7 @@ void gemm_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
                  int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc) {
   constexpr bool out_bf16 = std::is_same_v<Out, BFloat16>;
   const Key key{trans_a, trans_b, m, n, k, lda, ldb, ldc, out_bf16, beta};
-  const dnnl::matmul& p = primitive(key);
+  const Cached& p = primitive(key);
   using dt = dnnl::memory::data_type;
   dnnl::engine& engine = onednn_detail::cpu_engine();
   // Memory objects over our buffers (descriptors as in primitive(); only the handles differ).
@@ -88,7 +98,14 @@ void gemm_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
   const dnnl::memory c_mem({{m, n}, out_bf16 ? dt::bf16 : dt::f32, dnnl::memory::dims{ldc, 1}},
                            engine, c);
   dnnl::stream& stream = onednn_detail::thread_stream();
-  p.execute(stream, {{DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}});
+  std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}};
+  Tensor scratch;
+  if (p.scratchpad.get_size() > 0) {
+    scratch = empty({static_cast<int64_t>(p.scratchpad.get_size())}, kUInt8);
+    args.insert({DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, engine, scratch.raw_data())});
+  }
+  p.primitive.execute(stream, args);
   stream.wait();
 }
 
