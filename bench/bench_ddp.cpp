@@ -82,6 +82,7 @@
 
 #include "autograd/engine.h"
 #include "bench/bench_device.h"
+#include "bench/bench_stats.h"
 #include "bench/bench_models.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
@@ -91,7 +92,6 @@
 #if LOCKSTEP_WITH_CUDA
 #include "core/cuda/cuda_allocator.h"
 #include "core/cuda/cuda_context.h"
-#include "bench/bench_stats.h"
 #endif
 
 namespace {
