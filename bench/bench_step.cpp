@@ -59,6 +59,7 @@
 
 #include "bench/bench_device.h"
 #include "bench/bench_models.h"
+#include "bench/bench_stats.h"
 #include "core/allocator.h"
 #include "core/parallel.h"
 #include "core/profiler.h"
@@ -66,7 +67,6 @@
 #if LOCKSTEP_WITH_CUDA
 #include "core/cuda/cuda_allocator.h"
 #include "core/cuda/cuda_context.h"
-#include "bench/bench_stats.h"
 #endif
 
 namespace {
