@@ -12,7 +12,7 @@
 // step count stay exactly as they were. Treating the missing gradient as zero
 // would be wrong: momentum would keep moving the weight, and Adam's bias
 // correction would advance. DDP relies on this rule: a parameter unused on every
-// rank keeps an undefined grad after the AllReduce (see DESIGN.md, "Reducer"),
+// rank keeps an undefined grad after the AllReduce (see docs/design.md, "DDP in pieces"),
 // so every replica skips it identically and the replicas stay in lockstep.
 // zero_grad() therefore sets grads to undefined by default (set_to_none), as
 // PyTorch 2 does.

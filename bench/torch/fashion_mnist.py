@@ -8,7 +8,7 @@ shuffle every epoch, inputs scaled to [0, 1]. Data: the IDX files (gzip) of Debi
 dataset-fashion-mnist under /usr/share/datasets/fashion-mnist (--root). After each epoch it
 prints "epoch E train_loss L test_accuracy A seconds S".
 Random draws, in order: torch.manual_seed(--seed), the model's initial weights, then one
-randperm per epoch. bench/torch_fashion_mnist_replay.py calls train() with hooks to record
+randperm per epoch. bench/torch/fashion_mnist_replay.py calls train() with hooks to record
 exactly these draws for lockstep to replay.
 Read before: bench/torch/models.py, models/small_cnn.h. Read next: bench/compare_fashion_mnist.sh.
 """
