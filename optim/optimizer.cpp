@@ -24,9 +24,6 @@ Optimizer::Optimizer(std::vector<Tensor> params, std::string name)
     LS_CHECK(p.is_leaf(), name_, ": parameter ", i, " of shape ", p.shape_str(),
              " is not a leaf (it was produced by an op); optimize the leaf it came from, or "
              "pass t.detach().requires_grad_()");
-    LS_CHECK(p.requires_grad(), name_, ": parameter ", i, " of shape ", p.shape_str(),
-             " does not require grad, so it would never be updated; call "
-             "requires_grad_() on it or leave it out of the list");
     LS_CHECK(seen.insert(p.impl()).second, name_, ": parameter ", i, " of shape ", p.shape_str(),
              " appears more than once in the parameter list; it would be stepped twice");
   }
@@ -54,7 +51,8 @@ int64_t Optimizer::step_count(size_t i) const {
 Tensor Optimizer::checked_grad(size_t i) const {
   const Tensor& p = params_[i];
   const Tensor& g = p.grad();
-  if (!g.defined()) return Tensor();  // Note [Undefined gradients are skipped]
+  // Note [Undefined gradients are skipped]; a frozen parameter is skipped the same way.
+  if (!g.defined() || !p.requires_grad()) return Tensor();
   LS_CHECK(g.sizes() == p.sizes(), name_, ".step: parameter ", i, " has shape ", p.shape_str(),
            " but its grad has shape ", g.shape_str());
   LS_CHECK(g.dtype() == p.dtype(), name_, ".step: parameter ", i, " has dtype ", p.dtype(),

@@ -16,6 +16,10 @@
 // so every replica skips it identically and the replicas stay in lockstep.
 // zero_grad() therefore sets grads to undefined by default (set_to_none), as
 // PyTorch 2 does.
+// A parameter that does not require grad (a frozen layer) is accepted and skipped
+// the same way, even if it still holds a grad from before it was frozen, so
+// SGD(net->parameters(), ...) works for a partly frozen model as in PyTorch; it
+// starts taking steps again once requires_grad_(true) gives it gradients.
 //
 // Note [Optimizer state dict]
 // state_dict() flattens everything an optimizer needs to resume into one
