@@ -7,8 +7,8 @@
 // native counterpart (the CPU versions are loops inside optim/): they are
 // declared at the end, with their math.
 //
-// Where each lives (all under core/cuda/, conventions in Note [CUDA nn kernel
-// conventions] in core/cuda/nn_util.h):
+// Where each lives (all under core/cuda/; every file follows
+// Note [CUDA nn kernel conventions] in core/cuda/nn_util.h):
 //   gemm_cublas.cpp   gemm_device, mm, bmm, matmul, linear_forward/_backward (cuBLAS)
 //   conv_cudnn.cpp    conv2d_forward/_backward (cuDNN)
 //   pool.cu           max_pool2d, adaptive_avg_pool2d
