@@ -47,16 +47,17 @@ void check_frozen_layer_is_skipped(const std::string& name, const MakeOptimizer&
     opt->step();
   }
   CHECK(ls::allclose(net->fc1->weight, w1));
-  CHECK(opt->step_count(0) == 0);                    // fc1.weight: no state, no steps
+  CHECK(opt->step_count(0) == 0);                   // fc1.weight: no state, no steps
   CHECK_FALSE(ls::allclose(net->fc2->weight, w2));  // the trainable layer moved
-  CHECK(opt->step_count(2) == 3);                    // fc2.weight
+  CHECK(opt->step_count(2) == 3);                   // fc2.weight
 }
 
 }  // namespace
 
 TEST_CASE("optim: SGD, Adam and AdamW take a partly frozen model's parameters, skip the frozen") {
   check_frozen_layer_is_skipped("SGD", [](std::vector<ls::Tensor> ps) {
-    return std::make_unique<ls::optim::SGD>(std::move(ps), ls::optim::SGDOptions(0.1).momentum(0.9));
+    return std::make_unique<ls::optim::SGD>(std::move(ps),
+                                            ls::optim::SGDOptions(0.1).momentum(0.9));
   });
   check_frozen_layer_is_skipped("Adam", [](std::vector<ls::Tensor> ps) {
     return std::make_unique<ls::optim::Adam>(std::move(ps), ls::optim::AdamOptions(1e-2));
