@@ -62,13 +62,6 @@ Tensor Optimizer::checked_grad(size_t i) const {
   return g;
 }
 
-namespace detail {
-bool fused_update_ok(const Tensor& p) {
-  return p.device().is_cpu() && p.is_contiguous() &&
-         (p.dtype() == kFloat32 || p.dtype() == kFloat64);
-}
-}  // namespace detail
-
 // ---- state dict (Note [Optimizer state dict]) ----
 
 namespace {

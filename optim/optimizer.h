@@ -101,11 +101,4 @@ class Optimizer {
   std::string name_;
 };
 
-namespace detail {
-// Elements per chunk when an update loop is split across intra-op threads.
-inline constexpr int64_t kOptimGrain = int64_t{1} << 15;
-// True when the fused CPU loops can run: p on the CPU, contiguous, float32/float64.
-bool fused_update_ok(const Tensor& param);
-}  // namespace detail
-
 }  // namespace lockstep::optim
