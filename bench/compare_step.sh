@@ -57,7 +57,7 @@ case "$CLOCK" in
 esac
 case "$MODEL" in
   resnet50) LAYOUTS=${LAYOUTS:-nchw channels_last} ;;
-  bert) LAYOUTS=nchw ;;
+  bert) LAYOUTS=default ;;  # one layout: no channels_last for a transformer
   *) echo "compare_step: MODEL must be resnet50 or bert (the models both sides build)," \
           "got '$MODEL'" >&2; exit 2 ;;
 esac
