@@ -1,4 +1,4 @@
-// optim/sgd.cpp — SGD::step: the fused native step (CPU or CUDA), and a tensor-op path for the rest.
+// optim/sgd.cpp — SGD::step: the fused native step (CPU or CUDA), tensor ops for the rest.
 // Read before: optim/sgd.h.
 #include "optim/sgd.h"
 
