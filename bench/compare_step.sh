@@ -13,7 +13,10 @@
 # Both run under /usr/bin/time -v, whose "Maximum resident set size" is the peak memory
 # compared. Prints one line per round and side, then the medians over rounds, the ratios
 # ours / PyTorch for step time and peak memory (below 1.0: we are faster / smaller), and a
-# JSON summary line. Installs the Debian package time (/usr/bin/time) when missing.
+# JSON summary line. It also measures PyTorch's peak RSS for `import torch, torchvision`
+# alone (torch_import_rss_mb): PyPI's Linux wheel is the CUDA build, whose libraries take
+# ~840 MB resident before any tensor exists (Debian's CPU-only 1.13 took far less), so read
+# the memory ratio next to it. Installs the Debian package time (/usr/bin/time) when missing.
 #
 #   bench/compare_step.sh [MODEL] [BATCH] [THREADS] [ROUNDS] [ITERS]
 #       MODEL resnet50|bert (default resnet50), BATCH 8, THREADS 1, ROUNDS 3, ITERS 3
@@ -130,12 +133,15 @@ for round in $(seq 1 "$ROUNDS"); do
   fi
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+/usr/bin/time -v -o "$work/time.txt" "$TORCH_PY" -c "import torch, torchvision"
+IMPORT_RSS=$(awk -F': ' '/Maximum resident set size/ {printf "%.1f", $2 / 1024}' "$work/time.txt")
 
 # Medians over rounds; PyTorch's layout is the one with the lower median step; the ratios
 # ours / PyTorch are medians of the per-round ratios against it; then the summary line.
-"$TORCH_PY" - "$work/results.txt" "$MODEL" "$BATCH" "$THREADS" "$ROUNDS" "$ITERS" "$CLOCK" "$AMP" <<'PYEOF'
+"$TORCH_PY" - "$work/results.txt" "$MODEL" "$BATCH" "$THREADS" "$ROUNDS" "$ITERS" "$CLOCK" "$AMP" \
+  "$IMPORT_RSS" <<'PYEOF'
 import json, statistics, sys
-path, model, batch, threads, rounds, iters, clock, amp = sys.argv[1:]
+path, model, batch, threads, rounds, iters, clock, amp, import_rss = sys.argv[1:]
 sides = {}
 for side, rnd, step, rss in (line.split() for line in open(path)):
     sides.setdefault(side, {})[int(rnd)] = (float(step), float(rss))
@@ -150,10 +156,12 @@ for name, side in layouts.items():
 print(f"# medians over {rounds} round(s)        ours    pytorch   ours/pytorch")
 for i, what in enumerate([f"step_ms ({clock})", "peak_rss_mb"]):
     print(f"{what:24s} {med(ours, i):10.1f} {med(torch, i):10.1f}   {ratio[i]:.3f}")
+print(f"# pytorch's peak_rss_mb for the import alone: {import_rss}")
 print(json.dumps({"bench": "compare_step", "summary": True, "model": model,
                   "batch": int(batch), "threads": int(threads), "rounds": int(rounds),
                   "iters": int(iters), "clock": clock, "amp": amp, "torch_layout": best,
                   "ours_step_ms": med(ours, 0), "torch_step_ms": med(torch, 0),
                   "ours_peak_rss_mb": med(ours, 1), "torch_peak_rss_mb": med(torch, 1),
-                  "time_ratio": round(ratio[0], 3), "memory_ratio": round(ratio[1], 3)}))
+                  "time_ratio": round(ratio[0], 3), "memory_ratio": round(ratio[1], 3),
+                  "torch_import_rss_mb": float(import_rss)}))
 PYEOF

@@ -5,9 +5,10 @@
 # that this script creates the first time it is needed:
 #     python3 -m venv DIR && DIR/bin/pip install torch torchvision numpy
 # DIR is $LOCKSTEP_TORCH_VENV, default ~/.cache/lockstep/torch-venv (outside the repository,
-# shared by every checkout; the first run downloads a few GB). TORCH_PY=/path/to/python skips
-# the venv entirely, e.g. TORCH_PY=/usr/bin/python3 with Debian's python3-torch to reproduce
-# the historical PyTorch 1.13 numbers.
+# shared by every checkout; the first run downloads a few GB: PyPI's Linux wheel is the CUDA
+# build, ~840 MB resident once imported, which compare_step.sh reports beside peak memory).
+# TORCH_PY=/path/to/python skips the venv entirely, e.g. TORCH_PY=/usr/bin/python3 with
+# Debian's python3-torch to reproduce the historical PyTorch 1.13 numbers.
 #
 #   source bench/torch/venv.sh && torch_python     # sets and exports TORCH_PY (compare scripts)
 #   bench/torch/venv.sh                             # prints the interpreter's path and versions
