@@ -15,6 +15,8 @@ Modes:
   flat   after backward, one AllReduce of all gradients concatenated (no overlap; the averaged
          result is not copied back, as in the paper's baseline)
   after  after backward, one AllReduce per gradient, then divided by the world size
+--channels-last runs a ResNet in NHWC memory format (PyTorch's faster CPU layout for one
+step; see bench/compare_step.sh).
 Rank 0 prints "<model> mode=.. world=.. batch/rank=.. bucket_mb=.. iter_ms=<median> min=<min>".
 Read before: bench/torch/models.py, bench/bench_ddp.cpp. Read next: bench/hosts.sh,
 bench/figures/torch_ddp_bench.py (the figures' variant with more knobs).
@@ -38,6 +40,9 @@ def train(rank, world, a):
     torch.set_num_threads(a.threads)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     model, x, loss_fn = workload(a.model, a.batch, a.image, a.seq, a.layers)
+    if a.channels_last and a.model.startswith("resnet"):
+        model = model.to(memory_format=torch.channels_last)
+        x = x.contiguous(memory_format=torch.channels_last)
     net = model
     if a.mode == "ddp":
         net = DistributedDataParallel(model, bucket_cap_mb=a.bucket_mb, find_unused_parameters=a.unused)
@@ -84,6 +89,7 @@ if __name__ == "__main__":
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--bucket-mb", type=float, default=25)
     p.add_argument("--unused", action="store_true")
+    p.add_argument("--channels-last", action="store_true")
     p.add_argument("--port", type=int, default=29533)
     args = p.parse_args()
     if args.env:
