@@ -1,6 +1,5 @@
 // lockstep.h — the umbrella header: #include <lockstep.h> gives the whole public API.
-// See README.md for the reading order and ../shared/API.md (in the design docs) for
-// the API at a glance.
+// See README.md for the reading order and docs/api.md for the API at a glance.
 #pragma once
 
 #include "core/allocator.h"

@@ -16,7 +16,6 @@ namespace {
 
 // The state of one backward() call.
 struct GraphTask {
-  bool retain_graph = false;
   std::unordered_map<Node*, int> dependencies;           // edges not yet delivered
   std::unordered_map<Node*, variable_list> input_buffers;  // summed incoming gradients
   std::vector<std::function<void()>> callbacks;          // queue_callback()
@@ -178,7 +177,6 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   LS_CHECK(grads.empty() || grads.size() == roots.size(), "backward: got ", grads.size(),
            " gradients for ", roots.size(), " outputs");
   GraphTask task;
-  task.retain_graph = retain_graph;
   task.outer = current_task;
   std::vector<Edge> root_edges;
   for (size_t i = 0; i < roots.size(); ++i) {

@@ -7,9 +7,11 @@
 //      ordered by sequence number (see Note [Sequence numbers] in node.h);
 //   3. pop a node, call apply() with its summed input gradients, add each
 //      returned gradient into the input buffer of the edge's target, and queue
-//      targets whose dependency count reaches zero;
+//      targets whose dependency count reaches zero; unless retain_graph, the
+//      node frees its saved tensors right after its apply() (release_variables),
+//      so activations go as soon as backward has used them, not at the end;
 //   4. at the end, run the callbacks queued with queue_callback() (DDP waits
-//      for its AllReduces there), then, without retain_graph, free saved tensors.
+//      for its AllReduces there).
 // Everything runs on the calling thread.
 //
 // Note [Reentrant backward]

@@ -19,7 +19,7 @@
 //               AllReduce is launched at the end of backward (the paper's baseline);
 //   flat        the bare model; after backward one AllReduce of all gradients
 //               concatenated into one buffer, then the averages are copied back into
-//               .grad (like shared/ref/torch_ddp.py --mode flat, which skips the copy-back).
+//               .grad (like bench/torch/ddp.py --mode flat, which skips the copy-back).
 // --bucket-mb auto: DDPOptions().autotune_buckets(true) picks bucket_cap_mb and
 // first_bucket_mb at construction (Note [Bucket autotuning]); the summary reports the
 // choice as bucket_mb / first_bucket_mb and bucket_autotuned true.
@@ -51,7 +51,8 @@
 //                 also every launch) or the flat AllReduce; local: ~0;
 //   opt_ms        optimizer step + zero_grad (0 on no_sync iterations);
 //   iter_ms       all four.
-// How the end of backward compute is seen (Note [Backward clock]): before DDP is built,
+// Note [Backward clock]
+// How the end of backward compute is seen: before DDP is built,
 // this program registers its own post-accumulate-grad hook on every parameter; the first
 // one to fire in a backward queues an autograd callback that reads the clock. Hooks run in
 // registration order and callbacks in queue order, so this callback is queued before the

@@ -1,9 +1,9 @@
 // bench/bench_fashion_mnist_replay.cpp — trains lockstep's Fashion-MNIST CNN from PyTorch's
 // initial weights and on PyTorch's batch order, both recorded by
-// bench/torch_fashion_mnist_replay.py, so that lockstep and PyTorch can be compared with the
+// bench/torch/fashion_mnist_replay.py, so that lockstep and PyTorch can be compared with the
 // random draws taken out: the only remaining difference is floating-point rounding.
 //
-//   /usr/bin/python3 bench/torch_fashion_mnist_replay.py 0 /tmp/replay0   # PyTorch's run + files
+//   "$(bench/torch/venv.sh | head -n1)" bench/torch/fashion_mnist_replay.py 0 /tmp/replay0   # PyTorch's run + files
 //   build/bin/bench_fashion_mnist_replay --dir /tmp/replay0 [--epochs 4] [--threads 1]
 //
 // Prints "step S loss L" at the same steps as the Python script in epoch 1 and one
@@ -31,7 +31,7 @@ class RecordedOrderSampler : public ls::data::Sampler {
   RecordedOrderSampler(const std::string& path, int64_t n, int64_t epochs) : n_(n) {
     std::ifstream in(path, std::ios::binary);
     LS_CHECK(in.good(), "bench_fashion_mnist_replay: cannot open ", path,
-             "; write it with bench/torch_fashion_mnist_replay.py");
+             "; write it with bench/torch/fashion_mnist_replay.py");
     order_.resize(static_cast<size_t>(n * epochs));
     in.read(reinterpret_cast<char*>(order_.data()), static_cast<std::streamsize>(order_.size() * 8));
     LS_CHECK(in.gcount() == static_cast<std::streamsize>(order_.size() * 8), "bench_fashion_mnist_replay: ",

@@ -1,7 +1,7 @@
 // bench/bench_models.h — the benchmark workloads shared by bench_step and bench_ddp:
 // ResNet or BERT, its fixed input and labels, its loss, and its FLOP count.
 //
-// Built exactly like shared/ref/torch_models.py's make(), so numbers compare with
+// Built exactly like bench/torch/models.py's workload(), so numbers compare with
 // PyTorch's (bench/compare_step.sh, bench/figures/torch_ddp_bench.py):
 //   ResNet: input randn (B, 3, S, S), labels randint [0, 1000) (B), cross-entropy.
 //   BERT:   ids randint [0, vocab) (B, T), labels randint [0, vocab) (B, T), MLM loss =

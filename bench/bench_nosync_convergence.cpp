@@ -23,7 +23,7 @@
 // fp16 / bf16 (gradients rounded to 16 bits on the wire) or powersgd (rank --powersgd-rank
 // power iteration with error feedback, plain AllReduce for the first --start-powersgd-iter
 // synced backward passes; Note [PowerSGD]). none (default) is DDP without a hook.
-// The CNN and hyper-parameters are those of shared/ref/torch_fashion_mnist.py
+// The CNN and hyper-parameters are those of bench/torch/fashion_mnist.py
 // (models/small_cnn.h; SGD lr 0.05 momentum 0.9); PyTorch's twin of this program is
 // bench/figures/torch_nosync_convergence.py.
 //

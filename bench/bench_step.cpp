@@ -5,7 +5,7 @@
 //                        [--seq 128] [--iters 3] [--warmup 1] [--threads 1] [--layers L]
 //                        [--profile 0|1] [--device cpu|cuda]
 //
-// The step mirrors shared/ref/torch_step.py with shared/ref/torch_models.py, so the
+// The step mirrors bench/torch/step.py with bench/torch/models.py, so the
 // two can be compared number for number (bench/compare_step.sh). The model, its input,
 // labels, loss and FLOP count come from bench/bench_models.h (shared with bench_ddp);
 // SGD lr 0.01 momentum 0.9.

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # bench/compare_allreduce.sh — the paper's Figure 2: our AllReduce (Gloo, and
-# MPI) vs PyTorch 1.13's Gloo ProcessGroup, same machine, same sizes.
+# MPI) vs PyTorch's Gloo ProcessGroup, same machine, same sizes.
 #
 # Each round runs, one after the other: bench_allreduce --backend gloo under
-# lockstep-run, ../shared/ref/torch_allreduce.py --async (PyTorch's Gloo group,
-# mp.spawn), and bench_allreduce --backend mpi under mpirun. After ROUNDS rounds
+# lockstep-run, bench/torch/allreduce.py --async (PyTorch's Gloo group, mp.spawn; the
+# newest PyTorch from PyPI, in the venv of bench/torch/venv.sh, or TORCH_PY), and bench_allreduce --backend mpi under mpirun. After ROUNDS rounds
 # it prints per per-call size the median total seconds of each, the ratio
 # ours/PyTorch (< 1 means faster than PyTorch), the ms per call and GB/s.
 # Alternating whole runs keeps the comparison fair on a noisy machine.
@@ -12,7 +12,7 @@
 #   bench/compare_allreduce.sh            env: BUILD=build ROUNDS=3 ITERS=3 WORLD=2
 #                                              TOTAL=60000000 SIZES=10000,...,60000000 MPI=1
 #
-# Read before: bench/bench_allreduce.cpp, ../shared/ref/torch_allreduce.py.
+# Read before: bench/bench_allreduce.cpp, bench/torch/allreduce.py.
 # Read next: docs/results/allreduce.md.
 set -euo pipefail
 
@@ -24,15 +24,16 @@ WORLD=${WORLD:-2}
 TOTAL=${TOTAL:-60000000}
 SIZES=${SIZES:-10000,100000,1000000,10000000,60000000}
 MPI=${MPI:-1}
-PY=/usr/bin/python3
-REF="$here/../shared/ref/torch_allreduce.py"
+source "$here/bench/torch/venv.sh"
+REF="$here/bench/torch/allreduce.py"
 BENCH="$BUILD/bin/bench_allreduce"
 RUN="$BUILD/bin/lockstep-run"
 
 for f in "$BENCH" "$RUN"; do
   [[ -x "$f" ]] || { echo "compare_allreduce: $f not found; build targets bench_allreduce lockstep-run in $BUILD" >&2; exit 1; }
 done
-[[ -f "$REF" ]] || { echo "compare_allreduce: $REF not found" >&2; exit 1; }
+torch_python
+PY=$TORCH_PY
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # bench/compare_fashion_mnist.sh [EPOCHS] — trains the Fashion-MNIST CNN with
-# lockstep (build/bin/train_fashion_mnist) and with PyTorch 1.13
-# (../shared/ref/torch_fashion_mnist.py, Debian python3-torch) on the same
-# machine, one thread each, same architecture and hyper-parameters, alternating
+# lockstep (build/bin/train_fashion_mnist) and with PyTorch
+# (bench/torch/fashion_mnist.py, the newest PyTorch from PyPI in the venv of
+# bench/torch/venv.sh, or TORCH_PY) on the same machine, one thread each, same architecture and hyper-parameters, alternating
 # the two for each seed, and prints test accuracy and training seconds per
 # epoch: per seed, then the mean over seeds.
 #   SEEDS="0 1 2" bench/compare_fashion_mnist.sh 4     (default SEEDS=0)
-# PyTorch's script fixes torch.manual_seed(0); bench/torch_seeded.py runs it
-# with each seed instead. The two frameworks' initial weights and shuffles come
+# Both take the seed (--seed). The two frameworks' initial weights and shuffles come
 # from different generators, so one seed of each is one draw from each
 # distribution: compare means over several seeds. Env: BUILD (default build).
 set -euo pipefail
@@ -16,16 +15,14 @@ source bench/openblas_coretype.sh  # PyTorch's OpenBLAS at its best kernels
 epochs=${1:-4}
 seeds=${SEEDS:-0}
 build=${BUILD:-build}
-ref=../shared/ref/torch_fashion_mnist.py
-if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  scripts/install_deps.sh python3-torch python3-torchvision
-fi
+source bench/torch/venv.sh
+torch_python
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for s in $seeds; do
   OMP_NUM_THREADS=1 "$build/bin/train_fashion_mnist" --epochs "$epochs" --threads 1 --seed "$s" \
     --log-every 100000 --checkpoint "$out/ckpt.safetensors" | tee "$out/lockstep_$s.log"
-  OMP_NUM_THREADS=1 /usr/bin/python3 bench/torch_seeded.py "$s" "$ref" --epochs "$epochs" --threads 1 \
+  OMP_NUM_THREADS=1 "$TORCH_PY" bench/torch/fashion_mnist.py --seed "$s" --epochs "$epochs" --threads 1 \
     | tee "$out/torch_$s.log"
 done
 # Lines "epoch E train_loss L test_accuracy A seconds S ..." in both logs.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# bench/compare_fashion_mnist_replay.sh [EPOCHS] — lockstep and PyTorch 1.13 trained from the
-# same start: for each seed, bench/torch_fashion_mnist_replay.py runs the reference CNN training
-# (../shared/ref/torch_fashion_mnist.py's calls, torch.manual_seed(SEED)) and records its initial
+# bench/compare_fashion_mnist_replay.sh [EPOCHS] — lockstep and PyTorch trained from the
+# same start: for each seed, bench/torch/fashion_mnist_replay.py runs the reference CNN training
+# (bench/torch/fashion_mnist.py with --seed SEED; PyTorch from bench/torch/venv.sh's venv or
+# TORCH_PY) and records its initial
 # weights and batch order; build/bin/bench_fashion_mnist_replay then trains lockstep from those
 # weights on that order. Prints both runs' losses at a few steps of epoch 1 and test accuracy per
 # epoch, per seed and the mean over seeds. This separates the implementations from the random
@@ -14,13 +15,12 @@ source bench/openblas_coretype.sh
 epochs=${1:-4}
 seeds=${SEEDS:-0}
 build=${BUILD:-build}
-if ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
-  scripts/install_deps.sh python3-torch python3-torchvision
-fi
+source bench/torch/venv.sh
+torch_python
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for s in $seeds; do
-  OMP_NUM_THREADS=1 /usr/bin/python3 bench/torch_fashion_mnist_replay.py "$s" "$out/$s" --epochs "$epochs" \
+  OMP_NUM_THREADS=1 "$TORCH_PY" bench/torch/fashion_mnist_replay.py "$s" "$out/$s" --epochs "$epochs" \
     | tee "$out/torch_$s.log"
   OMP_NUM_THREADS=1 "$build/bin/bench_fashion_mnist_replay" --dir "$out/$s" --epochs "$epochs" \
     | tee "$out/lockstep_$s.log"

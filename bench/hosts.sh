@@ -2,7 +2,7 @@
 # bench/hosts.sh — simulated hosts on one machine: N network namespaces joined through a
 # bridge, every link capped by tc tbf at a chosen rate, one rank per namespace. This is
 # the paper's cross-machine regime (communication limited by the network, not by memory
-# copies), made from ../shared/ref/netns_pair.sh's two-namespace pair.
+# copies).
 #
 #   bench/hosts.sh up N RATE             create the hosts (RATE as tc says it: 1gbit, 2gbit, 10gbit)
 #   bench/hosts.sh down                  remove them
@@ -23,15 +23,16 @@
 #
 # anchor: the measurement. ResNet50 (224x224), batch 4 per rank, 2 hosts at RATE
 # (default 2gbit), modes local / flat / ddp, lockstep's bench_ddp and PyTorch's
-# ../shared/ref/torch_ddp_env.py alternating, ROUNDS rounds (default 1) of 1 warm-up + ITERS
+# bench/torch/ddp.py --env alternating, ROUNDS rounds (default 1) of 1 warm-up + ITERS
 # (default 2) timed iterations each; prints per mode the median iteration ms, then
 # DDP/local and the share of communication hidden = (flat - ddp) / (flat - local), and
 # appends the records to $OUT/anchor.jsonl (OUT default docs/results/figures). BUCKET_MB
 # (default 25, DDP's default) sets bucket_cap_mb for both frameworks. lockstep's records also
 # carry the measured breakdown (comm_wait_ms: communication left exposed after backward).
-# Needs root (ip netns, tc). Env: BUILD (default build), PY (/usr/bin/python3).
+# Needs root (ip netns, tc). Env: BUILD (default build), PY (/usr/bin/python3, for the summary),
+# TORCH_PY (default: the venv of bench/torch/venv.sh).
 #
-# Read before: ../shared/ref/netns_pair.sh, bench/bench_ddp.cpp.
+# Read before: bench/bench_ddp.cpp, bench/torch/ddp.py.
 # Read next: docs/results/evaluation.md.
 set -euo pipefail
 
@@ -41,7 +42,7 @@ REPO=$(cd "$HERE/.." && pwd)
 BUILD=${BUILD:-$REPO/build}
 [[ "$BUILD" = /* ]] || BUILD="$REPO/$BUILD"
 PY=${PY:-/usr/bin/python3}
-REF=${REF:-$REPO/../shared/ref}
+source "$HERE/torch/venv.sh"
 OUT=${OUT:-$REPO/docs/results/figures}
 
 die() { echo "hosts.sh: $*" >&2; exit 1; }
@@ -118,7 +119,7 @@ run_ranks() {  # N CMD...
 anchor() {  # RATE ITERS ROUNDS
   local rate=${1:-2gbit} iters=${2:-2} rounds=${3:-1}
   [[ -x "$BUILD/bin/bench_ddp" ]] || die "$BUILD/bin/bench_ddp not found; build target bench_ddp"
-  [[ -f "$REF/torch_ddp_env.py" ]] || die "$REF/torch_ddp_env.py not found"
+  torch_python || die "no Python with torch (bench/torch/venv.sh)"
   mkdir -p "$OUT"
   local file="$OUT/anchor.jsonl" log line ms bucket=${BUCKET_MB:-25}
   LOGDIR=$(mktemp -d)
@@ -134,7 +135,7 @@ anchor() {  # RATE ITERS ROUNDS
       echo "{\"anchor\":true,\"rate\":\"$rate\",\"round\":$round,\"load\":$(cut -d' ' -f1 /proc/loadavg),${line#\{}" >> "$file"
       echo "  $line" | cut -c1-200 >&2
       echo "hosts.sh: anchor round $round/$rounds: pytorch $mode" >&2
-      MASTER_PORT=$((29600 + RANDOM % 1000)) run_ranks 2 "$PY" "$REF/torch_ddp_env.py" resnet50 \
+      MASTER_PORT=$((29600 + RANDOM % 1000)) run_ranks 2 "$TORCH_PY" "$HERE/torch/ddp.py" resnet50 --env \
         --mode "$mode" --batch 4 --iters "$iters" --bucket-mb "$bucket" > "$log" 2>&1 ||
         { tail -20 "$log" >&2; die "pytorch $mode failed"; }
       ms=$(grep -o 'iter_ms=[0-9.]*' "$log" | cut -d= -f2)

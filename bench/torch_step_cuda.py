@@ -5,7 +5,7 @@
     python3 bench/torch_step_cuda.py --model bert --batch 32 --seq 128 --iters 10
 
 The same models, inputs and step as bench_step (bench/bench_models.h, and the CPU reference
-shared/ref/torch_models.py): ResNet50 (torchvision's if installed, else the identical
+bench/torch/models.py): ResNet50 (torchvision's if installed, else the identical
 definition below) on randn (B, 3, S, S) with labels in [0, 1000); BERT-base encoder + MLM head
 (vocab 30522, hidden 768, 12 layers, 12 heads, FFN 3072, GELU, dropout 0.1, post-norm
 TransformerEncoderLayer) on random ids (B, T) with cross-entropy over every position. Seed 0.
@@ -93,7 +93,7 @@ def resnet50():
         return ResNet50(), "builtin"
 
 
-# ---- BERT (as shared/ref/torch_models.py, with device-aware position ids) ----
+# ---- BERT (as bench/torch/models.py's Bert) ----
 class Bert(nn.Module):
     def __init__(self, vocab=30522, hidden=768, layers=12, heads=12, ffn=3072, max_len=512, type_vocab=2):
         super().__init__()

@@ -14,7 +14,7 @@
 // tensors, no autograd. autograd/functions/ defines the public ops users call;
 // each runs a native kernel and, when grad mode is on and an input requires
 // grad, records a backward Node. Code inside core/ calls native:: only, so the
-// core library never depends on autograd (the layering in DESIGN.md).
+// core library never depends on autograd (the layering in docs/design.md).
 //
 // Read before: core/tensor_impl.h. Read next: core/native/native.h, autograd/node.h.
 #pragma once

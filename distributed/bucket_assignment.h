@@ -1,6 +1,6 @@
 // distributed/bucket_assignment.h — which parameters share a gradient bucket.
 //
-// A pure function (DESIGN.md "DDP in pieces", step 1). Parameters are taken in
+// A pure function (docs/design.md "DDP in pieces", step 1). Parameters are taken in
 // the order their gradients are expected to become ready in backward, and
 // grouped by (device, dtype), since one AllReduce moves one flat buffer of one
 // type on one device. A bucket is closed once it holds at least its size

@@ -1,6 +1,6 @@
 // examples/train_fashion_mnist.cpp — trains the small CNN on Fashion-MNIST.
 //
-// The network and hyper-parameters are those of shared/ref/torch_fashion_mnist.py
+// The network and hyper-parameters are those of bench/torch/fashion_mnist.py
 // (conv 32 - conv 64 - fc 128 - fc 10, SGD lr 0.05 momentum 0.9, batch 64), so
 // accuracy per epoch can be compared with PyTorch's. Each epoch ends with a
 // test-set evaluation and a checkpoint (model + optimizer state, one

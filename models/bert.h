@@ -2,7 +2,7 @@
 // transformer encoder, and a masked-language-model head.
 //
 // Module and parameter names follow the reference model the benchmarks compare
-// against (shared/ref/torch_models.py): tok, pos, typ, ln, drop,
+// against (bench/torch/models.py): tok, pos, typ, ln, drop,
 // enc.layers.<i>.{self_attn,linear1,linear2,norm1,norm2}, head.{0,1,2}, dec.
 // BertConfig::base() gives BERT-base's shapes (12 layers, hidden 768, 12 heads,
 // FFN 3072, vocab 30522, 512 positions, 2 token types); ::tiny() a small one

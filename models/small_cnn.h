@@ -1,6 +1,6 @@
 // models/small_cnn.h — the small Fashion-MNIST CNN and an MLP.
 //
-// SmallCNN is exactly the network of shared/ref/torch_fashion_mnist.py:
+// SmallCNN is exactly the network of bench/torch/models.py's SmallCNN:
 // conv(1->32, 3x3, pad 1)-ReLU-maxpool2 - conv(32->64, 3x3, pad 1)-ReLU-maxpool2 -
 // fc(64*7*7 -> 128)-ReLU - fc(128 -> 10). Input (N, 1, 28, 28) -> logits (N, 10).
 // Read before: nn/conv.h, nn/linear.h. Read next: examples/train_fashion_mnist.cpp.

@@ -1,5 +1,5 @@
-// optim/adam.cpp — Adam::step (and AdamW's, which differs in one line): a fused
-// CPU loop, and a tensor-op path for the rest.
+// optim/adam.cpp — Adam::step (and AdamW's, which differs in one line): the fused
+// native step (CPU or CUDA), and a tensor-op path for the rest.
 // Read before: optim/adam.h.
 #include "optim/adam.h"
 
@@ -8,12 +8,8 @@
 
 #include "core/factory.h"
 #include "core/grad_mode.h"
-#include "core/parallel.h"
-#include "core/native/optim_update.h"
+#include "core/native/optim_step.h"
 #include "core/profiler.h"
-#if LOCKSTEP_WITH_CUDA
-#include "core/cuda/cuda_native_nn.h"
-#endif
 
 namespace lockstep::optim {
 
@@ -50,22 +46,6 @@ AdamScalars scalars_for(const AdamOptions& o, bool decoupled, int64_t t) {
   const double td = static_cast<double>(t);
   return {o.lr() / (1.0 - std::pow(o.beta1(), td)), std::sqrt(1.0 - std::pow(o.beta2(), td)),
           decoupled ? 1.0 - o.lr() * o.weight_decay() : 1.0, decoupled ? 0.0 : o.weight_decay()};
-}
-
-// The update of one parameter over raw contiguous memory, one pass, no allocation.
-// (GCC vectorizes this loop only with -fno-math-errno, because of sqrt; it is
-// memory-bound either way: 4 streams in, 3 or 4 out.)
-template <class T>
-void adam_update(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
-                 T* __restrict v_max, int64_t n, const AdamOptions& o, const AdamScalars& s) {
-  const optim_update::AdamElementScalars<T> st{
-      static_cast<T>(o.beta1()),     static_cast<T>(1.0 - o.beta1()), static_cast<T>(o.beta2()),
-      static_cast<T>(1.0 - o.beta2()), static_cast<T>(o.eps()),       static_cast<T>(s.step_size),
-      static_cast<T>(s.bc2_sqrt),    static_cast<T>(s.decay),         static_cast<T>(s.l2)};
-  parallel_for(0, n, detail::kOptimGrain, [&](int64_t lo, int64_t hi) {
-    // Note [Shared optimizer updates].
-    for (int64_t i = lo; i < hi; ++i) optim_update::adam_element(p, g, m, v, v_max, i, st);
-  });
 }
 
 }  // namespace
@@ -105,27 +85,11 @@ void Adam::step() {
     Tensor& v = s.buffers.at("exp_avg_sq");
     Tensor* v_max = options_.amsgrad() ? &s.buffers.at("max_exp_avg_sq") : nullptr;
 
-#if LOCKSTEP_WITH_CUDA
-    // A parameter on a GPU: the same fused update as one kernel (core/cuda/optim_kernels.cu).
-    if (p.device().is_cuda() && p.is_contiguous() &&
-        (p.dtype() == kFloat32 || p.dtype() == kFloat64) && g.device() == p.device() &&
-        g.dtype() == p.dtype() && m.is_contiguous() && v.is_contiguous() &&
+    // One pass over contiguous memory, on the parameter's device (core/native/optim_step.h).
+    if (native::fused_step_ok(p) && m.is_contiguous() && v.is_contiguous() &&
         (v_max == nullptr || v_max->is_contiguous())) {
-      g = g.contiguous();
-      cuda_native::adam_step_(p, g, m, v, v_max ? *v_max : Tensor(), options_.beta1(),
-                              options_.beta2(), options_.eps(), k.step_size, k.bc2_sqrt, k.decay,
-                              k.l2);
-      p.impl()->storage->bump_version();
-      continue;
-    }
-#endif
-
-    if (detail::fused_update_ok(p)) {
-      g = g.contiguous();
-      dispatch_floating(p.dtype(), name_.c_str(), [&]<class T>() {
-        adam_update<T>(p.data_ptr<T>(), g.data_ptr<T>(), m.data_ptr<T>(), v.data_ptr<T>(),
-                       v_max ? v_max->data_ptr<T>() : nullptr, p.numel(), options_, k);
-      });
+      native::adam_step_(p, g.contiguous(), m, v, v_max ? *v_max : Tensor(), options_.beta1(),
+                         options_.beta2(), options_.eps(), k.step_size, k.bc2_sqrt, k.decay, k.l2);
       // We wrote through raw pointers: tell autograd's saved-tensor checks.
       p.impl()->storage->bump_version();
       continue;

@@ -24,9 +24,6 @@ Optimizer::Optimizer(std::vector<Tensor> params, std::string name)
     LS_CHECK(p.is_leaf(), name_, ": parameter ", i, " of shape ", p.shape_str(),
              " is not a leaf (it was produced by an op); optimize the leaf it came from, or "
              "pass t.detach().requires_grad_()");
-    LS_CHECK(p.requires_grad(), name_, ": parameter ", i, " of shape ", p.shape_str(),
-             " does not require grad, so it would never be updated; call "
-             "requires_grad_() on it or leave it out of the list");
     LS_CHECK(seen.insert(p.impl()).second, name_, ": parameter ", i, " of shape ", p.shape_str(),
              " appears more than once in the parameter list; it would be stepped twice");
   }
@@ -54,7 +51,8 @@ int64_t Optimizer::step_count(size_t i) const {
 Tensor Optimizer::checked_grad(size_t i) const {
   const Tensor& p = params_[i];
   const Tensor& g = p.grad();
-  if (!g.defined()) return Tensor();  // Note [Undefined gradients are skipped]
+  // Note [Undefined gradients are skipped]; a frozen parameter is skipped the same way.
+  if (!g.defined() || !p.requires_grad()) return Tensor();
   LS_CHECK(g.sizes() == p.sizes(), name_, ".step: parameter ", i, " has shape ", p.shape_str(),
            " but its grad has shape ", g.shape_str());
   LS_CHECK(g.dtype() == p.dtype(), name_, ".step: parameter ", i, " has dtype ", p.dtype(),
@@ -63,13 +61,6 @@ Tensor Optimizer::checked_grad(size_t i) const {
            " but its grad is on ", g.device());
   return g;
 }
-
-namespace detail {
-bool fused_update_ok(const Tensor& p) {
-  return p.device().is_cpu() && p.is_contiguous() &&
-         (p.dtype() == kFloat32 || p.dtype() == kFloat64);
-}
-}  // namespace detail
 
 // ---- state dict (Note [Optimizer state dict]) ----
 

@@ -12,10 +12,14 @@
 // step count stay exactly as they were. Treating the missing gradient as zero
 // would be wrong: momentum would keep moving the weight, and Adam's bias
 // correction would advance. DDP relies on this rule: a parameter unused on every
-// rank keeps an undefined grad after the AllReduce (see DESIGN.md, "Reducer"),
+// rank keeps an undefined grad after the AllReduce (see docs/design.md, "DDP in pieces"),
 // so every replica skips it identically and the replicas stay in lockstep.
 // zero_grad() therefore sets grads to undefined by default (set_to_none), as
 // PyTorch 2 does.
+// A parameter that does not require grad (a frozen layer) is accepted and skipped
+// the same way, even if it still holds a grad from before it was frozen, so
+// SGD(net->parameters(), ...) works for a partly frozen model as in PyTorch; it
+// starts taking steps again once requires_grad_(true) gives it gradients.
 //
 // Note [Optimizer state dict]
 // state_dict() flattens everything an optimizer needs to resume into one
@@ -96,12 +100,5 @@ class Optimizer {
   std::vector<ParamState> state_;  // one per parameter, same order
   std::string name_;
 };
-
-namespace detail {
-// Elements per chunk when an update loop is split across intra-op threads.
-inline constexpr int64_t kOptimGrain = int64_t{1} << 15;
-// True when the fused CPU loops can run: p on the CPU, contiguous, float32/float64.
-bool fused_update_ok(const Tensor& param);
-}  // namespace detail
 
 }  // namespace lockstep::optim

@@ -1,15 +1,11 @@
-// optim/sgd.cpp — SGD::step: a fused CPU loop, and a tensor-op path for the rest.
+// optim/sgd.cpp — SGD::step: the fused native step (CPU or CUDA), tensor ops for the rest.
 // Read before: optim/sgd.h.
 #include "optim/sgd.h"
 
 #include "core/factory.h"
 #include "core/grad_mode.h"
-#include "core/parallel.h"
-#include "core/native/optim_update.h"
+#include "core/native/optim_step.h"
 #include "core/profiler.h"
-#if LOCKSTEP_WITH_CUDA
-#include "core/cuda/cuda_native_nn.h"
-#endif
 
 namespace lockstep::optim {
 
@@ -23,21 +19,6 @@ void check_options(const SGDOptions& o) {
   LS_CHECK(!o.nesterov() || (o.momentum() > 0.0 && o.dampening() == 0.0),
            "SGD: Nesterov momentum requires momentum > 0 and dampening == 0, got momentum ",
            o.momentum(), " and dampening ", o.dampening());
-}
-
-// The update of one parameter over raw contiguous memory, one pass, no allocation.
-// `first`: this is the parameter's first step, so the momentum buffer is set, not blended.
-template <class T>
-void sgd_update(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t n,
-                const SGDOptions& o, bool first) {
-  const optim_update::SgdElementScalars<T> s{
-      static_cast<T>(o.lr()),   static_cast<T>(o.weight_decay()), static_cast<T>(o.momentum()),
-      static_cast<T>(1.0 - o.dampening()), o.momentum() != 0.0, o.nesterov(), first};
-  parallel_for(0, n, detail::kOptimGrain, [&](int64_t lo, int64_t hi) {
-    // Note [Shared optimizer updates]. The branches test loop invariants; the
-    // compiler hoists them (loop unswitching).
-    for (int64_t i = lo; i < hi; ++i) optim_update::sgd_element(p, g, buf, i, s);
-  });
 }
 
 // The parameter's momentum buffer, made on its first use (written, not read, on
@@ -72,27 +53,11 @@ void SGD::step() {
     const bool first = s.step == 0 || !s.buffers.count("momentum_buffer");
     s.step += 1;
 
-#if LOCKSTEP_WITH_CUDA
-    // A parameter on a GPU: the same fused update as one kernel (core/cuda/optim_kernels.cu).
-    if (p.device().is_cuda() && p.is_contiguous() &&
-        (p.dtype() == kFloat32 || p.dtype() == kFloat64) && g.device() == p.device() &&
-        g.dtype() == p.dtype()) {
-      g = g.contiguous();
+    // One pass over contiguous memory, on the parameter's device (core/native/optim_step.h).
+    if (native::fused_step_ok(p)) {
       const Tensor buf = use_momentum ? momentum_buffer(s.buffers, p) : Tensor();
-      cuda_native::sgd_step_(p, g, buf, options_.lr(), options_.momentum(), options_.dampening(),
-                             options_.weight_decay(), options_.nesterov(), first);
-      p.impl()->storage->bump_version();
-      continue;
-    }
-#endif
-
-    if (detail::fused_update_ok(p)) {
-      g = g.contiguous();
-      const Tensor buf = use_momentum ? momentum_buffer(s.buffers, p) : Tensor();
-      dispatch_floating(p.dtype(), "SGD.step", [&]<class T>() {
-        sgd_update<T>(p.data_ptr<T>(), g.data_ptr<T>(), use_momentum ? buf.data_ptr<T>() : nullptr,
-                      p.numel(), options_, first);
-      });
+      native::sgd_step_(p, g.contiguous(), buf, options_.lr(), options_.momentum(),
+                        options_.dampening(), options_.weight_decay(), options_.nesterov(), first);
       // We wrote through raw pointers: tell autograd's saved-tensor checks.
       p.impl()->storage->bump_version();
       continue;

@@ -1,8 +1,9 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """tools/make_golden.py — writes the PyTorch parity golden files in tests/golden/.
 
-Run with Debian's interpreter, which has python3-torch 1.13 and python3-torchvision:
-    /usr/bin/python3 tools/make_golden.py            # rewrites tests/golden/
+Runs against the PyTorch of the benchmarks' reference venv (bench/torch/venv.sh creates it on
+first use), with the reference models of bench/torch/models.py; nothing outside the repository:
+    "$(bench/torch/venv.sh | head -n1)" tools/make_golden.py     # rewrites tests/golden/
 The tests (tests/nn/test_parity.cpp, tests/models/test_parity.cpp,
 tests/models/test_models.cpp) read these files; they never need Python.
 
@@ -61,8 +62,8 @@ import torchvision
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GOLDEN = os.path.join(HERE, "..", "tests", "golden")
-sys.path.insert(0, os.path.join(HERE, "..", "..", "shared", "ref"))
-import torch_models  # noqa: E402  (shared/ref/torch_models.py: the reference BERT)
+sys.path.insert(0, os.path.join(HERE, "..", "bench", "torch"))
+import models  # noqa: E402  (bench/torch/models.py: the reference BERT and SmallCNN)
 
 # ---------------------------------------------------------------- safetensors writer
 
@@ -347,21 +348,10 @@ def record_synthetic(name, module, x, description):
     return size
 
 
-class SmallCNN(nn.Module):  # shared/ref/torch_fashion_mnist.py's CNN, verbatim
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, padding=1); self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
-        self.fc1 = nn.Linear(64 * 7 * 7, 128); self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2); x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc2(F.relu(self.fc1(x.flatten(1))))
-
-
 def tiny_bert():
-    """torch_models.Bert with BertConfig::tiny()'s sizes and every dropout off."""
+    """models.Bert with BertConfig::tiny()'s sizes and every dropout off."""
     torch.manual_seed(0)
-    m = torch_models.Bert(vocab=512, hidden=32, layers=2, heads=2, ffn=64, max_len=64)
+    m = models.Bert.tiny()
     for sub in m.modules():
         if isinstance(sub, nn.Dropout):
             sub.p = 0.0
@@ -375,15 +365,6 @@ def tiny_bert():
     return m.train()
 
 
-def bert_forward_masked(m, ids, mask):
-    """torch_models.Bert.forward with a src_key_padding_mask passed to the encoder."""
-    pos = torch.arange(ids.shape[1]).unsqueeze(0)
-    x = m.tok(ids) + m.pos(pos) + m.typ(torch.zeros_like(ids))
-    x = m.drop(m.ln(x))
-    x = m.enc(x, src_key_padding_mask=mask)
-    return m.dec(m.head(x))
-
-
 def model_cases():
     total = 0
     # 64x64, not 32x32: at 32x32 layer4's BatchNorms see 2 values per channel, whose
@@ -395,8 +376,8 @@ def model_cases():
                               "torchvision ResNet(BasicBlock, [1, 1, 1, 1], num_classes=10), train mode, "
                               "x (2, 3, 64, 64), synthetic weights")
     torch.manual_seed(0)
-    total += record_synthetic("model_small_cnn", SmallCNN(), torch.rand(3, 1, 28, 28),
-                              "shared/ref/torch_fashion_mnist.py CNN, x (3, 1, 28, 28) in [0, 1), synthetic weights")
+    total += record_synthetic("model_small_cnn", models.SmallCNN(), torch.rand(3, 1, 28, 28),
+                              "bench/torch/models.py SmallCNN, x (3, 1, 28, 28) in [0, 1), synthetic weights")
 
     bert = tiny_bert()
     torch.manual_seed(1)
@@ -405,12 +386,12 @@ def model_cases():
     mask[0, 9:] = True
     mask[1, 5:] = True
     size = record("model_bert_tiny", bert, {"ids": ids}, lambda m, xs: m(xs["ids"]),
-                  "shared/ref/torch_models.py Bert(vocab=512, hidden=32, layers=2, heads=2, ffn=64, max_len=64), "
+                  "bench/torch/models.py Bert.tiny() (vocab=512, hidden=32, layers=2, heads=2, ffn=64, max_len=64), "
                   "every dropout p = 0, train mode, ids (2, 12)")
     total += size
     # The same model and ids with a key padding mask: forward only (logits at every position).
     with torch.no_grad():
-        out = bert_forward_masked(copy.deepcopy(bert).double(), ids, mask)
+        out = copy.deepcopy(bert).double()(ids, key_padding_mask=mask)
     tensors = {"input.ids": ids, "input.key_padding_mask": mask, "output": out}
     total += write_safetensors(os.path.join(GOLDEN, "model_bert_tiny_masked.safetensors"), tensors,
                                {"module": "model_bert_tiny's model and ids, enc(x, src_key_padding_mask=mask), "
@@ -438,8 +419,8 @@ def main():
     total = layer_cases() + model_cases()
     total += parameter_listing(os.path.join(GOLDEN, "resnet50_params.txt"), "torchvision.models.resnet50()",
                                torchvision.models.resnet50(weights=None))
-    total += parameter_listing(os.path.join(GOLDEN, "bert_base_params.txt"), "shared/ref/torch_models.py Bert()",
-                               torch_models.Bert())
+    total += parameter_listing(os.path.join(GOLDEN, "bert_base_params.txt"), "bench/torch/models.py Bert()",
+                               models.Bert())
     print(f"total {total / 1024:.1f} KiB in {os.path.normpath(GOLDEN)}")
 
 

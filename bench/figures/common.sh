@@ -10,7 +10,9 @@
 # A run that fails or exceeds RUN_TIMEOUT seconds (default 900) is retried once with a new
 # port (a shared machine can kill or starve a rank), then the script stops.
 # Environment: BUILD (default build), OUT (default docs/results/figures), ROUNDS (1),
-# PY (/usr/bin/python3, Debian's, with python3-torch and python3-matplotlib), RUN_TIMEOUT.
+# PY (/usr/bin/python3, Debian's, with python3-matplotlib: plots and JSON), TORCH_PY (PyTorch's
+# runs: the newest PyTorch from PyPI in the venv of bench/torch/venv.sh, made on first use),
+# RUN_TIMEOUT.
 #
 # Read before: bench/bench_ddp.cpp, bench/figures/torch_ddp_bench.py.
 # Read next: bench/figures/plot.py, any bench/figures/fig*.sh.
@@ -23,10 +25,10 @@ BUILD=${BUILD:-$REPO/build}
 OUT=${OUT:-$REPO/docs/results/figures}
 ROUNDS=${ROUNDS:-1}
 PY=${PY:-/usr/bin/python3}
-REF=${REF:-$REPO/../shared/ref}
 TORCH_BENCH="$FIG_DIR/torch_ddp_bench.py"
 export OMP_NUM_THREADS=1
-source "$FIG_DIR/../openblas_coretype.sh"  # PyTorch's OpenBLAS at its best kernels
+source "$FIG_DIR/../openblas_coretype.sh"  # a PyTorch linked to OpenBLAS: its best kernels
+source "$FIG_DIR/../torch/venv.sh"         # torch_python sets TORCH_PY
 mkdir -p "$OUT"
 RUN_TIMEOUT=${RUN_TIMEOUT:-900}
 _port=$((20000 + RANDOM % 10000))
@@ -94,7 +96,8 @@ _torch() {  # WORLD torch_ddp_bench-flags...
   local world=$1
   shift
   next_port
-  timeout "$RUN_TIMEOUT" "$PY" "$TORCH_BENCH" --world "$world" --port "$PORT" "$@"
+  torch_python
+  timeout "$RUN_TIMEOUT" "$TORCH_PY" "$TORCH_BENCH" --world "$world" --port "$PORT" "$@"
 }
 
 ours_ddp() {

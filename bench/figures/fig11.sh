@@ -55,7 +55,8 @@ for pair in "$SMALL:$ITERS_SMALL" "$LARGE:$ITERS_LARGE"; do
     tag lockstep "$batch"
   echo "fig11: pytorch batch $batch, $iters iterations, sync every $SYNCS" >&2
   next_port
-  "$PY" "$FIG_DIR/torch_nosync_convergence.py" --world "$WORLD" --batch "$batch" --iters "$iters" \
+  torch_python
+  "$TORCH_PY" "$FIG_DIR/torch_nosync_convergence.py" --world "$WORLD" --batch "$batch" --iters "$iters" \
     --sync-every "$SYNCS" --port "$PORT" 2>/dev/null | tag pytorch "$batch"
 done
 "$PY" "$FIG_DIR/plot.py" fig11 "$OUT"

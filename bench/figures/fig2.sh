@@ -6,7 +6,7 @@
 #
 # Runs, alternating, ROUNDS times: lockstep's bench_allreduce over Gloo (lockstep-run),
 # the same over MPI (mpirun; MPI=0 skips it), and PyTorch's Gloo group
-# (../shared/ref/torch_allreduce.py --async). Each point is the median over rounds.
+# (bench/torch/allreduce.py --async). Each point is the median over rounds.
 #   default: WORLD=2 TOTAL=10000000 (40 MB) SIZES=1000,10000,100000,1000000,10000000
 #   full (the paper's 60M floats): TOTAL=60000000 SIZES=1000,10000,100000,1000000,10000000,60000000
 # Writes OUT/fig2.jsonl, fig2.csv, fig2.png (OUT default docs/results/figures).
@@ -51,7 +51,8 @@ for round in $(seq 1 "$ROUNDS"); do
   fi
   echo "fig2: round $round/$ROUNDS: pytorch gloo" >&2
   next_port
-  "$PY" "$REF/torch_allreduce.py" --world "$WORLD" --total "$TOTAL" --sizes "$SIZES" --async \
+  torch_python
+  "$TORCH_PY" "$REPO/bench/torch/allreduce.py" --world "$WORLD" --total "$TOTAL" --sizes "$SIZES" --async \
     --port "$PORT" 2>/dev/null |
     "$PY" -c '
 import json, re, sys

@@ -1,18 +1,17 @@
 """bench/figures/torch_ddp_bench.py — PyTorch's side of bench_ddp: the same flags, timings and
 JSON lines, so the figure scripts read both the same way.
 
-It extends ../shared/ref/torch_ddp.py (same models from ../shared/ref/torch_models.py, same
+It extends bench/torch/ddp.py (same workloads from bench/torch/models.py, same
 Gloo group, same SGD lr 0.01 momentum 0.9, same barrier before each iteration, same
 local / ddp / flat modes) with the knobs the figures need and PyTorch has:
   --bucket-mb (DDP bucket_cap_mb), --sync-every S (DDP.no_sync for S-1 of every S
   iterations, optimizer step on the S-th), --rr K (torch.distributed's
   _round_robin_process_groups over K Gloo groups), --world N (mp.spawn N processes).
-Models: resnet50 (torchvision, as torch_models.py), resnet18 (torchvision), bert
-(torch_models.Bert with --layers), bert-tiny (torch_models.Bert with lockstep's
-BertConfig::tiny() shapes: vocab 512, hidden 32, 2 layers, 2 heads, FFN 64, 64 positions).
+Models: models.workload's resnet50, resnet18 (torchvision), bert (models.Bert with --layers)
+and bert-tiny (models.Bert.tiny(): lockstep's BertConfig::tiny() shapes).
 PyTorch has no "launch every AllReduce at the end of backward" switch, so there is no
 no-overlap mode; flat (one AllReduce after backward) is its no-overlap baseline.
-Differences from torch_ddp.py's flat: the averaged gradient is copied back into .grad
+Differences from ddp.py's flat: the averaged gradient is copied back into .grad
 (as lockstep's flat mode does), so the step trains on averaged gradients.
 
 Timing (as bench/bench_ddp.cpp, Note [Backward clock] there): fwd_ms = forward +
@@ -33,31 +32,16 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "ref"))
-import torch_models  # noqa: E402  (../shared/ref/torch_models.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch"))
+import models  # noqa: E402  (bench/torch/models.py)
 
 
 def make(a):
-    """Model, input, loss closure, shape fields; built like torch_models.make (seed 0)."""
-    torch.manual_seed(0)
-    if a.model in ("resnet50", "resnet18"):
-        import torchvision
-        m = torchvision.models.resnet50(weights=None) if a.model == "resnet50" else torchvision.models.resnet18(weights=None)
-        x = torch.randn(a.batch, 3, a.image, a.image)
-        y = torch.randint(0, 1000, (a.batch,))
-        return m, x, (lambda out: nn.functional.cross_entropy(out, y)), {"image": a.image}
-    if a.model == "bert":
-        layers, seq = (a.layers or 12), (a.seq or 128)
-        m = torch_models.Bert(layers=layers)
-        vocab = 30522
-    else:  # bert-tiny: lockstep's BertConfig::tiny()
-        layers, seq = (a.layers or 2), (a.seq or 64)
-        m = torch_models.Bert(vocab=512, hidden=32, layers=layers, heads=2, ffn=64, max_len=64)
-        vocab = 512
-    x = torch.randint(0, vocab, (a.batch, seq))
-    y = torch.randint(0, vocab, (a.batch, seq))
-    loss = lambda out: nn.functional.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-    return m, x, loss, {"seq": seq, "layers": layers}
+    """Model, input, loss closure and the shape fields of the JSON lines (models.workload)."""
+    m, x, loss = models.workload(a.model, a.batch, a.image, a.seq, a.layers)
+    if a.model.startswith("resnet"):
+        return m, x, loss, {"image": a.image}
+    return m, x, loss, {"seq": x.shape[1], "layers": len(m.enc.layers)}
 
 
 class BackwardClock:

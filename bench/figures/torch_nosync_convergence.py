@@ -1,5 +1,5 @@
 """bench/figures/torch_nosync_convergence.py — PyTorch's twin of bench_nosync_convergence:
-Fashion-MNIST, the small CNN of ../shared/ref/torch_fashion_mnist.py, DDP over Gloo with
+Fashion-MNIST, the small CNN of bench/torch/models.py (lockstep's SmallCNN), DDP over Gloo with
 N processes (mp.spawn), no_sync for S-1 of every S iterations (--sync-every takes a list;
 each S trains a fresh model with the same seed, in the same processes), loss / S per backward, SGD
 step and zero_grad after each synchronized iteration; per-iteration JSON lines of rank 0's
@@ -10,44 +10,20 @@ lockstep's (same distribution, different order).
 
   /usr/bin/python3 bench/figures/torch_nosync_convergence.py --world 2 --batch 32 --iters 400 --sync-every 1,2,4,8
 """
-import argparse, gzip, json, os, struct, time
+import argparse, json, os, sys, time
 
-import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-
-def read_idx(path):
-    with gzip.open(path, "rb") as f:
-        b = f.read()
-    ndim = struct.unpack(">I", b[:4])[0] & 0xFF
-    dims = struct.unpack(">" + "I" * ndim, b[4:4 + 4 * ndim])
-    return np.frombuffer(b, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "torch"))
+from fashion_mnist import load  # noqa: E402  (bench/torch/fashion_mnist.py)
+from models import SmallCNN  # noqa: E402  (bench/torch/models.py)
 
 
-def images(root, split):
-    x = torch.tensor(read_idx(f"{root}/{split}-images-idx3-ubyte.gz"), dtype=torch.float32).unsqueeze(1) / 255
-    y = torch.tensor(read_idx(f"{root}/{split}-labels-idx1-ubyte.gz").astype(np.int64))
-    return x, y
-
-
-class SmallCNN(nn.Module):  # the architecture in torch_fashion_mnist.py's docstring
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 32, 3, padding=1)
-        self.conv2 = nn.Conv2d(32, 64, 3, padding=1)
-        self.fc1 = nn.Linear(64 * 7 * 7, 128)
-        self.fc2 = nn.Linear(128, 10)
-
-    def forward(self, x):  # (N, 1, 28, 28) -> (N, 10)
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc2(F.relu(self.fc1(x.flatten(1))))
 
 
 def train(rank, a, sync_every, x, y, xt, yt):
@@ -88,7 +64,7 @@ def run(rank, a):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(a.port))
     torch.set_num_threads(a.threads)
     dist.init_process_group("gloo", rank=rank, world_size=a.world)
-    (x, y), (xt, yt) = images(a.root, "train"), images(a.root, "t10k")
+    (x, y), (xt, yt) = load(a.root, "train"), load(a.root, "t10k")
     for s in a.sync_every:
         train(rank, a, s, x, y, xt, yt)
     dist.destroy_process_group()

@@ -2,13 +2,12 @@
 // (GEMM, convolution, pooling, normalisation, embedding, losses, dropout,
 // optimizer steps): same names and signatures as their CPU kernels
 // (Note [CUDA dispatch]), so their contracts are documented once, beside the CPU
-// declarations in core/native/native.h, nn_kernels.h, nn_kernels_transformer.h
-// and fused_relu.h. The optimizer steps and the gradient-norm helper have no
-// native counterpart (the CPU versions are loops inside optim/): they are
-// declared at the end, with their math.
+// declarations in core/native/native.h, nn_kernels.h, nn_kernels_transformer.h,
+// fused_relu.h and optim_step.h (the optimizer steps and the gradient-norm helper,
+// declared at the end here, with their math).
 //
-// Where each lives (all under core/cuda/, conventions in Note [CUDA nn kernel
-// conventions] in core/cuda/nn_util.h):
+// Where each lives (all under core/cuda/; every file follows
+// Note [CUDA nn kernel conventions] in core/cuda/nn_util.h):
 //   gemm_cublas.cpp   gemm_device, mm, bmm, matmul, linear_forward/_backward (cuBLAS)
 //   conv_cudnn.cpp    conv2d_forward/_backward (cuDNN)
 //   pool.cu           max_pool2d, adaptive_avg_pool2d
@@ -113,25 +112,14 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& log_probs, const
 Tensor mse_loss_forward(const Tensor& input, const Tensor& target);
 Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target);
 
-// ---- optimizer steps (optim_kernels.cu) ----
-// One fused launch per parameter; p, g and the buffers are contiguous float32 or
-// float64 tensors of one shape on one CUDA device; p and the buffers are updated
-// in place. The math is optim/sgd.h's and optim/adam.h's, element for element.
-//
-// SGD: d = g + weight_decay * p; with momentum != 0: buf = first ? d :
-// momentum * buf + (1 - dampening) * d, d = nesterov ? d + momentum * buf : buf;
-// then p -= lr * d. `buf` may be undefined when momentum == 0.
+// ---- optimizer steps (optim_kernels.cu; contracts in core/native/optim_step.h) ----
+// One fused launch per parameter; grad_norm_part returns its sum to the host
+// (it synchronises).
 void sgd_step_(const Tensor& p, const Tensor& g, const Tensor& buf, double lr, double momentum,
                double dampening, double weight_decay, bool nesterov, bool first);
-// Adam/AdamW with the step's scalars precomputed in double (optim/adam.cpp):
-// p = p * decay; grad = g + l2 * p; m = b1 m + (1 - b1) grad; v = b2 v + (1 - b2) grad^2;
-// v_max = max(v_max, v) (amsgrad, when v_max is defined, and used below instead of v);
-// p -= step_size * m / (sqrt(v) / bc2_sqrt + eps).
 void adam_step_(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
                 const Tensor& v_max, double beta1, double beta2, double eps, double step_size,
                 double bc2_sqrt, double decay, double l2);
-// sum |g|^norm_type over a floating CUDA tensor (max |g| when norm_type is
-// infinite), accumulated in double and returned to the host (synchronises).
 double grad_norm_part(const Tensor& g, double norm_type);
 
 }  // namespace lockstep::cuda_native

@@ -1,8 +1,8 @@
 // core/cuda/optim_kernels.cu — the optimizers' fused updates on the GPU, and the
 // gradient-norm reduction of clip_grad_norm_.
 //
-// optim/sgd.cpp and optim/adam.cpp update a CPU parameter in one pass over raw
-// memory; for a parameter on a CUDA device they call these instead: one launch
+// core/native/optim_step.cpp updates a CPU parameter in one pass over raw memory;
+// for a parameter on a CUDA device it dispatches here (Note [CUDA dispatch]): one launch
 // per parameter, a thread per element doing the same arithmetic in the same
 // order and the same precision (T, with the step's scalars computed in double
 // on the host and rounded to T, as the CPU loop does), so a step on the GPU
@@ -11,7 +11,7 @@
 // sum |g|^p in double — per-block partials, then one block adds them in order —
 // and returns it to the host: clip_grad_norm_ returns the norm as a double, so
 // this one read-back per gradient is part of its API.
-// Read before: optim/sgd.h, optim/adam.h, optim/clip_grad.h, core/cuda/nn_reduce.cuh.
+// Read before: core/native/optim_step.h, core/cuda/nn_reduce.cuh.
 // Read next: optim/sgd.cpp.
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // core/native/optim_update.h — the per-element update formulas of SGD and
-// Adam/AdamW, shared by the CPU loops (optim/sgd.cpp, optim/adam.cpp) and the
+// Adam/AdamW, shared by the CPU loops (core/native/optim_step.cpp) and the
 // CUDA kernels (core/cuda/optim_kernels.cu), so that a step does the same
 // arithmetic in the same order and precision on either device.
 //
@@ -10,7 +10,7 @@
 // under nvcc. The pointers are __restrict__ so that the CPU loop, after
 // inlining, still vectorises as the hand-written loop did.
 //
-// Read before: optim/sgd.h, optim/adam.h. Read next: optim/sgd.cpp.
+// Read before: optim/sgd.h, optim/adam.h. Read next: core/native/optim_step.h.
 #pragma once
 
 #include <cmath>

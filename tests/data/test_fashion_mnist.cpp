@@ -113,7 +113,7 @@ TEST_CASE("fashion_mnist: a truncated image file is rejected") {
                        ls::Error);
 }
 
-TEST_CASE("fashion_mnist: the API.md training-loop snippet on a small split") {
+TEST_CASE("fashion_mnist: the docs/api.md training-loop snippet on a small split") {
   lt::TempDir dir;
   write_split(dir, "train", 10, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, /*gz=*/true);
   ls::data::FashionMNIST train(dir.str(), /*train=*/true);

@@ -1,6 +1,6 @@
 # tests/install/run_install_check.cmake — installs the build into a scratch prefix,
 # then configures, builds and runs tests/install/consumer (main.cpp: core +
-# autograd; train_loops.cpp: the MLP and CNN loops of API.md) against it with
+# autograd; train_loops.cpp: the MLP and CNN loops of docs/api.md) against it with
 # find_package(lockstep). Invoked by CTest (see tests/CMakeLists.txt).
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})

@@ -1,7 +1,7 @@
 // tests/models/test_models.cpp — the models' layouts and plumbing: ResNet50's and
 // BERT-base's parameter/buffer names, shapes, order and counts equal PyTorch's (the
 // listings tools/make_golden.py writes from torchvision.models.resnet50() and
-// shared/ref/torch_models.py's Bert()); ResNet18 and a tiny BERT run forward and
+// bench/torch/models.py's Bert()); ResNet18 and a tiny BERT run forward and
 // backward to every parameter; BERT's key_padding_mask hides padded tokens.
 // Values against PyTorch: tests/models/test_parity.cpp.
 // Read before: models/resnet.h, models/bert.h, tests/support/golden.h.
@@ -88,7 +88,7 @@ TEST_CASE("resnet: resnet50's parameter and buffer names, shapes and count equal
   CHECK(ours.total_parameters == torch.total_parameters);
 }
 
-TEST_CASE("bert: BERT-base's parameter names, shapes and count equal torch_models.Bert()'s") {
+TEST_CASE("bert: BERT-base's parameter names, shapes and count equal bench/torch/models.py's Bert()'s") {
   // 133M parameters (the MLM decoder is not tied to the token embedding): ~530 MB in f32.
   const Listing torch = ls::testing::load_listing("bert_base_params.txt");
   const Listing ours = listing_of(ls::models::Bert(ls::models::BertConfig::base()));

@@ -1,7 +1,7 @@
-// tests/models/test_parity.cpp — whole models against PyTorch 1.13: a tiny ResNet
+// tests/models/test_parity.cpp — whole models against PyTorch: a tiny ResNet
 // (torchvision's ResNet with BasicBlock [1, 1, 1, 1], 10 classes), the Fashion-MNIST
-// CNN of shared/ref/torch_fashion_mnist.py, and a tiny BERT (shared/ref/torch_models.py's
-// Bert with BertConfig::tiny()'s sizes, dropout off), in train mode.
+// CNN and a tiny BERT of bench/torch/models.py (SmallCNN, and Bert.tiny(): BertConfig::tiny()'s
+// sizes, dropout off), in train mode; goldens by tools/make_golden.py.
 //
 // The CNNs' weights are synthetic (Note [Synthetic weights] in tools/make_golden.py:
 // too big to store), generated here by the same formula; their parameter gradients
@@ -147,14 +147,14 @@ TEST_CASE("parity: tiny ResNet (BasicBlock [1, 1, 1, 1]) matches torchvision in 
   }
 }
 
-TEST_CASE("parity: SmallCNN matches shared/ref/torch_fashion_mnist.py's CNN") {
+TEST_CASE("parity: SmallCNN matches bench/torch/models.py's SmallCNN") {
   for (ls::ScalarType dtype : {ls::kFloat32, ls::kFloat64}) {
     ls::models::SmallCNN model;
     check_synthetic_model("model_small_cnn", model, dtype, ls::testing::tolerance_for(dtype));
   }
 }
 
-TEST_CASE("parity: tiny BERT matches shared/ref/torch_models.py's Bert: logits and every gradient") {
+TEST_CASE("parity: tiny BERT matches bench/torch/models.py's Bert: logits and every gradient") {
   for (ls::ScalarType dtype : {ls::kFloat32, ls::kFloat64}) {
     INFO("in ", dtype == ls::kFloat64 ? "float64" : "float32");
     const Golden g = ls::testing::load_golden("model_bert_tiny");

@@ -1,6 +1,6 @@
 // tests/nn/test_module.cpp — Module: registration order and dotted names,
 // buffers, children, train/eval, zero_grad, to(dtype), state dicts and their
-// errors, and the API.md `struct Net` example.
+// errors, and the docs/api.md `struct Net` example.
 #include <doctest/doctest.h>
 
 #include <memory>
@@ -60,7 +60,7 @@ struct Top : ls::nn::Module {
   ls::Tensor forward(const ls::Tensor& x) { return head->forward(body->forward(x + bias)); }
 };
 
-// The example from API.md, verbatim apart from the namespace alias.
+// The example from docs/api.md, verbatim apart from the namespace alias.
 struct Net : ls::nn::Module {
   std::shared_ptr<ls::nn::Linear> fc1, fc2;
   Net() {
@@ -241,7 +241,7 @@ TEST_CASE("module: load_state_dict names missing, unexpected and mis-shaped keys
   CHECK(top.head->b.to_vector<float>() == std::vector<float>{5, 5, 5});
 }
 
-TEST_CASE("module: the API.md Net example builds, names its parameters and runs") {
+TEST_CASE("module: the docs/api.md Net example builds, names its parameters and runs") {
   ls::manual_seed(0);
   auto net = std::make_shared<Net>();
   CHECK(names_of(net->named_parameters()) ==

@@ -1,4 +1,4 @@
-// Uses the core and autograd parts of API.md through the installed package;
+// Uses the core and autograd parts of docs/api.md through the installed package;
 // exits non-zero if a result is wrong.
 #include <lockstep.h>
 

@@ -1,7 +1,7 @@
 // tests/install/consumer/train_loops.cpp — the MLP and CNN training loops a
-// newcomer writes from API.md, built against the *installed* package.
+// newcomer writes from docs/api.md, built against the *installed* package.
 //
-// It uses only spellings from API.md: a Module subclass with register_module
+// It uses only spellings from docs/api.md: a Module subclass with register_module
 // (the MLP of the nn section), a Sequential CNN (Conv2d, ReLU, MaxPool2d,
 // Flatten, Linear), FashionMNIST + DistributedSampler + DataLoader, SGD with
 // momentum, cross_entropy, save/load. Each model trains on 2,048 training
@@ -21,7 +21,7 @@ namespace ls = lockstep;
 
 namespace {
 
-// The MLP of API.md's nn section.
+// The MLP of docs/api.md's nn section.
 struct Net : ls::nn::Module {
   std::shared_ptr<ls::nn::Linear> fc1, fc2;
   Net() {
