@@ -63,10 +63,10 @@
 #include "core/parallel.h"
 #include "core/profiler.h"
 #include "optim/sgd.h"
+#include "bench/bench_stats.h"
 #if LOCKSTEP_WITH_CUDA
 #include "core/cuda/cuda_allocator.h"
 #include "core/cuda/cuda_context.h"
-#include "bench/bench_stats.h"
 #endif
 
 namespace {
