@@ -6,7 +6,8 @@
 // bucket back into .grad (or .grad is the bucket, with bucket views), a
 // registered comm hook gets the undivided sums, deterministic mode launches
 // through its rank-ordered hook, and unused parameters (find_unused_parameters)
-// are ready at once, reported by the bitmap and left untouched.
+// are ready at once, reported by the bitmap and left untouched; with
+// static_graph the first backward only counts and reduces in finalize.
 // Read before: distributed/reducer.h, distributed/reducer_launch.h.
 #include <doctest/doctest.h>
 
@@ -286,4 +287,30 @@ TEST_CASE("reducer: without find_unused_parameters an unused parameter is named 
   // Bucket 1 (p1) never filled, so bucket 2 could not launch either.
   CHECK(pg->bucket_calls().size() == 1);
   CHECK_THROWS_WITH_AS(reducer.check_previous_reduction_finished(), doctest::Contains("'p1'"), ls::Error);
+}
+
+TEST_CASE("reducer: with static_graph the first backward only counts, later ones launch during backward") {
+  Model model;
+  auto pg = std::make_shared<RecordingGroup>(2, 2.0, &model.hooks_fired);
+  dist::Reducer reducer(model.params, model.names, pg, one_bucket_per_parameter().static_graph(true));
+  model.watch();
+  CHECK_FALSE(reducer.forward_issues_collective());
+  for (int step = 0; step < 2; ++step) {
+    CAPTURE(step);
+    pg->calls.clear();
+    model.hooks_fired = 0;
+    for (auto& p : model.params) p.mutable_grad() = ls::Tensor();
+    iterate(reducer, model);
+    CHECK(reducer.static_graph_recorded());
+    CHECK(reducer.bitmap_allreduces() == 1);  // in the first backward only
+    const std::vector<Call> launches = pg->bucket_calls();
+    REQUIRE(launches.size() == 3);
+    for (size_t b = 0; b < 3; ++b) {
+      CHECK(launches[b].values.size() == 3 - b);  // index order
+      // The counting backward launches in finalize (all 3 hooks done); later
+      // ones inside the last gradient's hook, as without static_graph.
+      CHECK(launches[b].hooks_before == (step == 0 ? 3 : 2));
+    }
+    for (size_t k = 0; k < 3; ++k) CHECK(values(model.params[k].grad()) == std::vector<double>(k + 1, k + 1.0));
+  }
 }
