@@ -131,6 +131,20 @@ struct Model {
 
 dist::DDPOptions one_bucket_per_parameter() { return dist::DDPOptions().bucket_cap_mb(0).first_bucket_mb(0); }
 
+// A Reducer over a Model's parameters on a RecordingGroup of `world` ranks;
+// the test's hooks are registered after the Reducer's, so they run after them.
+struct Rig {
+  Model model;
+  std::shared_ptr<RecordingGroup> group;
+  RecordingGroup& pg;
+  dist::Reducer reducer;
+  explicit Rig(const dist::DDPOptions& options, int world = 2, double sum_factor = 2.0)
+      : group(std::make_shared<RecordingGroup>(world, sum_factor, &model.hooks_fired)), pg(*group),
+        reducer(model.params, model.names, group, options) {
+    model.watch();
+  }
+};
+
 // Runs one synced iteration: forward (the loss), prepare_for_backward, backward.
 void iterate(dist::Reducer& reducer, const Model& model, bool use_p1 = true) {
   reducer.check_previous_reduction_finished();
@@ -145,19 +159,16 @@ std::vector<double> values(const ls::Tensor& t) { return t.to_vector<double>(); 
 }  // namespace
 
 TEST_CASE("reducer: buckets launch in index order, each when it and every bucket before it are full") {
-  Model model;
-  auto pg = std::make_shared<RecordingGroup>(2, 2.0, &model.hooks_fired);
-  dist::Reducer reducer(model.params, model.names, pg, one_bucket_per_parameter());
-  model.watch();
-  REQUIRE(reducer.num_buckets() == 3);
+  Rig rig(one_bucket_per_parameter());
+  REQUIRE(rig.reducer.num_buckets() == 3);
   // Reverse registration order: bucket 0 holds p2, bucket 2 holds p0.
-  CHECK(reducer.buckets()[0].param_indices == std::vector<size_t>{2});
-  CHECK(reducer.buckets()[2].param_indices == std::vector<size_t>{0});
-  iterate(reducer, model);
-  REQUIRE(model.ready_order.size() == 3);
+  CHECK(rig.reducer.buckets()[0].param_indices == std::vector<size_t>{2});
+  CHECK(rig.reducer.buckets()[2].param_indices == std::vector<size_t>{0});
+  iterate(rig.reducer, rig.model);
+  REQUIRE(rig.model.ready_order.size() == 3);
   // The order this test is about: p0 (bucket 2) first, p2 (bucket 0) last.
-  REQUIRE(model.ready_order == std::vector<size_t>{0, 1, 2});
-  const std::vector<Call> launches = pg->bucket_calls();
+  REQUIRE(rig.model.ready_order == std::vector<size_t>{0, 1, 2});
+  const std::vector<Call> launches = rig.pg.bucket_calls();
   REQUIRE(launches.size() == 3);
   for (size_t b = 0; b < 3; ++b) {
     CHECK(launches[b].kind == "allreduce");
@@ -171,13 +182,10 @@ TEST_CASE("reducer: buckets launch in index order, each when it and every bucket
 TEST_CASE("reducer: a bucket launches when its pending count reaches zero, or at finalize without overlap") {
   for (bool overlap : {true, false}) {
     CAPTURE(overlap);
-    Model model;
-    auto pg = std::make_shared<RecordingGroup>(2, 2.0, &model.hooks_fired);
-    dist::Reducer reducer(model.params, model.names, pg, dist::DDPOptions().overlap(overlap));
-    model.watch();
-    REQUIRE(reducer.num_buckets() == 1);  // 6 floats: one bucket
-    iterate(reducer, model);
-    const std::vector<Call> launches = pg->bucket_calls();
+    Rig rig(dist::DDPOptions().overlap(overlap));
+    REQUIRE(rig.reducer.num_buckets() == 1);  // 6 floats: one bucket
+    iterate(rig.reducer, rig.model);
+    const std::vector<Call> launches = rig.pg.bucket_calls();
     REQUIRE(launches.size() == 1);
     CHECK(launches[0].values.size() == 6);
     // With overlap: inside the last gradient's hook (2 of the test's hooks had
@@ -189,26 +197,24 @@ TEST_CASE("reducer: a bucket launches when its pending count reaches zero, or at
 TEST_CASE("reducer: gradients enter the bucket divided by the world size, finalize copies the result into .grad") {
   for (bool as_view : {false, true}) {
     CAPTURE(as_view);
-    Model model;
     // World of 4; the simulated sum is 10x this rank's bucket, as if the
     // other ranks' gradients differed, so .grad shows the copy-out.
-    auto pg = std::make_shared<RecordingGroup>(4, 10.0, &model.hooks_fired);
-    dist::Reducer reducer(model.params, model.names, pg, one_bucket_per_parameter().gradient_as_bucket_view(as_view));
+    Rig rig(one_bucket_per_parameter().gradient_as_bucket_view(as_view), 4, 10.0);
     for (int step = 0; step < 2; ++step) {
-      pg->calls.clear();
-      for (auto& p : model.params) p.mutable_grad() = ls::Tensor();  // zero_grad(set_to_none)
-      iterate(reducer, model);
-      const std::vector<Call> launches = pg->bucket_calls();
+      rig.pg.calls.clear();
+      for (auto& p : rig.model.params) p.mutable_grad() = ls::Tensor();  // zero_grad(set_to_none)
+      iterate(rig.reducer, rig.model);
+      const std::vector<Call> launches = rig.pg.bucket_calls();
       REQUIRE(launches.size() == 3);
       // Bucket b holds p_(2-b), whose local gradient is 3 - b: issued as (3 - b) / 4.
       for (size_t b = 0; b < 3; ++b) {
         CHECK(launches[b].values == std::vector<double>(3 - b, (3.0 - b) / 4));
       }
       for (size_t k = 0; k < 3; ++k) {
-        const ls::Tensor& grad = model.params[k].grad();
+        const ls::Tensor& grad = rig.model.params[k].grad();
         REQUIRE(grad.defined());
         CHECK(values(grad) == std::vector<double>(k + 1, (k + 1.0) / 4 * 10));
-        const dist::Bucket& bucket = reducer.buckets()[2 - k];
+        const dist::Bucket& bucket = rig.reducer.buckets()[2 - k];
         CHECK((grad.impl()->storage == bucket.flat.impl()->storage) == as_view);
       }
     }
@@ -216,94 +222,82 @@ TEST_CASE("reducer: gradients enter the bucket divided by the world size, finali
 }
 
 TEST_CASE("reducer: a registered comm hook gets the undivided local sums and its result reaches .grad") {
-  Model model;
-  auto pg = std::make_shared<RecordingGroup>(4, 4.0, &model.hooks_fired);
-  dist::Reducer reducer(model.params, model.names, pg, one_bucket_per_parameter());
+  Rig rig(one_bucket_per_parameter(), 4, 4.0);
   std::vector<size_t> hooked;
   std::vector<std::vector<double>> seen;
-  reducer.register_comm_hook([&](dist::GradBucket& bucket) {
+  rig.reducer.register_comm_hook([&](dist::GradBucket& bucket) {
     hooked.push_back(bucket.index());
     seen.push_back(values(bucket.buffer()));
     CHECK(bucket.divisor() == 4.0);
     return dist::TensorFuture::ready(bucket.buffer() * 0.5);  // any average the hook computes
   });
-  CHECK(reducer.has_comm_hook());
-  iterate(reducer, model);
+  CHECK(rig.reducer.has_comm_hook());
+  iterate(rig.reducer, rig.model);
   CHECK(hooked == std::vector<size_t>{0, 1, 2});
   REQUIRE(seen.size() == 3);
   for (size_t b = 0; b < 3; ++b) CHECK(seen[b] == std::vector<double>(3 - b, 3.0 - b));
-  CHECK(pg->bucket_calls().empty());  // the hook issued nothing; DDP's AllReduce did not run
-  for (size_t k = 0; k < 3; ++k) CHECK(values(model.params[k].grad()) == std::vector<double>(k + 1, (k + 1.0) / 2));
-  CHECK_THROWS_WITH_AS(reducer.register_comm_hook([](dist::GradBucket& b) { return dist::TensorFuture::ready(b.buffer()); }),
-                       doctest::Contains("only once"), ls::Error);
+  CHECK(rig.pg.bucket_calls().empty());  // the hook issued nothing; DDP's AllReduce did not run
+  for (size_t k = 0; k < 3; ++k) CHECK(values(rig.model.params[k].grad()) == std::vector<double>(k + 1, (k + 1.0) / 2));
+  auto another = [](dist::GradBucket& b) { return dist::TensorFuture::ready(b.buffer()); };
+  CHECK_THROWS_WITH_AS(rig.reducer.register_comm_hook(another), doctest::Contains("only once"), ls::Error);
 }
 
 TEST_CASE("reducer: deterministic mode launches every bucket as an allgather summed in rank order") {
-  Model model;
-  auto pg = std::make_shared<RecordingGroup>(2, 2.0, &model.hooks_fired);
-  dist::Reducer reducer(model.params, model.names, pg, one_bucket_per_parameter().deterministic(true));
-  iterate(reducer, model);
-  const std::vector<Call> launches = pg->bucket_calls();
+  Rig rig(one_bucket_per_parameter().deterministic(true));
+  iterate(rig.reducer, rig.model);
+  const std::vector<Call> launches = rig.pg.bucket_calls();
   REQUIRE(launches.size() == 3);
   for (size_t b = 0; b < 3; ++b) {
     CHECK(launches[b].kind == "allgather");
     CHECK(launches[b].values == std::vector<double>(3 - b, (3.0 - b) / 2));
   }
   // Two identical ranks: the rank-ordered sum of grad / 2 is grad.
-  for (size_t k = 0; k < 3; ++k) CHECK(values(model.params[k].grad()) == std::vector<double>(k + 1, k + 1.0));
+  for (size_t k = 0; k < 3; ++k) CHECK(values(rig.model.params[k].grad()) == std::vector<double>(k + 1, k + 1.0));
 }
 
 TEST_CASE("reducer: with find_unused_parameters an unused parameter is ready at once and keeps its .grad") {
-  Model model;
-  auto pg = std::make_shared<RecordingGroup>(2, 2.0, &model.hooks_fired);
-  dist::Reducer reducer(model.params, model.names, pg, one_bucket_per_parameter().find_unused_parameters(true));
-  model.watch();
-  CHECK(reducer.forward_issues_collective());
-  iterate(reducer, model, /*use_p1=*/false);
+  Rig rig(one_bucket_per_parameter().find_unused_parameters(true));
+  CHECK(rig.reducer.forward_issues_collective());
+  iterate(rig.reducer, rig.model, /*use_p1=*/false);
   // The bitmap went first, from prepare_for_backward (no hook had run): p1 unused here.
-  REQUIRE_FALSE(pg->calls.empty());
-  CHECK(pg->calls[0].kind == "allreduce");
-  CHECK(pg->calls[0].dtype == ls::kInt64);
-  CHECK(pg->calls[0].values == std::vector<double>{1, 0, 1});
-  CHECK(pg->calls[0].hooks_before == 0);
-  CHECK(reducer.bitmap_allreduces() == 1);
+  REQUIRE_FALSE(rig.pg.calls.empty());
+  CHECK(rig.pg.calls[0].kind == "allreduce");
+  CHECK(rig.pg.calls[0].dtype == ls::kInt64);
+  CHECK(rig.pg.calls[0].values == std::vector<double>{1, 0, 1});
+  CHECK(rig.pg.calls[0].hooks_before == 0);
+  CHECK(rig.reducer.bitmap_allreduces() == 1);
   // All three buckets were reduced (p1's holds zeros) in index order; p1 is
   // unused on every simulated rank, so its .grad stays undefined.
-  const std::vector<Call> launches = pg->bucket_calls();
+  const std::vector<Call> launches = rig.pg.bucket_calls();
   REQUIRE(launches.size() == 3);
   CHECK(launches[1].values == std::vector<double>{0, 0});
-  CHECK_FALSE(model.params[1].grad().defined());
-  CHECK(values(model.params[0].grad()) == std::vector<double>{1});
-  CHECK(values(model.params[2].grad()) == std::vector<double>(3, 3.0));
-  reducer.check_previous_reduction_finished();  // nothing left unreduced
+  CHECK_FALSE(rig.model.params[1].grad().defined());
+  CHECK(values(rig.model.params[0].grad()) == std::vector<double>{1});
+  CHECK(values(rig.model.params[2].grad()) == std::vector<double>(3, 3.0));
+  rig.reducer.check_previous_reduction_finished();  // nothing left unreduced
 }
 
 TEST_CASE("reducer: without find_unused_parameters an unused parameter is named at the next forward") {
-  Model model;
-  auto pg = std::make_shared<RecordingGroup>(2, 2.0, &model.hooks_fired);
-  dist::Reducer reducer(model.params, model.names, pg, one_bucket_per_parameter());
-  CHECK_FALSE(reducer.forward_issues_collective());
-  iterate(reducer, model, /*use_p1=*/false);
+  Rig rig(one_bucket_per_parameter());
+  CHECK_FALSE(rig.reducer.forward_issues_collective());
+  iterate(rig.reducer, rig.model, /*use_p1=*/false);
   // Bucket 1 (p1) never filled, so bucket 2 could not launch either.
-  CHECK(pg->bucket_calls().size() == 1);
-  CHECK_THROWS_WITH_AS(reducer.check_previous_reduction_finished(), doctest::Contains("'p1'"), ls::Error);
+  CHECK(rig.pg.bucket_calls().size() == 1);
+  CHECK_THROWS_WITH_AS(rig.reducer.check_previous_reduction_finished(), doctest::Contains("'p1'"), ls::Error);
 }
 
 TEST_CASE("reducer: with static_graph the first backward only counts, later ones launch during backward") {
-  Model model;
-  auto pg = std::make_shared<RecordingGroup>(2, 2.0, &model.hooks_fired);
-  dist::Reducer reducer(model.params, model.names, pg, one_bucket_per_parameter().static_graph(true));
-  model.watch();
-  CHECK_FALSE(reducer.forward_issues_collective());
+  Rig rig(one_bucket_per_parameter().static_graph(true));
+  CHECK_FALSE(rig.reducer.forward_issues_collective());
   for (int step = 0; step < 2; ++step) {
     CAPTURE(step);
-    pg->calls.clear();
-    model.hooks_fired = 0;
-    for (auto& p : model.params) p.mutable_grad() = ls::Tensor();
-    iterate(reducer, model);
-    CHECK(reducer.static_graph_recorded());
-    CHECK(reducer.bitmap_allreduces() == 1);  // in the first backward only
-    const std::vector<Call> launches = pg->bucket_calls();
+    rig.pg.calls.clear();
+    rig.model.hooks_fired = 0;
+    for (auto& p : rig.model.params) p.mutable_grad() = ls::Tensor();
+    iterate(rig.reducer, rig.model);
+    CHECK(rig.reducer.static_graph_recorded());
+    CHECK(rig.reducer.bitmap_allreduces() == 1);  // in the first backward only
+    const std::vector<Call> launches = rig.pg.bucket_calls();
     REQUIRE(launches.size() == 3);
     for (size_t b = 0; b < 3; ++b) {
       CHECK(launches[b].values.size() == 3 - b);  // index order
@@ -311,6 +305,6 @@ TEST_CASE("reducer: with static_graph the first backward only counts, later ones
       // ones inside the last gradient's hook, as without static_graph.
       CHECK(launches[b].hooks_before == (step == 0 ? 3 : 2));
     }
-    for (size_t k = 0; k < 3; ++k) CHECK(values(model.params[k].grad()) == std::vector<double>(k + 1, k + 1.0));
+    for (size_t k = 0; k < 3; ++k) CHECK(values(rig.model.params[k].grad()) == std::vector<double>(k + 1, k + 1.0));
   }
 }
