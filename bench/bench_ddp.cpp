@@ -90,6 +90,7 @@
 #include "core/parallel.h"
 #include "distributed/distributed.h"
 #include "optim/sgd.h"
+#include "bench/bench_stats.h"
 #if LOCKSTEP_WITH_CUDA
 #include "core/cuda/cuda_allocator.h"
 #include "core/cuda/cuda_context.h"

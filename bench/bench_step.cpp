@@ -65,6 +65,7 @@
 #include "core/parallel.h"
 #include "core/profiler.h"
 #include "optim/sgd.h"
+#include "bench/bench_stats.h"
 #if LOCKSTEP_WITH_CUDA
 #include "core/cuda/cuda_allocator.h"
 #include "core/cuda/cuda_context.h"

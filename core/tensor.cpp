@@ -66,6 +66,11 @@ int64_t Tensor::storage_offset() const {
   return impl_->offset;
 }
 
+void Tensor::bump_version() const {
+  detail::check_defined(*this, "bump_version");
+  impl_->storage->bump_version();
+}
+
 ScalarType Tensor::dtype() const {
   detail::check_defined(*this, "dtype");
   return impl_->dtype;

@@ -92,6 +92,10 @@ class Tensor {
   // Registers fn(param) to run after a backward has accumulated into param.grad().
   autograd::HookHandle register_post_accumulate_grad_hook(std::function<void(Tensor&)> fn) const;
   Tensor detach() const;  // same storage, no autograd history
+  // Counts an in-place write the ops did not see (a collective, an optimizer's
+  // raw loop) on the storage's version, so saved tensors notice it
+  // (Note [Saved tensor versions] in autograd/saved_variable.h).
+  void bump_version() const;
 
   // ---- conversions (differentiable) ----
   Tensor contiguous() const;

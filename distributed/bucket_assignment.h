@@ -13,7 +13,7 @@
 // the order gradients become ready (Note [Registration order] in nn/module.h).
 // After the first iteration the Reducer may call the second overload with the
 // order it actually observed (Note [Bucket rebuild from the traced order] in
-// distributed/reducer_buckets.cpp).
+// distributed/reducer_rebuild.cpp).
 // Read before: distributed/ddp_options.h. Read next: distributed/bucket.h.
 #pragma once
 

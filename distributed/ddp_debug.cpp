@@ -46,4 +46,26 @@ std::string describe_bucket_layout(const std::vector<Bucket>& buckets, const std
   return os.str();
 }
 
+std::string describe_unused_parameters(const std::vector<int64_t>& local_used, const std::vector<int64_t>& global_used,
+                                       const std::vector<std::string>& names, int rank, int64_t backward) {
+  std::vector<size_t> local_unused, global_unused;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i < local_used.size() && local_used[i] == 0) local_unused.push_back(i);
+    if (i < global_used.size() && global_used[i] == 0) global_unused.push_back(i);
+  }
+  std::ostringstream os;
+  os << "DDP (rank " << rank << "): backward #" << backward << ": " << local_unused.size()
+     << " parameter(s) got no gradient on this rank" << (local_unused.empty() ? "" : ": ")
+     << quoted_names(names, local_unused) << "; " << global_unused.size() << " unused on every rank"
+     << (global_unused.empty() ? "" : ": ") << quoted_names(names, global_unused) << "\n";
+  return os.str();
+}
+
+std::string quoted_names(const std::vector<std::string>& names, const std::vector<size_t>& indices) {
+  std::ostringstream os;
+  for (size_t k = 0; k < indices.size() && k < 20; ++k) os << (k ? ", " : "") << '\'' << names[indices[k]] << '\'';
+  if (indices.size() > 20) os << ", ... (" << indices.size() << " in all)";
+  return os.str();
+}
+
 }  // namespace lockstep::distributed::detail

@@ -16,6 +16,7 @@
 // Read before: distributed/reducer.h. Read next: distributed/ddp_progress.h.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -33,5 +34,13 @@ DDPDebugLevel ddp_debug_level();
 //    bucket 0: 0.00 MB, 2 parameters: fc2.bias, fc2.weight\n ..."
 std::string describe_bucket_layout(const std::vector<Bucket>& buckets, const std::vector<std::string>& names,
                                    const std::vector<Tensor>& params, int rank, const std::string& when);
+
+// "DDP (rank R): backward #K: 2 parameter(s) got no gradient on this rank: 'a', 'b'; 1 unused on
+// every rank: 'a'\n", from the local and the summed used-parameter bitmaps (DETAIL).
+std::string describe_unused_parameters(const std::vector<int64_t>& local_used, const std::vector<int64_t>& global_used,
+                                       const std::vector<std::string>& names, int rank, int64_t backward);
+
+// "'a', 'b', ..." — at most 20 names, then how many in all (for errors).
+std::string quoted_names(const std::vector<std::string>& names, const std::vector<size_t>& indices);
 
 }  // namespace lockstep::distributed::detail

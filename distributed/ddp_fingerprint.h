@@ -39,7 +39,7 @@
 // find_unused_parameters), plus waiting for it before bucket 0 — at most one
 // small-message round trip: 61-189 µs on loopback here, ~0.1% of a 2-rank
 // Fashion-MNIST CNN step, inside the noise of an A/B (docs/ddp.md).
-// Read before: distributed/reducer.h. Read next: distributed/reducer.cpp.
+// Read before: distributed/reducer.h. Read next: distributed/reducer_observers.h.
 #pragma once
 
 #include <array>

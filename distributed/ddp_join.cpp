@@ -27,7 +27,7 @@ JoinRound JoinState::forward_round(bool synced, bool arms, bool rebuild) {
 }
 
 JoinRound JoinState::exchange(bool active, bool synced, bool arms, bool rebuild) {
-  ProcessGroup& pg = *core_.process_group;
+  ProcessGroup& pg = core_.process_group();
   const int world = pg.size(), rank = pg.rank();
   Tensor status = native::zeros({3 + world}, kInt64);  // (3 + world): [synced, arms, rebuild, training per rank]
   int64_t* v = status.data_ptr<int64_t>();
@@ -71,21 +71,20 @@ JoinRound JoinState::exchange(bool active, bool synced, bool arms, bool rebuild)
                                       "while ", rank_list(round.active), " still had some; with "
                                       "JoinOptions().throw_on_early_termination(true) every rank stops here"));
   }
-  core_.reducer->set_divisor(options_.divide_by_initial_world_size() ? world : static_cast<double>(n));
+  core_.reducer().set_divisor(options_.divide_by_initial_world_size() ? world : static_cast<double>(n));
   return round;
 }
 
 void JoinState::shadow_until_all_joined() {
-  Reducer& reducer = *core_.reducer;
+  Reducer& reducer = core_.reducer();
   for (;;) {
     const JoinRound round = exchange(/*active=*/false, false, false, false);
     if (round.active.empty()) break;  // every rank has joined
     if (!round.synced) continue;      // a no_sync forward: no collectives follow
     // The same decisions as DDPCore::pre_forward on the training ranks.
     const nn::NamedTensors buffers = core_.synced_buffers();
-    const bool bitmap = round.arms && core_.options.find_unused_parameters();
     if (!round.arms && buffers.empty()) continue;
-    reducer.shadow_synced_forward(/*exchange_fingerprint=*/!buffers.empty() || bitmap || round.rebuild);
+    reducer.shadow_synced_forward(core_.forward_exchanges_fingerprint(buffers, round.arms, round.rebuild));
     if (round.rebuild) reducer.rebuild_buckets(round.source());
     if (!buffers.empty()) core_.broadcast_from(buffers, round.source(), "module buffers");
     if (round.arms) reducer.shadow_backward();
@@ -97,23 +96,23 @@ void JoinState::sync_final_model() {
   if (last_active_.empty()) return;  // nobody trained inside join(): nothing diverged
   // The joined ranks skipped optimizer steps; the last rank to join has them all.
   const int source = last_active_.back();
-  nn::NamedTensors state = core_.module->named_parameters();
-  for (auto& entry : core_.module->named_buffers()) state.push_back(entry);
+  nn::NamedTensors state = core_.module().named_parameters();
+  for (auto& entry : core_.module().named_buffers()) state.push_back(entry);
   core_.broadcast_from(state, source, "final parameters and buffers (end of join)");
-  for (const auto& [name, t] : state) t.impl()->storage->bump_version();
+  for (const auto& [name, t] : state) t.bump_version();
 }
 
 JoinScope::JoinScope(DDPCore& core, const JoinOptions& options) : core_(core) {
-  LS_CHECK(core_.join == nullptr, "DDP (rank ", core_.process_group->rank(), "): join() called inside join(); "
+  LS_CHECK(core_.join() == nullptr, "DDP (rank ", core_.process_group().rank(), "): join() called inside join(); "
            "nest training loops inside one join() instead");
-  core_.join = std::make_unique<JoinState>(core_, options);
+  core_.set_join(std::make_unique<JoinState>(core_, options));
 }
 
 JoinScope::~JoinScope() {
-  core_.join.reset();
-  core_.reducer->set_divisor(static_cast<double>(core_.process_group->size()));
+  core_.set_join(nullptr);
+  core_.reducer().set_divisor(static_cast<double>(core_.process_group().size()));
 }
 
-void JoinScope::finish() { core_.join->shadow_until_all_joined(); }
+void JoinScope::finish() { core_.join()->shadow_until_all_joined(); }
 
 }  // namespace lockstep::distributed::detail

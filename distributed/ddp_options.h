@@ -33,7 +33,7 @@ class DDPOptions {
   // Rebuild the buckets once, before the second synced iteration, in the order
   // gradients became ready in the first (rank 0's order, broadcast). Default
   // true, like PyTorch (Note [Bucket rebuild from the traced order] in
-  // distributed/reducer_buckets.cpp).
+  // distributed/reducer_rebuild.cpp).
   DDPOptions& rebuild_buckets(bool v) { rebuild_buckets_ = v; return *this; }
   // The progress board (Note [Progress board], distributed/ddp_progress.h):
   // each rank records its progress in a store every rank reaches, two small
@@ -55,7 +55,7 @@ class DDPOptions {
   // used-parameter bitmap once; later iterations reuse both: no graph traversal,
   // no bitmap collective, and a parameter may become ready several times in one
   // backward (activation checkpointing, autograd/checkpoint.h) — its bucket
-  // waits for the last time (Note [Static graph] in distributed/reducer.cpp).
+  // waits for the last time (Note [Static graph] in distributed/reducer_static_graph.cpp).
   // Default false.
   DDPOptions& static_graph(bool v) { static_graph_ = v; return *this; }
   // Sum every gradient element in rank order 0..N-1 (AllGather + local sum), so

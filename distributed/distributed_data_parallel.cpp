@@ -92,26 +92,28 @@ void verify_same_parameters(ProcessGroup& pg, const nn::NamedTensors& params) {
 
 }  // namespace
 
-DDPCore::DDPCore(std::shared_ptr<nn::Module> module_, std::shared_ptr<ProcessGroup> process_group_,
-                 const DDPOptions& options_)
-    : module(std::move(module_)), process_group(std::move(process_group_)), options(options_) {
-  LS_CHECK(module != nullptr, "DistributedDataParallel: the module is null");
-  LS_CHECK(process_group != nullptr, "DistributedDataParallel: the process group is null");
+DDPCore::DDPCore(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGroup> process_group,
+                 const DDPOptions& options)
+    : module_(std::move(module)), process_group_(std::move(process_group)), options_(options) {
+  LS_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
+  LS_CHECK(process_group_ != nullptr, "DistributedDataParallel: the process group is null");
+  nn::Module& module_ref = *module_;
+  ProcessGroup& pg = *process_group_;
   nn::NamedTensors trainable;
-  for (auto& [name, p] : module->named_parameters()) {
+  for (auto& [name, p] : module_ref.named_parameters()) {
     if (p.requires_grad()) trainable.emplace_back(name, p);
   }
   LS_CHECK(!trainable.empty(), "DistributedDataParallel: the module has no parameter that "
                                "requires grad; there is nothing to synchronise");
-  verify_same_parameters(*process_group, trainable);
+  verify_same_parameters(pg, trainable);
   {
     // Same starting point everywhere (paper Section 3.2.1).
     NoGradGuard no_grad;
     std::vector<std::shared_ptr<Work>> works;
-    for (auto& [name, p] : module->named_parameters()) works.push_back(process_group->broadcast(p, 0));
-    for (auto& [name, b] : module->named_buffers()) works.push_back(process_group->broadcast(b, 0));
-    for (auto& w : works) w->wait(process_group->timeout());
-    for (auto& [name, p] : module->named_parameters()) p.impl()->storage->bump_version();
+    for (auto& [name, p] : module_ref.named_parameters()) works.push_back(pg.broadcast(p, 0));
+    for (auto& [name, b] : module_ref.named_buffers()) works.push_back(pg.broadcast(b, 0));
+    for (auto& w : works) w->wait(pg.timeout());
+    for (auto& [name, p] : module_ref.named_parameters()) p.bump_version();
   }
   std::vector<Tensor> params;
   std::vector<std::string> names;
@@ -119,14 +121,13 @@ DDPCore::DDPCore(std::shared_ptr<nn::Module> module_, std::shared_ptr<ProcessGro
     params.push_back(p);
     names.push_back(name);
   }
-  if (options.autotune_buckets()) {
+  if (options_.autotune_buckets()) {
     // Note [Bucket autotuning]: measure on this group, replace the two sizes.
     int64_t gradient_bytes = 0;
     for (const Tensor& p : params) gradient_bytes += static_cast<int64_t>(p.nbytes());
-    bucket_choice = autotune_buckets(*process_group, gradient_bytes, 3,
-                                     params.empty() ? Device::cpu() : params.front().device());
-    options.bucket_cap_mb(bucket_choice->bucket_cap_mb).first_bucket_mb(bucket_choice->first_bucket_mb);
-    if (process_group->rank() == 0) std::fprintf(stderr, "%s\n", bucket_choice->describe().c_str());
+    bucket_choice_ = autotune_buckets(pg, gradient_bytes, 3, params.empty() ? Device::cpu() : params.front().device());
+    options_.bucket_cap_mb(bucket_choice_->bucket_cap_mb).first_bucket_mb(bucket_choice_->first_bucket_mb);
+    if (pg.rank() == 0) std::fprintf(stderr, "%s\n", bucket_choice_->describe().c_str());
   }
   // The progress board is on by default, on the group's own store (null for a
   // group without one, which leaves it off): Note [Progress board].
@@ -135,16 +136,20 @@ DDPCore::DDPCore(std::shared_ptr<nn::Module> module_, std::shared_ptr<ProcessGro
     const std::string value = env;
     LS_CHECK(value == "0" || value == "1", "DistributedDataParallel: LOCKSTEP_PROGRESS_BOARD='", value,
              "' must be 0 (no progress board) or 1 (the default); unset it for the default");
-    if (value == "0") options.progress_board(false);
+    if (value == "0") options_.progress_board(false);
   }
-  if (options.progress_board() && !options.progress_store()) options.progress_store(process_group->store());
-  reducer = std::make_unique<Reducer>(std::move(params), std::move(names), process_group, options);
+  if (options_.progress_board() && !options_.progress_store()) options_.progress_store(pg.store());
+  reducer_ = std::make_unique<Reducer>(std::move(params), std::move(names), process_group_, options_);
 }
 
 DDPCore::~DDPCore() = default;
 
 nn::NamedTensors DDPCore::synced_buffers() const {
-  return options.broadcast_buffers() && process_group->size() > 1 ? module->named_buffers() : nn::NamedTensors{};
+  return options_.broadcast_buffers() && process_group_->size() > 1 ? module_->named_buffers() : nn::NamedTensors{};
+}
+
+bool DDPCore::forward_exchanges_fingerprint(const nn::NamedTensors& buffers, bool arms, bool rebuild) const {
+  return !buffers.empty() || (arms && reducer_->forward_issues_collective()) || rebuild;
 }
 
 void DDPCore::broadcast_from(const nn::NamedTensors& tensors, int source, const char* what) {
@@ -152,42 +157,41 @@ void DDPCore::broadcast_from(const nn::NamedTensors& tensors, int source, const 
   std::vector<std::shared_ptr<Work>> works;
   for (const auto& [name, t] : tensors) {
     Tensor target = t;
-    works.push_back(process_group->broadcast(target, source));
+    works.push_back(process_group_->broadcast(target, source));
   }
   try {
-    for (auto& w : works) w->wait(process_group->timeout());
+    for (auto& w : works) w->wait(process_group_->timeout());
   } catch (const std::exception& e) {
-    throw Error(lockstep::detail::str("DDP (rank ", process_group->rank(), "): the broadcast of the ", what,
+    throw Error(lockstep::detail::str("DDP (rank ", process_group_->rank(), "): the broadcast of the ", what,
                                       " from rank ", source, " failed: ", e.what(), ". A peer rank has probably "
                                       "died or stopped training; if it is only slow, raise LOCKSTEP_TIMEOUT_S"));
   }
 }
 
 void DDPCore::pre_forward() {
-  reducer->check_previous_reduction_finished();
-  const bool arms = require_sync && GradMode::is_enabled();
-  // Note [Bucket rebuild from the traced order] (reducer_buckets.cpp).
-  const bool rebuild = arms && reducer->should_rebuild_buckets();
+  reducer_->check_previous_reduction_finished();
+  const bool arms = require_sync_ && GradMode::is_enabled();
+  // Note [Bucket rebuild from the traced order] (reducer_rebuild.cpp).
+  const bool rebuild = arms && reducer_->should_rebuild_buckets();
   int source = 0;  // buffers and the traced bucket order come from rank 0 ...
-  if (join) {
+  if (join_) {
     // ... or, inside join(), from the lowest rank still training
     // (Note [Join: shadowing the collectives], ddp_join.h).
-    source = join->forward_round(require_sync, arms, rebuild).source();
+    source = join_->forward_round(require_sync_, arms, rebuild).source();
   }
-  if (!require_sync) return;
+  if (!require_sync_) return;
   // A synced forward arms the reducer (grad mode on) or broadcasts buffers; when
   // it issues collectives (buffers, the unused-parameter bitmap, the bucket
   // rebuild) the ranks first compare fingerprints (Note [DDP iteration fingerprint]).
   auto buffers = synced_buffers();
-  const bool bitmap = arms && options.find_unused_parameters();
   if (!arms && buffers.empty()) return;
-  reducer->begin_synced_forward(/*exchange_fingerprint=*/!buffers.empty() || bitmap || rebuild);
-  if (rebuild) reducer->rebuild_buckets(source);
+  reducer_->begin_synced_forward(forward_exchanges_fingerprint(buffers, arms, rebuild));
+  if (rebuild) reducer_->rebuild_buckets(source);
   if (!buffers.empty()) broadcast_from(buffers, source, "module buffers");
 }
 
 void DDPCore::post_forward(const std::vector<Tensor>& outputs) {
-  if (require_sync && GradMode::is_enabled()) reducer->prepare_for_backward(outputs);
+  if (require_sync_ && GradMode::is_enabled()) reducer_->prepare_for_backward(outputs);
 }
 
 }  // namespace lockstep::distributed::detail

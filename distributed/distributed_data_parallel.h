@@ -19,9 +19,10 @@
 // gradients; the first synced backward after it reduces the sum (paper
 // Section 3.2.4). Beyond the paper: register_comm_hook (comm_hook.h),
 // join(fn) for uneven inputs (ddp_join.h), the options
-// gradient_as_bucket_view and rebuild_buckets (reducer_buckets.cpp),
+// gradient_as_bucket_view (reducer_buckets.cpp) and rebuild_buckets
+// (reducer_rebuild.cpp),
 // progress_store (ddp_progress.h), static_graph (Note [Static graph] in
-// reducer.cpp), deterministic (comm_hooks/deterministic_hook.h) and
+// reducer_static_graph.cpp), deterministic (comm_hooks/deterministic_hook.h) and
 // autotune_buckets (bucket_autotune.h). docs/ddp.md sections 5-12 walk through them.
 //
 // Read before: distributed/reducer.h. Read next: docs/ddp.md.
@@ -56,15 +57,34 @@ class DDPCore {
   // The buffers a synced forward broadcasts: none when broadcast_buffers is
   // off, in a world of one, or when the module has none.
   nn::NamedTensors synced_buffers() const;
+  // Whether a synced forward issues collectives before the module's forward —
+  // buffer broadcasts, the used-parameter bitmap (when it `arms` the reducer),
+  // the bucket rebuild — and so exchanges the fingerprint first (Note [DDP
+  // iteration fingerprint]). Training ranks and joined ones decide alike.
+  bool forward_exchanges_fingerprint(const nn::NamedTensors& buffers, bool arms, bool rebuild) const;
   void broadcast_from(const nn::NamedTensors& tensors, int source, const char* what);
 
-  bool require_sync = true;  // false inside no_sync()
-  std::shared_ptr<nn::Module> module;
-  std::shared_ptr<ProcessGroup> process_group;
-  DDPOptions options;
-  std::unique_ptr<Reducer> reducer;
-  std::unique_ptr<JoinState> join;  // set while join() runs (ddp_join.h)
-  std::optional<BucketChoice> bucket_choice;  // with autotune_buckets (bucket_autotune.h)
+  nn::Module& module() const { return *module_; }
+  ProcessGroup& process_group() const { return *process_group_; }
+  const DDPOptions& options() const { return options_; }
+  Reducer& reducer() const { return *reducer_; }
+  // false inside no_sync() (NoSyncGuard).
+  bool require_sync() const { return require_sync_; }
+  void set_require_sync(bool v) { require_sync_ = v; }
+  // Set while join() runs (ddp_join.h; JoinScope installs and removes it).
+  JoinState* join() const { return join_.get(); }
+  void set_join(std::unique_ptr<JoinState> join) { join_ = std::move(join); }
+  // With autotune_buckets (bucket_autotune.h).
+  const std::optional<BucketChoice>& bucket_choice() const { return bucket_choice_; }
+
+ private:
+  bool require_sync_ = true;
+  std::shared_ptr<nn::Module> module_;
+  std::shared_ptr<ProcessGroup> process_group_;
+  DDPOptions options_;
+  std::unique_ptr<Reducer> reducer_;
+  std::unique_ptr<JoinState> join_;
+  std::optional<BucketChoice> bucket_choice_;
 };
 
 // The tensors in a forward's result, whatever its type: a Tensor, a vector of
@@ -90,10 +110,10 @@ void collect(const std::pair<A, B>& p, std::vector<Tensor>& out) {
 // RAII: while alive, backward passes through the DDP module do not communicate.
 class NoSyncGuard {
  public:
-  explicit NoSyncGuard(detail::DDPCore& core) : core_(core), previous_(core.require_sync) {
-    core_.require_sync = false;
+  explicit NoSyncGuard(detail::DDPCore& core) : core_(core), previous_(core.require_sync()) {
+    core_.set_require_sync(false);
   }
-  ~NoSyncGuard() { core_.require_sync = previous_; }
+  ~NoSyncGuard() { core_.set_require_sync(previous_); }
   NoSyncGuard(const NoSyncGuard&) = delete;
   NoSyncGuard& operator=(const NoSyncGuard&) = delete;
 
@@ -138,19 +158,19 @@ class DistributedDataParallel {
   template <class State, class Hook>
   void register_comm_hook(std::shared_ptr<State> state, Hook hook) {
     LS_CHECK(state != nullptr, "DistributedDataParallel::register_comm_hook: the state is null");
-    core_.reducer->register_comm_hook(
+    core_.reducer().register_comm_hook(
         [state = std::move(state), hook = std::move(hook)](GradBucket& bucket) -> TensorFuture {
           return hook(*state, bucket);
         });
   }
 
   const std::shared_ptr<M>& module() const { return module_; }
-  ProcessGroup& process_group() const { return *core_.process_group; }
-  const Reducer& reducer() const { return *core_.reducer; }
-  const DDPOptions& options() const { return core_.options; }
+  ProcessGroup& process_group() const { return core_.process_group(); }
+  const Reducer& reducer() const { return core_.reducer(); }
+  const DDPOptions& options() const { return core_.options(); }
   // With DDPOptions().autotune_buckets(true): what the measurement chose (the
   // same on every rank; options() holds the chosen sizes). Otherwise empty.
-  const std::optional<BucketChoice>& bucket_choice() const { return core_.bucket_choice; }
+  const std::optional<BucketChoice>& bucket_choice() const { return core_.bucket_choice(); }
 
  private:
   std::shared_ptr<M> module_;

@@ -1,6 +1,6 @@
-// distributed/reducer_buckets.cpp — the Reducer's buckets: building them from
-// a BucketSpec list, gradients as views into them, and rebuilding them once in
-// the order gradients were seen to become ready.
+// distributed/reducer_buckets.cpp — the Reducer's bucket storage: building the
+// buckets from a BucketSpec list, the copy into them (with the paper's
+// division by the world size) and the copy out, or gradients as views into them.
 //
 // Note [Gradients as bucket views]
 // With DDPOptions().gradient_as_bucket_view(true) each parameter's .grad is a
@@ -20,25 +20,6 @@
 // globally unused its .grad must stay as it was; and globally used parameters
 // whose .grad is not a view get pointed at the slot in finalize_backward.
 //
-// Note [Bucket rebuild from the traced order]
-// The initial buckets follow reverse registration order, a guess at the order
-// gradients become ready. When forward uses modules in a different order than
-// they were registered, the guess is wrong: the first bucket waits for a
-// gradient computed late, and nothing overlaps (paper Section 6.2.1 names this
-// as future work). So the first synced backward records the order in which
-// the hooks fire (parameters that got no gradient go last, in reverse
-// registration order), and before the second synced iteration DDP calls
-// rebuild_buckets(): rank 0's order is broadcast — ranks may observe different
-// orders, and all must bucket alike — and every rank recomputes the buckets
-// with compute_bucket_assignment(params, order, ...), then the layout hash the
-// fingerprint compares (Note [DDP iteration fingerprint]). It happens once, in
-// a synced forward, after the forward's fingerprint exchange (so a rank that
-// is out of step is caught before the broadcast), and with
-// gradient_as_bucket_view the .grad views move to the new buckets. PyTorch
-// rebuilds by default and so does lockstep (DDPOptions().rebuild_buckets);
-// unlike PyTorch it also rebuilds with find_unused_parameters (any layout is
-// correct; the traced one is simply the best guess available).
-//
 // Note [DDP on CUDA]
 // Nothing in the Reducer waits for the GPU. Buckets are allocated on their
 // parameters' device (the assignment already groups by device and dtype), so a
@@ -57,17 +38,17 @@
 // their wait() blocks until the host holds the result (Note [NCCL host
 // tensors]). Comm hooks run on the bucket's device; PowerSGD's Gram-Schmidt
 // copies its small factors to the host and back (comm_hooks/powersgd.cpp).
-// Read before: distributed/reducer.h, distributed/bucket_assignment.h.
-// Read next: distributed/reducer_join.cpp.
-#include <algorithm>
+// Read before: distributed/reducer_buckets.h, distributed/bucket_assignment.h.
+// Read next: distributed/reducer_launch.h.
+#include "distributed/reducer_buckets.h"
 
 #include "core/grad_mode.h"
 #include "core/native/native.h"
-#include "distributed/reducer.h"
+#include "distributed/ddp_fingerprint.h"
 
 namespace lockstep::distributed {
 
-void Reducer::initialize_buckets(const std::vector<BucketSpec>& specs) {
+void BucketStorage::build(const std::vector<BucketSpec>& specs) {
   std::vector<Bucket> buckets;
   std::vector<Location> locations(params_.size());
   int64_t elements = 0;
@@ -92,79 +73,83 @@ void Reducer::initialize_buckets(const std::vector<BucketSpec>& specs) {
   locations_ = std::move(locations);
   num_elements_ = elements;
   layout_hash_ = detail::bucket_layout_hash(buckets_);
-  if (!options_.gradient_as_bucket_view()) return;
+  if (!as_view_) return;
   // Existing gradients move into the (new) buckets (Note [Gradients as bucket views]).
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& grad = params_[i].mutable_grad();
     if (!grad.defined()) continue;
-    Tensor view = bucket_view(i);
-    native::copy_(view, grad);
-    grad = view;
+    Tensor slot = view(i);
+    native::copy_(slot, grad);
+    grad = slot;
   }
 }
 
-Tensor Reducer::bucket_view(size_t index) const {
+void BucketStorage::copy_in(size_t index, bool locally_unused, double scale) {
+  NoGradGuard no_grad;
+  const Location loc = locations_[index];
+  Tensor slot = buckets_[loc.bucket].slice(loc.slot);  // (numel)
+  Tensor& grad = params_[index].mutable_grad();
+  if (!grad.defined()) {
+    native::fill_(slot, 0.0);
+    return;
+  }
+  if (as_view_ && is_view(index, grad)) {
+    // Already in its slot: nothing to copy (Note [Gradients as bucket views]).
+    // A locally unused parameter may end globally unused, and then keeps its
+    // .grad as it was: give that value its own storage before scaling the slot.
+    if (locally_unused) grad = native::clone(grad);
+  } else {
+    native::copy_(slot, grad.reshape({-1}));
+    // From now on .grad is the slot (the copy above re-established the view
+    // that zero_grad(set_to_none) dropped).
+    if (as_view_ && !locally_unused) grad = view(index);
+  }
+  if (scale != 1.0) native::binary_scalar_(native::BinaryOp::Mul, slot, scale);
+}
+
+void BucketStorage::copy_out(size_t bi, const Tensor& result, const std::vector<int64_t>& global_used) {
+  NoGradGuard no_grad;
+  Bucket& b = buckets_[bi];
+  if (result.raw_data() != b.flat.raw_data() || result.dtype() != b.flat.dtype()) {
+    LS_CHECK(result.numel() == b.flat.numel(), "DDP (rank ", rank_, "): the communication "
+             "hook of bucket ", bi, " returned ", result.numel(), " elements but the bucket holds ",
+             b.flat.numel(), "; the hook's future must yield the averaged flat bucket");
+    native::copy_(b.flat, result.reshape({-1}));
+  }
+  b.flat.bump_version();
+  for (size_t k = 0; k < b.param_indices.size(); ++k) {
+    const size_t i = b.param_indices[k];
+    // Globally unused: no rank produced a gradient; leave .grad as it was so
+    // optimizers skip the parameter.
+    if (!global_used.empty() && global_used[i] == 0) continue;
+    Tensor& grad = params_[i].mutable_grad();
+    if (as_view_) {
+      // Usually already the slot; a parameter used on other ranks only gets it now.
+      if (!grad.defined() || !is_view(i, grad)) grad = view(i);
+      continue;
+    }
+    Tensor averaged = b.slice(k).view(params_[i].sizes());
+    if (grad.defined()) {
+      native::copy_(grad, averaged);
+      grad.bump_version();
+    } else {
+      grad = native::clone(averaged);
+    }
+  }
+}
+
+Tensor BucketStorage::view(size_t index) const {
   const Location loc = locations_[index];
   return native::view(buckets_[loc.bucket].slice(loc.slot), params_[index].sizes());  // (param shape)
 }
 
-bool Reducer::is_bucket_view(size_t index, const Tensor& grad) const {
+bool BucketStorage::is_view(size_t index, const Tensor& grad) const {
   const Location loc = locations_[index];
   const Bucket& b = buckets_[loc.bucket];
   return grad.impl()->storage == b.flat.impl()->storage &&
          grad.storage_offset() == b.flat.storage_offset() + b.offsets[loc.slot] && grad.is_contiguous() &&
          grad.sizes() == params_[index].sizes() && grad.dtype() == b.flat.dtype();
-}
-
-void Reducer::record_ready_order(size_t index) {
-  if (options_.rebuild_buckets() && !order_traced_ && !rebuilt_) ready_order_.push_back(index);
-}
-
-void Reducer::finish_ready_order() {
-  if (!options_.rebuild_buckets() || order_traced_ || rebuilt_) return;
-  // Parameters whose hook did not fire (unused this iteration) go last.
-  std::vector<bool> seen(params_.size(), false);
-  for (size_t i : ready_order_) seen[i] = true;
-  for (size_t i = params_.size(); i-- > 0;) {
-    if (!seen[i]) ready_order_.push_back(i);
-  }
-  order_traced_ = true;
-}
-
-bool Reducer::should_rebuild_buckets() const { return options_.rebuild_buckets() && order_traced_ && !rebuilt_; }
-
-void Reducer::rebuild_buckets(int source_rank) {
-  const int rank = process_group_->rank();
-  LS_CHECK(!expect_autograd_hooks_, "DDP (rank ", rank, "): rebuild_buckets between a forward and its backward");
-  LS_CHECK(rank != source_rank || order_traced_, "DDP (rank ", rank, "): rebuild_buckets from this rank, "
-           "which has not traced a ready order (no synced backward has completed here)");
-  const int64_t n = static_cast<int64_t>(params_.size());
-  Tensor order = native::zeros({n}, kInt64);  // (num params) parameter indices, ready first
-  if (order_traced_) std::copy(ready_order_.begin(), ready_order_.end(), order.data_ptr<int64_t>());
-  if (process_group_->size() > 1) {
-    try {
-      process_group_->broadcast(order, source_rank)->wait(process_group_->timeout());
-    } catch (const std::exception& e) {
-      fail(lockstep::detail::str("DDP (rank ", rank, "): the broadcast of rank ", source_rank, "'s traced "
-                                 "gradient order (Note [Bucket rebuild from the traced order]) failed: ", e.what(),
-                                 ". A peer rank has probably died or stopped training; if it is only slow, "
-                                 "raise LOCKSTEP_TIMEOUT_S.",
-                                 progress_note(position(buckets_.size(), true))));
-    }
-  }
-  std::vector<size_t> ready_order;
-  for (int64_t i : order.to_vector<int64_t>()) {
-    if (i < 0 || i >= n) fail(lockstep::detail::str("DDP (rank ", rank, "): rank ", source_rank, "'s traced "
-                                                    "gradient order holds parameter index ", i, " but there are ",
-                                                    n, " parameters; the ranks wrap different models"));
-    ready_order.push_back(static_cast<size_t>(i));
-  }
-  initialize_buckets(compute_bucket_assignment(params_, ready_order, options_.first_bucket_mb(),
-                                               options_.bucket_cap_mb()));
-  ready_order_.clear();
-  rebuilt_ = true;
-  log_bucket_layout("rebuilt from the traced order");
 }
 
 }  // namespace lockstep::distributed

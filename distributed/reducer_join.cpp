@@ -11,7 +11,8 @@
 //   (static_graph, first backward: the bitmap comes here, Note [Static graph])
 //   bucket AllReduces / comm hooks  ->  the same, on zero-filled buckets
 //   hooks' later stages (finalize)  ->  waited for in bucket order, likewise
-// The counters of synced forwards and backwards advance as if this rank had
+// The bitmaps are the readiness policy's (Note [Readiness policies]). The
+// counters of synced forwards and backwards advance as if this rank had
 // trained, so after join() every rank's fingerprint agrees again.
 // Read before: distributed/reducer.cpp, distributed/ddp_join.h.
 #include "core/native/native.h"
@@ -20,47 +21,28 @@
 namespace lockstep::distributed {
 
 void Reducer::shadow_synced_forward(bool exchange_fingerprint) {
-  ++synced_forwards_;
-  if (!exchange_fingerprint) return;
-  start_fingerprint(detail::DDPPhase::JOINED);
-  finish_fingerprint();
+  or_fail([&] { observe_.forward_started(exchange_fingerprint, /*joined=*/true); });
 }
 
 void Reducer::shadow_backward() {
-  std::shared_ptr<Work> bitmap;
-  Tensor zeros_used;
-  if (options_.find_unused_parameters() && !options_.static_graph()) {
-    zeros_used = native::zeros({static_cast<int64_t>(params_.size())}, kInt64);  // (num params)
-    bitmap = process_group_->allreduce(zeros_used, ReduceOp::SUM);
-    ++bitmap_allreduces_;
-  }
-  ++synced_backwards_;
-  record_progress(0, false);
-  start_fingerprint(detail::DDPPhase::JOINED);
-  finish_fingerprint();
-  if (options_.static_graph() && !static_used_known_) {
-    // Note [Static graph]: the others' first backward AllReduces the bitmap at
-    // its end, before the buckets; this rank learns the used set from it.
-    zeros_used = native::zeros({static_cast<int64_t>(params_.size())}, kInt64);  // (num params)
-    bitmap = process_group_->allreduce(zeros_used, ReduceOp::SUM);
-    ++bitmap_allreduces_;
-  }
+  readiness_->shadow_before_fingerprint();
+  or_fail([&] {
+    observe_.backward_started(detail::DDPPhase::JOINED);
+    observe_.before_first_launch();
+  });
+  readiness_->shadow_after_fingerprint();
   std::vector<TensorFuture> futures;
-  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+  for (size_t bi = 0; bi < num_buckets(); ++bi) {
     // Zeros of the bucket's size, never the bucket itself: with
     // gradient_as_bucket_view it holds this rank's .grad.
-    futures.push_back(launch(bi, native::zeros_like(buckets_[bi].flat)));
+    futures.push_back(launch(bi, native::zeros_like(storage_.buckets()[bi].flat)));
   }
-  record_progress(buckets_.size(), false);
-  if (bitmap) wait_or_fail([&] { bitmap->wait(process_group_->timeout()); }, buckets_.size());
-  if (bitmap && options_.static_graph()) {
-    static_global_used_ = zeros_used.to_vector<int64_t>();
-    static_used_known_ = true;
-  }
-  for (size_t bi = 0; bi < buckets_.size(); ++bi) {
+  observe_.buckets_launched(num_buckets());
+  readiness_->shadow_wait(bitmap_wait());
+  for (size_t bi = 0; bi < num_buckets(); ++bi) {
     wait_or_fail([&] { futures[bi].wait(process_group_->timeout()); }, bi);
   }
-  record_progress(buckets_.size(), true);
+  observe_.backward_finished({}, {}, /*tracks=*/false);
 }
 
 }  // namespace lockstep::distributed

@@ -1,5 +1,6 @@
 // distributed/reducer_timeline.h — the DDP events of the timeline (core/timeline.h),
-// recorded by distributed/reducer.cpp:
+// recorded through the Reducer's observers (distributed/reducer_observers.cpp)
+// and its AllReduce hook (distributed/reducer_launch.cpp):
 //   "ready"   instant, per parameter, when its gradient reached the bucket;
 //             args: bucket, index, param, iteration
 //   "launch"  instant, per bucket, when its AllReduce was issued; args: bucket, params, iteration

@@ -23,7 +23,7 @@
 // The same path is available as a communication hook for DDP without the option:
 // ddp.register_comm_hook(pg, comm_hooks::deterministic_allreduce_hook).
 // Read before: distributed/comm_hook.h, distributed/comm_hooks/default_hooks.h.
-// Read next: distributed/reducer.cpp (Reducer::launch).
+// Read next: distributed/reducer_launch.h (DDP's own use of it).
 #pragma once
 
 #include "distributed/comm_hook.h"
