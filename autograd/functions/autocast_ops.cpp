@@ -29,6 +29,7 @@
 #include "core/native/gemm_bf16.h"
 #include "core/native/linear_rules.h"
 #include "core/native/nn_kernels.h"
+#include "core/grad_mode.h"
 #include "core/profiler.h"
 
 namespace lockstep::autograd {
@@ -87,7 +88,8 @@ struct LinearAutocastBackward final : BackwardNode {
 };
 
 struct Conv2dAutocastBackward final : BackwardNode {
-  SavedVariable input16, weight16;
+  native::ConvBf16SavedInput input16;  // the forward's own reordered copy (conv_bf16.h)
+  SavedVariable weight16;
   native::ConvGeometry geometry{};
   ScalarType input_dtype = kFloat32, weight_dtype = kFloat32, bias_dtype = kFloat32;
   std::string name() const override { return "Conv2dAutocastBackward"; }
@@ -95,13 +97,13 @@ struct Conv2dAutocastBackward final : BackwardNode {
   variable_list apply(variable_list&& grads) override {
     const bool need_x = should_compute_output(0), need_w = should_compute_output(1);
     auto [dx, dw, db] = native::conv2d_bf16_backward(
-        geometry, grads[0], need_w ? input16.unpack(name()) : Tensor(),
-        need_x ? weight16.unpack(name()) : Tensor(), input_dtype, need_x, need_w,
+        geometry, grads[0], input16, need_x ? weight16.unpack(name()) : Tensor(), input_dtype,
+        need_x, need_w,
         should_compute_output(2));
     return {dx, as_input_dtype(dw, weight_dtype), as_input_dtype(db, bias_dtype)};
   }
   void release_variables() override {
-    input16.reset();
+    input16 = {};
     weight16.reset();
   }
 };
@@ -163,20 +165,28 @@ Tensor conv2d_autocast(const Tensor& input, const Tensor& weight, const Tensor& 
                        int64_t groups) {
   profiler::Scope prof("conv2d_bf16");
   LS_CHECK(input.defined() && weight.defined(), "conv2d: input and weight must be defined tensors");
-  const Tensor x16 = autocast::cached_cast(input, kBFloat16);
+  // float32 and bf16 inputs go to the kernel as they are (it converts while it
+  // reorders); float16 is converted first.
+  const bool direct = input.dtype() == kFloat32 || input.dtype() == kBFloat16;
+  const Tensor x = direct ? input : native::to_dtype(input, kBFloat16);
   const Tensor w16 = autocast::cached_cast(weight, kBFloat16);
   const Tensor b32 = bias.defined() ? native::to_dtype(bias, kFloat32) : bias;
-  const native::ConvGeometry g =
-      native::make_conv_geometry(x16, w16, autocast::cached_cast(bias, kBFloat16), stride,
-                                 padding, dilation, groups, "conv2d");  // checks bias's shape too
-  Tensor y = native::conv2d_bf16_forward(g, x16, w16, b32);  // (N, C_out, oH, oW) bf16
+  // The shape checks of conv2d, on operands of x's dtype.
+  const native::ConvGeometry g = native::make_conv_geometry(
+      x, autocast::cached_cast(weight, x.dtype()), autocast::cached_cast(bias, x.dtype()), stride,
+      padding, dilation, groups, "conv2d");
+  // The weight and bias gradients read the input: keep the kernel's copy of it.
+  const bool keep_input = GradMode::is_enabled() &&
+                          (weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+  native::ConvBf16SavedInput saved;
+  Tensor y = native::conv2d_bf16_forward(g, x, w16, b32, keep_input ? &saved : nullptr);
   if (compute_requires_grad({input, weight, bias})) {
     auto node = std::make_shared<Conv2dAutocastBackward>();
     node->geometry = g;
     node->input_dtype = input.dtype();
     node->weight_dtype = weight.dtype();
     node->bias_dtype = bias.defined() ? bias.dtype() : kFloat32;
-    if (weight.requires_grad()) node->input16 = SavedVariable(x16);
+    node->input16 = std::move(saved);
     if (input.requires_grad()) node->weight16 = SavedVariable(w16);
     record(node, {input, weight, bias}, {y});
   }

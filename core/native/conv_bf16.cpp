@@ -174,22 +174,32 @@ void check_bf16(const Tensor& t, const char* what) {
 }  // namespace
 
 Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
-                           const Tensor& bias) {
-  check_bf16(x, "the input");
+                           const Tensor& bias, ConvBf16SavedInput* saved) {
+  LS_CHECK(x.dtype() == kBFloat16 || x.dtype() == kFloat32, "conv2d_bf16: the input must be "
+           "bfloat16 or float32 but is ", dtype_name(x.dtype()));
   check_bf16(w, "the weight");
   LS_CHECK(!bias.defined() || bias.dtype() == kFloat32, "conv2d_bf16: the bias must be float32 "
            "but is ", dtype_name(bias.dtype()));
   if (conv_backend() == ConvBackend::Reference) {
-    const Tensor y = conv2d_forward(to_dtype(x, kFloat32), to_dtype(w, kFloat32), bias,
+    const Tensor x16 = to_dtype(x, kBFloat16);
+    if (saved != nullptr) *saved = ConvBf16SavedInput{Tensor(), x16};
+    const Tensor y = conv2d_forward(to_dtype(x16, kFloat32), to_dtype(w, kFloat32), bias,
                                     stride_of(g), padding_of(g), dilation_of(g), g.groups);
     return to_dtype(y, kBFloat16);
   }
+  if (conv_bf16_is_pointwise_gemm(g)) return conv2d_bf16_pointwise_forward(g, x, w, bias, saved);
   const Primitives& p = primitives(g, bias.defined());
   const Tensor xc = contiguous(x), wc = contiguous(w);
   Tensor y = empty({g.n, g.c_out, g.oh, g.ow}, kBFloat16);
   Tensor keep_x, keep_w;
+  // One reorder converts and relayouts (float32 NCHW -> bf16 in the primitive's layout).
   const memory src = as_layout(plain_memory(xc, src_dims(g), memory::format_tag::nchw),
                                p.fwd.src_desc(), keep_x);
+  if (saved != nullptr) {
+    // keep_x is undefined only when x already was bf16 in the primitive's layout (plain NCHW).
+    *saved = keep_x.defined() ? ConvBf16SavedInput{keep_x, Tensor()}
+                              : ConvBf16SavedInput{Tensor(), clone(xc)};
+  }
   const memory wts =
       as_layout(plain_memory(wc, weight_dims(g), weight_tag(g)), p.fwd.weights_desc(), keep_w);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}};
@@ -204,27 +214,46 @@ Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor&
 }
 
 std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, const Tensor& gy,
-                                                        const Tensor& x, const Tensor& w,
-                                                        ScalarType gx_dtype, bool need_input,
-                                                        bool need_weight, bool need_bias) {
+                                                        const ConvBf16SavedInput& x,
+                                                        const Tensor& w, ScalarType gx_dtype,
+                                                        bool need_input, bool need_weight,
+                                                        bool need_bias) {
   LS_CHECK(gx_dtype == kFloat32 || gx_dtype == kBFloat16, "conv2d_bf16_backward: the input "
            "gradient's dtype must be float32 or bfloat16 but is ", dtype_name(gx_dtype));
+  const bool need_x = need_weight || need_bias;
+  LS_CHECK(!need_x || x.bytes.defined() || x.plain.defined(), "conv2d_bf16_backward: the weight "
+           "gradient needs the saved input, which is empty");
   const Tensor g_y = contiguous(to_dtype(gy, kBFloat16));  // (N, C_out, oH, oW)
-  Tensor gx, gw, gb;
   if (conv_backend() == ConvBackend::Reference) {
+    LS_CHECK(!need_x || (x.plain.defined() && !x.subsampled), "conv2d_bf16_backward: the "
+             "reference path needs the whole saved input (this one was saved by a fast path)");
     auto [gx32, gw32, gb32] = conv2d_backward(
-        to_dtype(g_y, kFloat32), to_dtype(x, kFloat32), to_dtype(w, kFloat32), stride_of(g),
-        padding_of(g), dilation_of(g), g.groups, need_input, need_weight, need_bias);
+        to_dtype(g_y, kFloat32), need_x ? to_dtype(x.plain, kFloat32) : Tensor(),
+        to_dtype(w, kFloat32), stride_of(g), padding_of(g), dilation_of(g), g.groups, need_input,
+        need_weight, need_bias);
     return {need_input ? to_dtype(gx32, gx_dtype) : Tensor(), gw32, gb32};
   }
+  if (conv_bf16_is_pointwise_gemm(g)) {
+    LS_CHECK(!need_x || x.plain.defined(), "conv2d_bf16_backward: the 1x1 path needs a plain "
+             "saved input (this one was saved by a oneDNN convolution)");
+    return conv2d_bf16_pointwise_backward(g, g_y, x, w, gx_dtype, need_input, need_weight,
+                                          need_bias);
+  }
   const Primitives& p = primitives(g, /*bias=*/false);  // its backward-weights always has a bias
-  Tensor keep_gy_d, keep_gy_w, keep_w, keep_x;
+  Tensor keep_gy, keep_w, keep_x, gx, gw, gb;
   const memory gy_plain = plain_memory(g_y, dst_dims(g), memory::format_tag::nchw);
+  // gy in the layout of the first pass that reads it; the second reuses it when it
+  // reads the same layout (the usual case), so gy is reordered once.
+  memory gy_mem = gy_plain;
+  auto gy_in = [&](const memory::desc& want) -> memory {
+    if (gy_mem.get_desc() != want) gy_mem = as_layout(gy_plain, want, keep_gy);
+    return gy_mem;
+  };
   if (need_input) {
     check_bf16(w, "the weight");
     const Tensor wc = contiguous(w);
     gx = empty({g.n, g.c_in, g.h, g.w}, gx_dtype);
-    const memory diff_dst = as_layout(gy_plain, p.bwd_data.diff_dst_desc(), keep_gy_d);
+    const memory diff_dst = gy_in(p.bwd_data.diff_dst_desc());
     const memory wts = as_layout(plain_memory(wc, weight_dims(g), weight_tag(g)),
                                  p.bwd_data.weights_desc(), keep_w);
     profiler::Scope prof("conv2d_bf16.backward_data");
@@ -233,20 +262,21 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
              DNNL_ARG_DIFF_SRC, p.bwd_data.diff_src_desc(),
              plain_memory(gx, src_dims(g), memory::format_tag::nchw));
   }
-  if (need_weight || need_bias) {
-    check_bf16(x, "the input");
-    const Tensor xc = contiguous(x);
+  if (need_x) {
     gw = empty({g.c_out, g.c_in_g(), g.kh, g.kw}, kFloat32);
     gb = empty({g.c_out}, kFloat32);
-    const memory diff_dst = as_layout(gy_plain, p.bwd_weights.diff_dst_desc(), keep_gy_w);
-    const memory src = as_layout(plain_memory(xc, src_dims(g), memory::format_tag::nchw),
-                                 p.bwd_weights.src_desc(), keep_x);
+    const memory diff_dst = gy_in(p.bwd_weights.diff_dst_desc());
+    const Tensor x_plain = x.bytes.defined() ? Tensor() : contiguous(x.plain);
+    const memory saved = x.bytes.defined()
+                             ? memory(p.fwd.src_desc(), cpu_engine(), x.bytes.raw_data())
+                             : plain_memory(x_plain, src_dims(g), memory::format_tag::nchw);
+    const memory src = as_layout(saved, p.bwd_weights.src_desc(), keep_x);
     std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_SRC, src}};
     args.insert({DNNL_ARG_DIFF_BIAS, memory(p.bwd_weights.diff_bias_desc(), cpu_engine(),
                                             gb.raw_data())});
     profiler::Scope prof("conv2d_bf16.backward_weights");
-    run_into(p.bwd_weights_p, p.bwd_weights, args, DNNL_ARG_DIFF_WEIGHTS, p.bwd_weights.diff_weights_desc(),
-             plain_memory(gw, weight_dims(g), weight_tag(g)));
+    run_into(p.bwd_weights_p, p.bwd_weights, args, DNNL_ARG_DIFF_WEIGHTS,
+             p.bwd_weights.diff_weights_desc(), plain_memory(gw, weight_dims(g), weight_tag(g)));
     if (!need_weight) gw = Tensor();
     if (!need_bias) gb = Tensor();
   }

@@ -2,7 +2,7 @@
 //
 // The kernels behind conv2d under autocast (Note [Autocast policy] in
 // core/autocast.h). Operands are tensors of the shapes in conv_geometry.h:
-//   forward           x (N, C_in, H, W) bf16, w (C_out, C_in / groups, kH, kW) bf16,
+//   forward           x (N, C_in, H, W) bf16 or f32, w (C_out, C_in / groups, kH, kW) bf16,
 //                     bias (C_out) float32 or undefined  ->  y (N, C_out, oH, oW) bf16
 //   backward          gy (N, C_out, oH, oW) bf16  ->  gx (N, C_in, H, W) in `gx_dtype`
 //                     (the dtype the op's input had), gw float32, gb float32
@@ -12,7 +12,8 @@
 // Two backends, chosen by conv_backend() (nn_kernels.h):
 //   Reference  the operands converted to float32, the float32 reference
 //              convolution (im2col + GEMM, conv.cpp), y rounded to bf16: the definition;
-//   OneDNN     oneDNN's bf16 convolution primitives (brgconv / jit on AMX tiles
+//   OneDNN     1x1 layers as AMX GEMMs (conv_bf16_pointwise.cpp); the others on
+//              oneDNN's bf16 convolution primitives (brgconv / jit on AMX tiles
 //              here), each pass in the layouts its primitive prefers
 //              (format_tag::any), reordered from and to plain NCHW at the edges.
 //              Primitives are cached per geometry and pass.
@@ -28,13 +29,36 @@
 
 namespace lockstep::native {
 
+// The forward's input as the backward-weights pass will read it: the bf16 image
+// in the layout the forward primitive read (`bytes`, oneDNN's layout for this
+// geometry), or a plain bf16 NCHW image (`plain`: the reference path, tests).
+// Saving the reordered copy spares backward a conversion and a reorder, and it
+// is private memory, so a later in-place change of the op's input cannot reach it.
+struct ConvBf16SavedInput {
+  Tensor bytes;             // uint8, the forward primitive's source layout
+  Tensor plain;             // bf16 (N, C_in, H, W), or its strided subsample when `subsampled`
+  bool subsampled = false;  // plain is (N, C_in, oH, oW): a strided 1x1 layer's GEMM operand
+};
+
+// x may be float32 or bfloat16: it is converted and reordered in one pass.
+// With `saved` not null, also fills it for conv2d_bf16_backward.
 Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
-                           const Tensor& bias);
+                           const Tensor& bias, ConvBf16SavedInput* saved = nullptr);
 
 std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, const Tensor& gy,
-                                                        const Tensor& x, const Tensor& w,
-                                                        ScalarType gx_dtype, bool need_input,
-                                                        bool need_weight, bool need_bias);
+                                                        const ConvBf16SavedInput& x,
+                                                        const Tensor& w, ScalarType gx_dtype,
+                                                        bool need_input, bool need_weight,
+                                                        bool need_bias);
+
+// The 1x1 layers that run as GEMMs on NCHW images instead of oneDNN convolutions
+// (Note [bf16 1x1 convolutions as GEMMs] in conv_bf16_pointwise.cpp), and their passes.
+bool conv_bf16_is_pointwise_gemm(const ConvGeometry& g);
+Tensor conv2d_bf16_pointwise_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
+                                     const Tensor& bias, ConvBf16SavedInput* saved);
+std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_pointwise_backward(
+    const ConvGeometry& g, const Tensor& gy, const ConvBf16SavedInput& x, const Tensor& w,
+    ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias);
 
 // The oneDNN implementation the forward of `g` runs, e.g. "brgconv:avx512_core_amx_bf16".
 std::string conv2d_bf16_impl(const ConvGeometry& g);

@@ -140,8 +140,10 @@ TEST_CASE("conv2d_bf16: oneDNN passes equal the float32 reference on bf16 inputs
       ls::Tensor y_ref16 = nv::conv2d_bf16_forward(g, x.bf16, w.bf16, bias);
       CHECK(nv::equal(y_ref16, nv::to_dtype(ref_y, ls::kBFloat16)));
     }
-    y = nv::conv2d_bf16_forward(g, x.bf16, w.bf16, bias);
+    nv::ConvBf16SavedInput saved;  // the oneDNN path's own reordered copy of x
+    y = nv::conv2d_bf16_forward(g, x.f32, w.bf16, bias, &saved);  // float32 in: converted inside
     CHECK(y.dtype() == ls::kBFloat16);
+    CHECK(nv::equal(y, nv::conv2d_bf16_forward(g, x.bf16, w.bf16, bias)));
     CHECK(relative_error(nv::to_dtype(y, ls::kFloat32), ref_y) < 8e-3);
 
     Pair gy = random_pair(y.sizes());
@@ -151,16 +153,19 @@ TEST_CASE("conv2d_bf16: oneDNN passes equal the float32 reference on bf16 inputs
                                  true);
     }();
     auto [gx, gw, gb] =
-        nv::conv2d_bf16_backward(g, gy.bf16, x.bf16, w.bf16, ls::kFloat32, true, true, true);
+        nv::conv2d_bf16_backward(g, gy.bf16, saved, w.bf16, ls::kFloat32, true, true, true);
     CHECK(gx.dtype() == ls::kFloat32);  // the input's dtype, asked for
     CHECK(gw.dtype() == ls::kFloat32);  // weight gradients always float32
     CHECK(relative_error(gx, rgx) < 8e-3);  // backward-data rounds to bf16 before widening
     CHECK(relative_error(gw, rgw) < 1e-4);
     CHECK(relative_error(gb, rgb) < 1e-5);
-    auto [gx16, gw_none, gb_none] =
-        nv::conv2d_bf16_backward(g, gy.bf16, x.bf16, w.bf16, ls::kBFloat16, true, false, false);
+    // A plain saved input gives the same weight gradient as the reordered one.
+    auto [gx16, gw_plain, gb_none] = nv::conv2d_bf16_backward(
+        g, gy.bf16, nv::ConvBf16SavedInput{ls::Tensor(), x.bf16}, w.bf16, ls::kBFloat16, true,
+        true, false);
+    CHECK(nv::equal(gw_plain, gw));
+    CHECK_FALSE(gb_none.defined());
     CHECK(gx16.dtype() == ls::kBFloat16);
-    CHECK_FALSE(gw_none.defined());
     CHECK(relative_error(nv::to_dtype(gx16, ls::kFloat32), rgx) < 8e-3);
   }
   CHECK(nv::conv2d_bf16_impl(nv::make_conv_geometry(nv::zeros({1, 8, 8, 8}, ls::kBFloat16),
