@@ -83,15 +83,16 @@
 #include "autograd/engine.h"
 #include "bench/bench_device.h"
 #include "bench/bench_models.h"
+#include "bench/bench_stats.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/parallel.h"
 #include "distributed/distributed.h"
 #include "optim/sgd.h"
+#include "tools/cli.h"
 #if LOCKSTEP_WITH_CUDA
 #include "core/cuda/cuda_allocator.h"
 #include "core/cuda/cuda_context.h"
-#include "bench/bench_stats.h"
 #endif
 
 namespace {
@@ -113,63 +114,46 @@ struct Options {
   bool bucket_view = false, static_graph = false, find_unused = false, rebuild = true;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "bench_ddp: %s\nusage: bench_ddp %s --iters N --mode local|ddp|no-overlap|flat "
-               "[--bucket-mb M|auto] [--first-bucket-mb F] [--deterministic 0|1] [--backend gloo|mpi|nccl] [--rr K] "
-               "[--sync-every S] [--threads T] [--warmup W] [--broadcast-buffers 0|1] [--sync-bn 0|1] "
-               "[--bucket-view 0|1] [--static-graph 0|1] [--find-unused 0|1] [--rebuild-buckets 0|1] "
-               "[--device cpu|cuda]\n",
-               why.c_str(), ls::bench::kModelUsage);
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
   o.model.batch = 4;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) usage(arg + " needs a value");
-    const char* v = argv[++i];
-    if (ls::bench::parse_model_flag(o.model, arg, v)) continue;
-    if (arg == "--iters") o.iters = std::atoi(v);
-    else if (arg == "--warmup") o.warmup = std::atoi(v);
-    else if (arg == "--threads") o.threads = std::atoi(v);
-    else if (arg == "--mode") o.mode = v;
-    else if (arg == "--backend") o.backend = v;
-    else if (arg == "--bucket-mb" && std::string(v) == "auto") o.autotune = true;
-    else if (arg == "--bucket-mb") o.bucket_mb = std::atof(v);
-    else if (arg == "--deterministic") o.deterministic = std::atoi(v) != 0;
-    else if (arg == "--first-bucket-mb") o.first_bucket_mb = std::atof(v);
-    else if (arg == "--rr") o.rr = std::atoi(v);
-    else if (arg == "--sync-every") o.sync_every = std::atoi(v);
-    else if (arg == "--broadcast-buffers") o.broadcast_buffers = std::atoi(v) != 0;
-    else if (arg == "--sync-bn") o.sync_bn = std::atoi(v) != 0;
-    else if (arg == "--bucket-view") o.bucket_view = std::atoi(v) != 0;
-    else if (arg == "--static-graph") o.static_graph = std::atoi(v) != 0;
-    else if (arg == "--find-unused") o.find_unused = std::atoi(v) != 0;
-    else if (arg == "--rebuild-buckets") o.rebuild = std::atoi(v) != 0;
-    else if (arg == "--device") o.device = v;
-    else usage("unknown option " + arg);
-  }
-  if (std::string why = ls::bench::check_model_options(o.model); !why.empty()) usage(why);
-  if (o.mode != "local" && o.mode != "ddp" && o.mode != "no-overlap" && o.mode != "flat") {
-    usage("unknown --mode " + o.mode);
-  }
-  if (o.backend != "gloo" && o.backend != "mpi" && o.backend != "nccl") {
-    usage("unknown --backend " + o.backend);
-  }
+  std::string bucket_mb = "25";
+  ls::cli::Program p("bench_ddp", "Per-iteration latency of data-parallel training (DDP, no-overlap, flat "
+                                  "AllReduce or local), under lockstep-run or mpirun; JSON lines, the last a summary.");
+  ls::bench::add_model_options(p, o.model);
+  ls::bench::add_timing_options(p, o.iters, o.warmup, o.threads);
+  p.choice("--mode", o.mode, "what communicates (see the file header)", {"local", "ddp", "no-overlap", "flat"});
+  p.choice("--backend", o.backend, "process group backend", {"gloo", "mpi", "nccl"});
+  p.app()
+      .add_option("--bucket-mb", bucket_mb, "DDP bucket_cap_mb (>= 0), or 'auto' to autotune the buckets")
+      ->check(CLI::Validator(
+          [](std::string& t) {
+            const auto v = ls::cli::parse_real(t);
+            return t == "auto" || (v && *v >= 0) ? std::string() : "expected a number >= 0 or 'auto', got '" + t + "'";
+          },
+          "", "bucket-mb"))
+      ->type_name("MB|auto");
+  p.real("--first-bucket-mb", o.first_bucket_mb, "DDP first_bucket_mb", 0.0, 1e6);
+  p.switch01("--deterministic", o.deterministic, "DDPOptions().deterministic");
+  p.integer("--rr", o.rr, "process groups used round-robin", 1, 64);
+  p.integer("--sync-every", o.sync_every, "sync (and step) every S iterations, no_sync between", 1, 1000000);
+  p.switch01("--broadcast-buffers", o.broadcast_buffers, "DDPOptions().broadcast_buffers");
+  p.switch01("--sync-bn", o.sync_bn, "convert BatchNorm2d to SyncBatchNorm");
+  p.switch01("--bucket-view", o.bucket_view, "DDPOptions().gradient_as_bucket_view");
+  p.switch01("--static-graph", o.static_graph, "DDPOptions().static_graph");
+  p.switch01("--find-unused", o.find_unused, "DDPOptions().find_unused_parameters");
+  p.switch01("--rebuild-buckets", o.rebuild, "DDPOptions().rebuild_buckets");
+  p.choice("--device", o.device, "cpu or cuda (default: cuda with nccl, else cpu)", {"cpu", "cuda"})->default_str("");
+  p.parse(argc, argv);
+  o.autotune = bucket_mb == "auto";
+  if (!o.autotune) o.bucket_mb = *ls::cli::parse_real(bucket_mb);
   if (o.device.empty()) o.device = o.backend == "nccl" ? "cuda" : "cpu";
-  if (o.device != "cpu" && o.device != "cuda") usage("--device must be cpu or cuda");
   if (o.device == "cuda" && !ls::cuda::is_available()) {
-    usage("--device cuda: no CUDA device (this build has no CUDA backend, or no GPU is visible)");
+    p.usage_error("--device cuda: no CUDA device (this build has no CUDA backend, or no GPU is visible)");
   }
-  if (o.backend == "nccl" && o.device != "cuda") usage("--backend nccl needs --device cuda");
-  if (o.iters < 1 || o.warmup < 0 || o.threads < 1 || o.rr < 1 || o.sync_every < 1 ||
-      o.bucket_mb < 0 || o.first_bucket_mb < 0) {
-    usage("--iters, --threads, --rr, --sync-every must be >= 1; --warmup, --bucket-mb, "
-          "--first-bucket-mb >= 0");
-  }
+  if (o.backend == "nccl" && o.device != "cuda") p.usage_error("--backend nccl needs --device cuda");
+  // A launcher's WORLD_SIZE must be a number (the same check as train_fashion_mnist's).
+  p.environment([] { return ls::distributed::launched_world_size(); });
   return o;
 }
 
@@ -439,10 +423,5 @@ int run_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run_main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_ddp: %s\n", e.what());
-    return 1;
-  }
+  return ls::cli::run("bench_ddp", [&] { return run_main(argc, argv); });
 }

@@ -59,14 +59,15 @@
 
 #include "bench/bench_device.h"
 #include "bench/bench_models.h"
+#include "bench/bench_stats.h"
 #include "core/allocator.h"
 #include "core/parallel.h"
 #include "core/profiler.h"
 #include "optim/sgd.h"
+#include "tools/cli.h"
 #if LOCKSTEP_WITH_CUDA
 #include "core/cuda/cuda_allocator.h"
 #include "core/cuda/cuda_context.h"
-#include "bench/bench_stats.h"
 #endif
 
 namespace {
@@ -80,42 +81,17 @@ struct Options {
   std::string device = "cpu";  // cpu | cuda
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "bench_step: %s\nusage: bench_step %s [--iters N] [--warmup W] [--threads T] "
-               "[--profile 0|1] [--device cpu|cuda]\n",
-               why.c_str(), ls::bench::kModelUsage);
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) usage(arg + " needs a value");
-    const char* v = argv[++i];
-    if (ls::bench::parse_model_flag(o.model, arg, v)) {
-    } else if (arg == "--iters") {
-      o.iters = std::atoi(v);
-    } else if (arg == "--warmup") {
-      o.warmup = std::atoi(v);
-    } else if (arg == "--threads") {
-      o.threads = std::atoi(v);
-    } else if (arg == "--profile") {
-      o.profile = std::atoi(v) != 0;
-    } else if (arg == "--device") {
-      o.device = v;
-    } else {
-      usage("unknown option " + arg);
-    }
-  }
-  if (std::string why = ls::bench::check_model_options(o.model); !why.empty()) usage(why);
-  if (o.iters < 1 || o.warmup < 0 || o.threads < 1) {
-    usage("--iters and --threads must be >= 1, --warmup >= 0");
-  }
-  if (o.device != "cpu" && o.device != "cuda") usage("--device must be cpu or cuda");
+  ls::cli::Program p("bench_step", "Times training steps of ResNet or BERT (forward, backward, SGD step); JSON "
+                                   "lines, the last one a summary.");
+  ls::bench::add_model_options(p, o.model);
+  ls::bench::add_timing_options(p, o.iters, o.warmup, o.threads);
+  p.switch01("--profile", o.profile, "print the per-op time table of the timed steps on stderr");
+  p.choice("--device", o.device, "where the model runs", {"cpu", "cuda"});
+  p.parse(argc, argv);
   if (o.device == "cuda" && !ls::cuda::is_available()) {
-    usage("--device cuda: no CUDA device (this build has no CUDA backend, or no GPU is visible)");
+    p.usage_error("--device cuda: no CUDA device (this build has no CUDA backend, or no GPU is visible)");
   }
   return o;
 }
@@ -258,10 +234,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_step: %s\n", e.what());
-    return 1;
-  }
+  return ls::cli::run("bench_step", [&] { return run(argc, argv); });
 }
