@@ -74,8 +74,8 @@ std::string ProgressBoard::who_is_behind(const DDPPosition& waiting_at) const {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!broken_.empty()) return "Progress board: stopped after a store error (" + broken_ + ").";
   }
-  std::ostringstream os;
-  int behind = 0;
+  std::ostringstream os, level;
+  int behind = 0, at_level = 0;
   try {
     for (int r = 0; r < world_size_; ++r) {
       if (r == rank_) continue;
@@ -86,14 +86,29 @@ std::string ProgressBoard::who_is_behind(const DDPPosition& waiting_at) const {
         std::istringstream(store_->get_string(key)) >> theirs.backward >> theirs.launched >> theirs.buckets >> finished;
         theirs.finished = finished != 0;
       }
-      if (!theirs.before(waiting_at)) continue;
-      os << (behind++ ? "; " : "") << "rank " << r << " did not arrive: its last position is '" << theirs.str() << "'";
+      if (theirs.before(waiting_at)) {
+        os << (behind++ ? "; " : "") << "rank " << r << " did not arrive: its last position is '" << theirs.str()
+           << "'";
+      } else if (!waiting_at.before(theirs)) {
+        level << (at_level++ ? ", " : "") << r;
+      }
     }
   } catch (const std::exception& e) {
     return lockstep::detail::str("Progress board: could not be read (", e.what(), ").");
   }
-  if (behind == 0) return "";
-  return lockstep::detail::str("Progress board: ", os.str(), " (this rank waits at '", waiting_at.str(), "').");
+  if (behind > 0) {
+    return lockstep::detail::str("Progress board: ", os.str(), " (this rank waits at '", waiting_at.str(), "').");
+  }
+  // Note [Progress board when no rank is behind]: a rank stopped (SIGSTOP) or
+  // hung just after it published a launch, before its communication thread sent
+  // the data, stands level with this one. Say so, rather than nothing.
+  if (at_level > 0) {
+    return lockstep::detail::str("Progress board: no rank is behind; rank", at_level == 1 ? " " : "s ", level.str(),
+                                 " reached this point too ('", waiting_at.str(), "') but did not complete the "
+                                 "collective: stopped (SIGSTOP), hung in communication, or cut off from the network.");
+  }
+  return lockstep::detail::str("Progress board: every other rank is past this point ('", waiting_at.str(),
+                               "'); the collective itself failed (a network problem?).");
 }
 
 }  // namespace lockstep::distributed::detail

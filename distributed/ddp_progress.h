@@ -20,6 +20,9 @@
 // A rank is named when its position is before the one this rank waits at:
 // for bucket b of backward k, "bucket b+1 launched"; for the backward's
 // fingerprint, "backward k started"; for a forward's, "backward k finished".
+// When no rank is before it, the ranks level with it are named instead (one
+// stopped right after publishing a launch; Note [Progress board when no rank is
+// behind] in ddp_progress.cpp), so a failed wait always gets a board line.
 // A rank stalled for a whole timeout has long had its position written, so
 // the board is exact where it matters. The instance number counts DDP
 // constructions in the process (the same sequence on every rank), so several
@@ -63,7 +66,7 @@ class ProgressBoard {
   // Non-blocking: the writer thread publishes it.
   void record(const DDPPosition& position);
   // The ranks whose last published position is before `waiting_at`, and where
-  // they are; "" when there is none.
+  // they are; when there is none, the ranks level with it; never "".
   std::string who_is_behind(const DDPPosition& waiting_at) const;
 
  private:
