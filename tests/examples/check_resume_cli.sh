@@ -83,5 +83,17 @@ cmp -s "$work/d.safetensors" "$work/e.safetensors" && {
 # A checkpoint that has all its epochs: nothing to do, said so.
 expect 0 "nothing to train: the checkpoint has 2 of --epochs 2" --resume --checkpoint "$work/e.safetensors"
 
+# A checkpoint whose epochs_done is not a number: an error naming it, not a crash.
+python3 - "$work/e.safetensors" "$work/bad.safetensors" <<'PY'
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", data[:8])[0]
+header = json.loads(data[8:8 + n])
+header["__metadata__"]["epochs_done"] = "two"
+text = json.dumps(header, separators=(",", ":")).encode()
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + data[8 + n:])
+PY
+expect 1 "epochs_done 'two' is not a whole number >= 0; the file is damaged" --resume --checkpoint "$work/bad.safetensors"
+
 if [ "$failures" -gt 0 ]; then echo "$failures check(s) failed"; exit 1; fi
 echo "every resume check passed"
