@@ -152,8 +152,9 @@ Options parse(int argc, char** argv) {
     p.usage_error("--device cuda: no CUDA device (this build has no CUDA backend, or no GPU is visible)");
   }
   if (o.backend == "nccl" && o.device != "cuda") p.usage_error("--backend nccl needs --device cuda");
-  // A launcher's WORLD_SIZE must be a number (the same check as train_fashion_mnist's).
+  // A launcher's variables must make sense (the same checks as train_fashion_mnist's): exit 2.
   p.environment([] { return ls::distributed::launched_world_size(); });
+  if (std::getenv("RANK") != nullptr && o.backend != "mpi") p.environment([] { return dist::resolve_rendezvous(); });
   return o;
 }
 

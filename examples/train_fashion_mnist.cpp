@@ -167,7 +167,10 @@ int run(ls::cli::Program& program, Args a) {
   // Several ranks when started by lockstep-run / torchrun (WORLD_SIZE) or mpirun.
   const int launched = program.environment([] { return ls::distributed::launched_world_size().value_or(1); });
   std::shared_ptr<ls::distributed::ProcessGroup> pg;
-  if (launched > 1) pg = ls::distributed::init_process_group("gloo");
+  if (launched > 1) {
+    program.environment([] { return ls::distributed::resolve_rendezvous(); });  // RANK=abc: exit 2, not 1
+    pg = ls::distributed::init_process_group("gloo");
+  }
   const int rank = pg ? pg->rank() : 0;
   const int world = pg ? pg->size() : 1;
   const auto kill_at = sigkill_point();

@@ -57,6 +57,7 @@ case "$prog" in
     expect 2 "--resume: expected nothing or 'auto'" -- --resume sometimes
     expect 2 "--resume excludes --overwrite" -- --resume --overwrite
     expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --epochs 1
+    expect 2 "RANK='abc' is not an integer" WORLD_SIZE=2 RANK=abc -- --epochs 1
     expect 0 "--resume [auto]" -- --help
     ;;
   train_demo)
@@ -82,6 +83,7 @@ case "$prog" in
     expect 2 "--sync-bn: expected 0 or 1, got 'yes'" -- --sync-bn yes
     expect 2 "--iters: 0 is out of range" -- --iters 0
     expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --iters 1
+    expect 2 "RANK=2 but WORLD_SIZE=2; the rank must be in [0, 2)" WORLD_SIZE=2 RANK=2 -- --iters 1
     ;;
   bench_step)
     expect 2 "--batch: '3e1' is not a whole number" -- --batch 3e1

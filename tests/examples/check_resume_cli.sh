@@ -58,6 +58,7 @@ cmp -s "$work/a.safetensors" "$work/a.before" && { echo "FAIL: --overwrite kept 
 # An unusable checkpoint path fails before the first epoch.
 expect 2 "the checkpoint's directory '$work/nodir' does not exist" --epochs 1 --checkpoint "$work/nodir/c.safetensors"
 expect 2 "!epoch 1" --epochs 1 --checkpoint "$work/nodir/c.safetensors"
+expect 2 "cannot write the checkpoint into '/sys'" --epochs 1 --checkpoint /sys/lockstep_check.safetensors
 mkdir "$work/isdir"
 expect 2 "is a directory; name a file" --epochs 1 --checkpoint "$work/isdir"
 
