@@ -105,7 +105,8 @@ TEST_CASE("tcp store: a web server on MASTER_PORT is reported as not a lockstep 
 
 TEST_CASE("ddp progress board: a rank level with the waiting one is named, not left out") {
   // Rank 1 published the launch of the bucket rank 0 waits for, then stopped
-  // (its data never left): it is not behind, yet it is the one to look at.
+  // (its data never left): it is not behind, yet it is the one to look at;
+  // unless it gave up waiting there too (a healthy co-waiter), then it is not.
   ls::testing::run_ranks(2, [](int rank) {
     dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
     dist::detail::ProgressBoard board(info.store, rank, 2);  // the same instance number in both ranks
@@ -113,7 +114,7 @@ TEST_CASE("ddp progress board: a rank level with the waiting one is named, not l
     // Rank 0 polls: rank 1's writer thread publishes in the background.
     auto poll_until = [&](const std::string& part) {
       std::string note;
-      for (int i = 0; i < 500 && !contains(note, part); ++i) {
+      for (int i = 0; i < 100 && !contains(note, part); ++i) {
         note = board.who_is_behind(waiting);
         std::this_thread::sleep_for(10ms);
       }
@@ -127,13 +128,20 @@ TEST_CASE("ddp progress board: a rank level with the waiting one is named, not l
     if (rank == 1) {
       board.record(waiting);
       await_key("test/level_checked");
+      board.record({3, 2, 2, false, /*gave_up=*/true});  // a healthy rank waiting there too
+      await_key("test/gave_up_checked");
       board.record({3, 1, 2, false});  // now behind: the usual line
       await_key("test/behind_checked");
     } else {
       std::string note = poll_until("rank 1 reached this point");
       CHECK_MESSAGE(contains(note, "Progress board: no rank is behind; rank 1 reached this point too ('backward #3, "
-                                   "2 of 2 buckets launched') but did not complete the collective"), note);
+                                   "2 of 2 buckets launched') but neither completed the collective nor gave up "
+                                   "waiting on it"), note);
       info.store->set("test/level_checked", std::string("1"));
+      note = poll_until("gave up waiting as well");
+      CHECK_MESSAGE(contains(note, "Progress board: no rank is behind; rank 1 reached this point ('backward #3, 2 of 2 "
+                                   "buckets launched') and gave up waiting as well"), note);
+      info.store->set("test/gave_up_checked", std::string("1"));
       note = poll_until("did not arrive");
       CHECK_MESSAGE(contains(note, "Progress board: rank 1 did not arrive: its last position is 'backward #3, 1 of 2 "
                                    "buckets launched'"), note);

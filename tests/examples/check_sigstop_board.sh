@@ -60,7 +60,7 @@ for i in $(seq 1 "$runs"); do
     echo "run $i (stopped after step $want_step): exit $status; $line"
   else
     echo "FAIL: run $i (stopped after step $want_step): exit $status, no progress-board line naming rank 1:"
-    grep -v "epoch 1 step" "$log" | tail -20
+    grep -v "epoch 1 step" "$log" | tail -40
   fi
 done
 echo "the progress board named the stopped rank in $named of $runs runs"
