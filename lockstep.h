@@ -3,6 +3,7 @@
 #pragma once
 
 #include "core/allocator.h"
+#include "core/autocast.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"

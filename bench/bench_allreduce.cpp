@@ -21,10 +21,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "tools/cli.h"
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "distributed/init.h"
@@ -47,36 +48,25 @@ struct Args {
   int round_robin = 1;
 };
 
-std::vector<int64_t> parse_sizes(const std::string& s) {
-  std::vector<int64_t> out;
-  std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoll(item));
-  return out;
-}
-
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench_allreduce: %s needs a value\n", k.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (k == "--backend") a.backend = value();
-    else if (k == "--total") a.total = std::stoll(value());
-    else if (k == "--sizes") a.sizes = parse_sizes(value());
-    else if (k == "--iters") a.iters = std::stoi(value());
-    else if (k == "--round-robin") a.round_robin = std::stoi(value());
-    else if (k == "--check-every") setenv("LOCKSTEP_DISTRIBUTED_DEBUG", "1", 1);
-    else {
-      std::fprintf(stderr, "usage: bench_allreduce [--backend gloo|mpi] [--total N] [--sizes a,b,c] "
-                           "[--iters N] [--round-robin K] [--check-every]\n");
-      std::exit(2);
-    }
+  bool check_every = false;
+  ls::cli::Program p("bench_allreduce", "The paper's Figure 2: the time to AllReduce --total floats split into calls "
+                                        "of each --sizes size; run it under lockstep-run or mpirun. JSON lines.");
+  p.choice("--backend", a.backend, "process group backend", {"gloo", "mpi"});
+  p.integer("--total", a.total, "floats reduced per run, in all", 1, int64_t{1} << 34);
+  p.integers("--sizes", a.sizes, "floats per call, one JSON line each", 1, int64_t{1} << 34);
+  p.integer("--iters", a.iters, "timed runs per size (the median is reported)", 1, 100000);
+  p.integer("--round-robin", a.round_robin, "process groups used round-robin (Figure 12)", 1, 64);
+  p.flag("--check-every", check_every, "check every collective across ranks (LOCKSTEP_DISTRIBUTED_DEBUG=1)");
+  p.parse(argc, argv);
+  if (check_every) setenv("LOCKSTEP_DISTRIBUTED_DEBUG", "1", 1);
+  const std::optional<int> world = p.environment([] { return dist::launched_world_size(); });
+  if (!world) {
+    p.usage_error("not started by a launcher (WORLD_SIZE and OMPI_COMM_WORLD_SIZE are unset); run it as "
+                  "`lockstep-run --nproc-per-node 2 -- bench_allreduce` or `mpirun -np 2 bench_allreduce --backend mpi`");
   }
+  p.environment([] { return dist::resolve_rendezvous(); });  // RANK and the rest, before any connection
   return a;
 }
 
@@ -115,7 +105,7 @@ std::shared_ptr<dist::ProcessGroup> make_group(const Args& a) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   Args args = parse(argc, argv);
   ls::set_num_threads(1);
   std::shared_ptr<dist::ProcessGroup> pg = make_group(args);
@@ -159,4 +149,8 @@ int main(int argc, char** argv) {
   }
   pg->barrier()->wait();
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return lockstep::cli::run("bench_allreduce", [&] { return run_main(argc, argv); });
 }

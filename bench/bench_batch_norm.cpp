@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/cli.h"
 #include "core/factory.h"
 #include "core/native/fused_relu.h"
 #include "core/native/nn_kernels.h"
@@ -73,21 +74,11 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 < argc && arg == "--threads") {
-      o.threads = std::atoi(argv[++i]);
-    } else if (i + 1 < argc && arg == "--reps") {
-      o.reps = std::atoi(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: bench_batch_norm [--threads T] [--reps N]\n");
-      std::exit(2);
-    }
-  }
-  if (o.threads < 1 || o.reps < 1) {
-    std::fprintf(stderr, "bench_batch_norm: --threads and --reps must be at least 1\n");
-    std::exit(2);
-  }
+  ls::cli::Program p("bench_batch_norm", "The batch-norm kernels (plain, + ReLU, + add + ReLU) at every ResNet50 "
+                                         "shape, caches flushed; JSON lines, the last a summary.");
+  p.threads(o.threads);
+  p.integer("--reps", o.reps, "timed repetitions per shape", 1, 100000);
+  p.parse(argc, argv);
   return o;
 }
 
@@ -110,7 +101,7 @@ double time_ms(F&& fn) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
   ls::set_num_threads(opt.threads);
   ls::manual_seed(0);
@@ -159,4 +150,8 @@ int main(int argc, char** argv) {
   }
   std::printf("{\"summary\":true,\"threads\":%d,\"reps\":%d,\"step_ms\":%.1f,\"step_gbs\":%.1f}\n",
               opt.threads, opt.reps, step_ms, step_bytes / step_ms / 1e6);
+}
+
+int main(int argc, char** argv) {
+  return lockstep::cli::run("bench_batch_norm", [&] { return run_main(argc, argv); });
 }

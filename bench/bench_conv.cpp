@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "tools/cli.h"
 #include "core/factory.h"
 #include "core/native/conv_onednn.h"
 #include "core/native/nn_kernels.h"
@@ -70,23 +71,14 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 < argc && arg == "--threads") {
-      o.threads = std::atoi(argv[++i]);
-    } else if (i + 1 < argc && arg == "--reps") {
-      o.reps = std::atoi(argv[++i]);
-    } else if (i + 1 < argc && arg == "--layer") {
-      o.layer = argv[++i];
-    } else {
-      std::fprintf(stderr, "usage: bench_conv [--threads T] [--reps N] [--layer NAME]\n");
-      std::exit(2);
-    }
-  }
-  if (o.threads < 1 || o.reps < 1) {
-    std::fprintf(stderr, "bench_conv: --threads and --reps must be at least 1\n");
-    std::exit(2);
-  }
+  ls::cli::Program p("bench_conv", "Convolution layers, reference (im2col + GEMM) vs oneDNN direct and Winograd; "
+                                   "JSON lines, the last a summary.");
+  p.threads(o.threads);
+  p.integer("--reps", o.reps, "timed repetitions per layer and pass", 1, 100000);
+  std::vector<std::string> names;
+  for (const Layer& l : kLayers) names.push_back(l.name);
+  p.choice("--layer", o.layer, "time this layer only (default: all)", names)->default_str("");
+  p.parse(argc, argv);
   return o;
 }
 
@@ -131,7 +123,7 @@ const char* kPassNames[kPasses] = {"fwd", "bwd_data", "bwd_weights"};
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
   ls::set_num_threads(opt.threads);
   ls::manual_seed(0);
@@ -228,4 +220,8 @@ int main(int argc, char** argv) {
               opt.threads == 1 ? "thread_cpu" : "wall", opt.threads, opt.reps, geomean,
               summary_layers.c_str(), summary_winograd.c_str());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return lockstep::cli::run("bench_conv", [&] { return run_main(argc, argv); });
 }

@@ -83,14 +83,15 @@
 
 #include "autograd/engine.h"
 #include "bench/bench_device.h"
-#include "bench/bench_stats.h"
 #include "bench/bench_models.h"
+#include "bench/bench_stats.h"
 #include "core/factory.h"
+#include "core/autocast.h"
 #include "core/grad_mode.h"
 #include "core/parallel.h"
 #include "distributed/distributed.h"
 #include "optim/sgd.h"
-#include "bench/bench_stats.h"
+#include "tools/cli.h"
 #if LOCKSTEP_WITH_CUDA
 #include "core/cuda/cuda_allocator.h"
 #include "core/cuda/cuda_context.h"
@@ -107,6 +108,7 @@ struct Options {
   int iters = 5, warmup = 1, threads = 1, rr = 1, sync_every = 1;
   std::string mode = "ddp", backend = "gloo";
   std::string device;  // cpu | cuda; empty: cuda with nccl, else cpu
+  std::string amp = "off";  // bf16: forward + loss under ls::AutocastGuard (Note [Autocast policy])
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
   bool broadcast_buffers = true;
   bool autotune = false;       // --bucket-mb auto
@@ -115,63 +117,49 @@ struct Options {
   bool bucket_view = false, static_graph = false, find_unused = false, rebuild = true;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "bench_ddp: %s\nusage: bench_ddp %s --iters N --mode local|ddp|no-overlap|flat "
-               "[--bucket-mb M|auto] [--first-bucket-mb F] [--deterministic 0|1] [--backend gloo|mpi|nccl] [--rr K] "
-               "[--sync-every S] [--threads T] [--warmup W] [--broadcast-buffers 0|1] [--sync-bn 0|1] "
-               "[--bucket-view 0|1] [--static-graph 0|1] [--find-unused 0|1] [--rebuild-buckets 0|1] "
-               "[--device cpu|cuda]\n",
-               why.c_str(), ls::bench::kModelUsage);
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
   o.model.batch = 4;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) usage(arg + " needs a value");
-    const char* v = argv[++i];
-    if (ls::bench::parse_model_flag(o.model, arg, v)) continue;
-    if (arg == "--iters") o.iters = std::atoi(v);
-    else if (arg == "--warmup") o.warmup = std::atoi(v);
-    else if (arg == "--threads") o.threads = std::atoi(v);
-    else if (arg == "--mode") o.mode = v;
-    else if (arg == "--backend") o.backend = v;
-    else if (arg == "--bucket-mb" && std::string(v) == "auto") o.autotune = true;
-    else if (arg == "--bucket-mb") o.bucket_mb = std::atof(v);
-    else if (arg == "--deterministic") o.deterministic = std::atoi(v) != 0;
-    else if (arg == "--first-bucket-mb") o.first_bucket_mb = std::atof(v);
-    else if (arg == "--rr") o.rr = std::atoi(v);
-    else if (arg == "--sync-every") o.sync_every = std::atoi(v);
-    else if (arg == "--broadcast-buffers") o.broadcast_buffers = std::atoi(v) != 0;
-    else if (arg == "--sync-bn") o.sync_bn = std::atoi(v) != 0;
-    else if (arg == "--bucket-view") o.bucket_view = std::atoi(v) != 0;
-    else if (arg == "--static-graph") o.static_graph = std::atoi(v) != 0;
-    else if (arg == "--find-unused") o.find_unused = std::atoi(v) != 0;
-    else if (arg == "--rebuild-buckets") o.rebuild = std::atoi(v) != 0;
-    else if (arg == "--device") o.device = v;
-    else usage("unknown option " + arg);
-  }
-  if (std::string why = ls::bench::check_model_options(o.model); !why.empty()) usage(why);
-  if (o.mode != "local" && o.mode != "ddp" && o.mode != "no-overlap" && o.mode != "flat") {
-    usage("unknown --mode " + o.mode);
-  }
-  if (o.backend != "gloo" && o.backend != "mpi" && o.backend != "nccl") {
-    usage("unknown --backend " + o.backend);
-  }
+  std::string bucket_mb = "25";
+  ls::cli::Program p("bench_ddp", "Per-iteration latency of data-parallel training (DDP, no-overlap, flat "
+                                  "AllReduce or local), under lockstep-run or mpirun; JSON lines, the last a summary.");
+  ls::bench::add_model_options(p, o.model);
+  ls::bench::add_timing_options(p, o.iters, o.warmup, o.threads);
+  p.choice("--mode", o.mode, "what communicates (see the file header)", {"local", "ddp", "no-overlap", "flat"});
+  p.choice("--backend", o.backend, "process group backend", {"gloo", "mpi", "nccl"});
+  p.app()
+      .add_option("--bucket-mb", bucket_mb, "DDP bucket_cap_mb (>= 0), or 'auto' to autotune the buckets")
+      ->check(CLI::Validator(
+          [](std::string& t) {
+            const auto v = ls::cli::parse_real(t);
+            return t == "auto" || (v && *v >= 0) ? std::string() : "expected a number >= 0 or 'auto', got '" + t + "'";
+          },
+          "", "bucket-mb"))
+      ->type_name("MB|auto");
+  p.real("--first-bucket-mb", o.first_bucket_mb, "DDP first_bucket_mb", 0.0, 1e6);
+  p.switch01("--deterministic", o.deterministic, "DDPOptions().deterministic");
+  p.integer("--rr", o.rr, "process groups used round-robin", 1, 64);
+  p.integer("--sync-every", o.sync_every, "sync (and step) every S iterations, no_sync between", 1, 1000000);
+  p.switch01("--broadcast-buffers", o.broadcast_buffers, "DDPOptions().broadcast_buffers");
+  p.switch01("--sync-bn", o.sync_bn, "convert BatchNorm2d to SyncBatchNorm");
+  p.switch01("--bucket-view", o.bucket_view, "DDPOptions().gradient_as_bucket_view");
+  p.switch01("--static-graph", o.static_graph, "DDPOptions().static_graph");
+  p.switch01("--find-unused", o.find_unused, "DDPOptions().find_unused_parameters");
+  p.switch01("--rebuild-buckets", o.rebuild, "DDPOptions().rebuild_buckets");
+  p.choice("--device", o.device, "cpu or cuda (default: cuda with nccl, else cpu)", {"cpu", "cuda"})->default_str("");
+  p.choice("--amp", o.amp, "mixed precision: bf16 runs forward + loss under ls::AutocastGuard; "
+           "gradients stay float32 and reduce as before", {"off", "bf16"});
+  p.parse(argc, argv);
+  o.autotune = bucket_mb == "auto";
+  if (!o.autotune) o.bucket_mb = *ls::cli::parse_real(bucket_mb);
   if (o.device.empty()) o.device = o.backend == "nccl" ? "cuda" : "cpu";
-  if (o.device != "cpu" && o.device != "cuda") usage("--device must be cpu or cuda");
   if (o.device == "cuda" && !ls::cuda::is_available()) {
-    usage("--device cuda: no CUDA device (this build has no CUDA backend, or no GPU is visible)");
+    p.usage_error("--device cuda: no CUDA device (this build has no CUDA backend, or no GPU is visible)");
   }
-  if (o.backend == "nccl" && o.device != "cuda") usage("--backend nccl needs --device cuda");
-  if (o.iters < 1 || o.warmup < 0 || o.threads < 1 || o.rr < 1 || o.sync_every < 1 ||
-      o.bucket_mb < 0 || o.first_bucket_mb < 0) {
-    usage("--iters, --threads, --rr, --sync-every must be >= 1; --warmup, --bucket-mb, "
-          "--first-bucket-mb >= 0");
-  }
+  if (o.backend == "nccl" && o.device != "cuda") p.usage_error("--backend nccl needs --device cuda");
+  // A launcher's variables must make sense (the same checks as train_fashion_mnist's): exit 2.
+  p.environment([] { return ls::distributed::launched_world_size(); });
+  if (std::getenv("RANK") != nullptr && o.backend != "mpi") p.environment([] { return dist::resolve_rendezvous(); });
   return o;
 }
 
@@ -327,7 +315,10 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
     ls::Tensor loss;
     Clock::time_point t1, t2;
     auto forward_backward = [&] {
-      loss = wl.loss_of(ddp ? ddp->forward(wl.input) : net->forward(wl.input));
+      {
+        ls::AutocastGuard amp(ls::kBFloat16, o.amp == "bf16");
+        loss = wl.loss_of(ddp ? ddp->forward(wl.input) : net->forward(wl.input));
+      }
       device_sync(device);
       t1 = Clock::now();
       backward_clock->queued = false;
@@ -405,7 +396,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         "\"bwd_ms\":%.2f,\"comm_wait_ms\":%.2f,\"opt_ms\":%.2f,\"examples_per_s\":%.2f,"
         "\"sync_bn\":%s,\"bucket_view\":%s,\"static_graph\":%s,\"find_unused\":%s,"
         "\"rebuild_buckets\":%s,\"peak_rss_mb\":%.1f,\"replicas_equal\":%s,\"device\":\"%s\","
-        "\"cuda_peak_mb\":%.1f}\n",
+        "\"amp\":\"%s\",\"cuda_peak_mb\":%.1f}\n",
         o.model.model.c_str(), static_cast<long long>(o.model.batch), wl.shape_json.c_str(),
         o.mode.c_str(), o.backend.c_str(), world, o.rr, ddp ? ddp->options().bucket_cap_mb() : o.bucket_mb,
         ddp ? ddp->options().first_bucket_mb() : o.first_bucket_mb, o.autotune ? "true" : "false",
@@ -416,7 +407,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         static_cast<double>(world) * o.model.batch * o.iters / slowest_s,
         o.sync_bn ? "true" : "false", o.bucket_view ? "true" : "false",
         o.static_graph ? "true" : "false", o.find_unused ? "true" : "false",
-        o.rebuild ? "true" : "false", peak_rss_mb, equal ? "true" : "false", o.device.c_str(), cuda_peak_mb);
+        o.rebuild ? "true" : "false", peak_rss_mb, equal ? "true" : "false", o.device.c_str(), o.amp.c_str(), cuda_peak_mb);
     std::fflush(stdout);
   }
   // Replicas that drifted apart under DDP or flat averaging are a bug: fail the run.
@@ -441,10 +432,5 @@ int run_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run_main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_ddp: %s\n", e.what());
-    return 1;
-  }
+  return ls::cli::run("bench_ddp", [&] { return run_main(argc, argv); });
 }

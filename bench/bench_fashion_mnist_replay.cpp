@@ -13,6 +13,8 @@
 // Read before: examples/train_fashion_mnist.cpp. Read next: bench/compare_fashion_mnist_replay.sh.
 #include <lockstep.h>
 
+#include "tools/cli.h"
+
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -63,23 +65,16 @@ double evaluate(ls::models::SmallCNN& model, const ls::data::FashionMNIST& test)
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   std::string dir, root = "/usr/share/datasets/fashion-mnist";
   int64_t epochs = 4, threads = 1, batch = 64;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    if (i + 1 >= argc) { std::fprintf(stderr, "bench_fashion_mnist_replay: %s needs a value\n", k.c_str()); return 2; }
-    std::string v = argv[++i];
-    if (k == "--dir") dir = v;
-    else if (k == "--epochs") epochs = std::stoll(v);
-    else if (k == "--threads") threads = std::stoll(v);
-    else if (k == "--root") root = v;
-    else { std::fprintf(stderr, "bench_fashion_mnist_replay: unknown flag %s\n", k.c_str()); return 2; }
-  }
-  if (dir.empty()) {
-    std::fprintf(stderr, "usage: bench_fashion_mnist_replay --dir DIR [--epochs 4] [--threads 1] [--root R]\n");
-    return 2;
-  }
+  ls::cli::Program p("bench_fashion_mnist_replay", "Trains the Fashion-MNIST CNN from PyTorch's initial weights "
+                                                   "on PyTorch's batch order (bench/torch_fashion_mnist_replay.py).");
+  p.text("--dir", dir, "the directory the Python script wrote (init.safetensors, order.bin)")->required();
+  p.integer("--epochs", epochs, "epochs (at most the recorded ones)", 1, 1000);
+  p.threads(threads);
+  p.text("--root", root, "Fashion-MNIST directory");
+  p.parse(argc, argv);
   try {
     ls::set_num_threads(static_cast<int>(threads));
     ls::data::FashionMNIST train(root, /*train=*/true);
@@ -114,4 +109,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return lockstep::cli::run("bench_fashion_mnist_replay", [&] { return run_main(argc, argv); });
 }

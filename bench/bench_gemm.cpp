@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/cli.h"
 #include "core/native/gemm.h"
 #include "core/parallel.h"
 #include "bench/bench_stats.h"
@@ -75,36 +76,14 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto next = [&]() -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench_gemm: %s needs a value\n", arg.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (arg == "--threads") {
-      o.threads = std::atoi(next());
-    } else if (arg == "--backend") {
-      o.backend = next();
-    } else if (arg == "--reps") {
-      o.reps = std::atoi(next());
-    } else if (arg == "--shape") {
-      o.shape = next();
-    } else if (arg == "--list-shapes") {
-      o.list_shapes = true;
-    } else {
-      std::fprintf(stderr,
-                   "usage: bench_gemm [--threads T] [--backend eigen|onednn|reference|all] "
-                   "[--reps N] [--shape NAME] [--list-shapes]\n");
-      std::exit(2);
-    }
-  }
-  if (o.threads < 1 || o.reps < 1) {
-    std::fprintf(stderr, "bench_gemm: --threads and --reps must be at least 1\n");
-    std::exit(2);
-  }
+  lockstep::cli::Program p("bench_gemm", "GEMM GFLOP/s for square and ResNet/BERT-shaped matrices; JSON lines, the "
+                                         "last a summary.");
+  p.threads(o.threads);
+  p.text("--backend", o.backend, "onednn, eigen, reference, a comma-separated list of them, or all");
+  p.integer("--reps", o.reps, "timed repetitions per shape", 1, 100000);
+  p.text("--shape", o.shape, "time this shape only (see --list-shapes; default: all)")->default_str("");
+  p.flag("--list-shapes", o.list_shapes, "print the shapes and exit");
+  p.parse(argc, argv);
   return o;
 }
 
@@ -153,7 +132,7 @@ using lockstep::bench::median;  // bench/bench_stats.h
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run_main(int argc, char** argv) {
   const Options opt = parse(argc, argv);
   if (opt.list_shapes) {
     for (const Shape& s : kShapes) {
@@ -220,4 +199,8 @@ int main(int argc, char** argv) {
   }
   std::printf("}}\n");
   return 0;
+}
+
+int main(int argc, char** argv) {
+  return lockstep::cli::run("bench_gemm", [&] { return run_main(argc, argv); });
 }

@@ -45,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/cli.h"
 #include "autograd/accumulate_grad.h"
 #include "bench/bench_models.h"
 #include "core/factory.h"
@@ -63,31 +64,14 @@ struct Options {
   int iters = 5, warmup = 1, threads = 1;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "bench_grad_ready: %s\nusage: bench_grad_ready %s [--iters N] [--warmup W] "
-               "[--threads T]\n",
-               why.c_str(), ls::bench::kModelUsage);
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
   o.model.batch = 4;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) usage(arg + " needs a value");
-    const char* v = argv[++i];
-    if (ls::bench::parse_model_flag(o.model, arg, v)) continue;
-    if (arg == "--iters") o.iters = std::atoi(v);
-    else if (arg == "--warmup") o.warmup = std::atoi(v);
-    else if (arg == "--threads") o.threads = std::atoi(v);
-    else usage("unknown option " + arg);
-  }
-  if (std::string why = ls::bench::check_model_options(o.model); !why.empty()) usage(why);
-  if (o.iters < 1 || o.warmup < 0 || o.threads < 1) {
-    usage("--iters and --threads must be >= 1, --warmup >= 0");
-  }
+  ls::cli::Program p("bench_grad_ready", "When each parameter's gradient becomes ready in backward (for "
+                                         "bench/simulate); JSON lines, the last a summary.");
+  ls::bench::add_model_options(p, o.model);
+  ls::bench::add_timing_options(p, o.iters, o.warmup, o.threads);
+  p.parse(argc, argv);
   return o;
 }
 
@@ -225,10 +209,5 @@ int run_main(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run_main(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_grad_ready: %s\n", e.what());
-    return 1;
-  }
+  return ls::cli::run("bench_grad_ready", [&] { return run_main(argc, argv); });
 }

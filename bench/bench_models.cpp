@@ -10,31 +10,24 @@
 #include "core/factory.h"
 #include "core/nn_ops.h"
 #include "core/rng.h"
+#include "tools/cli.h"
 
 namespace lockstep::bench {
 
-const char* const kModelUsage =
-    "--model resnet50|resnet18|bert|bert-tiny|mlp-reversed [--batch B] [--image S] [--seq T] [--layers L]";
-
-bool parse_model_flag(ModelOptions& o, const std::string& arg, const char* value) {
-  if (arg == "--model") o.model = value;
-  else if (arg == "--batch") o.batch = std::atoll(value);
-  else if (arg == "--image") o.image = std::atoll(value);
-  else if (arg == "--seq") o.seq = std::atoll(value);
-  else if (arg == "--layers") o.layers = std::atoll(value);
-  else return false;
-  return true;
+void add_model_options(cli::Program& p, ModelOptions& o) {
+  p.choice("--model", o.model, "the network", {"resnet50", "resnet18", "bert", "bert-tiny", "mlp-reversed"});
+  p.integer("--batch", o.batch, "examples per step (per rank)", 1, 1 << 20);
+  p.integer("--image", o.image, "ResNet input height and width", 32, 4096);
+  p.integer("--seq", o.seq, "BERT sequence length (default: bert 128, bert-tiny 64)", 1, 1 << 20)->default_str("");
+  p.integer("--layers", o.layers, "BERT encoder layers (default: bert 12, bert-tiny 2) or mlp-reversed layers (8)",
+            1, 4096)
+      ->default_str("");
 }
 
-std::string check_model_options(const ModelOptions& o) {
-  if (o.model != "resnet50" && o.model != "resnet18" && o.model != "bert" &&
-      o.model != "bert-tiny" && o.model != "mlp-reversed") {
-    return "unknown model '" + o.model + "' (resnet50, resnet18, bert, bert-tiny or mlp-reversed)";
-  }
-  if (o.batch < 1 || o.image < 32 || (o.seq != -1 && o.seq < 1) || (o.layers != -1 && o.layers < 1)) {
-    return "--batch, --seq and --layers must be >= 1 and --image >= 32";
-  }
-  return "";
+void add_timing_options(cli::Program& p, int& iters, int& warmup, int& threads) {
+  p.integer("--iters", iters, "timed iterations", 1, 1000000);
+  p.integer("--warmup", warmup, "untimed iterations first", 0, 1000000);
+  p.threads(threads);
 }
 
 namespace {

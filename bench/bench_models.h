@@ -42,6 +42,10 @@
 #include "core/tensor.h"
 #include "models/models.h"
 
+namespace lockstep::cli {
+class Program;  // tools/cli.h
+}  // namespace lockstep::cli
+
 namespace lockstep::bench {
 
 // The model flags common to bench_step and bench_ddp.
@@ -51,13 +55,12 @@ struct ModelOptions {
   int64_t seq = -1, layers = -1;   // -1: the model's default (settled by make_workload)
 };
 
-// Parses one model flag (--model --batch --image --seq --layers) at argv[i], taking
-// its value argv[i + 1]; returns false when `arg` is not a model flag.
-bool parse_model_flag(ModelOptions& o, const std::string& arg, const char* value);
-// Checks the values; returns "" or what is wrong (for the program's usage message).
-std::string check_model_options(const ModelOptions& o);
-// "--model resnet50|resnet18|bert|bert-tiny|mlp-reversed [--batch B] [--image S] [--seq T] [--layers L]"
-extern const char* const kModelUsage;
+// Adds the model flags (--model --batch --image --seq --layers) to a program's
+// command line (tools/cli.h), typed and range-checked; --seq and --layers keep -1
+// (the model's default) unless given.
+void add_model_options(cli::Program& program, ModelOptions& o);
+// Adds --iters (timed iterations, >= 1), --warmup (untimed ones first, >= 0) and --threads.
+void add_timing_options(cli::Program& program, int& iters, int& warmup, int& threads);
 
 // mlp-reversed's network (see the file header): (B, width) -> (B, width) logits.
 struct ReversedMLP : nn::UnaryModule {

@@ -46,6 +46,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/cli.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/nn_ops.h"
@@ -71,51 +72,23 @@ struct Options {
   int64_t powersgd_rank = 1, start_powersgd_iter = 10;
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "bench_nosync_convergence: %s\nusage: bench_nosync_convergence [--batch B] "
-               "[--iters N] [--sync-every S] [--lr LR] [--momentum M] [--seed N] "
-               "[--threads T] [--root DIR] [--comm-hook none|allreduce|fp16|bf16|powersgd] "
-               "[--powersgd-rank R] [--start-powersgd-iter K]\n",
-               why.c_str());
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) usage(arg + " needs a value");
-    const char* v = argv[++i];
-    if (arg == "--batch") o.batch = std::atoll(v);
-    else if (arg == "--iters") o.iters = std::atoll(v);
-    else if (arg == "--sync-every") {
-      o.sync_every.clear();
-      std::stringstream ss(v);
-      for (std::string item; std::getline(ss, item, ',');) o.sync_every.push_back(std::atoll(item.c_str()));
-    }
-    else if (arg == "--threads") o.threads = std::atoll(v);
-    else if (arg == "--lr") o.lr = std::atof(v);
-    else if (arg == "--momentum") o.momentum = std::atof(v);
-    else if (arg == "--seed") o.seed = std::strtoull(v, nullptr, 10);
-    else if (arg == "--root") o.root = v;
-    else if (arg == "--comm-hook") o.comm_hook = v;
-    else if (arg == "--powersgd-rank") o.powersgd_rank = std::atoll(v);
-    else if (arg == "--start-powersgd-iter") o.start_powersgd_iter = std::atoll(v);
-    else usage("unknown option " + arg);
-  }
-  bool bad_sync = o.sync_every.empty();
-  for (int64_t s : o.sync_every) bad_sync = bad_sync || s < 1;
-  if (o.batch < 1 || o.iters < 1 || bad_sync || o.threads < 1 || o.lr <= 0) {
-    usage("--batch, --iters, each --sync-every value, --threads must be >= 1 and --lr > 0");
-  }
-  const std::string& h = o.comm_hook;
-  if (h != "none" && h != "allreduce" && h != "fp16" && h != "bf16" && h != "powersgd") {
-    usage("unknown --comm-hook " + h + " (none, allreduce, fp16, bf16 or powersgd)");
-  }
-  if (o.powersgd_rank < 1 || o.start_powersgd_iter < 0) {
-    usage("--powersgd-rank must be >= 1 and --start-powersgd-iter >= 0");
-  }
+  ls::cli::Program p("bench_nosync_convergence", "Fashion-MNIST convergence under 2-rank DDP with gradient "
+                                                 "accumulation (no_sync) or a communication hook; JSON lines.");
+  p.integer("--batch", o.batch, "examples per step on each rank", 1, 60000);
+  p.integer("--iters", o.iters, "iterations per run", 1, 10000000);
+  p.integers("--sync-every", o.sync_every, "runs, one per value: sync every S iterations", 1, 1000000);
+  p.threads(o.threads);
+  p.real("--lr", o.lr, "SGD learning rate", 0.0, 1000.0, /*above_lo=*/true);
+  p.real("--momentum", o.momentum, "SGD momentum", 0.0, 1.0);
+  p.integer("--seed", o.seed, "seed of the weights and the data order", 0);
+  p.text("--root", o.root, "Fashion-MNIST directory");
+  p.choice("--comm-hook", o.comm_hook, "DDP communication hook", {"none", "allreduce", "fp16", "bf16", "powersgd"});
+  p.integer("--powersgd-rank", o.powersgd_rank, "PowerSGD matrix rank", 1, 1 << 20);
+  p.integer("--start-powersgd-iter", o.start_powersgd_iter, "plain AllReduce before this iteration", 0);
+  p.parse(argc, argv);
+  p.environment([] { return ls::distributed::launched_world_size(); });
   return o;
 }
 
@@ -268,10 +241,5 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(parse(argc, argv));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_nosync_convergence: %s\n", e.what());
-    return 1;
-  }
+  return ls::cli::run("bench_nosync_convergence", [&] { return run(parse(argc, argv)); });
 }

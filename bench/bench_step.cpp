@@ -65,7 +65,7 @@
 #include "core/parallel.h"
 #include "core/profiler.h"
 #include "optim/sgd.h"
-#include "bench/bench_stats.h"
+#include "tools/cli.h"
 #if LOCKSTEP_WITH_CUDA
 #include "core/cuda/cuda_allocator.h"
 #include "core/cuda/cuda_context.h"
@@ -79,49 +79,22 @@ struct Options {
   ls::bench::ModelOptions model;
   int iters = 3, warmup = 1, threads = 1;
   bool profile = false;
-  bool amp = false;            // --amp bf16: forward + loss under ls::AutocastGuard
+  std::string amp = "off";     // --amp bf16: forward + loss under ls::AutocastGuard
   std::string device = "cpu";  // cpu | cuda
 };
 
-[[noreturn]] void usage(const std::string& why) {
-  std::fprintf(stderr,
-               "bench_step: %s\nusage: bench_step %s [--iters N] [--warmup W] [--threads T] "
-               "[--profile 0|1] [--device cpu|cuda] [--amp off|bf16]\n",
-               why.c_str(), ls::bench::kModelUsage);
-  std::exit(2);
-}
-
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) usage(arg + " needs a value");
-    const char* v = argv[++i];
-    if (ls::bench::parse_model_flag(o.model, arg, v)) {
-    } else if (arg == "--iters") {
-      o.iters = std::atoi(v);
-    } else if (arg == "--warmup") {
-      o.warmup = std::atoi(v);
-    } else if (arg == "--threads") {
-      o.threads = std::atoi(v);
-    } else if (arg == "--profile") {
-      o.profile = std::atoi(v) != 0;
-    } else if (arg == "--device") {
-      o.device = v;
-    } else if (arg == "--amp") {
-      if (std::string(v) != "off" && std::string(v) != "bf16") usage("--amp must be off or bf16");
-      o.amp = std::string(v) == "bf16";
-    } else {
-      usage("unknown option " + arg);
-    }
-  }
-  if (std::string why = ls::bench::check_model_options(o.model); !why.empty()) usage(why);
-  if (o.iters < 1 || o.warmup < 0 || o.threads < 1) {
-    usage("--iters and --threads must be >= 1, --warmup >= 0");
-  }
-  if (o.device != "cpu" && o.device != "cuda") usage("--device must be cpu or cuda");
+  ls::cli::Program p("bench_step", "Times training steps of ResNet or BERT (forward, backward, SGD step); JSON "
+                                   "lines, the last one a summary.");
+  ls::bench::add_model_options(p, o.model);
+  ls::bench::add_timing_options(p, o.iters, o.warmup, o.threads);
+  p.switch01("--profile", o.profile, "print the per-op time table of the timed steps on stderr");
+  p.choice("--device", o.device, "where the model runs", {"cpu", "cuda"});
+  p.choice("--amp", o.amp, "mixed precision: bf16 runs forward + loss under ls::AutocastGuard", {"off", "bf16"});
+  p.parse(argc, argv);
   if (o.device == "cuda" && !ls::cuda::is_available()) {
-    usage("--device cuda: no CUDA device (this build has no CUDA backend, or no GPU is visible)");
+    p.usage_error("--device cuda: no CUDA device (this build has no CUDA backend, or no GPU is visible)");
   }
   return o;
 }
@@ -210,7 +183,7 @@ int run(int argc, char** argv) {
     const auto t0 = clock::now();
     ls::Tensor loss;
     {
-      ls::AutocastGuard amp(ls::kBFloat16, o.amp);  // Note [Autocast policy]
+      ls::AutocastGuard amp(ls::kBFloat16, o.amp == "bf16");  // Note [Autocast policy]
       loss = wl.loss();  // forward + loss
     }
     device_sync(device);
@@ -259,7 +232,7 @@ int run(int argc, char** argv) {
       o.model.model.c_str(), static_cast<long long>(o.model.batch), wl.shape_json.c_str(), o.threads, o.iters,
       static_cast<long long>(params), step, median(fwd_ms), median(bwd_ms), median(opt_ms),
       median(cpu_ms), train_gflop, train_gflop / (step * 1e-3), peak_rss_mb(), alloc_peak_mb,
-      o.device.c_str(), o.amp ? "bf16" : "off", cuda_mb.first, cuda_mb.second);
+      o.device.c_str(), o.amp.c_str(), cuda_mb.first, cuda_mb.second);
   std::fflush(stdout);  // before a profiler table goes to stderr
   if (o.profile) std::fputs(ls::profiler::report().c_str(), stderr);
   return 0;
@@ -268,10 +241,5 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_step: %s\n", e.what());
-    return 1;
-  }
+  return ls::cli::run("bench_step", [&] { return run(argc, argv); });
 }

@@ -21,7 +21,7 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for s in $seeds; do
   OMP_NUM_THREADS=1 "$build/bin/train_fashion_mnist" --epochs "$epochs" --threads 1 --seed "$s" \
-    --log-every 100000 --checkpoint "$out/ckpt.safetensors" | tee "$out/lockstep_$s.log"
+    --log-every 100000 --checkpoint "$out/ckpt_$s.safetensors" | tee "$out/lockstep_$s.log"
   OMP_NUM_THREADS=1 "$TORCH_PY" bench/torch/fashion_mnist.py --seed "$s" --epochs "$epochs" --threads 1 \
     | tee "$out/torch_$s.log"
 done

@@ -1,5 +1,5 @@
 # cmake/LockstepDependencies.cmake — the third-party libraries, all Debian packages
-# (scripts/install_deps.sh installs them): Eigen, oneDNN, OpenMP, zlib, Gloo, OpenMPI.
+# (scripts/install_deps.sh installs them): Eigen, oneDNN, OpenMP, zlib, Gloo, OpenMPI, CLI11.
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)
 find_package(dnnl REQUIRED)
 find_package(OpenMP REQUIRED COMPONENTS CXX)
@@ -7,6 +7,8 @@ find_package(ZLIB REQUIRED)
 find_package(Gloo REQUIRED)
 find_package(MPI REQUIRED COMPONENTS CXX)
 find_package(Threads REQUIRED)
+# The programs' argument parser (tools/cli.h; Debian libcli11-dev, header-only).
+find_package(CLI11 2.1 REQUIRED CONFIG)
 
 # Compile flags shared by every lockstep target (not exported to users).
 add_library(lockstep_build_flags INTERFACE)

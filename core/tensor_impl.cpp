@@ -3,6 +3,9 @@
 #include "core/tensor_impl.h"
 
 #include "core/autograd_meta.h"
+#include "core/error.h"
+
+#include <string>
 
 namespace lockstep {
 
@@ -28,8 +31,16 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes) {
 
 int64_t numel_of(const std::vector<int64_t>& sizes) {
   int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
+  bool overflow = false;
+  for (int64_t s : sizes) overflow |= __builtin_mul_overflow(n, s, &n);
+  if (!overflow) return n;
+  for (int64_t s : sizes) {
+    if (s == 0) return 0;  // an empty dimension: no elements, however large the others
+  }
+  std::string shape;
+  for (int64_t s : sizes) shape += (shape.empty() ? "" : ", ") + std::to_string(s);
+  throw Error(detail::str("shape [", shape, "] has more elements than int64 can count (the product of its sizes "
+                          "overflows 2^63 - 1); check the sizes passed to the factory or view"));
 }
 
 }  // namespace lockstep

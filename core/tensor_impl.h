@@ -34,6 +34,7 @@ struct TensorImpl {
 
 // Row-major (C-order) strides for `sizes`: the layout of a contiguous tensor.
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& sizes);
+// The product of the sizes; throws ls::Error when it overflows int64 (and no size is 0).
 int64_t numel_of(const std::vector<int64_t>& sizes);
 
 }  // namespace lockstep

@@ -4,6 +4,7 @@
 #include "distributed/ddp_progress.h"
 
 #include <atomic>
+#include <chrono>
 #include <sstream>
 
 #include "core/error.h"
@@ -57,7 +58,8 @@ void ProgressBoard::writer_loop() {
     std::string failure;
     try {
       store_->set(prefix_ + std::to_string(rank_), lockstep::detail::str(p.backward, ' ', p.launched, ' ', p.buckets,
-                                                                          ' ', p.finished ? 1 : 0));
+                                                                          ' ', p.finished ? 1 : 0, ' ',
+                                                                          p.gave_up ? 1 : 0));
     } catch (const std::exception& e) {
       failure = e.what();
     }
@@ -69,31 +71,84 @@ void ProgressBoard::writer_loop() {
   }
 }
 
-std::string ProgressBoard::who_is_behind(const DDPPosition& waiting_at) const {
+// Every other rank's last published position ({} where none is).
+std::vector<DDPPosition> ProgressBoard::read_all() const {
+  std::vector<DDPPosition> all(static_cast<size_t>(world_size_));
+  for (int r = 0; r < world_size_; ++r) {
+    const std::string key = prefix_ + std::to_string(r);
+    if (r == rank_ || !store_->check({key})) continue;
+    int64_t finished = 0, gave_up = 0;
+    std::istringstream(store_->get_string(key)) >> all[r].backward >> all[r].launched >> all[r].buckets >> finished >>
+        gave_up;
+    all[r].finished = finished != 0;
+    all[r].gave_up = gave_up != 0;
+  }
+  return all;
+}
+
+// Note [Progress board when no rank is behind]
+// A rank stopped (SIGSTOP) or hung just after it published a launch, before its
+// communication thread sent the data, stands level with the ranks waiting for
+// it. So does a healthy rank waiting for the same collective, but that one
+// gives up too when its own wait times out, and says so on the board (gave_up).
+// With no rank behind, the reader waits up to kGiveUpGrace for the level ranks
+// to give up, then names those that did not; if all did, the collective itself
+// failed (the network, say).
+std::string ProgressBoard::who_is_behind(const DDPPosition& waiting_at) {
+  constexpr auto kGiveUpGrace = std::chrono::milliseconds(1500);
+  DDPPosition mine = waiting_at;
+  mine.gave_up = true;
+  record(mine);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!broken_.empty()) return "Progress board: stopped after a store error (" + broken_ + ").";
   }
   std::ostringstream os;
   int behind = 0;
+  std::vector<int> level, gave_up;
   try {
-    for (int r = 0; r < world_size_; ++r) {
-      if (r == rank_) continue;
-      const std::string key = prefix_ + std::to_string(r);
-      DDPPosition theirs;
-      if (store_->check({key})) {
-        int64_t finished = 0;
-        std::istringstream(store_->get_string(key)) >> theirs.backward >> theirs.launched >> theirs.buckets >> finished;
-        theirs.finished = finished != 0;
+    const auto deadline = std::chrono::steady_clock::now() + kGiveUpGrace;
+    for (;;) {
+      const std::vector<DDPPosition> all = read_all();
+      os.str("");
+      behind = 0;
+      level.clear();
+      gave_up.clear();
+      for (int r = 0; r < world_size_; ++r) {
+        if (r == rank_) continue;
+        if (all[r].before(waiting_at)) {
+          os << (behind++ ? "; " : "") << "rank " << r << " did not arrive: its last position is '" << all[r].str()
+             << "'";
+        } else if (!waiting_at.before(all[r])) {
+          (all[r].gave_up ? gave_up : level).push_back(r);
+        }
       }
-      if (!theirs.before(waiting_at)) continue;
-      os << (behind++ ? "; " : "") << "rank " << r << " did not arrive: its last position is '" << theirs.str() << "'";
+      if (behind > 0 || level.empty() || std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   } catch (const std::exception& e) {
     return lockstep::detail::str("Progress board: could not be read (", e.what(), ").");
   }
-  if (behind == 0) return "";
-  return lockstep::detail::str("Progress board: ", os.str(), " (this rank waits at '", waiting_at.str(), "').");
+  auto list = [](const std::vector<int>& ranks) {
+    std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+    return out;
+  };
+  if (behind > 0) {
+    return lockstep::detail::str("Progress board: ", os.str(), " (this rank waits at '", waiting_at.str(), "').");
+  }
+  if (!level.empty()) {
+    return lockstep::detail::str("Progress board: no rank is behind; ", list(level), " reached this point too ('",
+                                 waiting_at.str(), "') but neither completed the collective nor gave up waiting on "
+                                 "it: stopped (SIGSTOP), hung in communication, or cut off from the network.");
+  }
+  if (!gave_up.empty()) {
+    return lockstep::detail::str("Progress board: no rank is behind; ", list(gave_up), " reached this point ('",
+                                 waiting_at.str(), "') and gave up waiting as well: the collective itself failed "
+                                 "(a network problem?).");
+  }
+  return lockstep::detail::str("Progress board: every other rank is past this point ('", waiting_at.str(),
+                               "'); the collective itself failed (a network problem?).");
 }
 
 }  // namespace lockstep::distributed::detail

@@ -20,6 +20,10 @@
 // A rank is named when its position is before the one this rank waits at:
 // for bucket b of backward k, "bucket b+1 launched"; for the backward's
 // fingerprint, "backward k started"; for a forward's, "backward k finished".
+// When no rank is before it, the ranks level with it that have not given up
+// waiting there as well are named instead (one stopped right after publishing a
+// launch; Note [Progress board when no rank is behind] in ddp_progress.cpp), so a
+// failed wait always gets a board line.
 // A rank stalled for a whole timeout has long had its position written, so
 // the board is exact where it matters. The instance number counts DDP
 // constructions in the process (the same sequence on every rank), so several
@@ -34,6 +38,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "distributed/store.h"
 
@@ -45,6 +50,7 @@ struct DDPPosition {
   int64_t launched = 0;  // buckets launched in it
   int64_t buckets = 0;   // buckets in all
   bool finished = false;
+  bool gave_up = false;  // a wait at this position failed here (not part of the order)
   bool before(const DDPPosition& o) const {
     if (backward != o.backward) return backward < o.backward;
     if (launched != o.launched) return launched < o.launched;
@@ -63,11 +69,13 @@ class ProgressBoard {
   // Non-blocking: the writer thread publishes it.
   void record(const DDPPosition& position);
   // The ranks whose last published position is before `waiting_at`, and where
-  // they are; "" when there is none.
-  std::string who_is_behind(const DDPPosition& waiting_at) const;
+  // they are; when there is none, the ranks level with it that did not give up
+  // waiting there too; never "". Publishes this rank's `waiting_at` as given up.
+  std::string who_is_behind(const DDPPosition& waiting_at);
 
  private:
   void writer_loop();
+  std::vector<DDPPosition> read_all() const;
 
   std::shared_ptr<Store> store_;
   int rank_;

@@ -4,6 +4,7 @@
 // Read before: distributed/distributed_data_parallel.h.
 #include "distributed/distributed_data_parallel.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
@@ -57,12 +58,61 @@ std::vector<std::string> rank0_description(ProcessGroup& pg, const std::vector<s
   return lines;
 }
 
+// Note [DDP construction check]
+// Construction's first collective is the parameter check's allgather. A rank
+// that never constructs DDP (one that crashed, or took another branch) makes it
+// time out, and the allgather alone cannot say who is missing. So before it
+// each rank sets "lockstep/ddp_construct/<n>/<rank>" in the group's store (n
+// counts DDP constructions in the process, the same on every rank); a failed
+// check lists the ranks whose key is absent.
+std::atomic<int64_t> next_construction{0};
+
+std::string construction_failure(ProcessGroup& pg, Store* store, const std::string& prefix, const std::string& why) {
+  std::ostringstream os;
+  os << "DistributedDataParallel (rank " << pg.rank() << "): the construction check (an allgather of every "
+     << "rank's parameter fingerprint, made when each rank constructs DDP) did not complete within "
+     << pg.timeout().count() << " ms: ";
+  std::vector<int> missing;
+  std::string asking;
+  try {
+    for (int r = 0; store != nullptr && r < pg.size(); ++r) {
+      if (!store->check({prefix + std::to_string(r)})) missing.push_back(r);
+    }
+  } catch (const std::exception& e) {
+    asking = e.what();
+  }
+  if (store == nullptr || !asking.empty()) {
+    os << "some rank did not construct DistributedDataParallel (which one cannot be told: "
+       << (store == nullptr ? std::string("the process group has no store") : "the store failed: " + asking) << ")";
+  } else if (missing.empty()) {
+    os << "every rank began constructing DistributedDataParallel, but the exchange failed";
+  } else {
+    os << "rank" << (missing.size() == 1 ? "" : "s");
+    for (size_t i = 0; i < missing.size(); ++i) os << (i ? ", " : " ") << missing[i];
+    os << " (" << missing.size() << " of " << pg.size() << ") did not construct DistributedDataParallel";
+  }
+  os << ". Every rank must construct DDP, with the same model, at the same point of the program; check the "
+        "other ranks' output (one may have failed or taken another branch). (" << why << ")";
+  return os.str();
+}
+
 // Every rank must hold the same parameters; see the header.
 void verify_same_parameters(ProcessGroup& pg, const nn::NamedTensors& params) {
   std::vector<std::string> mine = describe(params);
   Tensor fingerprint = tensor(std::vector<int64_t>{static_cast<int64_t>(mine.size()), fnv1a(mine)});
   std::vector<Tensor> all;
-  pg.allgather(all, fingerprint)->wait(pg.timeout());
+  const std::string prefix = lockstep::detail::str("lockstep/ddp_construct/", next_construction++, "/");
+  std::shared_ptr<Store> store = pg.store();
+  try {
+    if (store) store->set(prefix + std::to_string(pg.rank()), std::string("1"));
+  } catch (const std::exception&) {
+    store.reset();  // the check below still runs; only its error cannot name the ranks
+  }
+  try {
+    pg.allgather(all, fingerprint)->wait(pg.timeout());
+  } catch (const Error& e) {
+    throw Error(construction_failure(pg, store.get(), prefix, e.what()));
+  }
   std::vector<int> differing;
   std::vector<int64_t> reference = all.at(0).to_vector<int64_t>();
   for (int r = 1; r < pg.size(); ++r) {

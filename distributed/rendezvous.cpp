@@ -26,7 +26,8 @@ int parse_int(const char* name, const char* text) {
   char* end = nullptr;
   long v = std::strtol(text, &end, 10);
   LS_CHECK(errno == 0 && end != text && *end == '\0' && v >= INT32_MIN && v <= INT32_MAX,
-           "rendezvous: ", name, "='", text, "' is not an integer");
+           "rendezvous: ", name, "='", text, "' is not an integer; the launcher (lockstep-run, torchrun, "
+           "mpirun) sets it: unset it or correct it");
   return static_cast<int>(v);
 }
 
@@ -94,6 +95,12 @@ RendezvousInfo resolve_rendezvous(const InitOptions& options) {
   LS_CHECK(info.timeout.count() > 0, "rendezvous: the timeout must be positive, got ", info.timeout.count(), " ms");
   info.store = options.store();
   return info;
+}
+
+std::optional<int> launched_world_size() {
+  EnvValue world = pick(std::nullopt, "world_size", {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
+  LS_CHECK(!world.value || *world.value >= 1, "rendezvous: ", world.from, "=", *world.value, " must be at least 1");
+  return world.value;
 }
 
 RendezvousInfo rendezvous_from_env(const InitOptions& options) {

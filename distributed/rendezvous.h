@@ -78,6 +78,12 @@ RendezvousInfo resolve_rendezvous(const InitOptions& options = {});
 // resolve_rendezvous + connect the store + barrier: the whole rendezvous.
 RendezvousInfo rendezvous_from_env(const InitOptions& options = {});
 
+// The world size a launcher announced — WORLD_SIZE (lockstep-run, torchrun), else
+// OMPI_COMM_WORLD_SIZE (mpirun) — or nullopt when neither is set. Throws naming the
+// variable when it is not a whole number >= 1 (WORLD_SIZE=abc), so every program
+// refuses a malformed value the same way instead of reading it as 0.
+std::optional<int> launched_world_size();
+
 // 300 s, or LOCKSTEP_TIMEOUT_S seconds (a positive number) when set.
 std::chrono::milliseconds default_timeout();
 

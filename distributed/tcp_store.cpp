@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -28,6 +29,10 @@ using wire::Status;
 namespace {
 
 constexpr auto kServerGrace = std::chrono::seconds(5);  // beyond a GET/WAIT's own timeout
+// Note [Waiting for the store]: after this long without a connection, connect()
+// prints one "waiting for rank 0 at HOST:PORT (timeout N s)" line on stderr (a
+// notice, not an error: the wait goes on until the timeout).
+constexpr auto kWaitNotice = std::chrono::seconds(3);
 
 int remaining_ms(std::chrono::steady_clock::time_point deadline) {
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
@@ -96,10 +101,12 @@ void TCPStore::connect(std::chrono::milliseconds timeout) {
   int rc = ::getaddrinfo(host_.c_str(), port.c_str(), &hints, &res);
   LS_CHECK(rc == 0, "TCPStore: cannot resolve host '", host_, "': ", ::gai_strerror(rc),
            "; check MASTER_ADDR (rank 0's address, e.g. 127.0.0.1 on one machine)");
-  const auto deadline = Clock::now() + timeout;
+  const auto start = Clock::now();
+  const auto deadline = start + timeout;
   auto backoff = std::chrono::milliseconds(10);
   int last_error = 0;
   int attempts = 0;
+  bool told = false;
   for (;;) {
     ++attempts;
     for (addrinfo* ai = res; ai != nullptr && fd_ < 0; ai = ai->ai_next) {
@@ -109,6 +116,15 @@ void TCPStore::connect(std::chrono::milliseconds timeout) {
     if (fd_ >= 0) break;
     auto now = Clock::now();
     if (now >= deadline) break;
+    if (!told && now - start >= kWaitNotice) {
+      // Note [Waiting for the store]: one line, so a wrong MASTER_ADDR or a rank 0
+      // that never started is not a silent wait of the whole timeout.
+      told = true;
+      std::fprintf(stderr, "lockstep: waiting for rank 0 at %s (timeout %lld s): no store answers there yet (%s)\n",
+                   where().c_str(), static_cast<long long>(std::chrono::ceil<std::chrono::seconds>(timeout).count()),
+                   std::strerror(last_error));
+      std::fflush(stderr);
+    }
     std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(250));
   }
@@ -146,7 +162,14 @@ Status TCPStore::send_request(Command cmd, const wire::Encoder& request, Clock::
                      "); rank 0, which hosts the store, may have exited or crashed"));
   }
   uint8_t status = read_u8(deadline);
-  if (status > uint8_t(Status::kError)) fail(detail::str("bad reply status ", int(status)));
+  if (status > uint8_t(Status::kError)) {
+    const bool printable = status >= 0x20 && status < 0x7f;
+    fail(detail::str("the server answered with byte ", int(status),
+                     printable ? std::string(" ('") + char(status) + "')" : std::string(),
+                     ", which no lockstep store sends: what listens on this port is not a lockstep TCPStore (a "
+                     "PyTorch store, a web server or another program?). Choose a free port for MASTER_PORT "
+                     "(lockstep-run --master-port)"));
+  }
   if (status == uint8_t(Status::kError)) {
     Bytes msg = read_bytes(deadline);
     throw Error(store_util::to_string(msg));

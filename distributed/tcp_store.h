@@ -4,7 +4,10 @@
 // (a background thread, distributed/tcp_store_server.h) listening on
 // MASTER_PORT, and then connects to it like everyone else. The other ranks
 // connect to MASTER_ADDR:MASTER_PORT, retrying with exponential backoff
-// (10 ms doubling to 250 ms) until the timeout, since rank 0 may start later.
+// (10 ms doubling to 250 ms) until the timeout, since rank 0 may start later;
+// after 3 s they print one "waiting for rank 0 at HOST:PORT" line (Note [Waiting
+// for the store] in tcp_store.cpp). A reply no lockstep server sends (an HTTP
+// server's 'H') is reported as a foreign service on the port.
 // One TCPStore is one connection; its calls are serialized by a mutex, so
 // threads may share it, but a blocking get() holds it until answered.
 //

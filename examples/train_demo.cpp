@@ -5,14 +5,14 @@
 // model is plain tensors; the loss is cross-entropy written with log_softmax;
 // the update is hand-written SGD under NoGradGuard. Later layers (nn, optim,
 // distributed) replace each of these by a library piece.
-// Usage: build/bin/train_demo [--steps N] [--seed S]
+// Usage: build/bin/train_demo [--steps N] [--seed S] (--help: tools/cli.h).
 #include <lockstep.h>
 
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <numbers>
+
+#include "tools/cli.h"
 
 namespace ls = lockstep;
 
@@ -35,15 +35,8 @@ std::pair<ls::Tensor, ls::Tensor> make_spirals(int64_t n) {
   }
   return {ls::tensor(xs, {2 * n, 2}), ls::tensor(ys, {2 * n, 2})};
 }
-}  // namespace
 
-int main(int argc, char** argv) {
-  int steps = 3000;
-  uint64_t seed = 0;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--steps") == 0) steps = std::atoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--seed") == 0) seed = std::strtoull(argv[i + 1], nullptr, 10);
-  }
+int train(int steps, uint64_t seed) {
   ls::manual_seed(seed);
   ls::set_num_threads(1);
   auto [x, y] = make_spirals(200);  // (400, 2), (400, 2)
@@ -74,4 +67,17 @@ int main(int argc, char** argv) {
     }
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 3000;
+  uint64_t seed = 0;
+  ls::cli::Program program("train_demo", "A two-layer MLP learns two noisy spiral arms apart (core and autograd "
+                                         "only, hand-written SGD).");
+  program.integer("--steps", steps, "SGD steps", 0, 10000000);
+  program.integer("--seed", seed, "seed of the data and the weights", 0);
+  program.parse(argc, argv);
+  return ls::cli::run("train_demo", [&] { return train(steps, seed); });
 }

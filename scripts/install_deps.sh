@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake libeigen3-dev doctest-dev libdnnl-dev zlib1g-dev
-          libgloo-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist python3-numpy "$@")
+          libgloo-dev libopenmpi-dev openmpi-bin libcli11-dev dataset-fashion-mnist python3-numpy "$@")
 
 missing=()
 for p in "${packages[@]}"; do

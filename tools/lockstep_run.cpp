@@ -18,7 +18,8 @@
 // the signal handler writes to (SIGCHLD, SIGINT, SIGTERM), and reaps children.
 // Each rank runs in its own process group, so signals reach a shell's children
 // too (`sh -c 'sleep 30'` dies whole) and no orphan keeps a pipe open.
-// Deliberately plain C++ and POSIX: it links no lockstep library.
+// Deliberately plain C++ and POSIX: it links no lockstep library (tools/cli.h, its
+// command line, is header-only on CLI11).
 // Read before: distributed/rendezvous.h (the variables), README.md (usage).
 #include <fcntl.h>
 #include <poll.h>
@@ -34,42 +35,10 @@
 #include <string>
 #include <vector>
 
+#include "tools/cli.h"
+
 namespace {
 
-const char* kUsage =
-    "usage: lockstep-run --nproc-per-node N [--nnodes M --node-rank K --master-addr A --master-port P]\n"
-    "                    [--grace-period SECONDS] -- prog [args...]\n"
-    "\n"
-    "Starts N processes of `prog` on this machine, as ranks of a world of M*N, with\n"
-    "RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT set\n"
-    "(what ls::distributed::init_process_group reads). Output lines are prefixed \"[rank R] \".\n"
-    "\n"
-    "  --nproc-per-node N    processes on this node (required, >= 1)\n"
-    "  --nnodes M            nodes in the job (default 1); run lockstep-run once per node\n"
-    "  --node-rank K         this node's index in [0, M) (default 0)\n"
-    "  --master-addr A       address of the node running rank 0 (default 127.0.0.1)\n"
-    "  --master-port P       free TCP port there for the rendezvous store (default 29500)\n"
-    "  --grace-period S      seconds between SIGTERM and SIGKILL when stopping ranks (default 5)\n"
-    "  -h, --help            this text\n"
-    "\n"
-    "SIGINT/SIGTERM are forwarded to every rank. If a rank fails (non-zero exit or a signal)\n"
-    "the others are stopped and lockstep-run exits non-zero, naming the rank that failed first.\n";
-
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "lockstep-run: %s\n(run lockstep-run --help for usage)\n", msg.c_str());
-  std::exit(2);
-}
-
-long parse_number(const std::string& option, const std::string& text, long lo, long hi) {
-  errno = 0;
-  char* end = nullptr;
-  long v = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || errno != 0 || *end != '\0' || v < lo || v > hi) {
-    usage_error(option + " expects an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                "], got '" + text + "'");
-  }
-  return v;
-}
 
 std::string signal_name(int sig) {
   switch (sig) {
@@ -101,62 +70,37 @@ struct Options {
 
 Options parse_args(int argc, char** argv) {
   Options o;
-  bool have_nproc = false;
-  int i = 1;
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    }
-    if (a.rfind("-", 0) != 0) break;  // the program starts here
-    std::string name = a, value;
-    size_t eq = a.find('=');
-    if (eq != std::string::npos) {
-      name = a.substr(0, eq);
-      value = a.substr(eq + 1);
-    }
-    for (char& c : name) if (c == '_') c = '-';  // --nproc_per_node, as torchrun spells it
-    static const char* known[] = {"--nproc-per-node", "--nnodes", "--node-rank", "--master-addr",
-                                  "--master-port", "--grace-period"};
-    bool is_known = false;
-    for (const char* k : known) is_known |= name == k;
-    if (!is_known) usage_error("unknown option '" + a + "'");
-    if (eq == std::string::npos) {
-      if (i + 1 >= argc) usage_error(name + " needs a value");
-      value = argv[++i];
-    }
-    if (name == "--nproc-per-node") {
-      o.nproc = parse_number(name, value, 1, 4096);
-      have_nproc = true;
-    } else if (name == "--nnodes") {
-      o.nnodes = parse_number(name, value, 1, 1 << 20);
-    } else if (name == "--node-rank") {
-      o.node_rank = parse_number(name, value, 0, 1 << 20);
-    } else if (name == "--master-addr") {
-      if (value.empty()) usage_error("--master-addr needs a non-empty address");
-      o.master_addr = value;
-    } else if (name == "--master-port") {
-      o.master_port = parse_number(name, value, 1, 65535);
-    } else if (name == "--grace-period") {
-      char* end = nullptr;
-      o.grace_s = std::strtod(value.c_str(), &end);
-      if (value.empty() || *end != '\0' || !(o.grace_s >= 0) || o.grace_s > 3600) {
-        usage_error("--grace-period expects seconds in [0, 3600], got '" + value + "'");
-      }
-    }
+  lockstep::cli::Program p("lockstep-run",
+                           "Starts N processes of `prog` on this machine, as ranks of a world of M*N, with RANK, "
+                           "WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR and MASTER_PORT set "
+                           "(what ls::distributed::init_process_group reads). Output lines are prefixed \"[rank R] \".\n"
+                           "usage: lockstep-run --nproc-per-node N [options] [--] prog [args...]");
+  p.integer("--nproc-per-node,--nproc_per_node", o.nproc, "processes on this node", 1, 4096)->required();
+  p.integer("--nnodes", o.nnodes, "nodes in the job; run lockstep-run once per node", 1, 1 << 20);
+  p.integer("--node-rank,--node_rank", o.node_rank, "this node's index in [0, nnodes)", 0, 1 << 20);
+  p.text("--master-addr,--master_addr", o.master_addr, "address of the node running rank 0");
+  p.integer("--master-port,--master_port", o.master_port, "free TCP port there for the rendezvous store", 1, 65535);
+  p.real("--grace-period,--grace_period", o.grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks", 0.0,
+         3600.0);
+  p.app().prefix_command();  // the program and its arguments start at the first positional (or after --)
+  p.app().footer("SIGINT/SIGTERM are forwarded to every rank. If a rank fails (non-zero exit or a signal) the "
+                 "others are stopped and lockstep-run exits non-zero, naming the rank that failed first.\n" +
+                 p.app().get_footer());
+  p.parse(argc, argv);
+  o.command = p.app().remaining();
+  if (!o.command.empty() && o.command.front() == "--") {
+    o.command.erase(o.command.begin());
+  } else if (!o.command.empty() && o.command.front().rfind("-", 0) == 0) {
+    // prefix_command() hands an unknown option over as the program: refuse it instead.
+    p.usage_error("unknown option '" + o.command.front() + "' (the program's own options go after it)");
   }
-  for (; i < argc; ++i) o.command.push_back(argv[i]);
-  if (!have_nproc) usage_error("--nproc-per-node N is required");
   if (o.node_rank >= o.nnodes) {
-    usage_error("--node-rank " + std::to_string(o.node_rank) + " but --nnodes " + std::to_string(o.nnodes) +
-                ": the node rank must be in [0, nnodes)");
+    p.usage_error("--node-rank " + std::to_string(o.node_rank) + " but --nnodes " + std::to_string(o.nnodes) +
+                  ": the node rank must be in [0, nnodes)");
   }
-  if (o.command.empty()) usage_error("no program given: put it after `--`, e.g. lockstep-run --nproc-per-node 2 -- ./train");
+  if (o.command.empty()) {
+    p.usage_error("no program given: put it after `--`, e.g. lockstep-run --nproc-per-node 2 -- ./train");
+  }
   return o;
 }
 

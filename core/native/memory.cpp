@@ -1,6 +1,7 @@
 // core/native/memory.cpp — allocating, filling, copying and converting tensors.
 // Read before: core/native/native.h. Read next: core/native/views.cpp.
 #include <cstring>
+#include <limits>
 
 #include "core/native/cuda_dispatch.h"
 #include "core/native/native.h"
@@ -20,7 +21,9 @@ Tensor empty(const IntList& sizes, ScalarType dtype, Device device) {
   for (int64_t s : sizes) {
     LS_CHECK(s >= 0, "empty: negative size in shape ", shape_str(sizes));
   }
-  int64_t n = numel_of(sizes);
+  const int64_t n = numel_of(sizes);  // throws when the product overflows
+  LS_CHECK(n <= std::numeric_limits<int64_t>::max() / static_cast<int64_t>(element_size(dtype)), "empty: shape ",
+           shape_str(sizes), " of ", dtype_name(dtype), " needs more bytes than int64 can count");
   auto storage = std::make_shared<StorageImpl>(static_cast<size_t>(n) * element_size(dtype), device);
   return Tensor(std::make_shared<TensorImpl>(std::move(storage), sizes, contiguous_strides(sizes),
                                              0, dtype));

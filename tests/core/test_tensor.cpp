@@ -150,3 +150,13 @@ TEST_CASE("tensor: CPU allocator aligns to 64 bytes and counts bytes") {
   }
   CHECK(ls::cpu_allocator().stats().current_bytes == before);
 }
+
+TEST_CASE("factories: a shape whose element count overflows int64 throws instead of wrapping") {
+  CHECK_THROWS_WITH_AS(ls::zeros({int64_t{1} << 32, int64_t{1} << 32}),
+                       doctest::Contains("[4294967296, 4294967296] has more elements than int64 can count"), ls::Error);
+  CHECK_THROWS_WITH_AS(ls::empty({int64_t{1} << 62, 4}), doctest::Contains("overflows"), ls::Error);
+  // The element count fits but its bytes do not.
+  CHECK_THROWS_WITH_AS(ls::empty({int64_t{1} << 62}), doctest::Contains("needs more bytes than int64 can count"),
+                       ls::Error);
+  CHECK(ls::zeros({int64_t{1} << 20, 0}).numel() == 0);
+}

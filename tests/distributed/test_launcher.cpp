@@ -102,10 +102,10 @@ TEST_CASE("launcher: a rank killed by a signal is reported by the signal's name"
 TEST_CASE("launcher: argument errors are explained and --help prints usage") {
   Run none = run("-- true");
   CHECK(none.exit_code == 2);
-  CHECK(has(none, "--nproc-per-node N is required"));
+  CHECK(has(none, "--nproc-per-node is required"));
   Run bad = run("--nproc-per-node two -- true");
   CHECK(bad.exit_code == 2);
-  CHECK(has(bad, "--nproc-per-node expects an integer"));
+  CHECK(has(bad, "--nproc-per-node: 'two' is not a whole number"));
   Run unknown = run("--nproc-per-node 2 --frobnicate -- true");
   CHECK(unknown.exit_code == 2);
   CHECK(has(unknown, "unknown option '--frobnicate'"));

@@ -14,8 +14,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 for schedule in constant cosine; do
 args=(--limit 1280 --batch 64 --log-every 1000 --schedule "$schedule")
-"$bin/train_fashion_mnist" "${args[@]}" --epochs 2 --checkpoint "$work/straight.safetensors" > "$work/straight.log"
-"$bin/train_fashion_mnist" "${args[@]}" --epochs 2 --stop-after-epoch 1 --checkpoint "$work/resumed.safetensors" > "$work/first.log"
+# Fresh runs: --overwrite replaces the previous schedule's files.
+"$bin/train_fashion_mnist" "${args[@]}" --epochs 2 --overwrite --checkpoint "$work/straight.safetensors" > "$work/straight.log"
+"$bin/train_fashion_mnist" "${args[@]}" --epochs 2 --stop-after-epoch 1 --overwrite --checkpoint "$work/resumed.safetensors" > "$work/first.log"
 "$bin/train_fashion_mnist" "${args[@]}" --epochs 2 --checkpoint "$work/resumed.safetensors" --resume > "$work/second.log"
 grep -q "resumed from" "$work/second.log" || { echo "FAIL: the second run did not resume"; exit 1; }
 if cmp -s "$work/straight.safetensors" "$work/resumed.safetensors"; then

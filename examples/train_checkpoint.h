@@ -1,0 +1,158 @@
+// examples/train_checkpoint.h — train_fashion_mnist's checkpoint file and what
+// --resume means: the run's hyper-parameters kept beside the weights, resolved
+// against the command line on resume, and the checks made before training.
+//
+// Note [Resume semantics]
+// - Without --resume, an existing checkpoint is never overwritten: the program
+//   refuses (exit 2) unless --overwrite is given. With --resume the file must
+//   exist (exit 2 otherwise); --resume auto resumes when it exists and
+//   otherwise says "no checkpoint found at PATH, starting fresh".
+// - Before anything is trained, the checkpoint's directory is probed by
+//   creating and removing a file there, so a missing or unwritable directory
+//   fails at once, not after the first epoch.
+// - The checkpoint records the run's hyper-parameters (--epochs --batch --lr
+//   --schedule --seed --limit). On resume, one not given on the command line is
+//   the checkpoint's, so a bare --resume continues the same run. One given
+//   explicitly applies from the next epoch on, and when it differs from the
+//   checkpoint's a line says so ("resume: --lr 1e-07 replaces the checkpoint's
+//   0.05 from epoch 2 on"); the result then no longer equals an uninterrupted
+//   run. The optimizer's own state (momentum buffers) always comes from the file.
+// Read before: nn/serialize.h, distributed/checkpoint.h.
+// Read next: examples/train_fashion_mnist.cpp.
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <lockstep.h>
+
+#include "tools/cli.h"
+
+namespace train {
+
+// The hyper-parameters a checkpoint records (Note [Resume semantics]).
+struct HyperParameters {
+  int64_t epochs = 4, batch = 64, limit = 0;
+  double lr = 0.05;
+  std::string schedule = "constant";
+  uint64_t seed = 0;
+};
+
+// One hyper-parameter: its flag, its value as text, and how to set it from text.
+struct Field {
+  const char* flag;
+  std::string text;
+  std::function<bool(const std::string&)> assign;  // false when the text is malformed
+};
+
+inline std::vector<Field> fields(HyperParameters& h) {
+  auto int_field = [](const char* flag, auto& v) {
+    return Field{flag, std::to_string(v), [&v](const std::string& t) {
+                   auto x = lockstep::cli::parse_integer(t);
+                   if (x && *x >= 0) v = static_cast<std::remove_reference_t<decltype(v)>>(*x);
+                   return x && *x >= 0;
+                 }};
+  };
+  char lr[32];  // the shortest text that reads back as the same double
+  *std::to_chars(lr, lr + sizeof lr - 1, h.lr).ptr = '\0';
+  return {int_field("--epochs", h.epochs), int_field("--batch", h.batch), int_field("--limit", h.limit),
+          Field{"--lr", lr, [&h](const std::string& t) {
+                  auto x = lockstep::cli::parse_real(t);
+                  if (x && *x > 0) h.lr = *x;
+                  return x && *x > 0;
+                }},
+          Field{"--schedule", h.schedule, [&h](const std::string& t) {
+                  if (t == "constant" || t == "cosine") h.schedule = t;
+                  return t == "constant" || t == "cosine";
+                }},
+          int_field("--seed", h.seed)};
+}
+
+// The metadata a checkpoint carries: "epochs_done" and "hparams.<flag without -->".
+inline lockstep::nn::Metadata to_metadata(HyperParameters h, int64_t epochs_done) {
+  lockstep::nn::Metadata meta{{"epochs_done", std::to_string(epochs_done)}};
+  for (const Field& f : fields(h)) meta[std::string("hparams.") + (f.flag + 2)] = f.text;
+  return meta;
+}
+
+// The finished epoch count of a checkpoint; throws naming the file when it is missing or malformed.
+inline int64_t epochs_done(const lockstep::nn::Metadata& meta, const std::string& path) {
+  auto it = meta.find("epochs_done");
+  LS_CHECK(it != meta.end(), "checkpoint ", path, " has no epochs_done metadata; it was not written by "
+           "train_fashion_mnist (run without --resume, with --overwrite, to start fresh)");
+  const auto n = lockstep::cli::parse_integer(it->second);
+  LS_CHECK(n && *n >= 0, "checkpoint ", path, ": epochs_done '", it->second, "' is not a whole number >= 0; "
+           "the file is damaged or not from train_fashion_mnist");
+  return *n;
+}
+
+// Note [Resume semantics]: the checkpoint's hyper-parameters, replaced by those
+// in `given` (flags given on the command line, with `cli` holding their values).
+// Prints a line on `out` (when not null) for each replaced value that differs.
+inline HyperParameters resolve_on_resume(const HyperParameters& cli, const std::vector<std::string>& given,
+                                         const lockstep::nn::Metadata& meta, const std::string& path,
+                                         int64_t epochs_done, std::FILE* out) {
+  HyperParameters from_file = cli;
+  HyperParameters from_cli = cli;
+  std::vector<Field> theirs = fields(from_file), ours = fields(from_cli);
+  bool recorded = false;
+  for (const Field& f : theirs) {
+    auto it = meta.find(std::string("hparams.") + (f.flag + 2));
+    if (it == meta.end()) continue;
+    recorded = true;
+    LS_CHECK(f.assign(it->second), "checkpoint ", path, ": hparams.", f.flag + 2, " '", it->second,
+             "' is malformed; the file is damaged or not from train_fashion_mnist");
+  }
+  if (!recorded) {
+    if (out) std::fprintf(out, "resume: %s records no hyper-parameters (an older file); using the command line's\n",
+                          path.c_str());
+    return cli;
+  }
+  HyperParameters result = from_file;
+  std::vector<Field> fields_result = fields(result);
+  theirs = fields(from_file);
+  for (size_t i = 0; i < ours.size(); ++i) {
+    if (std::find(given.begin(), given.end(), ours[i].flag) == given.end()) continue;
+    fields_result[i].assign(ours[i].text);
+    if (out && ours[i].text != theirs[i].text) {
+      std::fprintf(out, "resume: %s %s replaces the checkpoint's %s from epoch %lld on\n", ours[i].flag,
+                   ours[i].text.c_str(), theirs[i].text.c_str(), static_cast<long long>(epochs_done + 1));
+    }
+  }
+  return result;
+}
+
+// Creates and removes a file beside `path`; "" when that works, else why not.
+inline std::string probe_writable(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec)) {
+    return "the checkpoint's directory '" + parent.string() + "' does not exist (create it, or choose another "
+           "--checkpoint)";
+  }
+  if (fs::is_directory(path, ec)) return "--checkpoint " + path + " is a directory; name a file";
+  const std::string probe = path + ".probe." + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return "cannot write the checkpoint into '" + parent.string() + "': " + std::strerror(errno) +
+           " (choose another --checkpoint)";
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return "";
+}
+
+}  // namespace train

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# tests/examples/check_cli.sh BIN_DIR PROGRAM — one program's command line keeps
+# the conventions of tools/cli.h (Note [Program command lines]): --help and
+# --version exit 0, an unknown option and every bad value below exit 2 with a
+# message naming the flag, and the launch environment (WORLD_SIZE=abc, no
+# launcher) is refused the same way. CTest runs it once per program
+# (tests/CMakeLists.txt). Nothing here trains for long: each bad input is
+# refused before any work starts.
+# Read before: tools/cli.h. Read next: tests/examples/check_resume_cli.sh.
+set -uo pipefail
+bin=$(cd "$1" && pwd)
+prog="$2"
+failures=0
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# expect STATUS TEXT [VAR=VALUE ...] -- ARGS...: runs the program with ARGS (and the
+# variables), checks its exit status and that its output contains TEXT.
+expect() {
+  local want="$1" text="$2"
+  shift 2
+  local vars=()
+  while [ "$1" != "--" ]; do vars+=("$1"); shift; done
+  shift
+  local out rc
+  out=$(cd "$work" && env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u OMPI_COMM_WORLD_SIZE \
+        -u OMPI_COMM_WORLD_RANK "${vars[@]}" timeout 120 "$bin/$prog" "$@" 2>&1)
+  rc=$?
+  if [ "$rc" -ne "$want" ] || ! grep -qF -- "$text" <<<"$out"; then
+    echo "FAIL: ${vars[*]} $prog $* -> exit $rc (want $want, and output with: $text); output:"
+    echo "$out" | head -20
+    failures=$((failures + 1))
+  else
+    echo "ok: ${vars[*]} $prog $* -> exit $rc: $(grep -F -m1 -- "$text" <<<"$out")"
+  fi
+}
+
+# Every program.
+expect 0 "Usage: " -- --help
+expect 0 "lockstep " -- --version
+unknown="The following argument was not expected: --frobnicate"
+required=()  # what the program needs before it looks at another option
+[ "$prog" = lockstep-run ] && { unknown="unknown option '--frobnicate'"; required=(--nproc-per-node 1); }
+[ "$prog" = bench_fashion_mnist_replay ] && required=(--dir .)
+expect 2 "$unknown" -- "${required[@]}" --frobnicate
+
+case "$prog" in
+  train_fashion_mnist)
+    expect 2 "--batch: '3e1' is not a whole number" -- --batch 3e1
+    expect 2 "--batch: 0 is out of range" -- --batch 0
+    expect 2 "--log-every: 0 is out of range" -- --log-every 0
+    expect 2 "--epochs: 'abc' is not a whole number" -- --epochs abc
+    expect 2 "--lr: 'fast' is not a number" -- --lr fast
+    expect 2 "--lr: 0 is out of range" -- --lr 0
+    expect 2 "--schedule: 'linear' is not one of constant|cosine" -- --schedule linear
+    expect 2 "--threads: 0 is out of range" -- --threads 0
+    expect 2 "--resume: expected nothing or 'auto'" -- --resume sometimes
+    expect 2 "--resume excludes --overwrite" -- --resume --overwrite
+    expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --epochs 1
+    expect 2 "RANK='abc' is not an integer" WORLD_SIZE=2 RANK=abc -- --epochs 1
+    expect 0 "--resume [auto]" -- --help
+    ;;
+  train_demo)
+    expect 2 "--steps: 'abc' is not a whole number" -- --steps abc
+    expect 2 "--seed: -1 is out of range; expected an integer >= 0" -- --seed -1
+    expect 0 "step    0" -- --steps 0
+    ;;
+  bench_allreduce)
+    expect 2 "not started by a launcher" -- --iters 1
+    expect 2 "--iters: 0 is out of range" -- --iters 0
+    expect 2 "--sizes: 'abc' is not a whole number" -- --sizes 1000,abc
+    expect 2 "--backend: 'nccl' is not one of gloo|mpi" -- --backend nccl
+    expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --iters 1
+    expect 2 "RANK is not set" WORLD_SIZE=2 -- --iters 1
+    # A rank whose rank 0 is not there says so after a few seconds, then fails at the timeout.
+    expect 1 "waiting for rank 0 at 127.0.0.2:29581 (timeout 5 s)" RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.2 \
+      MASTER_PORT=29581 LOCKSTEP_TIMEOUT_S=5 -- --iters 1 --sizes 10 --total 10
+    ;;
+  bench_ddp)
+    expect 2 "--bucket-mb: expected a number >= 0 or 'auto', got 'abc'" -- --bucket-mb abc
+    expect 2 "--batch: '3e1' is not a whole number" -- --batch 3e1
+    expect 2 "--mode: 'fast' is not one of local|ddp|no-overlap|flat" -- --mode fast
+    expect 2 "--sync-bn: expected 0 or 1, got 'yes'" -- --sync-bn yes
+    expect 2 "--iters: 0 is out of range" -- --iters 0
+    expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --iters 1
+    expect 2 "RANK=2 but WORLD_SIZE=2; the rank must be in [0, 2)" WORLD_SIZE=2 RANK=2 -- --iters 1
+    ;;
+  bench_step)
+    expect 2 "--batch: '3e1' is not a whole number" -- --batch 3e1
+    expect 2 "--model: 'vgg' is not one of resnet50|resnet18|bert|bert-tiny|mlp-reversed" -- --model vgg
+    expect 2 "--iters: 0 is out of range" -- --iters 0
+    expect 2 "--image: 8 is out of range" -- --image 8
+    ;;
+  bench_grad_ready)
+    expect 2 "--iters: 0 is out of range" -- --iters 0
+    expect 2 "--layers: 'x' is not a whole number" -- --layers x
+    ;;
+  bench_gemm)
+    expect 2 "--reps: 0 is out of range" -- --reps 0
+    # More threads than cores: a warning, and the program goes on.
+    expect 0 "warning: --threads 1024 exceeds the" -- --threads 1024 --list-shapes
+    ;;
+  bench_conv)
+    expect 2 "--reps: 'abc' is not a whole number" -- --reps abc
+    expect 2 "--layer: 'nosuch' is not one of" -- --layer nosuch
+    ;;
+  bench_batch_norm)
+    expect 2 "--reps: 0 is out of range" -- --reps 0
+    ;;
+  bench_nosync_convergence)
+    expect 2 "--sync-every: 'x' is not a whole number" -- --sync-every 1,x
+    expect 2 "--lr: 0 is out of range" -- --lr 0
+    expect 2 "--comm-hook: 'zip' is not one of" -- --comm-hook zip
+    ;;
+  bench_fashion_mnist_replay)
+    expect 2 "--dir is required" -- --epochs 1
+    expect 2 "--epochs: '1.5' is not a whole number" -- --dir . --epochs 1.5
+    ;;
+  lockstep-run)
+    expect 2 "--nproc-per-node: 'two' is not a whole number" -- --nproc-per-node two -- true
+    expect 2 "--nproc-per-node is required" -- -- true
+    expect 2 "--master-port: 70000 is out of range" -- --nproc-per-node 1 --master-port 70000 -- true
+    expect 0 "" -- --nproc-per-node 1 -- true
+    ;;
+  *)
+    echo "check_cli.sh: no cases for program '$prog'"
+    exit 1
+    ;;
+esac
+
+if [ "$failures" -gt 0 ]; then
+  echo "$failures check(s) failed for $prog"
+  exit 1
+fi
+echo "$prog: every check passed"
