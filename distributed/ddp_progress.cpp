@@ -91,9 +91,13 @@ std::vector<DDPPosition> ProgressBoard::read_all() const {
 // communication thread sent the data, stands level with the ranks waiting for
 // it. So does a healthy rank waiting for the same collective, but that one
 // gives up too when its own wait times out, and says so on the board (gave_up).
-// With no rank behind, the reader waits up to kGiveUpGrace for the level ranks
-// to give up, then names those that did not; if all did, the collective itself
-// failed (the network, say).
+// A rank can even stand past this point: its communication thread finished its
+// own side of the collective and the rank published a later position, but it was
+// stopped before its last send left the socket. A healthy rank past this point
+// would have sent that data; if it is waiting on a later collective it gives up
+// too. So with no rank behind, the reader waits up to kGiveUpGrace for the level
+// and the ahead ranks to give up, then names those that did not; if all did, the
+// collective itself failed (the network, say).
 std::string ProgressBoard::who_is_behind(const DDPPosition& waiting_at) {
   constexpr auto kGiveUpGrace = std::chrono::milliseconds(1500);
   DDPPosition mine = waiting_at;
@@ -105,25 +109,29 @@ std::string ProgressBoard::who_is_behind(const DDPPosition& waiting_at) {
   }
   std::ostringstream os;
   int behind = 0;
-  std::vector<int> level, gave_up;
+  std::vector<int> level, ahead, gave_up;
+  std::vector<DDPPosition> all;
   try {
     const auto deadline = std::chrono::steady_clock::now() + kGiveUpGrace;
     for (;;) {
-      const std::vector<DDPPosition> all = read_all();
+      all = read_all();
       os.str("");
       behind = 0;
       level.clear();
+      ahead.clear();
       gave_up.clear();
       for (int r = 0; r < world_size_; ++r) {
         if (r == rank_) continue;
         if (all[r].before(waiting_at)) {
           os << (behind++ ? "; " : "") << "rank " << r << " did not arrive: its last position is '" << all[r].str()
              << "'";
-        } else if (!waiting_at.before(all[r])) {
-          (all[r].gave_up ? gave_up : level).push_back(r);
+        } else if (all[r].gave_up) {
+          gave_up.push_back(r);
+        } else {
+          (waiting_at.before(all[r]) ? ahead : level).push_back(r);
         }
       }
-      if (behind > 0 || level.empty() || std::chrono::steady_clock::now() >= deadline) break;
+      if (behind > 0 || (level.empty() && ahead.empty()) || std::chrono::steady_clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   } catch (const std::exception& e) {
@@ -142,9 +150,21 @@ std::string ProgressBoard::who_is_behind(const DDPPosition& waiting_at) {
                                  waiting_at.str(), "') but neither completed the collective nor gave up waiting on "
                                  "it: stopped (SIGSTOP), hung in communication, or cut off from the network.");
   }
+  if (!ahead.empty()) {
+    std::string positions;
+    for (size_t i = 0; i < ahead.size(); ++i) {
+      positions += lockstep::detail::str(i ? "; " : "", "rank ", ahead[i], " at '", all[ahead[i]].str(), "'");
+    }
+    return lockstep::detail::str("Progress board: no rank is behind; ", list(ahead), " got past this point ('",
+                                 waiting_at.str(), "': ", positions, ") but ", ahead.size() == 1 ? "its" : "their",
+                                 " last data for this collective never arrived and ",
+                                 ahead.size() == 1 ? "it has" : "they have",
+                                 " not given up waiting since: stopped (SIGSTOP) or hung before the send left, "
+                                 "or cut off from the network.");
+  }
   if (!gave_up.empty()) {
     return lockstep::detail::str("Progress board: no rank is behind; ", list(gave_up), " reached this point ('",
-                                 waiting_at.str(), "') and gave up waiting as well: the collective itself failed "
+                                 waiting_at.str(), "') or later and gave up waiting as well: the collective itself failed "
                                  "(a network problem?).");
   }
   return lockstep::detail::str("Progress board: every other rank is past this point ('", waiting_at.str(),

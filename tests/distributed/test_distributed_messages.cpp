@@ -103,10 +103,11 @@ TEST_CASE("tcp store: a web server on MASTER_PORT is reported as not a lockstep 
   CHECK_MESSAGE(!contains(error, "bad reply status"), error);
 }
 
-TEST_CASE("ddp progress board: a rank level with the waiting one is named, not left out") {
+TEST_CASE("ddp progress board: a rank level with or past the waiting one is named, not left out") {
   // Rank 1 published the launch of the bucket rank 0 waits for, then stopped
   // (its data never left): it is not behind, yet it is the one to look at;
   // unless it gave up waiting there too (a healthy co-waiter), then it is not.
+  // Likewise when it published a later position before its last send left.
   ls::testing::run_ranks(2, [](int rank) {
     dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
     dist::detail::ProgressBoard board(info.store, rank, 2);  // the same instance number in both ranks
@@ -130,6 +131,8 @@ TEST_CASE("ddp progress board: a rank level with the waiting one is named, not l
       await_key("test/level_checked");
       board.record({3, 2, 2, false, /*gave_up=*/true});  // a healthy rank waiting there too
       await_key("test/gave_up_checked");
+      board.record({3, 2, 2, true});  // finished this backward, stopped before its send left
+      await_key("test/ahead_checked");
       board.record({3, 1, 2, false});  // now behind: the usual line
       await_key("test/behind_checked");
     } else {
@@ -140,8 +143,13 @@ TEST_CASE("ddp progress board: a rank level with the waiting one is named, not l
       info.store->set("test/level_checked", std::string("1"));
       note = poll_until("gave up waiting as well");
       CHECK_MESSAGE(contains(note, "Progress board: no rank is behind; rank 1 reached this point ('backward #3, 2 of 2 "
-                                   "buckets launched') and gave up waiting as well"), note);
+                                   "buckets launched') or later and gave up waiting as well"), note);
       info.store->set("test/gave_up_checked", std::string("1"));
+      note = poll_until("got past this point");
+      CHECK_MESSAGE(contains(note, "Progress board: no rank is behind; rank 1 got past this point ('backward #3, 2 of 2 "
+                                   "buckets launched': rank 1 at 'finished backward #3') but its last data for this "
+                                   "collective never arrived"), note);
+      info.store->set("test/ahead_checked", std::string("1"));
       note = poll_until("did not arrive");
       CHECK_MESSAGE(contains(note, "Progress board: rank 1 did not arrive: its last position is 'backward #3, 1 of 2 "
                                    "buckets launched'"), note);
