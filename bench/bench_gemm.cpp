@@ -6,9 +6,13 @@
 // (batch 8: M = 8 * H * W output pixels, K = C_in * kh * kw, N = C_out).
 // Each (shape, backend) prints one JSON line; the last line is a summary.
 // float32, alpha = 1, beta = 0; median over --reps timed runs after 2 warm-ups.
+// --dtype bf16 times the bfloat16 GEMM instead (core/native/gemm_bf16.h: bf16
+// operands, float32 accumulation and output, as a weight gradient is written; on
+// AMX hardware oneDNN runs it on the tile units); its backends are onednn and
+// reference (Eigen has no bf16 path here).
 //
 //   build/bin/bench_gemm [--threads T] [--backend eigen|onednn|reference|all] [--reps N]
-//                        [--shape NAME] [--list-shapes]
+//                        [--dtype f32|bf16] [--shape NAME] [--list-shapes]
 // --backend also takes a comma-separated list (onednn,eigen); --shape runs one shape.
 // --list-shapes prints the shapes as JSON (bench/compare_gemm.sh times them with
 // OpenBLAS and PyTorch). "all" skips the reference loops on products larger than
@@ -23,10 +27,13 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "tools/cli.h"
+#include "core/half.h"
 #include "core/native/gemm.h"
+#include "core/native/gemm_bf16.h"
 #include "core/parallel.h"
 #include "bench/bench_stats.h"
 
@@ -72,6 +79,7 @@ struct Options {
   int reps = 10;
   std::string shape;  // empty: every shape
   bool list_shapes = false;
+  std::string dtype = "f32";
 };
 
 Options parse(int argc, char** argv) {
@@ -83,20 +91,24 @@ Options parse(int argc, char** argv) {
   p.integer("--reps", o.reps, "timed repetitions per shape", 1, 100000);
   p.text("--shape", o.shape, "time this shape only (see --list-shapes; default: all)")->default_str("");
   p.flag("--list-shapes", o.list_shapes, "print the shapes and exit");
+  p.choice("--dtype", o.dtype, "operand type: f32, or bf16 (float32 accumulation and output)", {"f32", "bf16"});
   p.parse(argc, argv);
   return o;
 }
 
 const char* json_bool(bool b) { return b ? "true" : "false"; }
 
-// Median milliseconds of `reps` runs of one (batched) product after two warm-ups.
+// Median milliseconds of `reps` runs of one (batched) product after two warm-ups;
+// T is the operand type (float, or BFloat16 with a float32 result).
+template <class T>
 double time_shape(const Shape& s, GemmBackend backend, int reps) {
   const int64_t a_size = s.m * s.k, b_size = s.k * s.n, c_size = s.m * s.n;
-  std::vector<float> a(a_size * s.batch), b(b_size * s.batch), c(c_size * s.batch);
+  std::vector<T> a(a_size * s.batch), b(b_size * s.batch);
+  std::vector<float> c(c_size * s.batch);
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> uniform(-1.f, 1.f);
-  for (float& x : a) x = uniform(rng);
-  for (float& x : b) x = uniform(rng);
+  for (T& x : a) x = T(uniform(rng));
+  for (T& x : b) x = T(uniform(rng));
   std::vector<int64_t> a_off(s.batch), b_off(s.batch), c_off(s.batch);
   for (int64_t i = 0; i < s.batch; ++i) {
     a_off[i] = i * a_size;
@@ -107,7 +119,15 @@ double time_shape(const Shape& s, GemmBackend backend, int reps) {
   const int64_t lda = s.trans_a ? s.m : s.k, ldb = s.trans_b ? s.k : s.n;
   lockstep::native::set_gemm_backend(backend);
   auto run = [&] {
-    if (s.batch == 1) {
+    if constexpr (std::is_same_v<T, lockstep::BFloat16>) {
+      if (s.batch == 1) {
+        lockstep::native::gemm_bf16(s.trans_a, s.trans_b, s.m, s.n, s.k, a.data(), lda, b.data(), ldb, 0.f,
+                                    c.data(), s.n);
+      } else {
+        lockstep::native::gemm_bf16_batched(s.batch, s.trans_a, s.trans_b, s.m, s.n, s.k, a.data(), a_off.data(),
+                                            lda, b.data(), b_off.data(), ldb, 0.f, c.data(), c_off.data(), s.n);
+      }
+    } else if (s.batch == 1) {
       lockstep::native::gemm_with(backend, s.trans_a, s.trans_b, s.m, s.n, s.k, 1.f, a.data(),
                                   lda, b.data(), ldb, 0.f, c.data(), s.n);
     } else {
@@ -144,12 +164,18 @@ int run_main(int argc, char** argv) {
     return 0;
   }
   std::vector<GemmBackend> backends;
-  const std::string names = opt.backend == "all" ? "onednn,eigen,reference" : opt.backend;
+  const bool bf16 = opt.dtype == "bf16";
+  const std::string names = opt.backend != "all" ? opt.backend : bf16 ? "onednn,reference" : "onednn,eigen,reference";
   std::istringstream name_list(names);
   for (std::string name; std::getline(name_list, name, ',');) {
     if (name == "onednn") {
       backends.push_back(GemmBackend::OneDNN);
     } else if (name == "eigen") {
+      if (bf16) {
+        std::fprintf(stderr, "bench_gemm: --backend eigen has no bf16 GEMM; with --dtype bf16 use onednn or "
+                             "reference\n");
+        return 2;
+      }
       backends.push_back(GemmBackend::Eigen);
     } else if (name == "reference") {
       backends.push_back(GemmBackend::Reference);
@@ -176,23 +202,24 @@ int run_main(int argc, char** argv) {
       if (backend == GemmBackend::Reference && opt.backend == "all" && macs > 512.0 * 512 * 512) {
         continue;
       }
-      const double ms = time_shape(s, backend, opt.reps);
+      const double ms = bf16 ? time_shape<lockstep::BFloat16>(s, backend, opt.reps)
+                             : time_shape<float>(s, backend, opt.reps);
       const double gflops = 2 * macs / (ms * 1e6);
       gflops_by_backend[bi].push_back(gflops);
       std::printf("{\"bench\":\"gemm\",\"shape\":\"%s\",\"m\":%ld,\"n\":%ld,\"k\":%ld,"
-                  "\"batch\":%ld,\"trans_a\":%s,\"trans_b\":%s,\"backend\":\"%s\","
+                  "\"batch\":%ld,\"trans_a\":%s,\"trans_b\":%s,\"dtype\":\"%s\",\"backend\":\"%s\","
                   "\"threads\":%d,\"reps\":%d,\"median_ms\":%.4f,\"gflops\":%.2f}\n",
                   s.name, long(s.m), long(s.n), long(s.k), long(s.batch), json_bool(s.trans_a),
-                  json_bool(s.trans_b), lockstep::native::gemm_backend_name(backend),
+                  json_bool(s.trans_b), opt.dtype.c_str(), lockstep::native::gemm_backend_name(backend),
                   opt.threads, opt.reps, ms, gflops);
       std::fflush(stdout);
     }
   }
   lockstep::native::set_gemm_backend(default_backend);
 
-  std::printf("{\"bench\":\"gemm\",\"summary\":true,\"threads\":%d,\"reps\":%d,"
+  std::printf("{\"bench\":\"gemm\",\"summary\":true,\"dtype\":\"%s\",\"threads\":%d,\"reps\":%d,"
               "\"default_backend\":\"%s\",\"median_gflops\":{",
-              opt.threads, opt.reps, lockstep::native::gemm_backend_name(default_backend));
+              opt.dtype.c_str(), opt.threads, opt.reps, lockstep::native::gemm_backend_name(default_backend));
   for (size_t bi = 0; bi < backends.size(); ++bi) {
     std::printf("%s\"%s\":%.2f", bi ? "," : "", lockstep::native::gemm_backend_name(backends[bi]),
                 median(gflops_by_backend[bi]));

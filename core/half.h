@@ -37,12 +37,15 @@ struct BFloat16 {
   uint16_t bits = 0;
   BFloat16() = default;
   // Round to nearest even; NaN stays a (quiet) NaN. Written as a select, not a
-  // branch, so that loops converting arrays vectorise (Note [bfloat16 elementwise]).
-  BFloat16(float f) {  // NOLINT: implicit like a float
+  // branch, so that loops converting arrays vectorise (Note [bfloat16 elementwise]);
+  // such loops store round_bits(x) into .bits, as a BFloat16 temporary inside an
+  // omp simd loop stops GCC 12 from vectorising it.
+  BFloat16(float f) : bits(round_bits(f)) {}  // NOLINT: implicit like a float
+  static uint16_t round_bits(float f) {
     const uint32_t u = detail::float_bits(f);
     const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
     const uint32_t quiet_nan = (u >> 16) | 0x40u;
-    bits = static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+    return static_cast<uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
   }
   operator float() const { return detail::bits_float(static_cast<uint32_t>(bits) << 16); }
 };

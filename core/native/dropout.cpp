@@ -47,12 +47,16 @@ Tensor apply_mask(const Tensor& input, const Tensor& mask, double p, const char*
   const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
   dispatch_floating_bf16(x.dtype(), op, [&]<class S, class T>() {  // S stored, T computed in
     const S* xp = x.data_ptr<S>();
-    const bool* kp = keep.data_ptr<bool>();
+    // The mask read as bytes (a bool is one byte, 0 or 1): GCC 12 does not vectorise bool loads.
+    const uint8_t* kp = reinterpret_cast<const uint8_t*>(keep.data_ptr<bool>());
     S* yp = out.data_ptr<S>();
     const T s = static_cast<T>(scale);
     parallel_for(0, x.numel(), detail::kGrain, [&](int64_t lo, int64_t hi) {
 #pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) yp[i] = kp[i] ? static_cast<T>(xp[i]) * s : T(0);
+      for (int64_t i = lo; i < hi; ++i) {
+        const T v = static_cast<T>(xp[i]) * s;
+        detail::store_element(yp[i], kp[i] != 0 ? v : T(0));
+      }
     });
   });
   return out;
@@ -81,25 +85,21 @@ std::tuple<Tensor, Tensor> dropout_forward(const Tensor& input, double p) {
   }
   // keep iff (hash >> 32) < threshold; threshold 2^32 keeps everything (p == 0).
   const uint64_t threshold = static_cast<uint64_t>(std::ldexp(1.0 - p, 32));
-  const Tensor x = contiguous(input);
-  Tensor out = empty(x.sizes(), x.dtype());
-  Tensor mask = empty(x.sizes(), kBool);
-  const double scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
-  dispatch_floating_bf16(x.dtype(), "dropout", [&]<class S, class T>() {
-    const S* xp = x.data_ptr<S>();
-    S* yp = out.data_ptr<S>();
-    bool* kp = mask.data_ptr<bool>();
-    const T s = static_cast<T>(scale);
-    parallel_for(0, x.numel(), detail::kGrain, [&](int64_t lo, int64_t hi) {
+  // The mask first (the same for every dtype), then out = x * mask * scale: two
+  // passes, each of which vectorises for float, double and bfloat16 alike.
+  Tensor mask = empty(input.sizes(), kBool);
+  bool* const kp = mask.data_ptr<bool>();
+  parallel_for(0, mask.numel(), detail::kGrain, [&](int64_t lo, int64_t hi) {
+    // Locals: read through the reference captures, they would be reloaded each iteration.
+    const uint64_t k = key, t = threshold;
+    bool* const m = kp;
 #pragma omp simd
-      for (int64_t i = lo; i < hi; ++i) {
-        const uint64_t h = splitmix64(key + static_cast<uint64_t>(i + 1) * 0x9E3779B97F4A7C15ull);
-        const bool keep = (h >> 32) < threshold;
-        kp[i] = keep;
-        yp[i] = keep ? static_cast<T>(xp[i]) * s : T(0);
-      }
-    });
+    for (int64_t i = lo; i < hi; ++i) {
+      const uint64_t h = splitmix64(k + static_cast<uint64_t>(i + 1) * 0x9E3779B97F4A7C15ull);
+      m[i] = (h >> 32) < t;
+    }
   });
+  Tensor out = apply_mask(input, mask, p, "dropout");
   return {out, mask};
 }
 

@@ -39,8 +39,9 @@
 // shift. Elementwise kernels on bf16 tensors (add, mul, relu, gelu, dropout, the
 // activation backwards) store BFloat16 but compute in float: map_elements reads
 // BFloat16 operands, the element function takes and returns float (implicit
-// conversions), and the store rounds to nearest even once per result. So a bf16
-// kernel is the float32 kernel on bf16-rounded inputs, rounded once at the end;
+// conversions), and the store rounds to nearest even once per result. Contiguous
+// runs go through float buffers (run_widened): widen, the float loop, round.
+// So a bf16 kernel is the float32 kernel on bf16-rounded inputs, rounded once at the end;
 // tests/core/test_bf16_kernels.cpp checks exactly that. Reductions and
 // normalisations never accumulate in bf16 (Note [Autocast policy] in core/autocast.h).
 //
@@ -159,6 +160,68 @@ inline bool has_internal_overlap(const Tensor& t) {
   return false;
 }
 
+// The type a stored element computes in: float for BFloat16, itself otherwise.
+template <class T>
+using compute_t = std::conditional_t<std::is_same_v<T, BFloat16>, float, T>;
+
+// True when some operand is stored as BFloat16 and f computes in float (its result
+// is float when called on the widened operands): such runs take run_widened.
+template <class F, class Out, class... In>
+inline constexpr bool kComputesWidened =
+    (std::is_same_v<Out, BFloat16> || (std::is_same_v<In, BFloat16> || ...)) &&
+    std::is_same_v<std::invoke_result_t<F&, compute_t<In>...>, float>;
+
+// dst = v, rounding a float into a BFloat16 through its bits (core/half.h: a
+// BFloat16 temporary stops an omp simd loop from vectorising).
+template <class S, class C>
+[[gnu::always_inline]] inline void store_element(S& dst, C v) {
+  if constexpr (std::is_same_v<S, BFloat16>) {
+    dst.bits = BFloat16::round_bits(static_cast<float>(v));
+  } else {
+    dst = static_cast<S>(v);
+  }
+}
+
+// A contiguous run with bf16 operands, one block of kWidenBlock elements at a time:
+// widen the bf16 inputs into float buffers, run f over floats (the float32 kernel's
+// loop, which vectorises; f mixing widening and rounding into one loop often does
+// not), round into the bf16 output. The same values as the plain loop: widening is
+// exact, f sees the same floats and each result is rounded once (Note [bfloat16
+// elementwise]).
+inline constexpr int64_t kWidenBlock = 512;
+
+template <class S>
+[[gnu::always_inline]] inline const compute_t<S>* widen_block(const S* src, float* buffer, int64_t m) {
+  if constexpr (std::is_same_v<S, BFloat16>) {
+#pragma omp simd
+    for (int64_t i = 0; i < m; ++i) buffer[i] = static_cast<float>(src[i]);
+    return buffer;
+  } else {
+    return src;
+  }
+}
+
+template <class Out, class... In, class F, size_t... I>
+[[gnu::always_inline]] inline void run_widened(Out* o, const std::tuple<const In*...>& p, int64_t len, F& f,
+                                               std::index_sequence<I...>) {
+  alignas(64) float wide[sizeof...(In) + 1][kWidenBlock];
+  for (int64_t b = 0; b < len; b += kWidenBlock) {
+    const int64_t m = std::min(kWidenBlock, len - b);
+    const std::tuple<const compute_t<In>*...> q(widen_block(std::get<I>(p) + b, wide[I + 1], m)...);
+    if constexpr (std::is_same_v<Out, BFloat16>) {
+      float* w = wide[0];
+#pragma omp simd
+      for (int64_t i = 0; i < m; ++i) w[i] = f(std::get<I>(q)[i]...);
+#pragma omp simd
+      for (int64_t i = 0; i < m; ++i) store_element(o[b + i], w[i]);
+    } else {
+      Out* w = o + b;
+#pragma omp simd
+      for (int64_t i = 0; i < m; ++i) w[i] = static_cast<Out>(f(std::get<I>(q)[i]...));
+    }
+  }
+}
+
 // out[idx] = f(inputs[0][idx], inputs[1][idx], ...); see the file comment.
 // Out and In... are the element types of out and the inputs (dtypes must match).
 template <class Out, class... In, class F>
@@ -204,6 +267,9 @@ void map_elements(const Tensor& out, const std::array<Tensor, sizeof...(In)>& in
                               int64_t len) __attribute__((flatten)) {
     Out* o = out_base + off[0];
     const std::tuple<const In*...> p(std::get<I>(in_base) + off[I + 1]...);
+    if constexpr (kComputesWidened<F, Out, In...>) {
+      if (all_unit) return run_widened<Out, In...>(o, p, len, f, std::index_sequence<I...>{});
+    }
     if (all_unit) {
 #pragma omp simd
       for (int64_t i = 0; i < len; ++i) o[i] = f(std::get<I>(p)[i]...);

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/factory.h"
@@ -207,6 +208,47 @@ TEST_CASE("bf16 elementwise kernels are the float32 kernel on bf16 inputs, round
   ls::Tensor acc = nv::clone(a.bf16);
   nv::binary_(BinaryOp::Add, acc, g.bf16);
   check_same(acc, nv::binary(BinaryOp::Add, a.f32, g.f32));
+}
+
+TEST_CASE("bf16 elementwise: blocked contiguous runs and strided runs agree, NaN and inf included") {
+  // Contiguous runs go through float buffers of 512 elements (run_widened in
+  // core/native/elementwise_loop.h), strided ones element by element: rows of
+  // 1100 cross two block boundaries, and the transposed operand takes the other loop.
+  ls::manual_seed(8);
+  Pair a = random_pair({3, 1100});
+  float* ap = a.f32.data_ptr<float>();
+  ap[5] = std::numeric_limits<float>::quiet_NaN();
+  ap[700] = std::numeric_limits<float>::infinity();
+  ap[1500] = -std::numeric_limits<float>::infinity();
+  a.bf16 = nv::to_dtype(a.f32, ls::kBFloat16);
+  Pair g = random_pair({3, 1100});
+  auto same_bits = [](const ls::Tensor& x, const ls::Tensor& y) {
+    const ls::Tensor xc = nv::contiguous(x), yc = nv::contiguous(y);
+    REQUIRE(xc.numel() == yc.numel());
+    const BFloat16* xp = xc.data_ptr<BFloat16>();
+    const BFloat16* yp = yc.data_ptr<BFloat16>();
+    for (int64_t i = 0; i < xc.numel(); ++i) {
+      if (xp[i].bits != yp[i].bits) {
+        FAIL_CHECK("element " << i << ": bits " << xp[i].bits << " vs " << yp[i].bits);
+        return;
+      }
+    }
+  };
+  const ls::Tensor at = nv::transpose(nv::contiguous(nv::transpose(a.bf16, 0, 1)), 0, 1);  // strided view
+  CHECK(!at.is_contiguous());
+  for (nv::UnaryOp op : {nv::UnaryOp::Gelu, nv::UnaryOp::Exp, nv::UnaryOp::Sigmoid, nv::UnaryOp::Erf}) {
+    CAPTURE(nv::unary_op_name(op));
+    const ls::Tensor blocked = nv::unary(op, a.bf16);
+    same_bits(blocked, nv::to_dtype(nv::unary(op, a.f32), ls::kBFloat16));
+    same_bits(blocked, nv::unary(op, at));
+  }
+  same_bits(nv::gelu_backward(g.bf16, a.bf16), nv::to_dtype(nv::gelu_backward(g.f32, a.f32), ls::kBFloat16));
+  same_bits(nv::binary(nv::BinaryOp::Mul, a.bf16, g.bf16),
+            nv::to_dtype(nv::binary(nv::BinaryOp::Mul, a.f32, g.f32), ls::kBFloat16));
+  same_bits(nv::binary(nv::BinaryOp::Mul, at, g.bf16), nv::binary(nv::BinaryOp::Mul, a.bf16, g.bf16));
+  const BFloat16* gp = nv::unary(nv::UnaryOp::Gelu, a.bf16).data_ptr<BFloat16>();
+  CHECK(std::isnan(static_cast<float>(gp[5])));
+  CHECK(static_cast<float>(gp[700]) == std::numeric_limits<float>::infinity());
 }
 
 TEST_CASE("dropout on bfloat16 keeps the float32 kernel's mask and scale") {

@@ -99,6 +99,10 @@ case "$prog" in
     expect 2 "--reps: 0 is out of range" -- --reps 0
     # More threads than cores: a warning, and the program goes on.
     expect 0 "warning: --threads 1024 exceeds the" -- --threads 1024 --list-shapes
+    expect 2 "--dtype: 'f16' is not one of f32|bf16" -- --dtype f16
+    expect 2 "--backend eigen has no bf16 GEMM" -- --dtype bf16 --backend eigen
+    # One small bf16 product on oneDNN runs and reports its dtype.
+    expect 0 '"dtype":"bf16","backend":"onednn"' -- --dtype bf16 --backend onednn --shape square_128 --reps 1
     ;;
   bench_conv)
     expect 2 "--reps: 'abc' is not a whole number" -- --reps abc
