@@ -1,8 +1,9 @@
 // distributed/distributed.h — the distributed layer's public headers in one
 // include (the repo-root lockstep.h includes it).
-// Reading order: store.h -> rendezvous.h -> work.h -> process_group.h ->
-// process_group_gloo.h / process_group_mpi.h / process_group_round_robin.h ->
-// init.h -> distributed_data_parallel.h -> comm_hook.h -> comm_hooks/ -> ddp_join.h.
+// Reading order: store/store.h -> rendezvous.h -> process_group/work.h ->
+// process_group/process_group.h -> process_group/process_group_gloo.h (_mpi, _round_robin)
+// -> init.h -> ddp/distributed_data_parallel.h -> ddp/comm_hook.h -> comm_hooks/ ->
+// ddp/ddp_join.h.
 #pragma once
 
 #include "distributed/store/store.h"

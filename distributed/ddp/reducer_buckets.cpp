@@ -37,7 +37,7 @@
 // stay CPU tensors on every backend; NCCL stages them through the device and
 // their wait() blocks until the host holds the result (Note [NCCL host
 // tensors]). Comm hooks run on the bucket's device; PowerSGD's Gram-Schmidt
-// copies its small factors to the host and back (comm_hooks/powersgd.cpp).
+// copies its small factors to the host and back (../comm_hooks/powersgd.cpp).
 // Read before: distributed/ddp/reducer_buckets.h, distributed/ddp/bucket_assignment.h.
 // Read next: distributed/ddp/reducer_launch.h.
 #include "distributed/ddp/reducer_buckets.h"

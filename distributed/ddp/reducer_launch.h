@@ -7,7 +7,7 @@
 // bucket, already divided by the world size while its gradients were copied in
 // (BucketStorage::copy_in), is AllReduced (SUM) — or, with
 // DDPOptions().deterministic(true), all-gathered and summed in rank order
-// (Note [Deterministic reduction], comm_hooks/deterministic_hook.h). A hook
+// (Note [Deterministic reduction], ../comm_hooks/deterministic_hook.h). A hook
 // registered with register_comm_hook replaces it and gets the plain local sums
 // (Note [Communication hooks]): copy_scale() tells the Reducer which. So the
 // core knows neither AllReduce nor deterministic mode, and a joined rank's

@@ -4,7 +4,7 @@
 //
 // Note [Gloo with CUDA tensors]
 // Gloo moves host memory over TCP. Given a CUDA tensor, ProcessGroupGloo
-// stages it (process_group_gloo_collectives.cpp):
+// stages it (../process_group_gloo_collectives.cpp):
 //   - on the calling thread, HostStaging allocates a pinned host twin, queues
 //     the device-to-host copy on the current compute stream (async: the host
 //     does not wait for backward's kernels) and records an event there;
