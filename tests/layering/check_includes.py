@@ -10,7 +10,9 @@
 # root file (`lockstep.h`); a file belongs to the longest unit that is a prefix of its path.
 # Every `#include "..."` (and `#include <...>` that names a file of the tree) of every C++
 # file is resolved, beside the including file first, then from ROOT; an include that resolves
-# to no file of the tree is third-party and not checked. Exit 0 when every edge is allowed;
+# to no file of the tree is third-party and not checked. The files are those git tracks or
+# does not ignore (in a tree that is no checkout: every file outside build*/ and hidden
+# folders). Exit 0 when every edge is allowed;
 # otherwise exit 1 after one line per violation:
 #   path:line: forbidden include "target" (unit -> unit; unit may include: ...)
 # A file outside every unit is a violation too (a new folder must be placed in the graph).
@@ -19,6 +21,7 @@
 # Read before: docs/design.md "Layers". Read next: tests/layering/test_check_includes.py.
 import os
 import re
+import subprocess
 import sys
 
 SOURCE_SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh", ".inl")
@@ -72,7 +75,27 @@ def unit_of(rel, units):
     return best
 
 
+def git_files(root):
+    """The files git tracks or does not ignore, when ROOT is a checkout's top; else None."""
+    try:
+        top = subprocess.run(["git", "-C", root, "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+        if os.path.realpath(top) != os.path.realpath(root):
+            return None
+        out = subprocess.run(["git", "-C", root, "ls-files", "--cached", "--others",
+                              "--exclude-standard", "-z"],
+                             capture_output=True, text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return sorted(f for f in out.split("\0")
+                  if f.endswith(SOURCE_SUFFIXES) and os.path.isfile(os.path.join(root, f)))
+
+
 def source_files(root):
+    listed = git_files(root)
+    if listed is not None:
+        yield from listed
+        return
     for dirpath, dirnames, filenames in os.walk(root):
         rel_dir = os.path.relpath(dirpath, root)
         # Build trees and hidden folders (.git) hold no project sources.
