@@ -1,9 +1,9 @@
-// core/native/onednn_engine.h — the process-wide oneDNN CPU engine and this thread's stream.
+// core/native/fast/onednn_engine.h — the process-wide oneDNN CPU engine and this thread's stream.
 //
 // Every oneDNN primitive lockstep runs (the float32 convolutions of
 // conv_onednn.cpp, the bfloat16 GEMM and convolutions) executes on this one
 // engine; each thread has its own stream, so threads never share one.
-// Read before: core/native/conv_onednn.h. Read next: core/native/gemm_bf16.h.
+// Read before: core/native/fast/conv_onednn.h. Read next: core/native/gemm_bf16.h.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>

@@ -1,8 +1,8 @@
-// core/native/pool_max_fast.cpp — max_pool2d's float32 fast paths (declared in
+// core/native/fast/pool_max_fast.cpp — max_pool2d's float32 fast paths (declared in
 // pool_max_fast.h): the separable forward and the streamed backward scatter.
 //
 // Note [Separable max-pool]
-// max_pool2d's result for one window (Note [Max-pool fast path] in pool.cpp) is
+// max_pool2d's result for one window (Note [Max-pool fast path] in ../pool.cpp) is
 // the element a scan in row-major order keeps with `take if v > best or v is
 // NaN`, starting from -inf at the window's first in-plane position. That is:
 // the last NaN in row-major order if the window has one, else the first maximum
@@ -47,8 +47,8 @@
 // windows of the small CNN (2x2 stride 2, rows of 14 or 7) stay in pool.cpp,
 // where whole rows share a vector (the separable path was 1.3-2x slower there).
 //
-// Read before: core/native/pool_max_fast.h. Read next: core/native/batch_norm.cpp.
-#include "core/native/pool_max_fast.h"
+// Read before: core/native/fast/pool_max_fast.h. Read next: core/native/batch_norm.cpp.
+#include "core/native/fast/pool_max_fast.h"
 
 #include <algorithm>
 #include <cstring>
@@ -60,7 +60,7 @@
 #include <immintrin.h>
 #endif
 
-#include "core/native/streaming_store.h"
+#include "core/native/fast/streaming_store.h"
 
 namespace lockstep::native::detail {
 

@@ -1,7 +1,7 @@
-// core/native/conv_onednn.h — the oneDNN convolution path (float32), behind conv.cpp.
+// core/native/fast/conv_onednn.h — the oneDNN convolution path (float32), behind ../conv.cpp.
 //
 // Note [Convolution backends]
-// conv2d_forward / conv2d_backward (conv.cpp) have two backends, chosen
+// conv2d_forward / conv2d_backward (../conv.cpp) have two backends, chosen
 // process-wide with set_conv_backend (core/native/nn_kernels.h):
 //   Reference  im2col + GEMM in conv.cpp, the definition (float32 and float64)
 //   OneDNN     oneDNN's convolution primitives (this file; float32 only), the default
@@ -15,7 +15,7 @@
 // below say so and conv.cpp runs the im2col path for that pass.
 // Tests compare the two backends (tests/core/test_conv_onednn.cpp).
 //
-// Read before: core/native/conv_geometry.h. Read next: core/native/conv_onednn.cpp.
+// Read before: core/native/conv_geometry.h. Read next: core/native/fast/conv_onednn.cpp.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// core/native/conv_winograd.cpp — whether 3x3 convolutions may run oneDNN's
+// core/native/fast/conv_winograd.cpp — whether 3x3 convolutions may run oneDNN's
 // Winograd algorithm: the mode (ConvWinograd in conv_onednn.h), its
 // environment variable, and the note that explains the choice. The primitives
 // themselves are built in conv_onednn.cpp (build / winograd_eligible).
@@ -40,13 +40,13 @@
 // runs that used the direct algorithm. The mode is part of the cache key.
 //
 //
-// Read before: core/native/conv_onednn.h. Read next: core/native/conv_onednn.cpp.
+// Read before: core/native/fast/conv_onednn.h. Read next: core/native/fast/conv_onednn.cpp.
 #include <atomic>
 #include <cstdlib>
 #include <string>
 
 #include "core/error.h"
-#include "core/native/conv_onednn.h"
+#include "core/native/fast/conv_onednn.h"
 
 namespace lockstep::native {
 
@@ -66,7 +66,7 @@ ConvWinograd conv_winograd_from_env() {
   if (s == "force") return ConvWinograd::Force;
   throw Error(lockstep::detail::str("LOCKSTEP_CONV_WINOGRAD is '", s,
                                     "'; expected 0 / off, 1 / auto, timed or force (Note [Winograd "
-                                    "convolutions] in core/native/conv_winograd.cpp)"));
+                                    "convolutions] in core/native/fast/conv_winograd.cpp)"));
 }
 
 void set_conv_winograd(ConvWinograd mode) { g_winograd.store(static_cast<int>(mode)); }

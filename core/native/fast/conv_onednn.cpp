@@ -1,4 +1,4 @@
-// core/native/conv_onednn.cpp — the oneDNN primitives of conv2d's forward,
+// core/native/fast/conv_onednn.cpp — the oneDNN primitives of conv2d's forward,
 // backward-data and backward-weights: built per geometry and layout plan, kept
 // in a process-wide cache, and run on our buffers with the reorders around them
 // (see Note [Convolution backends]). The passes that use them are in
@@ -25,9 +25,9 @@
 // a user-managed scratchpad (from the call's own ScratchArena), which
 // makes concurrent execution safe, and each thread runs them on its own stream.
 //
-// Read before: core/native/conv_onednn.h, core/native/conv_onednn_run.h.
-// Read next: core/native/conv_onednn_passes.cpp.
-#include "core/native/conv_onednn.h"
+// Read before: core/native/fast/conv_onednn.h, core/native/fast/conv_onednn_run.h.
+// Read next: core/native/fast/conv_onednn_passes.cpp.
+#include "core/native/fast/conv_onednn.h"
 
 #include <array>
 #include <chrono>
@@ -42,8 +42,8 @@
 
 #include "core/error.h"
 #include "core/factory.h"
-#include "core/native/conv_onednn_layout.h"
-#include "core/native/conv_onednn_run.h"
+#include "core/native/fast/conv_onednn_layout.h"
+#include "core/native/fast/conv_onednn_run.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
 #include "core/profiler.h"

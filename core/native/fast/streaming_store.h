@@ -1,4 +1,4 @@
-// core/native/streaming_store.h — writing a large output with non-temporal
+// core/native/fast/streaming_store.h — writing a large output with non-temporal
 // ("streaming") stores, for the memory-bound CPU kernels whose outputs are
 // tens of MB: batch_norm(_relu, _add_relu) forward and backward (both of
 // batch_norm_add_relu's gradients), add_relu forward and backward.

@@ -1,6 +1,6 @@
-// core/native/conv_onednn_layout.h — which memory layouts each oneDNN
+// core/native/fast/conv_onednn_layout.h — which memory layouts each oneDNN
 // convolution pass runs with (or whether it goes to the reference), and why.
-// Internal to core/native/conv_onednn.cpp.
+// Internal to core/native/fast/conv_onednn.cpp.
 //
 // Note [oneDNN convolution layouts]
 // Our tensors are plain NCHW at the API edge. oneDNN's fast direct kernels want
@@ -51,13 +51,13 @@
 // The blocked copies live in buffers of the call (Note [oneDNN scratch
 // memory]); both backward passes share one reorder of grad_output.
 //
-// Read before: core/native/conv_onednn.h. Read next: core/native/conv_onednn.cpp.
+// Read before: core/native/fast/conv_onednn.h. Read next: core/native/fast/conv_onednn.cpp.
 #pragma once
 
 #include <cstdint>
 
 #include "core/native/conv_geometry.h"
-#include "core/native/conv_onednn.h"
+#include "core/native/fast/conv_onednn.h"
 
 namespace lockstep::native::onednn_detail {
 

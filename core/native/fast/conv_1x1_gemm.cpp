@@ -1,14 +1,14 @@
-// core/native/conv_1x1_gemm.cpp — 1x1 convolution passes as GEMMs (Note [1x1
+// core/native/fast/conv_1x1_gemm.cpp — 1x1 convolution passes as GEMMs (Note [1x1
 // convolutions as GEMMs] in conv_1x1_gemm.h): the subsampling gather/scatter, and
 // one native::gemm per image or, for small outputs, one over the whole batch.
-// Read before: core/native/conv_1x1_gemm.h. Read next: core/native/conv_onednn.cpp.
-#include "core/native/conv_1x1_gemm.h"
+// Read before: core/native/fast/conv_1x1_gemm.h. Read next: core/native/fast/conv_onednn.cpp.
+#include "core/native/fast/conv_1x1_gemm.h"
 
 #include <algorithm>
 #include <string>
 
 #include "core/native/conv_columns.h"
-#include "core/native/conv_onednn_run.h"
+#include "core/native/fast/conv_onednn_run.h"
 #include "core/native/gemm.h"
 #include "core/native/native.h"
 #include "core/parallel.h"

@@ -1,4 +1,4 @@
-// core/native/pool_max_fast.h — max_pool2d's float32 fast paths: the forward as
+// core/native/fast/pool_max_fast.h — max_pool2d's float32 fast paths: the forward as
 // two separable passes (a max along each input row, then down the rows), and
 // the backward's scatter into a per-plane scratch buffer written out with
 // streaming stores. See Note [Separable max-pool] in pool_max_fast.cpp.
@@ -7,7 +7,7 @@
 // padding 1, run near memory speed; they give bit-for-bit the results of the
 // per-window definition in core/native/pool.cpp (tests/core/test_pool.cpp).
 //
-// Read before: core/native/pool.cpp. Read next: core/native/pool_max_fast.cpp.
+// Read before: core/native/pool.cpp. Read next: core/native/fast/pool_max_fast.cpp.
 #pragma once
 
 #include <cstdint>

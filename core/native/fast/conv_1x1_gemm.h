@@ -1,4 +1,4 @@
-// core/native/conv_1x1_gemm.h — 1x1 convolutions computed as GEMMs, for the
+// core/native/fast/conv_1x1_gemm.h — 1x1 convolutions computed as GEMMs, for the
 // passes where that beats oneDNN's primitives (conv_onednn.cpp asks first).
 //
 // Note [1x1 convolutions as GEMMs]
@@ -34,13 +34,13 @@
 // Passes with a bias keep the primitives. float32 only, like conv_onednn.
 //
 // Read before: core/native/conv_geometry.h, core/native/gemm.h.
-// Read next: core/native/conv_onednn.cpp.
+// Read next: core/native/fast/conv_onednn.cpp.
 #pragma once
 
 #include <memory>
 
 #include "core/native/conv_geometry.h"
-#include "core/native/conv_onednn.h"
+#include "core/native/fast/conv_onednn.h"
 
 namespace lockstep::native {
 

@@ -1,4 +1,4 @@
-// core/native/conv_bf16_pointwise.cpp — 1x1 bfloat16 convolutions as AMX GEMMs on NCHW images.
+// core/native/fast/conv_bf16_pointwise.cpp — 1x1 bfloat16 convolutions as AMX GEMMs on NCHW images.
 //
 // Note [bf16 1x1 convolutions as GEMMs]
 // A 1x1 convolution without padding is a matrix product per image. With image n

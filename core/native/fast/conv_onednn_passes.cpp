@@ -1,16 +1,16 @@
-// core/native/conv_onednn_passes.cpp — the three convolution passes on oneDNN
+// core/native/fast/conv_onednn_passes.cpp — the three convolution passes on oneDNN
 // primitives (conv2d_forward_onednn, conv2d_backward_onednn): the 1x1 GEMM
 // paths first, then the cached primitive of each pass, the reorder of
 // grad_output shared by both backward passes, the summed input gradient (Note
 // [Convolution gradients summed in place]) and the forward's workspace (Note
 // [Convolution workspace]), both in conv_onednn.h.
-// Read before: core/native/conv_onednn_run.h. Read next: core/native/conv_1x1_gemm.h.
+// Read before: core/native/fast/conv_onednn_run.h. Read next: core/native/fast/conv_1x1_gemm.h.
 #include <memory>
 #include <vector>
 
-#include "core/native/conv_1x1_gemm.h"
-#include "core/native/conv_onednn.h"
-#include "core/native/conv_onednn_run.h"
+#include "core/native/fast/conv_1x1_gemm.h"
+#include "core/native/fast/conv_onednn.h"
+#include "core/native/fast/conv_onednn_run.h"
 #include "core/parallel.h"
 
 namespace lockstep::native {

@@ -1,10 +1,10 @@
-// core/native/conv_onednn_run.h — internal to the oneDNN convolution path: a
+// core/native/fast/conv_onednn_run.h — internal to the oneDNN convolution path: a
 // cached primitive (CachedConv) and how one runs on our buffers (run), shared
 // by conv_onednn.cpp, which builds and caches the primitives, and
 // conv_onednn_passes.cpp, which runs the passes, and the forward's workspace
 // (ConvWorkspace), which conv_1x1_gemm.cpp fills too. Not part of the public API.
 //
-// Read before: core/native/conv_onednn.h. Read next: core/native/conv_onednn.cpp.
+// Read before: core/native/fast/conv_onednn.h. Read next: core/native/fast/conv_onednn.cpp.
 #pragma once
 
 #include <memory>
@@ -14,11 +14,11 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "core/native/onednn_engine.h"
+#include "core/native/fast/onednn_engine.h"
 
 #include "core/error.h"
 #include "core/factory.h"
-#include "core/native/conv_onednn.h"
+#include "core/native/fast/conv_onednn.h"
 #include "core/profiler.h"
 
 namespace lockstep::native::onednn_detail {
