@@ -63,6 +63,9 @@ VIOLATIONS = {
     "an angle include of a file of the tree": (
         {"nn/up.h": "#include <app/helper.h>\n"},
         'nn/up.h:1: forbidden include "app/helper.h" (nn -> app;'),
+    "a stale path inside a unit, even under #if": (
+        {"app/old.cpp": '#if 0\n#include "core/moved.h"\n#endif\n'},
+        'app/old.cpp:2: include "core/moved.h" names no file of the tree'),
     "a file outside every unit": (
         {"stray/x.cpp": "int x;\n"},
         "stray/x.cpp:1: file is in no unit"),
