@@ -19,7 +19,7 @@
 // fire, once per call: twice in one user backward, not once as Note
 // [Post-accumulate-grad hooks] promises for ordinary graphs. DDP's Reducer
 // refuses that unless DDPOptions().static_graph(true) says how many times to
-// expect (Note [Static graph] in distributed/reducer_static_graph.cpp). Also, the graph
+// expect (Note [Static graph] in distributed/ddp/reducer_static_graph.cpp). Also, the graph
 // after forward does not show the parameters fn uses (they were not recorded),
 // which is why graph traversal (find_unused_parameters) cannot see them.
 //
@@ -27,7 +27,7 @@
 // state is not restored), no dependence on state that changes between forward
 // and backward. Inputs must not be modified in place before backward (the
 // saved-version check says so). fn returns one Tensor.
-// Read before: autograd/engine.h, autograd/function.h. Read next: distributed/reducer.h.
+// Read before: autograd/engine.h, autograd/function.h. Read next: distributed/ddp/reducer.h.
 #pragma once
 
 #include <functional>

@@ -77,7 +77,7 @@ bool can_sum_into(const Tensor& dst, const Tensor& other) {
 // hands it the gradient already waiting where its edge leads, if nobody else
 // sees it, and the node returns its own gradient added into that tensor; a
 // convolution does the addition inside its GEMM (Note [Convolution gradients
-// summed in place] in core/native/conv_onednn.h), so ResNet50's residual sums
+// summed in place] in core/native/fast/conv_onednn.h), so ResNet50's residual sums
 // cost no separate pass at all.
 //
 // Adds `grad` into slot `input_nr` of `node`'s input buffer.

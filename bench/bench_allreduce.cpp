@@ -14,7 +14,8 @@
 //   options: --total 60000000 --sizes 10000,100000,1000000,10000000,60000000 --iters 3
 //            --round-robin K (K groups, paper Figure 12) --check-every (fingerprint every call)
 //
-// Read before: distributed/process_group.h, distributed/process_group_gloo.h.
+// Read before: distributed/process_group/process_group.h,
+// distributed/process_group/process_group_gloo.h.
 // Read next: bench/compare_allreduce.sh, docs/results/allreduce.md.
 #include <algorithm>
 #include <chrono>
@@ -29,10 +30,10 @@
 #include "core/factory.h"
 #include "core/parallel.h"
 #include "distributed/init.h"
-#include "distributed/prefix_store.h"
-#include "distributed/process_group_gloo.h"
-#include "distributed/process_group_mpi.h"
-#include "distributed/process_group_round_robin.h"
+#include "distributed/store/prefix_store.h"
+#include "distributed/process_group/process_group_gloo.h"
+#include "distributed/process_group/process_group_mpi.h"
+#include "distributed/process_group/process_group_round_robin.h"
 #include "bench/bench_stats.h"
 
 namespace ls = lockstep;

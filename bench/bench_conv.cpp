@@ -8,7 +8,7 @@
 // has one), backward-data (grad_input), backward-weights (grad_weight, and
 // grad_bias where there is a bias). A third configuration, "onednn_winograd",
 // is oneDNN with ConvWinograd::Force (Note [Winograd convolutions] in
-// core/native/conv_onednn.cpp): the 3x3 stride-1 layers, including all of
+// core/native/fast/conv_onednn.cpp): the 3x3 stride-1 layers, including all of
 // ResNet50's (64 @ 56, 128 @ 28, 256 @ 14, 512 @ 7), run Winograd where oneDNN
 // implements it; the *_impl fields say which passes did. float32; each rep
 // times every pass once per configuration, alternating, and the medians are
@@ -21,7 +21,7 @@
 //
 //   build/bin/bench_conv [--threads T] [--reps N] [--layer NAME]
 //
-// Read before: core/native/conv_onednn.h. Read next: docs/results/ (conv numbers).
+// Read before: core/native/fast/conv_onednn.h. Read next: docs/results/ (conv numbers).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -34,7 +34,7 @@
 
 #include "tools/cli.h"
 #include "core/factory.h"
-#include "core/native/conv_onednn.h"
+#include "core/native/fast/conv_onednn.h"
 #include "core/native/nn_kernels.h"
 #include "core/parallel.h"
 #include "core/rng.h"

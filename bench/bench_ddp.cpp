@@ -66,7 +66,7 @@
 // rank, getrusage ru_maxrss, over the whole run) and replicas_equal (a float64 checksum of the
 // parameters is the same on every rank after the run).
 //
-// Read before: bench/bench_models.h, distributed/distributed_data_parallel.h, docs/ddp.md.
+// Read before: bench/bench_models.h, distributed/ddp/distributed_data_parallel.h, docs/ddp.md.
 // Read next: bench/figures/README.md, docs/results/evaluation.md.
 #include <algorithm>
 #include <chrono>
@@ -113,7 +113,7 @@ struct Options {
   bool broadcast_buffers = true;
   bool autotune = false;       // --bucket-mb auto
   bool deterministic = false;  // --deterministic 1
-  bool sync_bn = false;  // --sync-bn 1: convert_sync_batchnorm (distributed/sync_batch_norm.h)
+  bool sync_bn = false;  // --sync-bn 1: convert_sync_batchnorm (distributed/ddp/sync_batch_norm.h)
   bool bucket_view = false, static_graph = false, find_unused = false, rebuild = true;
 };
 

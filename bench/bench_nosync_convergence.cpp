@@ -19,7 +19,7 @@
 // mean gradient over S x world x batch examples: S trades communication for a larger
 // effective batch and S times fewer optimizer steps (paper Section 3.2.4).
 // --comm-hook registers a DDP communication hook (Note [Communication hooks],
-// distributed/comm_hook.h) on every fresh model: allreduce (bitwise DDP's own reduction),
+// distributed/ddp/comm_hook.h) on every fresh model: allreduce (bitwise DDP's own reduction),
 // fp16 / bf16 (gradients rounded to 16 bits on the wire) or powersgd (rank --powersgd-rank
 // power iteration with error feedback, plain AllReduce for the first --start-powersgd-iter
 // synced backward passes; Note [PowerSGD]). none (default) is DDP without a hook.
@@ -34,7 +34,7 @@
 // float32 AllReduce of every gradient, in bytes (see wire_ratio() below; PowerSGD counted
 // after its start iteration).
 //
-// Read before: distributed/distributed_data_parallel.h (no_sync), models/small_cnn.h.
+// Read before: distributed/ddp/distributed_data_parallel.h (no_sync), models/small_cnn.h.
 // Read next: bench/figures/fig11.sh.
 #include <algorithm>
 #include <chrono>

@@ -3,8 +3,8 @@
 # Note [CUDA build]
 # LOCKSTEP_CUDA defaults to ON when nvcc is found (CMAKE_CUDA_COMPILER, $CUDACXX,
 # PATH, or /usr/local/cuda/bin/nvcc) and OFF otherwise; a CPU-only build needs
-# nothing from CUDA. When ON, every source under a layer's cuda/ folder
-# (core/cuda/*.cu|*.cpp, distributed/cuda/*.cpp) joins that layer's library,
+# nothing from CUDA. When ON, every source under a cuda/ folder of a layer
+# (core/cuda/*.cu|*.cpp, distributed/process_group/cuda/*.cpp) joins that layer's library,
 # which then defines LOCKSTEP_WITH_CUDA=1 for itself and its users; the kernels
 # are compiled for sm_90 (Hopper, the H200) plus compute_90 PTX that the driver
 # JIT-compiles for newer GPUs. The build links cudart, cuDNN and NCCL from the
@@ -58,15 +58,17 @@ else()
   message(STATUS "lockstep: CUDA backend OFF (CPU-only build)")
 endif()
 
-# lockstep_add_cuda_sources(layer [PUBLIC_LIBS ...] [PRIVATE_LIBS ...]): adds the
-# layer's cuda/ folder to its library (Note [CUDA build]).
+# lockstep_add_cuda_sources(layer [PUBLIC_LIBS ...] [PRIVATE_LIBS ...]): adds every
+# cuda/ folder under the layer (core/cuda/, distributed/process_group/cuda/) to its library (Note
+# [CUDA build]).
 function(lockstep_add_cuda_sources layer)
   if(NOT LOCKSTEP_CUDA)
     return()
   endif()
   cmake_parse_arguments(ARG "" "" "PUBLIC_LIBS;PRIVATE_LIBS" ${ARGN})
-  file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${layer}/cuda/*.cu
-       ${PROJECT_SOURCE_DIR}/${layer}/cuda/*.cpp)
+  file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${layer}/*.cu
+       ${PROJECT_SOURCE_DIR}/${layer}/*.cpp)
+  list(FILTER sources INCLUDE REGEX "/cuda/")
   set(target lockstep_${layer})
   if(sources)
     target_sources(${target} PRIVATE ${sources})

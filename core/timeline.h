@@ -18,7 +18,7 @@
 //    (instant "ready", args: bucket, param, iteration), each bucket's launch
 //    (instant "launch") and its AllReduce as an async span ("allreduce bucket
 //    k", from launch to done) that trace viewers draw in a track of its own
-//    (distributed/reducer_observers.cpp records these).
+//    (distributed/ddp/reducer_observers.cpp records these).
 // Timestamps are microseconds of the monotonic clock, which every process on
 // one host shares, so the ranks' files line up when merged. (Across hosts the
 // clocks differ; tools/timeline.py then aligns each rank's first event.)
@@ -38,7 +38,7 @@
 // first poll that sees it done (so at most ~50 us late). async_end() ends a
 // span at once if it is still open (the reducer calls it after waiting).
 //
-// Read before: core/profiler.h. Read next: distributed/reducer_timeline.h (the DDP
+// Read before: core/profiler.h. Read next: distributed/ddp/reducer_timeline.h (the DDP
 // events), tools/timeline.py (merging and the overlap summary).
 #pragma once
 

@@ -12,7 +12,7 @@
 // and names the path — nobody is left waiting. The status broadcast doubles as
 // the barrier, so a save costs one tiny collective.
 //
-// Read before: nn/serialize.h, distributed/process_group.h.
+// Read before: nn/serialize.h, distributed/process_group/process_group.h.
 // Read next: examples/train_fashion_mnist.cpp (its per-epoch checkpoint).
 #pragma once
 
@@ -20,7 +20,7 @@
 #include <string>
 
 #include "core/tensor.h"
-#include "distributed/process_group.h"
+#include "distributed/process_group/process_group.h"
 #include "nn/serialize.h"
 
 namespace lockstep::distributed {

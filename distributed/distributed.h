@@ -1,28 +1,29 @@
 // distributed/distributed.h — the distributed layer's public headers in one
 // include (the repo-root lockstep.h includes it).
-// Reading order: store.h -> rendezvous.h -> work.h -> process_group.h ->
-// process_group_gloo.h / process_group_mpi.h / process_group_round_robin.h ->
-// init.h -> distributed_data_parallel.h -> comm_hook.h -> comm_hooks/ -> ddp_join.h.
+// Reading order: store/store.h -> rendezvous.h -> process_group/work.h ->
+// process_group/process_group.h -> process_group/process_group_gloo.h (_mpi, _round_robin)
+// -> init.h -> ddp/distributed_data_parallel.h -> ddp/comm_hook.h -> comm_hooks/ ->
+// ddp/ddp_join.h.
 #pragma once
 
-#include "distributed/store.h"
-#include "distributed/hash_store.h"
-#include "distributed/file_store.h"
-#include "distributed/tcp_store.h"
-#include "distributed/prefix_store.h"
+#include "distributed/store/store.h"
+#include "distributed/store/hash_store.h"
+#include "distributed/store/file_store.h"
+#include "distributed/store/tcp_store.h"
+#include "distributed/store/prefix_store.h"
 #include "distributed/rendezvous.h"
 
-#include "distributed/work.h"
-#include "distributed/process_group.h"
-#include "distributed/process_group_gloo.h"
-#include "distributed/process_group_mpi.h"
-#include "distributed/process_group_round_robin.h"
+#include "distributed/process_group/work.h"
+#include "distributed/process_group/process_group.h"
+#include "distributed/process_group/process_group_gloo.h"
+#include "distributed/process_group/process_group_mpi.h"
+#include "distributed/process_group/process_group_round_robin.h"
 #include "distributed/init.h"
 #include "distributed/checkpoint.h"
 
-#include "distributed/ddp_options.h"
-#include "distributed/distributed_data_parallel.h"
+#include "distributed/ddp/ddp_options.h"
+#include "distributed/ddp/distributed_data_parallel.h"
 #include "distributed/comm_hooks/default_hooks.h"
 #include "distributed/comm_hooks/powersgd.h"
 #include "distributed/comm_hooks/deterministic_hook.h"
-#include "distributed/sync_batch_norm.h"
+#include "distributed/ddp/sync_batch_norm.h"

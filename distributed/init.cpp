@@ -4,13 +4,13 @@
 
 #include <vector>
 
-#include "distributed/prefix_store.h"
-#include "distributed/process_group_gloo.h"
-#include "distributed/process_group_mpi.h"
-#include "distributed/process_group_round_robin.h"
+#include "distributed/store/prefix_store.h"
+#include "distributed/process_group/process_group_gloo.h"
+#include "distributed/process_group/process_group_mpi.h"
+#include "distributed/process_group/process_group_round_robin.h"
 #if LOCKSTEP_WITH_CUDA
 #include "core/cuda/cuda_context.h"
-#include "distributed/cuda/process_group_nccl.h"
+#include "distributed/process_group/cuda/process_group_nccl.h"
 #endif
 
 namespace lockstep::distributed {

@@ -11,14 +11,14 @@
 // "nccl" needs a CUDA build. With options.round_robin(K) > 1 the result is a
 // ProcessGroupRoundRobin over K groups of the backend, each rendezvousing
 // under its own store prefix.
-// Read before: distributed/rendezvous.h, distributed/process_group.h.
-// Read next: distributed/distributed_data_parallel.h.
+// Read before: distributed/rendezvous.h, distributed/process_group/process_group.h.
+// Read next: distributed/ddp/distributed_data_parallel.h.
 #pragma once
 
 #include <memory>
 #include <string>
 
-#include "distributed/process_group.h"
+#include "distributed/process_group/process_group.h"
 #include "distributed/rendezvous.h"
 
 namespace lockstep::distributed {

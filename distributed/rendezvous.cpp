@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "distributed/tcp_store.h"
+#include "distributed/store/tcp_store.h"
 
 namespace lockstep::distributed {
 

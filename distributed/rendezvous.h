@@ -17,7 +17,7 @@
 // unless options supply a store, and runs barrier_on_store(..., "lockstep/
 // rendezvous"), so it returns only once all ranks are there — or throws after
 // the timeout listing the ranks that never arrived.
-// Read before: distributed/store.h, distributed/tcp_store.h.
+// Read before: distributed/store/store.h, distributed/store/tcp_store.h.
 // Read next: distributed/init.h (init_process_group on top of this).
 #pragma once
 
@@ -26,7 +26,7 @@
 #include <optional>
 #include <string>
 
-#include "distributed/store.h"
+#include "distributed/store/store.h"
 
 namespace lockstep::distributed {
 

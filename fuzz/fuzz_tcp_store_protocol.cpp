@@ -1,5 +1,5 @@
 // fuzz/fuzz_tcp_store_protocol.cpp — libFuzzer target for the TCPStore wire
-// protocol (distributed/tcp_store_protocol.h): the server's request parser and
+// protocol (distributed/store/tcp_store_protocol.h): the server's request parser and
 // the Decoder the client reads replies with. Each input is a byte stream as a
 // server would receive it. For every request in it:
 //   - parse_request answers kOk, kNeedMore or kMalformed, never crashes or
@@ -10,14 +10,14 @@
 //     request split across recv() calls parses the same as a whole one).
 // Then the same bytes are read as replies with the Decoder, which must never
 // read past the buffer. Seeds: fuzz/make_seeds.cpp.
-// Read before: distributed/tcp_store_protocol.h. Read next: fuzz/CMakeLists.txt.
+// Read before: distributed/store/tcp_store_protocol.h. Read next: fuzz/CMakeLists.txt.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "distributed/tcp_store_protocol.h"
+#include "distributed/store/tcp_store_protocol.h"
 
 namespace wire = lockstep::distributed::wire;
 

@@ -21,7 +21,7 @@
 
 #include "core/factory.h"
 #include "core/rng.h"
-#include "distributed/tcp_store_protocol.h"
+#include "distributed/store/tcp_store_protocol.h"
 #include "nn/serialize.h"
 
 namespace ls = lockstep;

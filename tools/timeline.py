@@ -26,7 +26,7 @@ Timestamps: the monotonic clock, shared by the processes of one host; with
 --align, each rank is shifted so that its first event is at 0 (for traces
 from several hosts, whose clocks differ).
 
-Read before: core/timeline.h, distributed/reducer_timeline.h.
+Read before: core/timeline.h, distributed/ddp/reducer_timeline.h.
 """
 import argparse
 import json

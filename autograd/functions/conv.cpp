@@ -21,7 +21,7 @@ namespace {
 
 struct Conv2dBackward final : BackwardNode {
   SavedVariable input, weight;
-  // Note [Convolution workspace] (core/native/conv_onednn.h): may be null.
+  // Note [Convolution workspace] (core/native/fast/conv_onednn.h): may be null.
   std::shared_ptr<const native::ConvWorkspace> workspace;
   IntList stride, padding, dilation;
   int64_t groups = 1;
@@ -35,7 +35,7 @@ struct Conv2dBackward final : BackwardNode {
     return {grad_input, grad_weight, grad_bias};
   }
 
-  // Note [Convolution gradients summed in place] (core/native/conv_onednn.h).
+  // Note [Convolution gradients summed in place] (core/native/fast/conv_onednn.h).
   bool sums_into_pending(size_t input) const override { return input == 0; }
 
   variable_list apply_summing(variable_list&& grads, variable_list&& pending) override {

@@ -12,7 +12,7 @@
 #
 #   bench/figures/fig12.sh         env: BUILD=build MODELS='flags;flags' ROUNDS=1 ITERS=4 WORLD=2 RRS FULL=0
 #
-# Read before: distributed/process_group_round_robin.h, bench/figures/common.sh.
+# Read before: distributed/process_group/process_group_round_robin.h, bench/figures/common.sh.
 source "$(dirname "$0")/common.sh"
 WORLD=${WORLD:-2}
 ITERS=${ITERS:-4}

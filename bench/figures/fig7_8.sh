@@ -12,7 +12,7 @@
 #
 #   bench/figures/fig7_8.sh        env: BUILD=build MODELS='flags;flags' ROUNDS=1 ITERS=3 WORLD=2 FULL=0 BUCKETS
 #
-# Read before: bench/bench_ddp.cpp, distributed/bucket_assignment.h, bench/figures/common.sh.
+# Read before: bench/bench_ddp.cpp, distributed/ddp/bucket_assignment.h, bench/figures/common.sh.
 source "$(dirname "$0")/common.sh"
 WORLD=${WORLD:-2}
 ITERS=${ITERS:-3}

@@ -15,7 +15,8 @@
 #
 #   bench/figures/hooks.sh        env: BUILD=build OUT=docs/results/figures WORLD BATCH ITERS START HOOKS
 #
-# Read before: bench/bench_nosync_convergence.cpp, distributed/comm_hook.h, bench/figures/fig11.sh.
+# Read before: bench/bench_nosync_convergence.cpp, distributed/ddp/comm_hook.h,
+# bench/figures/fig11.sh.
 # Read next: docs/results/beyond_ddp.md.
 source "$(dirname "$0")/common.sh"
 WORLD=${WORLD:-2}

@@ -10,7 +10,7 @@
 #              broadcast of B bytes                      = ceil(log2 N) * (alpha + B * beta)
 #            (a binomial tree; the model's assumption, not a measurement).
 #
-# One synced iteration, as lockstep's DDP runs it (distributed/reducer.h):
+# One synced iteration, as lockstep's DDP runs it (distributed/ddp/reducer.h):
 #   forward   fwd_ms, plus the synced forward's collectives: the fingerprint exchange (one
 #             AllReduce of a few bytes) and one broadcast per module buffer (broadcast_buffers);
 #   backward  parameters become ready at ready_ms (compute time); each one's hook copies it
@@ -36,7 +36,8 @@
 # (share = 1: no contention, the default; share = 2: the two halve a core between them).
 # The simulation advances both activities event by event at those rates.
 #
-# Read before: distributed/bucket_assignment.h, distributed/reducer.h, bench/bench_grad_ready.cpp.
+# Read before: distributed/ddp/bucket_assignment.h, distributed/ddp/reducer.h,
+# bench/bench_grad_ready.cpp.
 # Read next: bench/simulate/simulate.py.
 import math
 
@@ -73,7 +74,7 @@ def ready_order(profile):
 
 
 def assign_buckets(profile, bucket_cap_mb, first_bucket_mb):
-    """compute_bucket_assignment (distributed/bucket_assignment.cpp) for one dtype/device:
+    """compute_bucket_assignment (distributed/ddp/bucket_assignment.cpp) for one dtype/device:
     a list of buckets, each a list of parameter indices, in launch order."""
     if bucket_cap_mb < 0 or first_bucket_mb < 0:
         raise ValueError(f"bucket sizes must be >= 0, got bucket_cap_mb={bucket_cap_mb} "

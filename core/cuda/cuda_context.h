@@ -7,7 +7,7 @@
 // synchronise the host, so a step's kernels queue back to back. Code that needs
 // another stream (ProcessGroupNCCL's communication stream) switches with
 // CUDAStreamGuard and orders itself against the compute stream with events
-// (Note [NCCL stream isolation] in distributed/cuda/process_group_nccl.h).
+// (Note [NCCL stream isolation] in distributed/process_group/cuda/process_group_nccl.h).
 // Read before: core/device.h, cmake/LockstepCuda.cmake.
 // Read next: core/cuda/cuda_allocator.h, core/native/cuda_dispatch.h.
 #pragma once

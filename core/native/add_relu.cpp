@@ -1,7 +1,7 @@
 // core/native/add_relu.cpp — max(a + b, 0) in one pass: the residual add and
 // ReLU at the end of every ResNet block (see core/native/fused_relu.h). Large
 // float32 outputs are written with streaming stores (Note [Streaming stores]
-// in core/native/streaming_store.h), here and in its backward.
+// in core/native/fast/streaming_store.h), here and in its backward.
 // Read before: core/native/fused_relu.h, core/native/elementwise_loop.h.
 // Read next: autograd/functions/add_relu.cpp.
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include "core/native/elementwise_loop.h"
 #include "core/native/fused_relu.h"
 #include "core/native/native.h"
-#include "core/native/streaming_store.h"
+#include "core/native/fast/streaming_store.h"
 #include "core/parallel.h"
 
 namespace lockstep::native {

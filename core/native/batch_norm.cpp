@@ -28,7 +28,7 @@
 // depend on every x of the channel.
 //
 // Outputs of 12 MiB and more (float32) are written with streaming stores: see
-// Note [Streaming stores] in core/native/streaming_store.h.
+// Note [Streaming stores] in core/native/fast/streaming_store.h.
 //
 // Fused ReLU (batch_norm_relu_*, core/native/fused_relu.h): the forward
 // writes max(y, 0) in the same pass, and the backward uses g * (out > 0) for g
@@ -75,7 +75,7 @@
 #include "core/native/fused_relu.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
-#include "core/native/streaming_store.h"
+#include "core/native/fast/streaming_store.h"
 #include "core/parallel.h"
 #include "core/shape.h"
 

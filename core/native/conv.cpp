@@ -1,8 +1,8 @@
 // core/native/conv.cpp — 2-d convolution, forward and backward: the argument
 // checks, the backend switch, and the reference path, im2col + GEMM.
 //
-// float32 runs on oneDNN's convolution primitives by default (conv_onednn.cpp,
-// see Note [Convolution backends] in conv_onednn.h); the im2col path below is
+// float32 runs on oneDNN's convolution primitives by default (fast/conv_onednn.cpp,
+// see Note [Convolution backends] in fast/conv_onednn.h); the im2col path below is
 // the definition they are tested against, float64's path, and the fallback for
 // geometries oneDNN has no fast kernel for.
 //
@@ -29,7 +29,7 @@
 // image (or one thread) the loop runs on the caller and each GEMM uses every thread.
 //
 // Read before: core/native/nn_kernels.h, core/native/gemm.h, core/native/conv_geometry.h.
-// Read next: core/native/conv_onednn.h, core/native/pool.cpp, autograd/functions/conv.cpp.
+// Read next: core/native/fast/conv_onednn.h, core/native/pool.cpp, autograd/functions/conv.cpp.
 #include <algorithm>
 #include <atomic>
 #include <memory>
@@ -38,7 +38,7 @@
 
 #include "core/native/conv_columns.h"
 #include "core/native/conv_geometry.h"
-#include "core/native/conv_onednn.h"
+#include "core/native/fast/conv_onednn.h"
 #include "core/native/cuda_dispatch.h"
 #include "core/native/gemm.h"
 #include "core/native/native.h"

@@ -17,7 +17,7 @@
 
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
-#include "core/native/onednn_engine.h"
+#include "core/native/fast/onednn_engine.h"
 #include "core/profiler.h"
 
 namespace lockstep::native {

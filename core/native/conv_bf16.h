@@ -18,7 +18,7 @@
 //              (format_tag::any), reordered from and to plain NCHW at the edges.
 //              Primitives are cached per geometry and pass.
 //
-// Read before: core/native/conv_geometry.h, core/native/onednn_engine.h.
+// Read before: core/native/conv_geometry.h, core/native/fast/onednn_engine.h.
 // Read next: autograd/functions/autocast_ops.cpp.
 #pragma once
 

@@ -1,7 +1,7 @@
 // core/native/conv_columns.h — the data movements around convolution GEMMs:
 // im2col / col2im (Note [Convolution as a matrix product] in conv.cpp) and the
 // (N, C, P) <-> (C, N, P) transposes of the batch-folded 1x1 GEMMs (Note [1x1
-// convolutions as GEMMs] in conv_1x1_gemm.h).
+// convolutions as GEMMs] in fast/conv_1x1_gemm.h).
 //
 // im2col and col2im work on one image, the transposes on one tensor.
 // Internal to core/native/conv*.cpp.

@@ -2,8 +2,8 @@
 //
 // conv2d_forward / conv2d_backward (conv.cpp) build a ConvGeometry from their
 // arguments; both convolution paths read it: the im2col + GEMM reference in
-// conv.cpp and the oneDNN path in conv_onednn.cpp (see Note [Convolution
-// backends] in conv_onednn.h).
+// conv.cpp and the oneDNN path in fast/conv_onednn.cpp (see Note [Convolution
+// backends] in fast/conv_onednn.h).
 //
 // Read before: core/native/nn_kernels.h. Read next: core/native/conv.cpp.
 #pragma once

@@ -69,7 +69,7 @@ Tensor add_relu(const Tensor& a, const Tensor& b);
 // relu_backward(grad, output) (core/native/native.h), the gradient of add_relu
 // for both of its inputs: grad where output > 0, else 0. Large float32 CPU
 // tensors take a streaming-store loop (Note [Streaming stores] in
-// core/native/streaming_store.h), everything else relu_backward itself.
+// core/native/fast/streaming_store.h), everything else relu_backward itself.
 Tensor add_relu_backward(const Tensor& grad, const Tensor& output);
 
 }  // namespace lockstep::native

@@ -22,7 +22,7 @@
 #include "core/error.h"
 #include "core/native/gemm.h"
 #include "core/native/native.h"
-#include "core/native/onednn_engine.h"
+#include "core/native/fast/onednn_engine.h"
 #include "core/parallel.h"
 
 namespace lockstep::native {

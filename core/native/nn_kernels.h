@@ -9,7 +9,7 @@
 // Each backward takes `need_*` flags so a gradient nobody wants is not computed;
 // the tuple slot of a skipped gradient holds an undefined Tensor.
 //
-// Files: conv.cpp (checks, im2col + GEMM reference), conv_onednn.cpp (oneDNN
+// Files: conv.cpp (checks, im2col + GEMM reference), fast/conv_onednn.cpp (oneDNN
 // float32 path), pool.cpp, batch_norm.cpp.
 // Read before: core/native/native.h, core/native/gemm.h.
 // Read next: core/native/conv.cpp, autograd/functions/conv.cpp.
@@ -27,9 +27,9 @@ namespace lockstep::native {
 // (h, w); `op` and `what` name the caller in the error for any other length.
 std::pair<int64_t, int64_t> pair_param(const IntList& values, const char* op, const char* what);
 
-// ---- convolution (conv.cpp, conv_onednn.cpp) ----
+// ---- convolution (conv.cpp, fast/conv_onednn.cpp) ----
 // Two backends compute the same convolution (see Note [Convolution backends] in
-// core/native/conv_onednn.h):
+// core/native/fast/conv_onednn.h):
 //   Reference  im2col + GEMM (conv.cpp), the definition; float64 always runs it
 //   OneDNN     oneDNN's convolution primitives for float32, the default
 enum class ConvBackend { Reference, OneDNN };
@@ -50,9 +50,9 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, co
                                                    int64_t groups, bool need_input,
                                                    bool need_weight, bool need_bias);
 // The forward that training uses: also returns a workspace for the backward,
-// or null (Note [Convolution workspace] in core/native/conv_onednn.h). Without
+// or null (Note [Convolution workspace] in core/native/fast/conv_onednn.h). Without
 // a weight gradient to come, call conv2d_forward.
-struct ConvWorkspace;  // opaque; core/native/conv_onednn.cpp
+struct ConvWorkspace;  // opaque; core/native/fast/conv_onednn.cpp
 std::tuple<Tensor, std::shared_ptr<const ConvWorkspace>> conv2d_forward_training(
     const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
     const IntList& padding, const IntList& dilation, int64_t groups);
@@ -60,7 +60,7 @@ std::tuple<Tensor, std::shared_ptr<const ConvWorkspace>> conv2d_forward_training
 //   grad_input_sum  the input gradient is added into it (contiguous, the
 //                   input's shape and dtype, CPU, seen by nobody else) and it
 //                   is returned as the first result, need_input or not: Note
-//                   [Convolution gradients summed in place] in core/native/conv_onednn.h
+//                   [Convolution gradients summed in place] in core/native/fast/conv_onednn.h
 //   workspace       what conv2d_forward_training returned for these operands
 struct ConvBackwardExtras {
   Tensor grad_input_sum;

@@ -11,7 +11,7 @@
 // position, so overlapping windows that share a maximum add up there. The
 // forward's inner loop is branch-free and vectorized (Note [Max-pool fast path]);
 // float32 windows other than side by side run the separable kernels of
-// core/native/pool_max_fast.cpp (Note [Separable max-pool]), as does every
+// core/native/fast/pool_max_fast.cpp (Note [Separable max-pool]), as does every
 // float32 backward.
 //
 // adaptive_avg_pool2d: the output size is fixed and the windows adapt to the
@@ -21,7 +21,7 @@
 // [1, 4), [3, 5)). Backward spreads grad / window_area over each window.
 // Fast path: output 1x1 (ResNet's global pool) is the mean of each plane.
 //
-// Read before: core/native/nn_kernels.h. Read next: core/native/pool_max_fast.cpp.
+// Read before: core/native/nn_kernels.h. Read next: core/native/fast/pool_max_fast.cpp.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -32,9 +32,9 @@
 #include "core/native/elementwise_loop.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
-#include "core/native/pool_max_fast.h"
+#include "core/native/fast/pool_max_fast.h"
 #include "core/native/pool_rules.h"
-#include "core/native/streaming_store.h"
+#include "core/native/fast/streaming_store.h"
 #include "core/parallel.h"
 
 namespace lockstep::native {
@@ -85,7 +85,7 @@ int64_t window_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + 
 // and 1.3 ms backward (ours: 1.2 and 0.55), before converting its workspace to
 // our int64 indices, so it is not used. For float32, only the side-by-side path
 // is still taken: every other window goes to the separable kernels (Note
-// [Separable max-pool] in core/native/pool_max_fast.cpp), which run ResNet50's
+// [Separable max-pool] in core/native/fast/pool_max_fast.cpp), which run ResNet50's
 // stem pool 3x faster than max_pool_interior did; float64 keeps both paths here.
 
 // Interior columns are done this many at a time (local rows of 512 bytes).
@@ -262,7 +262,7 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
   Tensor indices = empty({n, c, oh, ow}, kInt64);
   if (x.dtype() == kFloat32 && !side_by_side_applies(win) &&
       detail::separable_max_pool_applies(win)) {
-    // Note [Separable max-pool] in core/native/pool_max_fast.cpp.
+    // Note [Separable max-pool] in core/native/fast/pool_max_fast.cpp.
     const float* xp = x.data_ptr<float>();
     float* yp = out.data_ptr<float>();
     int64_t* ip = indices.data_ptr<int64_t>();

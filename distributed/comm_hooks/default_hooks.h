@@ -11,11 +11,11 @@
 //   keeps large gradient sums from overflowing float16. Result: each rank's
 //   contribution rounded to 11 (8) significant bits, and the sum rounded once
 //   more by the backend (Gloo and MPI add halves in float and round the result).
-// Read before: distributed/comm_hook.h. Read next: distributed/comm_hooks/powersgd.h.
+// Read before: distributed/ddp/comm_hook.h. Read next: distributed/comm_hooks/powersgd.h.
 #pragma once
 
-#include "distributed/comm_hook.h"
-#include "distributed/process_group.h"
+#include "distributed/ddp/comm_hook.h"
+#include "distributed/process_group/process_group.h"
 
 namespace lockstep::distributed::comm_hooks {
 

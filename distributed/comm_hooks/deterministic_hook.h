@@ -22,12 +22,12 @@
 // additions. bench_ddp --deterministic 1 measures it.
 // The same path is available as a communication hook for DDP without the option:
 // ddp.register_comm_hook(pg, comm_hooks::deterministic_allreduce_hook).
-// Read before: distributed/comm_hook.h, distributed/comm_hooks/default_hooks.h.
-// Read next: distributed/reducer_launch.h (DDP's own use of it).
+// Read before: distributed/ddp/comm_hook.h, distributed/comm_hooks/default_hooks.h.
+// Read next: distributed/ddp/reducer_launch.h (DDP's own use of it).
 #pragma once
 
-#include "distributed/comm_hook.h"
-#include "distributed/process_group.h"
+#include "distributed/ddp/comm_hook.h"
+#include "distributed/process_group/process_group.h"
 
 namespace lockstep::distributed::comm_hooks {
 

@@ -37,7 +37,7 @@
 // normalising the leftover rounding noise would add a random direction to the
 // result (measured: 1.7e-2 parameter error after 3 steps at "full" rank; with
 // the zeroing, 4e-8). A warm-start Q with a zero column is drawn afresh.
-// Read before: distributed/comm_hooks/default_hooks.h. Read next: distributed/reducer.h.
+// Read before: distributed/comm_hooks/default_hooks.h. Read next: distributed/ddp/reducer.h.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +45,8 @@
 #include <memory>
 #include <vector>
 
-#include "distributed/comm_hook.h"
-#include "distributed/process_group.h"
+#include "distributed/ddp/comm_hook.h"
+#include "distributed/process_group/process_group.h"
 
 namespace lockstep::distributed::comm_hooks {
 

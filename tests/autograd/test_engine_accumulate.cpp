@@ -4,7 +4,7 @@
 // when both are shared. Each case checks the gradient against its formula and
 // that tensors the caller or another edge still holds are left unchanged.
 // Convolutions add their input gradient into the waiting one themselves (Note
-// [Convolution gradients summed in place] in core/native/conv_onednn.h): every
+// [Convolution gradients summed in place] in core/native/fast/conv_onednn.h): every
 // backward-data path (1x1 GEMM at stride 1 and 2, batch-folded 1x1, oneDNN's
 // primitive, the float64 reference) against a separately computed sum.
 // Read before: autograd/engine.h.

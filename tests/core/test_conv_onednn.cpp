@@ -12,7 +12,7 @@
 // non-square images and kernels, odd channel counts, plus random geometries.
 // test_conv.cpp checks both backends against a direct convolution in doubles.
 //
-// Read before: core/native/conv_onednn.h, tests/core/test_conv.cpp.
+// Read before: core/native/fast/conv_onednn.h, tests/core/test_conv.cpp.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "core/native/conv_onednn.h"
+#include "core/native/fast/conv_onednn.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
 #include "core/parallel.h"

@@ -5,7 +5,7 @@
 // on 9x8 images, below kFoldPixels, every pass by one GEMM over the whole batch at
 // all three strides; with and without the other gradients, and with a bias (which
 // keeps the oneDNN primitives).
-// Read before: core/native/conv_1x1_gemm.h.
+// Read before: core/native/fast/conv_1x1_gemm.h.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "core/native/conv_onednn.h"
+#include "core/native/fast/conv_onednn.h"
 #include "core/native/nn_kernels.h"
 #include "core/parallel.h"
 #include "core/rng.h"

@@ -2,7 +2,7 @@
 // with the profiler on, each oneDNN convolution pass records a row named by its
 // pass, kernel, stride, channels, output size and batch, and the layout
 // reorders around it get rows of their own.
-// Read before: core/native/conv_onednn.h, core/profiler.h.
+// Read before: core/native/fast/conv_onednn.h, core/profiler.h.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "core/native/conv_onednn.h"
+#include "core/native/fast/conv_onednn.h"
 #include "core/native/nn_kernels.h"
 #include "core/parallel.h"
 #include "core/profiler.h"

@@ -1,5 +1,5 @@
 // tests/core/test_conv_winograd.cpp — oneDNN's Winograd convolutions (Note
-// [Winograd convolutions] in core/native/conv_winograd.cpp) against the float64
+// [Winograd convolutions] in core/native/fast/conv_winograd.cpp) against the float64
 // reference, and the switch that turns them off.
 //
 // Winograd F(4x4, 3x3) computes each 6x6 input tile's outputs through input,
@@ -14,7 +14,7 @@
 // Winograd where it implements it (a 3x3 stride-1 layer with 16k channels),
 // and compares with the same convolution in float64 on the reference backend.
 //
-// Read before: core/native/conv_onednn.h, tests/core/test_conv_onednn.cpp.
+// Read before: core/native/fast/conv_onednn.h, tests/core/test_conv_onednn.cpp.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -25,7 +25,7 @@
 
 #include "core/error.h"
 #include "core/factory.h"
-#include "core/native/conv_onednn.h"
+#include "core/native/fast/conv_onednn.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
 #include "core/parallel.h"

@@ -4,13 +4,13 @@
 // layers that do not qualify get none; a workspace from another geometry's
 // layout is not used. The 1x1 GEMM paths (strided, folded) keep the image they
 // gathered, likewise.
-// Read before: core/native/conv_onednn.h.
+// Read before: core/native/fast/conv_onednn.h.
 #include <doctest/doctest.h>
 
 #include <vector>
 
 #include "core/factory.h"
-#include "core/native/conv_onednn.h"
+#include "core/native/fast/conv_onednn.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
 #include "core/parallel.h"

@@ -12,7 +12,7 @@
 // AVX-512 kernels on and off and with streamed outputs, against the definition
 // and against the float64 path (the per-window code), and its backward scatter
 // against a plain loop, bit for bit.
-// Read before: core/native/pool.cpp, core/native/pool_max_fast.cpp.
+// Read before: core/native/pool.cpp, core/native/fast/pool_max_fast.cpp.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -26,7 +26,7 @@
 #include "core/factory.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
-#include "core/native/pool_max_fast.h"
+#include "core/native/fast/pool_max_fast.h"
 #include "core/native/pool_rules.h"
 #include "core/parallel.h"
 #include "core/rng.h"

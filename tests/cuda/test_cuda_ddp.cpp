@@ -12,7 +12,8 @@
 // Why no 2-rank NCCL test: NCCL does not support two ranks of one communicator
 // on the same GPU, and the GPU machine has one; 2-rank NCCL runs are
 // bench_ddp --backend nccl under lockstep-run on a multi-GPU host.
-// Read before: distributed/cuda/process_group_nccl.h, distributed/cuda/host_staging.h.
+// Read before: distributed/process_group/cuda/process_group_nccl.h,
+// distributed/process_group/cuda/host_staging.h.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -28,8 +29,8 @@
 #include "core/factory.h"
 #include "core/native/native.h"
 #include "core/rng.h"
-#include "distributed/cuda/process_group_nccl.h"
-#include "distributed/cuda/process_group_nccl_work.h"
+#include "distributed/process_group/cuda/process_group_nccl.h"
+#include "distributed/process_group/cuda/process_group_nccl_work.h"
 #include "distributed/distributed.h"
 #include "optim/sgd.h"
 #include "tests/cuda/cuda_test_util.h"

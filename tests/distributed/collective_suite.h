@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "distributed/process_group.h"
+#include "distributed/process_group/process_group.h"
 #include "tests/distributed/collective_test_util.h"
 
 namespace lockstep::testing {

@@ -4,7 +4,8 @@
 // Rank r's element i is 1 + (i + r) % 3: small integers, so every reduction
 // over up to 4 ranks (sums <= 12, products <= 81, averages in quarters) is
 // exact in every dtype, f16 and bf16 included — the tests compare exactly.
-// Read before: distributed/process_group.h. Used by: tests/distributed/test_process_group*.cpp.
+// Read before: distributed/process_group/process_group.h. Used by:
+// tests/distributed/test_process_group*.cpp.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -16,7 +17,7 @@
 
 #include "core/factory.h"
 #include "core/tensor.h"
-#include "distributed/process_group.h"
+#include "distributed/process_group/process_group.h"
 
 namespace lockstep::testing {
 

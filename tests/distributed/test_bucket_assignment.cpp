@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "core/factory.h"
-#include "distributed/bucket_assignment.h"
+#include "distributed/ddp/bucket_assignment.h"
 
 namespace ls = lockstep;
 namespace dist = lockstep::distributed;

@@ -1,12 +1,12 @@
 // tests/distributed/test_ddp_autotune.cpp — DDPOptions().autotune_buckets(true)
-// (Note [Bucket autotuning], distributed/bucket_autotune.h): the rule on
+// (Note [Bucket autotuning], distributed/ddp/bucket_autotune.h): the rule on
 // synthetic measurements; the measured sizes; on 2 and 3 ranks the choice is
 // identical everywhere, within bounds, applied to the buckets, and training
 // still equals one process.
-// Read before: distributed/bucket_autotune.h, tests/distributed/ddp_beyond_util.h.
+// Read before: distributed/ddp/bucket_autotune.h, tests/distributed/ddp_beyond_util.h.
 #include <doctest/doctest.h>
 
-#include "distributed/bucket_autotune.h"
+#include "distributed/ddp/bucket_autotune.h"
 #include "tests/distributed/ddp_beyond_util.h"
 #include "tests/support/multiprocess.h"
 

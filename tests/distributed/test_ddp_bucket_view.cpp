@@ -1,12 +1,12 @@
 // tests/distributed/test_ddp_bucket_view.cpp — DDPOptions().gradient_as_bucket_view(true)
-// (Note [Gradients as bucket views], distributed/reducer_buckets.cpp): training is
+// (Note [Gradients as bucket views], distributed/ddp/reducer_buckets.cpp): training is
 // bitwise the copy mode's (which test_ddp.cpp proves equal to local training),
 // with and without no_sync; .grad points into the bucket buffers, zero_grad(false)
 // keeps the views and set_to_none's dropped views come back at the next backward,
 // also after the bucket rebuild; with find_unused_parameters a globally unused
 // parameter keeps its .grad untouched and a parameter used on one rank only
 // receives the average.
-// Read before: distributed/reducer_buckets.cpp, tests/distributed/ddp_beyond_util.h.
+// Read before: distributed/ddp/reducer_buckets.cpp, tests/distributed/ddp_beyond_util.h.
 #include <doctest/doctest.h>
 
 #include "core/grad_mode.h"

@@ -1,5 +1,5 @@
 // tests/distributed/test_ddp_comm_hooks.cpp — communication hooks (Note
-// [Communication hooks], distributed/comm_hook.h): the allreduce hook is bitwise
+// [Communication hooks], distributed/ddp/comm_hook.h): the allreduce hook is bitwise
 // DDP's own reduction, also with gradient_as_bucket_view and for a user lambda
 // with its own state; fp16/bf16 compression gives gradients representable in
 // the wire precision and within its rounding of the exact average; PowerSGD

@@ -1,5 +1,5 @@
 // tests/distributed/test_ddp_debug.cpp — LOCKSTEP_DISTRIBUTED_DEBUG (Note [DDP
-// debug levels], distributed/ddp_debug.h): INFO prints the bucket layout on
+// debug levels], distributed/ddp/ddp_debug.h): INFO prints the bucket layout on
 // rank 0, DETAIL on every rank plus the parameters without a gradient after each
 // backward, by name; an unknown value is an error naming the variable. Each rank
 // sends its stderr to a file while DDP runs and the test reads it back.

@@ -2,14 +2,14 @@
 // iteration fingerprint (Note [DDP iteration fingerprint]): the bucket layout
 // hash and the error text for disagreeing ranks. The exchange itself, with real
 // ranks, is tested in tests/distributed/test_ddp_misuse.cpp.
-// Read before: distributed/ddp_fingerprint.h.
+// Read before: distributed/ddp/ddp_fingerprint.h.
 #include <doctest/doctest.h>
 
 #include <string>
 #include <vector>
 
 #include "core/native/native.h"
-#include "distributed/ddp_fingerprint.h"
+#include "distributed/ddp/ddp_fingerprint.h"
 #include "tests/support/errors.h"
 
 namespace ls = lockstep;

@@ -1,5 +1,5 @@
 // tests/distributed/test_ddp_join.cpp — uneven inputs with join() (Note [Join:
-// shadowing the collectives], distributed/ddp_join.h): ranks with 3 and 5
+// shadowing the collectives], distributed/ddp/ddp_join.h): ranks with 3 and 5
 // batches neither hang nor diverge and end with the parameters of local
 // training on the batches that exist, the gradient divided by the initial world
 // size or by the ranks still training; DDP goes on normally afterwards; three
@@ -7,7 +7,7 @@
 // micro-batches, a bucket rebuild whose source rank 0 has already joined, and a
 // two-stage PowerSGD hook the joined ranks must shadow; throw_on_early_termination
 // stops every rank, naming the rank that ran out.
-// Read before: distributed/ddp_join.h, distributed/reducer_join.cpp.
+// Read before: distributed/ddp/ddp_join.h, distributed/ddp/reducer_join.cpp.
 #include <doctest/doctest.h>
 
 #include "tests/distributed/ddp_beyond_util.h"

@@ -4,7 +4,8 @@
 // per-iteration fingerprint (Note [DDP iteration fingerprint]), a rank that
 // skips a backward and ranks with different bucket layouts; a rank that dies
 // mid-backward, directly and through lockstep-run.
-// Read before: distributed/reducer.h, distributed/ddp_fingerprint.h, tests/support/multiprocess.h.
+// Read before: distributed/ddp/reducer.h, distributed/ddp/ddp_fingerprint.h,
+// tests/support/multiprocess.h.
 #include <doctest/doctest.h>
 
 #include <signal.h>

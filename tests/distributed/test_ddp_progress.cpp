@@ -1,17 +1,17 @@
 // tests/distributed/test_ddp_progress.cpp — with DDPOptions().progress_store, a
 // timed-out wait names the ranks that did not arrive and where they are (Note
-// [Progress board], distributed/ddp_progress.h). Three ranks, rank 1 stalls:
+// [Progress board], distributed/ddp/ddp_progress.h). Three ranks, rank 1 stalls:
 // before its third forward (the others' backward fingerprint exchange times
 // out) or in the middle of its third backward (a bucket's AllReduce times
 // out); the error on ranks 0 and 2 names rank 1 with its position and does not
 // name the other waiting rank.
-// Read before: distributed/ddp_progress.h, tests/support/multiprocess.h.
+// Read before: distributed/ddp/ddp_progress.h, tests/support/multiprocess.h.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
 #include <thread>
 
-#include "distributed/tcp_store.h"
+#include "distributed/store/tcp_store.h"
 #include "tests/distributed/ddp_beyond_util.h"
 #include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"

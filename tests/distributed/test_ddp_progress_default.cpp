@@ -3,14 +3,14 @@
 // DDPOptions().progress_store, a timed-out wait still names the rank that did
 // not arrive; progress_board(false) and progress_store(nullptr) turn it off.
 // Three ranks, rank 1 stalls before its third forward for longer than the 2 s
-// timeout (Note [Progress board], distributed/ddp_progress.h).
+// timeout (Note [Progress board], distributed/ddp/ddp_progress.h).
 // Read before: tests/distributed/test_ddp_progress.cpp (the explicit-store case).
 #include <doctest/doctest.h>
 
 #include <functional>
 #include <thread>
 
-#include "distributed/hash_store.h"
+#include "distributed/store/hash_store.h"
 #include "tests/distributed/ddp_beyond_util.h"
 #include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"

@@ -1,16 +1,16 @@
 // tests/distributed/test_ddp_rebuild.cpp — bucket rebuild from the traced order
-// (Note [Bucket rebuild from the traced order], distributed/reducer_rebuild.cpp):
+// (Note [Bucket rebuild from the traced order], distributed/ddp/reducer_rebuild.cpp):
 // the pure assignment with an explicit order; a model registered in the reverse
 // of its execution order gets buckets in execution order after iteration 1, so
 // the first AllReduce starts at the first gradient instead of the last, and
 // training still equals local training; ranks that observe different orders all
 // adopt rank 0's; find_unused_parameters puts unused parameters last;
 // rebuild_buckets(false) keeps the initial buckets.
-// Read before: distributed/reducer_rebuild.cpp, tests/distributed/ddp_beyond_util.h.
+// Read before: distributed/ddp/reducer_rebuild.cpp, tests/distributed/ddp_beyond_util.h.
 #include <doctest/doctest.h>
 
 #include "core/factory.h"
-#include "distributed/bucket_assignment.h"
+#include "distributed/ddp/bucket_assignment.h"
 #include "tests/distributed/ddp_beyond_util.h"
 #include "tests/support/multiprocess.h"
 

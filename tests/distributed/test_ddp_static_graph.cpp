@@ -1,5 +1,5 @@
 // tests/distributed/test_ddp_static_graph.cpp — DDPOptions().static_graph(true)
-// (Note [Static graph], distributed/reducer_static_graph.cpp): with find_unused_parameters it
+// (Note [Static graph], distributed/ddp/reducer_static_graph.cpp): with find_unused_parameters it
 // trains like one process while issuing the used-parameter bitmap AllReduce in
 // the first synced iteration only (counted on a wrapping process group and by
 // the Reducer); with a block checkpointed twice (autograd/checkpoint.h), whose
@@ -7,7 +7,8 @@
 // of plain training, also one bucket per parameter and with bucket views;
 // without static_graph that model is a clear error; under join() a rank
 // without inputs mirrors the first iteration's bitmap (reducer_join.cpp).
-// Read before: distributed/reducer_static_graph.cpp, autograd/checkpoint.h, tests/distributed/ddp_beyond_util.h.
+// Read before: distributed/ddp/reducer_static_graph.cpp, autograd/checkpoint.h,
+// tests/distributed/ddp_beyond_util.h.
 #include <doctest/doctest.h>
 
 #include "autograd/checkpoint.h"

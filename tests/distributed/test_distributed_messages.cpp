@@ -5,8 +5,8 @@
 // the progress board says something when no rank is behind (Note [Progress
 // board when no rank is behind]). The "waiting for rank 0" line is checked on a
 // program: tests/examples/check_cli.sh bench_allreduce.
-// Read before: distributed/distributed_data_parallel.cpp, distributed/tcp_store.cpp,
-// distributed/ddp_progress.h.
+// Read before: distributed/ddp/distributed_data_parallel.cpp, distributed/store/tcp_store.cpp,
+// distributed/ddp/ddp_progress.h.
 #include <doctest/doctest.h>
 
 #include <netinet/in.h>
@@ -16,9 +16,9 @@
 #include <atomic>
 #include <thread>
 
-#include "distributed/ddp_progress.h"
+#include "distributed/ddp/ddp_progress.h"
 #include "distributed/distributed.h"
-#include "distributed/tcp_store.h"
+#include "distributed/store/tcp_store.h"
 #include "tests/distributed/ddp_test_models.h"
 #include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"

@@ -7,8 +7,8 @@
 // thread may still hold the failed collectives' buffers when they throw; and
 // Note [Gloo teardown across worker threads]: when several collectives fail at
 // once, one worker's Gloo touches the others' buffers while they unwind.
-// Read before: distributed/process_group_gloo_pending.h,
-// distributed/process_group_gloo_teardown.h, tests/support/multiprocess.h.
+// Read before: distributed/process_group/process_group_gloo_pending.h,
+// distributed/process_group/process_group_gloo_teardown.h, tests/support/multiprocess.h.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -19,7 +19,7 @@
 
 #include "core/factory.h"
 #include "distributed/init.h"
-#include "distributed/process_group_gloo.h"
+#include "distributed/process_group/process_group_gloo.h"
 #include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"
 
@@ -99,7 +99,8 @@ TEST_CASE("process_group: a rank that never joins makes the others time out, the
   expect_every_rank_ok(results, 3);
 }
 
-// Note [Gloo teardown across worker threads] (distributed/process_group_gloo_teardown.h):
+// Note [Gloo teardown across worker threads]
+// (distributed/process_group/process_group_gloo_teardown.h):
 // when several collectives fail at once, one worker's Gloo signals the other
 // workers' buffers while those workers unwind and free them. Rank 1 joins the
 // first allreduces and then stops issuing, the way a rank stalled mid-backward

@@ -2,7 +2,7 @@
 // machine or build without a GPU gives an error that says why and what to do;
 // in a CUDA build with a GPU it gives a working NCCL group. (The NCCL backend
 // itself is tested on the GPU: tests/cuda/test_cuda_ddp.cpp.)
-// Read before: distributed/init.h, distributed/cuda/process_group_nccl.h.
+// Read before: distributed/init.h, distributed/process_group/cuda/process_group_nccl.h.
 #include <doctest/doctest.h>
 
 #include <memory>

@@ -3,7 +3,8 @@
 // 2 and 4 ranks as processes on loopback, against answers computed locally
 // (tests/distributed/collective_suite.h); Gloo's large/chunked/ring paths; and
 // the order round-robin keeps over K groups.
-// Read before: distributed/process_group_gloo.h, tests/distributed/collective_suite.h,
+// Read before: distributed/process_group/process_group_gloo.h,
+// tests/distributed/collective_suite.h,
 // tests/support/multiprocess.h.
 #include <doctest/doctest.h>
 
@@ -13,9 +14,9 @@
 
 #include "core/factory.h"
 #include "distributed/init.h"
-#include "distributed/prefix_store.h"
-#include "distributed/process_group_gloo.h"
-#include "distributed/process_group_round_robin.h"
+#include "distributed/store/prefix_store.h"
+#include "distributed/process_group/process_group_gloo.h"
+#include "distributed/process_group/process_group_round_robin.h"
 #include "tests/distributed/collective_suite.h"
 #include "tests/distributed/collective_test_util.h"
 #include "tests/support/multiprocess.h"

@@ -3,7 +3,8 @@
 // completes), a killed rank and a hung rank (errors naming the collective within
 // the timeout), mismatched collectives (an error naming the rank), and bad
 // arguments (clear errors at the call).
-// Read before: distributed/process_group_gloo.h, distributed/collective_check.h.
+// Read before: distributed/process_group/process_group_gloo.h,
+// distributed/process_group/collective_check.h.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -16,10 +17,10 @@
 #include <thread>
 
 #include "core/factory.h"
-#include "distributed/hash_store.h"
+#include "distributed/store/hash_store.h"
 #include "distributed/init.h"
-#include "distributed/prefix_store.h"
-#include "distributed/process_group_gloo.h"
+#include "distributed/store/prefix_store.h"
+#include "distributed/process_group/process_group_gloo.h"
 #include "tests/distributed/collective_test_util.h"
 #include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"

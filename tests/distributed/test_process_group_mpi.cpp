@@ -13,7 +13,7 @@
 // Workers that must order themselves across ranks without MPI (the MPI thread
 // is busy in the collective under test) use marker files in the directory the
 // parent passes as LOCKSTEP_TEST_SYNC_DIR.
-// Read before: distributed/process_group_mpi.h, tests/distributed/collective_suite.h.
+// Read before: distributed/process_group/process_group_mpi.h, tests/distributed/collective_suite.h.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -32,10 +32,10 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "distributed/distributed_data_parallel.h"
+#include "distributed/ddp/distributed_data_parallel.h"
 #include "distributed/init.h"
-#include "distributed/process_group_mpi.h"
-#include "distributed/process_group_round_robin.h"
+#include "distributed/process_group/process_group_mpi.h"
+#include "distributed/process_group/process_group_round_robin.h"
 #include "optim/sgd.h"
 #include "tests/distributed/collective_suite.h"
 #include "tests/distributed/collective_test_util.h"

@@ -1,4 +1,4 @@
-// tests/distributed/test_reducer.cpp — the core Reducer (distributed/reducer.cpp)
+// tests/distributed/test_reducer.cpp — the core Reducer (distributed/ddp/reducer.cpp)
 // on its own, in one process, through a recording process group that stands in
 // for the other ranks: buckets launch strictly in index order once full (Note
 // [Bucket launch order]), a bucket waits for its pending count, each gradient
@@ -8,7 +8,7 @@
 // through its rank-ordered hook, and unused parameters (find_unused_parameters)
 // are ready at once, reported by the bitmap and left untouched; with
 // static_graph the first backward only counts and reduces in finalize.
-// Read before: distributed/reducer.h, distributed/reducer_launch.h.
+// Read before: distributed/ddp/reducer.h, distributed/ddp/reducer_launch.h.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/factory.h"
-#include "distributed/reducer.h"
+#include "distributed/ddp/reducer.h"
 
 namespace ls = lockstep;
 namespace dist = lockstep::distributed;

@@ -10,9 +10,9 @@
 #include <string>
 #include <thread>
 
-#include "distributed/hash_store.h"
+#include "distributed/store/hash_store.h"
 #include "distributed/rendezvous.h"
-#include "distributed/tcp_store.h"
+#include "distributed/store/tcp_store.h"
 #include "tests/support/multiprocess.h"
 
 namespace ls = lockstep;

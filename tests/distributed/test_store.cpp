@@ -3,7 +3,7 @@
 // delete/num_keys), blocking get satisfied by another thread or rank, add from
 // many ranks, timeouts naming the missing key, the TCPStore server surviving
 // malformed requests, and clear connect / lost-server errors.
-// Read before: distributed/store.h, tests/support/multiprocess.h.
+// Read before: distributed/store/store.h, tests/support/multiprocess.h.
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -17,11 +17,11 @@
 #include <string>
 #include <thread>
 
-#include "distributed/file_store.h"
-#include "distributed/hash_store.h"
-#include "distributed/prefix_store.h"
-#include "distributed/tcp_store.h"
-#include "distributed/tcp_store_server.h"
+#include "distributed/store/file_store.h"
+#include "distributed/store/hash_store.h"
+#include "distributed/store/prefix_store.h"
+#include "distributed/store/tcp_store.h"
+#include "distributed/store/tcp_store_server.h"
 #include "tests/support/multiprocess.h"
 
 namespace ls = lockstep;

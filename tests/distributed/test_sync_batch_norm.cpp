@@ -6,7 +6,7 @@
 // ends with the parameters and buffers of single-process training on the full
 // batch. Tolerance 1e-5 absolute (values of size ~1; float32 rounding and the
 // AllReduce's summation order).
-// Read before: distributed/sync_batch_norm.h, tests/support/multiprocess.h.
+// Read before: distributed/ddp/sync_batch_norm.h, tests/support/multiprocess.h.
 #include <doctest/doctest.h>
 
 #include <numeric>

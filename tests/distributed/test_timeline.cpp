@@ -6,7 +6,7 @@
 // and ends no earlier; nothing is recorded without a Recorder. Then
 // tools/timeline.py merges the ranks' files and draws the PNG summary (skipped
 // when /usr/bin/python3 or its matplotlib is missing).
-// Read before: core/timeline.h, distributed/reducer_timeline.h.
+// Read before: core/timeline.h, distributed/ddp/reducer_timeline.h.
 #include <doctest/doctest.h>
 
 #include <cstdlib>

@@ -4,9 +4,9 @@
 # default) a 2-rank DDP job of train_fashion_mnist (LOCKSTEP_TIMEOUT_S=3) has rank 1
 # stopped with SIGSTOP at a random moment of training; rank 0's error must carry
 # the progress board's line naming rank 1 every time (Note [Progress board when no
-# rank is behind], distributed/ddp_progress.cpp). Only processes this script
+# rank is behind], distributed/ddp/ddp_progress.cpp). Only processes this script
 # started are signalled, by their ids. Skips (exit 0) without the Fashion-MNIST data.
-# Read before: distributed/ddp_progress.h. Read next: tests/examples/check_ddp_kill_resume.sh.
+# Read before: distributed/ddp/ddp_progress.h. Read next: tests/examples/check_ddp_kill_resume.sh.
 set -uo pipefail
 bin="$1"
 runs="${2:-20}"

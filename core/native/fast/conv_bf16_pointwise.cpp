@@ -1,0 +1,152 @@
+// core/native/fast/conv_bf16_pointwise.cpp — 1x1 bfloat16 convolutions as AMX GEMMs on NCHW images.
+//
+// Note [bf16 1x1 convolutions as GEMMs]
+// A 1x1 convolution without padding is a matrix product per image. With image n
+// stored NCHW, X_n is the (C_in, P) matrix of its channels (P = oH oW pixels,
+// after taking every stride-th pixel), and
+//   forward          Y_n (C_out, P) = W (C_out, C_in) X_n (C_in, P)
+//   backward-data    dX_n (C_in, P) = W^T (C_in, C_out) dY_n (C_out, P)
+//   backward-weights dW (C_out, C_in) = sum_n dY_n (C_out, P) X_n^T (P, C_in)
+// so each pass is gemm_bf16 (gemm_bf16.h) reading our NCHW buffers in place: no
+// layout reorders at all, and oneDNN's matmul runs them on the AMX tiles (its
+// 1x1 backward convolutions in this oneDNN are much slower jit kernels). ResNet50
+// has 36 such layers of 53. dW accumulates in float32 across the images (beta = 1
+// after the first), the bias gradient is a float32 sum of dY.
+// A strided layer first gathers its subsample (N, C_in, oH, oW), which is also
+// what the forward keeps for backward-weights; backward-data scatters into the
+// strided pixels of a zeroed dX.
+// Read before: core/native/conv_bf16.h, core/native/gemm_bf16.h.
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "core/native/conv_bf16.h"
+#include "core/native/gemm_bf16.h"
+#include "core/native/native.h"
+#include "core/parallel.h"
+#include "core/profiler.h"
+
+namespace lockstep::native {
+
+bool conv_bf16_is_pointwise_gemm(const ConvGeometry& g) {
+  // LOCKSTEP_BF16_1X1_GEMM=0 sends 1x1 layers to oneDNN's convolutions instead (benchmarks).
+  static const bool enabled = [] {
+    const char* v = std::getenv("LOCKSTEP_BF16_1X1_GEMM");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return enabled && g.kh == 1 && g.kw == 1 && g.pad_h == 0 && g.pad_w == 0 && g.groups == 1;
+}
+
+namespace {
+
+// x (N, C, H, W) bf16 contiguous -> its pixels (s*i, s*j): (N, C, oH, oW).
+Tensor subsample(const ConvGeometry& g, const Tensor& x) {
+  Tensor out = empty({g.n, g.c_in, g.oh, g.ow}, kBFloat16);
+  const BFloat16* xp = x.data_ptr<BFloat16>();
+  BFloat16* op = out.data_ptr<BFloat16>();
+  parallel_for(0, g.n * g.c_in, 16, [&](int64_t lo, int64_t hi) {
+    for (int64_t plane = lo; plane < hi; ++plane) {
+      const BFloat16* src = xp + plane * g.h * g.w;
+      BFloat16* dst = op + plane * g.oh * g.ow;
+      for (int64_t i = 0; i < g.oh; ++i) {
+        for (int64_t j = 0; j < g.ow; ++j) dst[i * g.ow + j] = src[i * g.stride_h * g.w + j * g.stride_w];
+      }
+    }
+  });
+  return out;
+}
+
+// Offsets of image n's matrix in a (N, C, P) buffer: n * C * P.
+std::vector<int64_t> image_offsets(int64_t n, int64_t per_image) {
+  std::vector<int64_t> off(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) off[static_cast<size_t>(i)] = i * per_image;
+  return off;
+}
+
+bool strided(const ConvGeometry& g) { return g.stride_h != 1 || g.stride_w != 1; }
+
+}  // namespace
+
+Tensor conv2d_bf16_pointwise_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
+                                     const Tensor& bias, ConvBf16SavedInput* saved) {
+  profiler::Scope prof("conv2d_bf16.forward_gemm");
+  const Tensor x16 = contiguous(to_dtype(x, kBFloat16));  // (N, C_in, H, W)
+  const Tensor xs = strided(g) ? subsample(g, x16) : x16;  // (N, C_in, oH, oW)
+  if (saved != nullptr) {
+    // Private memory: a clone when xs is the caller's own tensor.
+    *saved = ConvBf16SavedInput{Tensor(), xs.is_same(x) ? clone(xs) : xs, strided(g)};
+  }
+  const Tensor wc = contiguous(w);  // (C_out, C_in)
+  const int64_t p = g.oh * g.ow;
+  Tensor y = empty({g.n, g.c_out, g.oh, g.ow}, kBFloat16);
+  float beta = 0.0f;
+  if (bias.defined()) {  // every pixel starts as its channel's bias
+    const Tensor b = contiguous(bias);
+    const float* bp = b.data_ptr<float>();
+    BFloat16* yp = y.data_ptr<BFloat16>();
+    for (int64_t i = 0; i < g.n * g.c_out; ++i) {
+      const BFloat16 v(bp[i % g.c_out]);
+      for (int64_t j = 0; j < p; ++j) yp[i * p + j] = v;
+    }
+    beta = 1.0f;
+  }
+  const std::vector<int64_t> zero(static_cast<size_t>(g.n), 0);
+  const std::vector<int64_t> x_off = image_offsets(g.n, g.c_in * p), y_off = image_offsets(g.n, g.c_out * p);
+  gemm_bf16_batched<BFloat16>(g.n, false, false, g.c_out, p, g.c_in, wc.data_ptr<BFloat16>(),
+                              zero.data(), g.c_in, xs.data_ptr<BFloat16>(), x_off.data(), p, beta,
+                              y.data_ptr<BFloat16>(), y_off.data(), p);
+  return y;
+}
+
+std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_pointwise_backward(
+    const ConvGeometry& g, const Tensor& g_y, const ConvBf16SavedInput& x, const Tensor& w,
+    ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias) {
+  const int64_t p = g.oh * g.ow;
+  const std::vector<int64_t> zero(static_cast<size_t>(g.n), 0);
+  const std::vector<int64_t> y_off = image_offsets(g.n, g.c_out * p);
+  const BFloat16* gyp = g_y.data_ptr<BFloat16>();
+  Tensor gx, gw, gb;
+  if (need_input) {
+    profiler::Scope prof("conv2d_bf16.backward_data_gemm");
+    const Tensor wc = contiguous(w);
+    Tensor gxs = empty({g.n, g.c_in, g.oh, g.ow}, gx_dtype);  // dX at the strided pixels
+    const std::vector<int64_t> x_off = image_offsets(g.n, g.c_in * p);
+    dispatch_floating_bf16(gx_dtype, "conv2d_bf16_backward", [&]<class S, class C>() {
+      if constexpr (!std::is_same_v<S, double>) {
+        gemm_bf16_batched<S>(g.n, /*trans_a=*/true, false, g.c_in, p, g.c_out,
+                             wc.data_ptr<BFloat16>(), zero.data(), g.c_in, gyp, y_off.data(), p,
+                             0.0f, gxs.data_ptr<S>(), x_off.data(), p);
+        if (!strided(g)) {
+          gx = gxs;
+          return;
+        }
+        gx = zeros({g.n, g.c_in, g.h, g.w}, gx_dtype);
+        const S* src = gxs.data_ptr<S>();
+        S* dst = gx.data_ptr<S>();
+        for (int64_t plane = 0; plane < g.n * g.c_in; ++plane) {
+          for (int64_t i = 0; i < g.oh; ++i) {
+            for (int64_t j = 0; j < g.ow; ++j) {
+              dst[plane * g.h * g.w + i * g.stride_h * g.w + j * g.stride_w] = src[plane * p + i * g.ow + j];
+            }
+          }
+        }
+      }
+    });
+  }
+  if (need_weight) {
+    profiler::Scope prof("conv2d_bf16.backward_weights_gemm");
+    LS_CHECK(x.plain.defined(), "conv2d_bf16_backward: the 1x1 path needs its saved image");
+    // The saved image may be the full one (saved by the reference path): subsample it here.
+    const Tensor xs = x.subsampled || !strided(g) ? contiguous(x.plain) : subsample(g, contiguous(x.plain));
+    gw = empty({g.c_out, g.c_in, 1, 1}, kFloat32);  // (C_out, C_in), summed over the images
+    const BFloat16* xp = xs.data_ptr<BFloat16>();
+    for (int64_t n = 0; n < g.n; ++n) {
+      gemm_bf16<float>(false, /*trans_b=*/true, g.c_out, g.c_in, p, gyp + n * g.c_out * p, p,
+                       xp + n * g.c_in * p, p, n == 0 ? 0.0f : 1.0f, gw.data_ptr<float>(), g.c_in);
+    }
+  }
+  if (need_bias) gb = sum(to_dtype(g_y, kFloat32), {0, 2, 3}, false);  // (C_out)
+  return {gx, gw, gb};
+}
+
+}  // namespace lockstep::native

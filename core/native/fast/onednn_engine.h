@@ -1,0 +1,16 @@
+// core/native/fast/onednn_engine.h — the process-wide oneDNN CPU engine and this thread's stream.
+//
+// Every oneDNN primitive lockstep runs (the float32 convolutions of
+// conv_onednn.cpp, the bfloat16 GEMM and convolutions) executes on this one
+// engine; each thread has its own stream, so threads never share one.
+// Read before: core/native/fast/conv_onednn.h. Read next: core/native/gemm_bf16.h.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+namespace lockstep::native::onednn_detail {
+
+dnnl::engine& cpu_engine();
+dnnl::stream& thread_stream();
+
+}  // namespace lockstep::native::onednn_detail

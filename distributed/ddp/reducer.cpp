@@ -1,0 +1,214 @@
+// distributed/ddp/reducer.cpp — the core of the Reducer, in the order the paper
+// describes it (Section 3.2): hooks → pending counts → in-order launch →
+// finalize. Which gradients are ready when, how buckets store them, how a
+// bucket is reduced and who watches are the seams of reducer.h.
+// Read before: distributed/ddp/reducer.h. Read next: distributed/ddp/reducer_readiness.h.
+#include "distributed/ddp/reducer.h"
+
+#include <algorithm>
+
+#include "autograd/engine.h"
+#include "core/native/native.h"
+
+namespace lockstep::distributed {
+
+Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
+                 std::shared_ptr<ProcessGroup> process_group, const DDPOptions& options)
+    : params_(std::move(params)),
+      names_(std::move(names)),
+      process_group_(std::move(process_group)),
+      options_(options),
+      storage_(params_, options.gradient_as_bucket_view(), process_group_->rank()),
+      observe_(process_group_, options, names_, params_, storage_),
+      launcher_(process_group_, options, observe_.backwards()),
+      readiness_(make_readiness_policy(options, params_, names_, *process_group_)),
+      divisor_(static_cast<double>(process_group_->size())),
+      ready_(params_.size(), false) {
+  // Buckets in reverse registration order (distributed/ddp/bucket_assignment.h).
+  storage_.build(compute_bucket_assignment(params_, options.first_bucket_mb(), options.bucket_cap_mb()));
+  observe_.layout_changed("at construction");
+  for (size_t i = 0; i < params_.size(); ++i) {
+    hooks_.push_back(params_[i].register_post_accumulate_grad_hook(
+        [this, i](Tensor&) { autograd_hook(i); }));
+  }
+}
+
+Reducer::~Reducer() {
+  for (auto& h : hooks_) h.remove();
+}
+
+void Reducer::register_comm_hook(CommHook hook) {
+  launcher_.register_hook(std::move(hook), /*started=*/observe_.backwards() > 0 || expect_autograd_hooks_);
+}
+
+void Reducer::begin_synced_forward(bool exchange_fingerprint) {
+  or_fail([&] { observe_.forward_started(exchange_fingerprint, /*joined=*/false); });
+}
+
+void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
+  observe_.forward_finished();
+  expect_autograd_hooks_ = true;
+  finalize_queued_ = false;
+  next_bucket_ = 0;
+  std::fill(ready_.begin(), ready_.end(), false);
+  for (Bucket& b : storage_.buckets()) {
+    b.pending = b.param_indices.size();
+    b.launched = false;
+    b.future = TensorFuture();
+  }
+  // The parameters that get no gradient here are ready now (Note [Readiness policies]).
+  for (size_t i : readiness_->prepare(outputs)) mark_variable_ready(i, /*locally_unused=*/true);
+}
+
+void Reducer::autograd_hook(size_t index) {
+  readiness_->record_use(index);        // no_sync iterations count for the bitmap too
+  if (!expect_autograd_hooks_) return;  // no_sync, or a backward DDP did not arm
+  if (autograd::in_backward()) begin_backward();
+  bool ready = false;
+  or_fail([&] { ready = readiness_->ready_on_hook(index); });
+  if (ready) mark_variable_ready(index);
+}
+
+void Reducer::begin_backward() {
+  if (finalize_queued_) return;
+  finalize_queued_ = true;
+  autograd::queue_callback([this] { finalize_backward(); });
+  // The first gradient of this backward: the fingerprint exchange starts
+  // (Note [DDP iteration fingerprint]); bucket 0 waits for it.
+  or_fail([&] { observe_.backward_started(detail::DDPPhase::BACKWARD); });
+}
+
+void Reducer::mark_variable_ready(size_t index, bool locally_unused) {
+  if (ready_[index]) {
+    fail(lockstep::detail::str(
+        "DDP (rank ", process_group_->rank(), "): parameter '", names_[index], "' received a gradient twice in "
+        "one backward. DDP reduces each gradient once per iteration; this happens with activation "
+        "checkpointing (autograd/checkpoint.h) of a block used twice, other reentrant backward, or a parameter "
+        "shared by two graphs backpropagated separately. If every iteration does the same, pass "
+        "DDPOptions().static_graph(true): DDP then counts the readies in the first iteration and reduces "
+        "after the last one"));
+  }
+  ready_[index] = true;
+  if (!locally_unused) record_ready_order(index);  // Note [Bucket rebuild from the traced order]
+  const bool in_backward = autograd::in_backward();
+  const size_t bucket_index = storage_.bucket_of(index);
+  observe_.gradient_ready(index, bucket_index, in_backward);
+  copy_grad_into_bucket(index, locally_unused);
+  // Launches happen in backward only, after the fingerprint was issued: a
+  // bucket filled by prepare_for_backward (unused parameters) goes with the
+  // first bucket that fills in backward, or at finalize. Without overlap,
+  // every launch waits for finalize (the paper's baseline).
+  Bucket& bucket = storage_.buckets()[bucket_index];
+  if (--bucket.pending == 0 && in_backward && options_.overlap()) launch_ready_buckets();
+}
+
+// The paper's averaging: grad / world into the bucket, so that the SUM over
+// the ranks is the average. A registered comm hook gets the plain local sums
+// and divides itself (Note [Communication hooks]).
+void Reducer::copy_grad_into_bucket(size_t index, bool locally_unused) {
+  storage_.copy_in(index, locally_unused, launcher_.copy_scale(divisor_));
+}
+
+// See Note [Bucket launch order]. PyTorch calls this step mark_bucket_ready.
+void Reducer::launch_ready_buckets() {
+  std::vector<Bucket>& buckets = storage_.buckets();
+  const size_t first = next_bucket_;
+  while (next_bucket_ < buckets.size() && buckets[next_bucket_].pending == 0) {
+    if (next_bucket_ == 0) or_fail([&] { observe_.before_first_launch(); });  // no bucket moves before the ranks agree
+    const size_t bi = next_bucket_++;
+    observe_.bucket_launched(bi);
+    buckets[bi].future = launch(bi, buckets[bi].flat);
+    buckets[bi].launched = true;
+  }
+  if (next_bucket_ != first) observe_.buckets_launched(next_bucket_);
+}
+
+// Note [Every launch through a comm hook] (reducer_launch.h).
+TensorFuture Reducer::launch(size_t bucket_index, Tensor flat) {
+  const Bucket& b = storage_.buckets()[bucket_index];
+  std::vector<Tensor> params;
+  for (size_t i : b.param_indices) params.push_back(params_[i]);
+  GradBucket bucket(bucket_index, storage_.buckets().size(), std::move(flat), std::move(params), b.param_indices,
+                    b.offsets, divisor_);
+  try {
+    return launcher_.launch(bucket);
+  } catch (const CommHookError& e) {
+    fail(e.what());
+  }
+}
+
+void Reducer::finalize_backward() {
+  expect_autograd_hooks_ = false;
+  for (const auto& late : readiness_->at_finalize()) mark_variable_ready(late.index, late.locally_unused);
+  launch_ready_buckets();  // without overlap, every launch happens here
+  or_fail([&] { observe_.before_first_launch(); });  // when bucket 0 never filled, the check still happens
+  unfinished_params_.clear();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!ready_[i]) unfinished_params_.push_back(i);
+  }
+  unfinished_reduction_ = !unfinished_params_.empty();
+  if (!unfinished_reduction_) finish_ready_order();  // Note [Bucket rebuild from the traced order]
+  // Empty when every parameter counts as used (Note [Readiness policies]).
+  const std::vector<int64_t> global_used = readiness_->globally_used(bitmap_wait());
+  for (size_t bi = 0; bi < storage_.buckets().size(); ++bi) {
+    if (storage_.buckets()[bi].launched) finalize_bucket(bi, global_used);
+  }
+  observe_.backward_finished(readiness_->locally_used(), global_used, readiness_->tracks_unused());
+  readiness_->backward_finished();
+}
+
+// The copy-out: the averaged slices into .grad (Note [Gradients as bucket views]).
+void Reducer::finalize_bucket(size_t bi, const std::vector<int64_t>& global_used) {
+  Bucket& b = storage_.buckets()[bi];
+  Tensor result;
+  wait_or_fail([&] { result = b.future.wait(process_group_->timeout()); }, bi);
+  observe_.bucket_reduced(bi);
+  b.future = TensorFuture();
+  storage_.copy_out(bi, result, global_used);
+}
+
+void Reducer::check_previous_reduction_finished() {
+  if (!failure_.empty()) {
+    throw Error(lockstep::detail::str("DDP (rank ", process_group_->rank(), "): this DistributedDataParallel "
+                                      "cannot continue after an earlier error: ", failure_));
+  }
+  if (!unfinished_reduction_) return;
+  unfinished_reduction_ = false;
+  throw Error(lockstep::detail::str(
+      "DDP (rank ", process_group_->rank(), "): the previous iteration's backward produced no "
+      "gradient for parameter(s) ", detail::quoted_names(names_, unfinished_params_), ", so the buckets "
+      "holding them were never reduced. This happens when forward does not use every parameter (or its "
+      "output does not reach them). Pass DDPOptions().find_unused_parameters(true) to let DDP "
+      "find and skip them, or make sure every parameter contributes to the loss", readiness_->unfinished_hint()));
+}
+
+void Reducer::fail(const std::string& message) {
+  expect_autograd_hooks_ = false;
+  if (failure_.empty()) failure_ = message;
+  throw Error(message);
+}
+
+void Reducer::wait_or_fail(const std::function<void()>& wait, size_t bucket) {
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    const std::vector<Bucket>& buckets = storage_.buckets();
+    const std::string what =
+        bucket == buckets.size()
+            ? std::string("the AllReduce of the used-parameter bitmap (find_unused_parameters)")
+            : lockstep::detail::str(launcher_.what_reduces(), bucket, " (", buckets[bucket].flat.numel(), " ",
+                                    dtype_name(buckets[bucket].flat.dtype()), " elements: ",
+                                    detail::quoted_names(names_, buckets[bucket].param_indices), ")");
+    fail(lockstep::detail::str("DDP (rank ", process_group_->rank(), "): backward #", observe_.backwards(),
+                               ": ", what, " failed: ", e.what(), ". A peer rank has probably died or "
+                               "stopped training (check its output, or lockstep-run's report of which "
+                               "rank failed first); if it is only slow, raise LOCKSTEP_TIMEOUT_S.",
+                               observe_.where_others_are(bucket == buckets.size() ? 0 : bucket + 1, false)));
+  }
+}
+
+BitmapWait Reducer::bitmap_wait() {
+  return [this](Work& work) { wait_or_fail([&] { work.wait(process_group_->timeout()); }, num_buckets()); };
+}
+
+}  // namespace lockstep::distributed

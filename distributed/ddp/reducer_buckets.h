@@ -1,0 +1,61 @@
+// distributed/ddp/reducer_buckets.h — the Reducer's bucket storage: the buckets'
+// flat buffers, where each gradient lives in them, and the two copies the
+// paper's reducer makes — grad / world into the bucket when the gradient is
+// ready (copy_in, called by Reducer::copy_grad_into_bucket), the averaged
+// slice back into .grad after the collective (copy_out, called by
+// Reducer::finalize_bucket). With gradient_as_bucket_view the slices ARE the
+// .grad, and both copies disappear (Note [Gradients as bucket views] in
+// reducer_buckets.cpp).
+// Read before: distributed/ddp/bucket.h, distributed/ddp/reducer.h.
+// Read next: distributed/ddp/reducer_buckets.cpp.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "distributed/ddp/bucket.h"
+#include "distributed/ddp/bucket_assignment.h"
+
+namespace lockstep::distributed {
+
+class BucketStorage {
+ public:
+  BucketStorage(std::vector<Tensor> params, bool as_view, int rank)
+      : params_(std::move(params)), as_view_(as_view), rank_(rank) {}
+
+  // (Re)builds the buckets of `specs` on their parameters' device; with bucket
+  // views, existing gradients move into the new buckets.
+  void build(const std::vector<BucketSpec>& specs);
+
+  // Parameter `index`'s gradient times `scale` into its slot (undefined: zeros).
+  // `locally_unused`: no gradient here this iteration (find_unused_parameters).
+  void copy_in(size_t index, bool locally_unused, double scale);
+  // Bucket `bucket`'s reduced value `result` (a hook's may live elsewhere) into
+  // its flat buffer, then each slice into its parameter's .grad, except the
+  // globally unused ones (global_used[i] == 0; empty: all used).
+  void copy_out(size_t bucket, const Tensor& result, const std::vector<int64_t>& global_used);
+
+  std::vector<Bucket>& buckets() { return buckets_; }
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  size_t bucket_of(size_t index) const { return locations_[index].bucket; }
+  int64_t layout_hash() const { return layout_hash_; }    // Note [DDP iteration fingerprint]
+  int64_t num_elements() const { return num_elements_; }  // in all buckets
+
+ private:
+  Tensor view(size_t index) const;  // parameter's slice, shaped like it
+  bool is_view(size_t index, const Tensor& grad) const;
+
+  std::vector<Tensor> params_;
+  bool as_view_;
+  int rank_;  // for errors
+  std::vector<Bucket> buckets_;
+  struct Location {
+    size_t bucket;  // which bucket
+    size_t slot;    // which parameter within it
+  };
+  std::vector<Location> locations_;  // per parameter
+  int64_t layout_hash_ = 0;
+  int64_t num_elements_ = 0;
+};
+
+}  // namespace lockstep::distributed

@@ -1,0 +1,349 @@
+// distributed/process_group/process_group_gloo.cpp — the Gloo backend: store adapter, device
+// selection, the worker queue and failure handling. The collectives themselves
+// (what each one runs) are in process_group_gloo_collectives.cpp.
+// Read before: distributed/process_group/process_group_gloo.h. Read next:
+// process_group_gloo_collectives.cpp.
+#include "distributed/process_group/process_group_gloo.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <future>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/types.h>
+
+#include "core/factory.h"
+#include "distributed/process_group/collective_check.h"
+#include "distributed/process_group/process_group_gloo_pending.h"
+#include "distributed/process_group/process_group_gloo_teardown.h"
+#include "distributed/process_group/reduce_kernels.h"
+#include "distributed/process_group/work_queue.h"
+
+namespace lockstep::distributed {
+namespace {
+
+using detail::CollectiveKind;
+using detail::Fingerprint;
+using detail::check_scatter_inputs;
+using detail::prepare_gather_outputs;
+
+// Gloo's rendezvous talks to a gloo::rendezvous::Store; this forwards to ours,
+// under a prefix so several groups can share one store.
+class GlooStoreAdapter : public gloo::rendezvous::Store {
+ public:
+  GlooStoreAdapter(std::shared_ptr<distributed::Store> store, std::string prefix,
+                   std::chrono::milliseconds timeout)
+      : store_(std::move(store)), prefix_(std::move(prefix)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(prefix_ + key, Bytes(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    store_->wait({prefix_ + key}, timeout_);
+    Bytes b = store_->get(prefix_ + key);
+    return std::vector<char>(b.begin(), b.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    std::vector<std::string> prefixed;
+    for (const auto& k : keys) prefixed.push_back(prefix_ + k);
+    store_->wait(prefixed, timeout);
+  }
+
+ private:
+  std::shared_ptr<distributed::Store> store_;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_;
+};
+
+bool is_loopback(const std::string& host) {
+  return host.rfind("127.", 0) == 0 || host == "localhost" || host == "::1";
+}
+
+// The local IPv4/IPv6 address the kernel would use to reach `host`: "connect" a
+// UDP socket (sends nothing) and read its local address.
+std::string local_address_towards(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), "9", &hints, &res);
+  LS_CHECK(rc == 0, "ProcessGroupGloo: cannot resolve MASTER_ADDR '", host, "': ", gai_strerror(rc),
+           "; set MASTER_ADDR to a reachable address or LOCKSTEP_SOCKET_IFNAME to an interface");
+  std::string out;
+  for (addrinfo* ai = res; ai != nullptr && out.empty(); ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, SOCK_DGRAM, 0);
+    if (fd < 0) continue;
+    sockaddr_storage local{};
+    socklen_t len = sizeof(local);
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
+      char buf[INET6_ADDRSTRLEN] = {0};
+      const void* addr = local.ss_family == AF_INET
+                             ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+                             : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr);
+      if (inet_ntop(local.ss_family, addr, buf, sizeof(buf)) != nullptr) out = buf;
+    }
+    close(fd);
+  }
+  freeaddrinfo(res);
+  LS_CHECK(!out.empty(), "ProcessGroupGloo: no route from this host to MASTER_ADDR '", host,
+           "'; set LOCKSTEP_SOCKET_IFNAME to the interface to use");
+  return out;
+}
+
+// Note [SIGPIPE]
+// Writing to a socket whose peer has died raises SIGPIPE, which by default
+// kills the process — before Gloo could report the error. (Python ignores
+// SIGPIPE, which is why PyTorch never sees this.) Rather than change the
+// process-wide disposition, the constructor blocks SIGPIPE in its own thread
+// while it creates Gloo's event-loop thread and our worker threads, which
+// inherit that mask; their writes then fail with EPIPE and Gloo throws.
+class BlockSigpipeForNewThreads {
+ public:
+  BlockSigpipeForNewThreads() {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, &saved_);
+  }
+  ~BlockSigpipeForNewThreads() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+
+ private:
+  sigset_t saved_;
+};
+
+// Gloo tags are 32 bits: collective #k uses k (mod 2^31); its fingerprint
+// exchange sets the top bit (see Note [Collective order]).
+uint32_t data_tag(int64_t seq) { return static_cast<uint32_t>(seq & 0x7fffffff); }
+uint32_t check_tag(int64_t seq) { return data_tag(seq) | 0x80000000u; }
+
+
+}  // namespace
+
+
+namespace {
+
+// A tuning variable's value: an integer in [1, max], or an error naming the variable.
+int64_t positive_env_value(const char* name, const char* text, int64_t max) {
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text, &end, 10);
+  LS_CHECK(errno == 0 && end != text && *end == '\0' && value >= 1 && value <= max,
+           "ProcessGroupGloo: ", name, "='", text, "' is not an integer between 1 and ", max,
+           "; unset it to use the default");
+  return value;
+}
+
+}  // namespace
+
+ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, Options options)
+    : ProcessGroup(rank, size), options_(std::move(options)) {
+  LS_CHECK(store != nullptr, "ProcessGroupGloo: store is null");
+  LS_CHECK(size >= 1 && rank >= 0 && rank < size, "ProcessGroupGloo: rank ", rank,
+           " is out of range for world size ", size);
+  timeout_ = options_.timeout;
+
+  gloo::transport::tcp::attr attr;
+  if (options_.iface.empty() && options_.hostname.empty()) {
+    if (const char* env = std::getenv("LOCKSTEP_SOCKET_IFNAME"); env != nullptr && *env) {
+      options_.iface = env;
+    }
+  }
+  if (!options_.iface.empty()) {
+    attr.iface = options_.iface;
+    device_description_ = options_.iface;
+  } else {
+    attr.hostname = !options_.hostname.empty() ? options_.hostname
+                    : is_loopback(options_.master_addr) ? std::string("127.0.0.1")
+                                                        : local_address_towards(options_.master_addr);
+    device_description_ = attr.hostname;
+  }
+
+  // The environment is read before connecting: a malformed value fails on
+  // every rank alike, instead of on one rank after the others started the
+  // rendezvous through its store.
+  if (const char* env = std::getenv("LOCKSTEP_GLOO_THREADS")) {
+    options_.threads = static_cast<int>(positive_env_value("LOCKSTEP_GLOO_THREADS", env, 64));
+  }
+  if (const char* env = std::getenv("LOCKSTEP_GLOO_RING_THRESHOLD")) {
+    options_.ring_threshold_bytes = positive_env_value("LOCKSTEP_GLOO_RING_THRESHOLD", env, int64_t{1} << 40);
+  }
+  BlockSigpipeForNewThreads no_sigpipe;  // see Note [SIGPIPE]
+  // See Note [Gloo teardown across worker threads] (process_group_gloo_teardown.h).
+  auto context = std::make_shared<gloo_detail::GuardedContext>(rank, size);
+  context->setTimeout(options_.timeout);
+  try {
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    GlooStoreAdapter adapter(store, "gloo/", options_.timeout);
+    context->connect(adapter, device);
+  } catch (const std::exception& e) {
+    throw Error(lockstep::detail::str("ProcessGroupGloo: rank ", rank, " of ", size,
+                            " could not connect to its peers (listening on ", device_description_,
+                            ", timeout ", options_.timeout.count(), " ms): ", e.what(),
+                            "; check that every rank started and that MASTER_ADDR / "
+                            "LOCKSTEP_SOCKET_IFNAME name a reachable interface"));
+  }
+  context_ = std::move(context);
+  // Keep the store: on rank 0 it may host the server (TCPStore) that slower
+  // ranks are still reading their peers' addresses from.
+  store_ = std::move(store);
+  options_.check_every_collective = options_.check_every_collective || detail::debug_checks_enabled();
+  queue_ = std::make_unique<detail::WorkQueue>(options_.threads);
+}
+
+ProcessGroupGloo::~ProcessGroupGloo() {
+  queue_.reset();  // drains and joins before the context goes away
+}
+
+std::shared_ptr<Work> ProcessGroupGloo::enqueue(Pending pending, bool collective) {
+  std::lock_guard<std::mutex> lock(issue_mutex_);
+  // Point-to-point ops number separately: the ranks they do not involve must
+  // still agree on every collective's sequence number (its tag).
+  pending.fingerprint.seq = collective ? next_seq_++ : next_p2p_seq_++;
+  pending.description = lockstep::detail::str(detail::describe(pending.fingerprint), " (gloo, rank ", rank_, ")");
+  pending.timeout = timeout();
+  auto work = std::make_shared<Work>(pending.description);
+  queue_->enqueue(work, [this, p = std::move(pending)] { return run(p); });
+  return work;
+}
+
+// Several consecutive collectives (the pieces of one allreduce) behind one Work,
+// which completes when the last piece does, or fails with the first error.
+std::shared_ptr<Work> ProcessGroupGloo::enqueue(std::vector<Pending> parts, std::vector<Tensor> result) {
+  if (parts.size() == 1) {
+    parts[0].fingerprint.reserved = 0;
+    return enqueue(std::move(parts[0]));
+  }
+  struct Joint {
+    std::mutex mutex;
+    size_t remaining;
+    std::exception_ptr error;
+    std::promise<void> checked;  // piece 1 passed check_before_running
+    std::shared_future<void> checked_future = checked.get_future().share();
+  };
+  std::lock_guard<std::mutex> lock(issue_mutex_);
+  auto joint = std::make_shared<Joint>();
+  joint->remaining = parts.size();
+  auto whole = parts[0].fingerprint;
+  whole.seq = next_seq_;
+  auto work = std::make_shared<Work>(lockstep::detail::str(detail::describe(whole), " in ", parts.size(),
+                                                           " pieces (gloo, rank ", rank_, ")"));
+  for (size_t k = 0; k < parts.size(); ++k) {
+    Pending p = std::move(parts[k]);
+    p.fingerprint.seq = next_seq_++;
+    p.description = lockstep::detail::str(detail::describe(p.fingerprint), " piece ", k + 1, "/",
+                                          parts.size(), " (gloo, rank ", rank_, ")");
+    p.timeout = timeout();
+    queue_->enqueue(std::make_shared<Work>(p.description), [this, p = std::move(p), joint, work, result, k] {
+      std::exception_ptr error;
+      try {
+        // Pieces 2.. move no data until piece 1 has passed the checks, so a
+        // mismatch stops every piece on every rank (piece 1 started first: FIFO).
+        if (k == 0) {
+          try {
+            check_before_running(p);
+            joint->checked.set_value();
+          } catch (...) {
+            joint->checked.set_exception(std::current_exception());
+            throw;
+          }
+        } else {
+          joint->checked_future.get();
+        }
+        execute(p);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> guard(joint->mutex);
+      if (error && !joint->error) joint->error = error;
+      if (--joint->remaining == 0) {
+        if (joint->error) work->mark_failed(joint->error);
+        else work->mark_completed(result);
+      }
+      return std::vector<Tensor>{};
+    });
+  }
+  return work;
+}
+
+// Before any data moves: is the group still usable, and (on the first
+// collective, or every one in debug mode) do all ranks agree on this one? A
+// mismatch throws on every rank alike; it also breaks the group, because
+// collectives issued after it may already be running, and a size mismatch can
+// leave the ranks' sequence numbers apart (Note [Large allreduce in chunks]).
+void ProcessGroupGloo::check_before_running(const Pending& p) {
+  {
+    std::lock_guard<std::mutex> lock(broken_mutex_);
+    if (!broken_.empty()) {
+      throw Error(lockstep::detail::str("gloo ", p.description, ": the process group is unusable after an "
+                                        "earlier failure: ", broken_));
+    }
+  }
+  const bool collective = p.fingerprint.kind != static_cast<int32_t>(CollectiveKind::SEND) &&
+                          p.fingerprint.kind != static_cast<int32_t>(CollectiveKind::RECV);
+  if (!collective || !(p.fingerprint.seq == 0 || options_.check_every_collective)) return;
+  try {
+    exchange_fingerprints(p.fingerprint, p.timeout);
+  } catch (const gloo::Exception& e) {
+    fail(p, e.what());
+  } catch (const std::exception& e) {
+    mark_broken(e.what());
+    throw;
+  }
+}
+
+// The collective itself; a transport failure (peer gone, timeout) breaks the
+// group for good: Gloo's pairs cannot be brought back in step.
+std::vector<Tensor> ProcessGroupGloo::execute(const Pending& p) {
+  try {
+    return p.body(data_tag(p.fingerprint.seq), p.timeout);
+  } catch (const gloo::Exception& e) {
+    fail(p, e.what());
+  }
+}
+
+std::vector<Tensor> ProcessGroupGloo::run(const Pending& p) {
+  check_before_running(p);
+  return execute(p);
+}
+
+void ProcessGroupGloo::mark_broken(const std::string& failure) {
+  std::lock_guard<std::mutex> lock(broken_mutex_);
+  if (broken_.empty()) broken_ = failure;
+}
+
+[[noreturn]] void ProcessGroupGloo::fail(const Pending& p, const std::string& what) {
+  const std::string failure = lockstep::detail::str(
+      p.description, " failed: ", what, " (timeout ", p.timeout.count(),
+      " ms; a peer rank may have exited, crashed, or stopped issuing collectives)");
+  mark_broken(failure);
+  throw Error(lockstep::detail::str("gloo ", failure));
+}
+
+void ProcessGroupGloo::exchange_fingerprints(const Fingerprint& mine, std::chrono::milliseconds timeout) {
+  Fingerprint in = mine;
+  std::vector<Fingerprint> all(size_);
+  gloo::AllgatherOptions opts(context_);
+  opts.setInput(&in, 1);
+  opts.setOutput(all.data(), all.size());
+  opts.setTag(check_tag(mine.seq));
+  opts.setTimeout(timeout);
+  gloo_detail::call_gloo(*context_, [&] { gloo::allgather(opts); });  // Note [Gloo buffers after a failure]
+  detail::check_fingerprints(all.data(), size_, rank_, "gloo");
+}
+
+}  // namespace lockstep::distributed

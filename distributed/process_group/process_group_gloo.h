@@ -1,0 +1,135 @@
+// distributed/process_group/process_group_gloo.h — ProcessGroup over Gloo's TCP transport.
+//
+// Construction is the rendezvous: every rank publishes its listening address in
+// the Store and connects to every other rank (a full mesh of TCP pairs, Gloo's
+// connectFullMesh). After that the store is only kept alive (rank 0 may host it,
+// and slower ranks may still be reading from it). Collectives run on the
+// group's worker threads (detail::WorkQueue), started in issue order; the
+// caller gets a Work at once. Gloo blocks those threads, never the caller's.
+//
+// Note [Collective order]
+// Gloo matches messages by (peer, slot), and a slot is derived from a tag. We
+// tag collective #k with k (its position in the issue order, the same on every
+// rank), so the k-th collective of every rank meets the k-th collective of
+// every other rank even when several run at once. Options::threads worker
+// threads take collectives from the queue in issue order, so up to `threads`
+// are in flight: one Gloo collective is a chain of small send/recv steps, each
+// waiting on a thread wake-up on both ranks (~0.2-0.3 ms for a 40 KB allreduce
+// on this 2-core machine), and overlapping several chains is what brings
+// back-to-back small calls well under that (bench/bench_allreduce; 4 threads
+// measured best here, docs/results/allreduce.md). Completion order may differ
+// from issue order; DDP waits on every bucket's Work anyway. Tensors must stay
+// alive and unmodified until the Work completes (the task holds a reference).
+//
+// Note [Allreduce algorithm choice]
+// Gloo offers ring allreduce (reduce-scatter then allgather around a ring: 2(N-1)
+// steps, each moving 1/N of the data — bandwidth-optimal) and BCube, which with
+// base 2 is recursive halving-doubling (2·log2 N steps — latency-optimal, but
+// with 2 ranks it posts whole-buffer sends that do not pipeline reduction with
+// transfer). Below Options::ring_threshold_bytes (default 256 KiB, where one
+// loopback/LAN round trip still dominates transfer time) we use BCube when N is
+// a power of two, and ring otherwise. bench/bench_allreduce measures both sides.
+//
+// Note [Large allreduce in chunks]
+// One Gloo ring allreduce alternates between moving a segment and reducing it,
+// on one thread. With several worker threads, an allreduce above
+// Options::chunk_bytes (4 MiB) is issued as consecutive allreduces of 4 MiB
+// pieces (each its own tag), so the threads work on several pieces at once —
+// the same split on every rank, since it depends only on the size. One Work
+// covers all pieces. Measured here: 60M floats in one call went from 0.25-0.35 s
+// to 0.21-0.28 s, about what 1M-float calls reach (docs/results/allreduce.md).
+//
+// Failure: a peer that dies closes its sockets, and Gloo raises on the next
+// send/recv; a peer that hangs is caught by the group's timeout() (Gloo's
+// per-operation timeout). Either way the Work fails with an error naming the
+// collective, and the group is broken: later collectives fail at once with the
+// first error (Gloo's pairs cannot be resynchronized). Before the failed call's
+// buffers are freed, every pair is closed, so Gloo's loop thread can no longer
+// touch them (Note [Gloo buffers after a failure], process_group_gloo_pending.h).
+// Read before: distributed/process_group/process_group.h, distributed/process_group/work_queue.h,
+// distributed/process_group/collective_check.h. Read next:
+// distributed/process_group/process_group_mpi.h.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "distributed/process_group/process_group.h"
+#include "distributed/store/store.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace lockstep::distributed {
+
+namespace detail {
+class WorkQueue;
+struct Fingerprint;
+}
+
+class ProcessGroupGloo : public ProcessGroup {
+ public:
+  struct Options {
+    std::chrono::milliseconds timeout{300000};  // per collective, and for the rendezvous
+    // Where this rank listens. iface (e.g. "eth0") wins; else hostname (an address
+    // of this host); else the local address that routes to master_addr.
+    // LOCKSTEP_SOCKET_IFNAME fills iface when both are empty.
+    std::string iface;
+    std::string hostname;
+    std::string master_addr = "127.0.0.1";
+    size_t ring_threshold_bytes = 256 * 1024;  // see Note [Allreduce algorithm choice]
+    bool check_every_collective = false;       // see Note [Collective fingerprints]
+    // Worker threads = collectives in flight at once (see Note [Collective order]).
+    int threads = 4;
+    size_t chunk_bytes = 4 << 20;  // see Note [Large allreduce in chunks]
+    // LOCKSTEP_GLOO_THREADS and LOCKSTEP_GLOO_RING_THRESHOLD (bytes) override
+    // threads and ring_threshold_bytes (for benchmarks).
+  };
+
+  // Blocks until all `size` ranks have connected (or options.timeout passes).
+  ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, Options options);
+  ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size)
+      : ProcessGroupGloo(std::move(store), rank, size, Options{}) {}
+  ~ProcessGroupGloo() override;  // finishes queued collectives first
+
+  std::string backend_name() const override { return "gloo"; }
+
+  std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM) override;
+  std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) override;
+  std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;
+  std::shared_ptr<Work> reduce_scatter(Tensor& output, std::vector<Tensor>& inputs,
+                                       ReduceOp op = ReduceOp::SUM) override;
+  std::shared_ptr<Work> barrier() override;
+  std::shared_ptr<Work> send(const Tensor& tensor, int dst_rank, int tag = 0) override;
+  std::shared_ptr<Work> recv(Tensor& tensor, int src_rank, int tag = 0) override;
+
+  // The address this rank's Gloo device listens on ("127.0.0.1", "eth0", ...).
+  const std::string& device_description() const { return device_description_; }
+
+ private:
+  struct Pending;  // one queued collective: fingerprint + the Gloo calls to make
+  std::shared_ptr<Work> enqueue(Pending pending, bool collective = true);
+  std::shared_ptr<Work> enqueue(std::vector<Pending> parts, std::vector<Tensor> result);
+  // On the worker threads:
+  std::vector<Tensor> run(const Pending& pending);  // check_before_running, then execute
+  void check_before_running(const Pending& pending);
+  std::vector<Tensor> execute(const Pending& pending);
+  void mark_broken(const std::string& failure);
+  [[noreturn]] void fail(const Pending& pending, const std::string& what);
+  void exchange_fingerprints(const detail::Fingerprint& mine, std::chrono::milliseconds timeout);
+
+  Options options_;  // the store is the base class's store_ (ProcessGroup::store())
+  std::shared_ptr<gloo::Context> context_;
+  std::string device_description_;
+  std::mutex issue_mutex_;      // callers: sequence numbers in issue order
+  int64_t next_seq_ = 0;      // collectives
+  int64_t next_p2p_seq_ = 0;  // send / recv
+  std::mutex broken_mutex_;
+  std::string broken_;  // worker threads: the first transport failure, if any
+  std::unique_ptr<detail::WorkQueue> queue_;
+};
+
+}  // namespace lockstep::distributed
