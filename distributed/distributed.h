@@ -2,7 +2,8 @@
 // include (the repo-root lockstep.h includes it).
 // Reading order: store.h -> rendezvous.h -> work.h -> process_group.h ->
 // process_group_gloo.h / process_group_mpi.h / process_group_round_robin.h ->
-// init.h -> distributed_data_parallel.h -> comm_hook.h -> comm_hooks/ -> ddp_join.h.
+// init.h -> distributed_data_parallel.h -> comm_hook.h -> comm_hooks/ -> ddp_join.h ->
+// zero/ (ZeroRedundancyOptimizer).
 #pragma once
 
 #include "distributed/store.h"
@@ -26,3 +27,5 @@
 #include "distributed/comm_hooks/powersgd.h"
 #include "distributed/comm_hooks/deterministic_hook.h"
 #include "distributed/sync_batch_norm.h"
+#include "distributed/zero/zero_redundancy_optimizer.h"
+#include "distributed/zero/zero_overlap.h"
