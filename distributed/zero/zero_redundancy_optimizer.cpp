@@ -124,19 +124,45 @@ void ZeroRedundancyOptimizer::step() {
   ++steps_;
 }
 
+// Note [ZeRO parameter broadcasts]
+// After the owners' steps every rank must hold every owner's values. A large
+// contiguous parameter is broadcast IN PLACE (the owner's tensor is the
+// source, the others' tensors receive): no extra memory — packing everything
+// would allocate a second copy of the whole model at each step and give back
+// the memory the sharded state saved. Small ones (under kPackBytes, biases and
+// norms: many, tiny) are packed per owner and dtype into one flat tensor,
+// broadcast once and copied out, so a step does not pay one collective latency
+// per bias. Receivers' tensors are not read until finish_broadcasts (the
+// non-overlapped step() waits at once; with overlap the next forward comes
+// after step()), so receiving into the parameters directly is safe.
+namespace {
+constexpr int64_t kPackBytes = 256 * 1024;
+}  // namespace
+
 void ZeroRedundancyOptimizer::start_broadcasts(const std::vector<size_t>& params) {
   if (process_group_->size() == 1) return;
   NoGradGuard no_grad;
   const int me = process_group_->rank();
   for (int r = 0; r < process_group_->size(); ++r) {
-    // This owner's parameters, grouped by dtype and device in order of first appearance.
+    // This owner's small parameters, grouped by dtype and device in order of first appearance.
     std::vector<std::vector<size_t>> groups;
     for (size_t i : params) {
       if (partition_.owner[i] != r) continue;
+      const Tensor& p = params_[i];
+      if (p.is_contiguous() && p.numel() * static_cast<int64_t>(p.element_size()) >= kPackBytes) {
+        ParamBroadcast b;
+        b.flat = p.detach();  // in place (Note [ZeRO parameter broadcasts])
+        b.params = {i};
+        b.root = r;
+        b.in_place = true;
+        b.work = process_group_->broadcast(b.flat, r);
+        pending_.push_back(std::move(b));
+        continue;
+      }
       bool placed = false;
       for (auto& g : groups) {
         const Tensor& q = params_[g.front()];
-        if (q.dtype() == params_[i].dtype() && q.device() == params_[i].device()) {
+        if (q.dtype() == p.dtype() && q.device() == p.device()) {
           g.push_back(i);
           placed = true;
           break;
@@ -179,6 +205,10 @@ void ZeroRedundancyOptimizer::finish_broadcasts() {
                                         "training; every rank must call step() after each synced backward"));
     }
     if (b.root == me) continue;
+    if (b.in_place) {
+      b.flat.bump_version();  // written behind autograd's back
+      continue;
+    }
     int64_t off = 0;
     for (size_t i : b.params) {
       Tensor p = params_[i].detach();

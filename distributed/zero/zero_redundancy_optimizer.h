@@ -13,7 +13,7 @@
 // builds an inner optimizer — SGD, Adam or AdamW, from the options given —
 // over its own parameters only, so it keeps ~1/N of the state. step() steps
 // the inner optimizer, then every owner broadcasts its updated parameters
-// (packed into one flat tensor per owner and dtype), so after step() every
+// (large ones in place, small ones packed), so after step() every
 // rank holds bitwise the same parameters, equal to plain DDP + the same
 // optimizer (each parameter's update is the same arithmetic on the same
 // averaged gradient, done once by its owner instead of N times).
@@ -22,7 +22,8 @@
 // hook_with_zero_step(ddp, opt)): each bucket's owned parameters are stepped
 // as soon as DDP has reduced that bucket and their broadcasts start at once,
 // while the later buckets' reductions are still in flight; opt.step() then
-// only waits for the broadcasts. Why it is exact: Note [ZeRO overlap with
+// only waits for the broadcasts (Note [ZeRO parameter broadcasts] in
+// zero_redundancy_optimizer.cpp: large parameters in place, small ones packed). Why it is exact: Note [ZeRO overlap with
 // DDP] in zero_overlap.cpp.
 //
 // Learning-rate schedulers work unchanged (set_lr reaches the inner
@@ -103,7 +104,9 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   const ZeroPartition& partition() const { return partition_; }
   int owner(size_t i) const { return partition_.owner.at(i); }
   // The inner optimizer over this rank's shard (a placeholder parameter when
-  // the shard is empty: it never has a gradient).
+  // the shard is empty: it never has a gradient). Per-parameter step counts
+  // live there (local indices: partition().owned[rank]); the base class's
+  // step_count(i) is always 0 here.
   const optim::Optimizer& local_optimizer() const { return *inner_; }
   ProcessGroup& process_group() const { return *process_group_; }
 
@@ -119,12 +122,14 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   std::vector<std::string> buffer_names() const override { return {}; }
 
  private:
-  // One packed broadcast of `params` (all owned by `root`, one dtype and device).
+  // One broadcast from `root`: one parameter in place, or several small ones
+  // packed (one dtype and device; Note [ZeRO parameter broadcasts]).
   struct ParamBroadcast {
     std::shared_ptr<Work> work;
-    Tensor flat;
+    Tensor flat;  // the packed tensor, or the parameter itself (in_place)
     std::vector<size_t> params;
-    int root;
+    int root = 0;
+    bool in_place = false;
   };
   void check_same_parameters_on_all_ranks();
   // Starts the broadcasts of `params` grouped by owner (rank order) and dtype.

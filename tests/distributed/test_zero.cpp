@@ -83,25 +83,30 @@ TEST_CASE("zero: 4 ranks equal plain DDP (AdamW and SGD), both modes") {
   }, 180s);
 }
 
-TEST_CASE("zero: ranks that own no parameter (4 ranks, 2 parameters) still step, schedule and broadcast") {
+TEST_CASE("zero: ranks that own no parameter (4 ranks, 2 parameters) still step, schedule and broadcast; "
+          "large parameters broadcast in place") {
   ls::testing::run_ranks(4, [](int rank) {
     auto pg = dist::init_process_group("gloo");
+    // Linear(3, 2): every parameter packed; Linear(300, 256): its 300 KB weight is broadcast in
+    // place, the bias packed (Note [ZeRO parameter broadcasts]).
+    for (int64_t in : {3, 300})
     for (bool overlap : {false, true}) {
+      const int64_t out = in == 3 ? 2 : 256;
       ls::manual_seed(0);
-      auto model = std::make_shared<ls::nn::Linear>(3, 2);
+      auto model = std::make_shared<ls::nn::Linear>(in, out);
       dist::DistributedDataParallel ddp(model, pg);
       dist::ZeroRedundancyOptimizer opt(model->parameters(), pg, ls::optim::AdamWOptions(1e-2),
                                         dist::ZeroOptions().overlap_with_ddp(overlap));
       if (overlap) dist::hook_with_zero_step(ddp, opt);
       ls::manual_seed(0);
-      auto ref_model = std::make_shared<ls::nn::Linear>(3, 2);
+      auto ref_model = std::make_shared<ls::nn::Linear>(in, out);
       dist::DistributedDataParallel ref_ddp(ref_model, pg);
       ls::optim::AdamW ref(ref_model->parameters(), ls::optim::AdamWOptions(1e-2));
       ls::optim::StepLR sched(opt, 1, 0.5), ref_sched(ref, 1, 0.5);
       CHECK(opt.partition().owned[static_cast<size_t>(rank)].empty() == (rank >= 2));
       for (int step = 0; step < 3; ++step) {
         ls::manual_seed(10 + step * 4 + rank);
-        const ls::Tensor x = ls::randn({2, 3});
+        const ls::Tensor x = ls::randn({2, in});
         ddp.forward(x).pow(2).sum().backward();
         ref_ddp.forward(x).pow(2).sum().backward();
         opt.step();
