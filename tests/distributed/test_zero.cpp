@@ -4,7 +4,7 @@
 // DDP]), give the parameters of plain DDP + the same optimizer (bitwise here;
 // the issue asks 1e-6), bitwise equal on every rank, with a learning-rate
 // scheduler, global-norm clipping, no_sync accumulation, gradient views,
-// find_unused_parameters, static_graph and the bf16 / PowerSGD comm hooks;
+// find_unused_parameters, static_graph, deterministic reduction and the bf16 / PowerSGD comm hooks;
 // ranks that own nothing. State dicts and misuse: test_zero_state_dict.cpp.
 // Read before: distributed/zero/zero_redundancy_optimizer.h, tests/distributed/zero_test_util.h.
 #include <doctest/doctest.h>
@@ -123,7 +123,7 @@ TEST_CASE("zero: ranks that own no parameter (4 ranks, 2 parameters) still step,
   }, 120s);
 }
 
-TEST_CASE("zero overlap: no_sync, gradient views, static_graph and the bf16 / PowerSGD hooks equal plain DDP with them") {
+TEST_CASE("zero overlap: no_sync, gradient views, static_graph, deterministic and the bf16 / PowerSGD hooks equal plain DDP with them") {
   ls::testing::run_ranks(2, [](int) {
     auto pg = dist::init_process_group("gloo");
     ZeroRun run;
@@ -134,6 +134,8 @@ TEST_CASE("zero overlap: no_sync, gradient views, static_graph and the bf16 / Po
     run.ddp = dist::DDPOptions().bucket_cap_mb(0.002).gradient_as_bucket_view(true);
     check_equals_plain(pg, run);
     run.ddp = dist::DDPOptions().bucket_cap_mb(0.002).static_graph(true);
+    check_equals_plain(pg, run);
+    run.ddp = dist::DDPOptions().bucket_cap_mb(0.002).deterministic(true);
     check_equals_plain(pg, run);
     run.ddp = dist::DDPOptions().bucket_cap_mb(0.002);
     run.setup = [pg](auto& ddp) { ddp.register_comm_hook(pg, hooks::bf16_compress_hook); };
