@@ -55,6 +55,9 @@
 //                 .grad: DDP's finalize (wait for the buckets, copy out; with no-overlap
 //                 also every launch) or the flat AllReduce; local: ~0;
 //   opt_ms        optimizer step + zero_grad (0 on no_sync iterations);
+//   opt_tail_ms   the optimizer's time after the last bucket was reduced: opt_ms, except with
+//                 --zero-overlap 1, where it runs from the last bucket's reduction (its shard
+//                 step runs then) to the end of step() (the broadcast wait);
 //   iter_ms       all four.
 // Note [Backward clock]
 // How the end of backward compute is seen: before DDP is built,
@@ -289,7 +292,7 @@ double allreduce_scalar(dist::ProcessGroup& pg, double v, dist::ReduceOp op) {
 }
 
 struct Times {
-  std::vector<double> iter, fwd, bwd, comm, opt;
+  std::vector<double> iter, fwd, bwd, comm, opt, tail;
 };
 
 template <class M>
@@ -381,6 +384,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
     t.bwd.push_back(b);
     t.comm.push_back(c);
     t.opt.push_back(u);
+    t.tail.push_back(opt.zero && o.zero_overlap ? ms(opt.zero->last_bucket_reduced_at(), t3) : u);
     timed_s += it * 1e-3;
   }
 
@@ -419,7 +423,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         "\"sync_bn\":%s,\"bucket_view\":%s,\"static_graph\":%s,\"find_unused\":%s,"
         "\"rebuild_buckets\":%s,\"peak_rss_mb\":%.1f,\"replicas_equal\":%s,\"device\":\"%s\","
         "\"amp\":\"%s\",\"cuda_peak_mb\":%.1f,\"optimizer\":\"%s\",\"zero\":%d,\"zero_overlap\":%s,"
-        "\"opt_state_mb_per_rank\":%s,\"peak_rss_mb_per_rank\":%s}\n",
+        "\"opt_tail_ms\":%.2f,\"opt_state_mb_per_rank\":%s,\"peak_rss_mb_per_rank\":%s}\n",
         o.model.model.c_str(), static_cast<long long>(o.model.batch), wl.shape_json.c_str(),
         o.mode.c_str(), o.backend.c_str(), world, o.rr, ddp ? ddp->options().bucket_cap_mb() : o.bucket_mb,
         ddp ? ddp->options().first_bucket_mb() : o.first_bucket_mb, o.autotune ? "true" : "false",
@@ -431,7 +435,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         o.sync_bn ? "true" : "false", o.bucket_view ? "true" : "false",
         o.static_graph ? "true" : "false", o.find_unused ? "true" : "false",
         o.rebuild ? "true" : "false", peak_rss_mb, equal ? "true" : "false", o.device.c_str(), o.amp.c_str(), cuda_peak_mb,
-        o.optimizer.c_str(), o.zero, o.zero_overlap ? "true" : "false", state_per_rank.c_str(), rss_per_rank.c_str());
+        o.optimizer.c_str(), o.zero, o.zero_overlap ? "true" : "false", median(t.tail), state_per_rank.c_str(), rss_per_rank.c_str());
     std::fflush(stdout);
   }
   // Replicas that drifted apart under DDP or flat averaging are a bug: fail the run.

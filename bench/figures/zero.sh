@@ -32,12 +32,12 @@ done
 # The table of docs/results/zero.md (no matplotlib needed), then the figure.
 "$PY" - "$file" <<'PYEOF'
 import json, sys
-print("| ranks | optimizer | iteration ms | fwd | bwd compute | comm wait | opt step | AdamW state MB per rank | peak RSS MB per rank | load |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| ranks | optimizer | iteration ms | fwd | bwd compute | comm wait | opt step | opt after last bucket | AdamW state MB per rank | peak RSS MB per rank | load |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for line in open(sys.argv[1]):
     d = json.loads(line)
     print(f"| {d['world']} | {d['label']} | {d['iter_ms']:.0f} | {d['fwd_ms']:.0f} | {d['bwd_ms']:.0f} | {d['comm_wait_ms']:.0f} "
-          f"| {d['opt_ms']:.0f} | {', '.join(f'{v:.0f}' for v in d['opt_state_mb_per_rank'])} "
+          f"| {d['opt_ms']:.0f} | {d['opt_tail_ms']:.0f} | {', '.join(f'{v:.0f}' for v in d['opt_state_mb_per_rank'])} "
           f"| {', '.join(f'{v:.0f}' for v in d['peak_rss_mb_per_rank'])} | {d['load']} |")
 PYEOF
 if "$PY" -c "import matplotlib" 2> /dev/null; then

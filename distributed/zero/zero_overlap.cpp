@@ -83,6 +83,7 @@ void ZeroRedundancyOptimizer::mark_attached(const std::string& what) {
 }
 
 void ZeroRedundancyOptimizer::step_reduced_bucket(size_t bucket, const std::vector<size_t>& params) {
+  last_bucket_reduced_at_ = std::chrono::steady_clock::now();
   if (reduced_buckets_.size() <= bucket) reduced_buckets_.resize(bucket + 1, false);
   LS_CHECK(!reduced_buckets_[bucket], where(), ": DDP reduced bucket ", bucket, " again with no step() since "
            "the previous backward, so the forward in between ran on parameters whose broadcasts were never "

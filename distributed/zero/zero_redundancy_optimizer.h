@@ -35,6 +35,7 @@
 // Read next: distributed/zero/zero_partition.h, distributed/zero/zero_redundancy_optimizer.cpp.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -113,6 +114,10 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   // Called by the Reducer after it has reduced a bucket (zero_overlap.cpp);
   // `params` are indices into this optimizer's parameter list.
   void step_reduced_bucket(size_t bucket_index, const std::vector<size_t>& params);
+  // With overlap: when the last call above began, i.e. when the last bucket of
+  // the latest backward had been reduced (what remains after it is that
+  // bucket's step and the broadcast wait: bench_ddp's opt_tail_ms).
+  std::chrono::steady_clock::time_point last_bucket_reduced_at() const { return last_bucket_reduced_at_; }
   // Records that hook_with_zero_step attached this optimizer to a DDP module.
   void mark_attached(const std::string& what);
 
@@ -150,6 +155,7 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   std::string attached_;                 // set by hook_with_zero_step
   std::vector<bool> reduced_buckets_;    // buckets stepped since the last step()
   bool reduced_since_step_ = false;
+  std::chrono::steady_clock::time_point last_bucket_reduced_at_{};
 
   // Note [ZeRO state dicts].
   optim::OptimizerState consolidated_;
