@@ -7,7 +7,7 @@
 //       [--backend gloo|mpi|nccl] [--rr 1] [--sync-every 1] [--threads 1] [--warmup 1]
 //       [--broadcast-buffers 1] [--sync-bn 1] [--deterministic 0|1]
 //       [--bucket-view 0|1] [--static-graph 0|1] [--find-unused 0|1] [--rebuild-buckets 0|1]
-//       [--device cpu|cuda]
+//       [--device cpu|cuda] [--optimizer sgd|adamw] [--zero 0|1] [--zero-overlap 0|1]
 //   mpirun -np 2 build/bin/bench_ddp --backend mpi ...
 //   build/bin/bench_ddp ...                 (no launcher: one process, world 1)
 // Model flags (--model --batch --image --seq --layers) as bench_step (bench/bench_models.h).
@@ -28,6 +28,11 @@
 // --bucket-view, --static-graph, --find-unused, --rebuild-buckets: the DDPOptions
 // gradient_as_bucket_view, static_graph, find_unused_parameters, rebuild_buckets
 // (defaults 0, 0, 0, 1 as in DDPOptions; docs/ddp.md sections 5, 6, 10).
+// --optimizer sgd|adamw (SGD lr 0.01 momentum 0.9, or AdamW lr 1e-4 wd 0.01); --zero 1 shards
+// its state with ZeroRedundancyOptimizer, --zero-overlap 1 steps the shards from DDP's
+// Reducer bucket by bucket (hook_with_zero_step; --mode ddp/no-overlap only). --zero 2
+// (sharded gradients) is refused: see docs/ddp.md, "ZeRO". The summary adds
+// opt_state_mb_per_rank and peak_rss_mb_per_rank (arrays, one entry per rank).
 // --rr K wraps K process groups in ProcessGroupRoundRobin (paper Section 3.3, Figure 12).
 // --sync-every S: gradient accumulation, paper Section 3.2.4: S-1 of every S iterations
 // run forward and backward under ddp.no_sync() (flat: skip the AllReduce), the S-th syncs
@@ -50,6 +55,9 @@
 //                 .grad: DDP's finalize (wait for the buckets, copy out; with no-overlap
 //                 also every launch) or the flat AllReduce; local: ~0;
 //   opt_ms        optimizer step + zero_grad (0 on no_sync iterations);
+//   opt_tail_ms   the optimizer's time after the last bucket was reduced: opt_ms, except with
+//                 --zero-overlap 1, where it runs from the last bucket's reduction (its shard
+//                 step runs then) to the end of step() (the broadcast wait);
 //   iter_ms       all four.
 // Note [Backward clock]
 // How the end of backward compute is seen: before DDP is built,
@@ -90,6 +98,7 @@
 #include "core/grad_mode.h"
 #include "core/parallel.h"
 #include "distributed/distributed.h"
+#include "bench/bench_optimizer.h"
 #include "optim/sgd.h"
 #include "tools/cli.h"
 #if LOCKSTEP_WITH_CUDA
@@ -115,6 +124,9 @@ struct Options {
   bool deterministic = false;  // --deterministic 1
   bool sync_bn = false;  // --sync-bn 1: convert_sync_batchnorm (distributed/ddp/sync_batch_norm.h)
   bool bucket_view = false, static_graph = false, find_unused = false, rebuild = true;
+  std::string optimizer = "sgd";  // bench/bench_optimizer.h
+  int zero = 0;
+  bool zero_overlap = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -149,7 +161,17 @@ Options parse(int argc, char** argv) {
   p.choice("--device", o.device, "cpu or cuda (default: cuda with nccl, else cpu)", {"cpu", "cuda"})->default_str("");
   p.choice("--amp", o.amp, "mixed precision: bf16 runs forward + loss under ls::AutocastGuard; "
            "gradients stay float32 and reduce as before", {"off", "bf16"});
+  p.choice("--optimizer", o.optimizer, "the optimizer (bench/bench_optimizer.h)", {"sgd", "adamw"});
+  p.integer("--zero", o.zero, "ZeRO stage: 0 plain, 1 sharded optimizer state (ZeroRedundancyOptimizer)", 0, 2);
+  p.switch01("--zero-overlap", o.zero_overlap, "with --zero 1: step each bucket's shard from DDP (hook_with_zero_step)");
   p.parse(argc, argv);
+  if (o.zero == 2) {
+    p.usage_error("--zero 2: sharded gradients (reduce-scatter) are not implemented; DDP's Reducer keeps every "
+                  "bucket and .grad whole, so they would save nothing here (docs/ddp.md, \"ZeRO\"). Use --zero 1");
+  }
+  if (o.zero_overlap && (o.zero != 1 || (o.mode != "ddp" && o.mode != "no-overlap"))) {
+    p.usage_error("--zero-overlap 1 needs --zero 1 and --mode ddp or no-overlap (it steps from DDP's Reducer)");
+  }
   o.autotune = bucket_mb == "auto";
   if (!o.autotune) o.bucket_mb = *ls::cli::parse_real(bucket_mb);
   if (o.device.empty()) o.device = o.backend == "nccl" ? "cuda" : "cpu";
@@ -270,7 +292,7 @@ double allreduce_scalar(dist::ProcessGroup& pg, double v, dist::ReduceOp op) {
 }
 
 struct Times {
-  std::vector<double> iter, fwd, bwd, comm, opt;
+  std::vector<double> iter, fwd, bwd, comm, opt, tail;
 };
 
 template <class M>
@@ -302,7 +324,8 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
 #if LOCKSTEP_WITH_CUDA
   if (device.is_cuda()) ls::cuda::reset_peak_memory_stats(device.index);
 #endif
-  ls::optim::SGD sgd(params, ls::optim::SGDOptions(0.01).momentum(0.9));
+  ls::bench::BenchOptimizer opt = ls::bench::make_bench_optimizer(o.optimizer, o.zero, o.zero_overlap, params, pg);
+  if (o.zero_overlap) dist::hook_with_zero_step(*ddp, *opt.zero);
 
   Times t;
   double timed_s = 0.0;
@@ -339,8 +362,8 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
       t2 = Clock::now();
     }
     if (sync) {
-      sgd.step();
-      sgd.zero_grad();
+      opt.opt->step();
+      opt.opt->zero_grad();
     }
     device_sync(device);
     const auto t3 = Clock::now();
@@ -361,6 +384,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
     t.bwd.push_back(b);
     t.comm.push_back(c);
     t.opt.push_back(u);
+    t.tail.push_back(opt.zero && o.zero_overlap ? ms(opt.zero->last_bucket_reduced_at(), t3) : u);
     timed_s += it * 1e-3;
   }
 
@@ -377,6 +401,8 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
   if (device.is_cuda()) cuda_peak = static_cast<double>(ls::cuda::memory_stats(device.index).peak_allocated_bytes) / (1 << 20);
 #endif
   const double cuda_peak_mb = allreduce_scalar(*pg, cuda_peak, dist::ReduceOp::MAX);
+  const std::string rss_per_rank = ls::bench::per_rank_json(*pg, static_cast<double>(usage.ru_maxrss) / 1024.0);
+  const std::string state_per_rank = ls::bench::per_rank_json(*pg, ls::bench::optimizer_state_mb(opt));
   std::string bucket_sizes = "[";  // MB per bucket, in launch order (after any rebuild)
   for (size_t b = 0; ddp && b < ddp->reducer().num_buckets(); ++b) {
     const ls::Tensor& flat_bucket = ddp->reducer().buckets()[b].flat;
@@ -396,7 +422,8 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         "\"bwd_ms\":%.2f,\"comm_wait_ms\":%.2f,\"opt_ms\":%.2f,\"examples_per_s\":%.2f,"
         "\"sync_bn\":%s,\"bucket_view\":%s,\"static_graph\":%s,\"find_unused\":%s,"
         "\"rebuild_buckets\":%s,\"peak_rss_mb\":%.1f,\"replicas_equal\":%s,\"device\":\"%s\","
-        "\"amp\":\"%s\",\"cuda_peak_mb\":%.1f}\n",
+        "\"amp\":\"%s\",\"cuda_peak_mb\":%.1f,\"optimizer\":\"%s\",\"zero\":%d,\"zero_overlap\":%s,"
+        "\"opt_tail_ms\":%.2f,\"opt_state_mb_per_rank\":%s,\"peak_rss_mb_per_rank\":%s}\n",
         o.model.model.c_str(), static_cast<long long>(o.model.batch), wl.shape_json.c_str(),
         o.mode.c_str(), o.backend.c_str(), world, o.rr, ddp ? ddp->options().bucket_cap_mb() : o.bucket_mb,
         ddp ? ddp->options().first_bucket_mb() : o.first_bucket_mb, o.autotune ? "true" : "false",
@@ -407,7 +434,8 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         static_cast<double>(world) * o.model.batch * o.iters / slowest_s,
         o.sync_bn ? "true" : "false", o.bucket_view ? "true" : "false",
         o.static_graph ? "true" : "false", o.find_unused ? "true" : "false",
-        o.rebuild ? "true" : "false", peak_rss_mb, equal ? "true" : "false", o.device.c_str(), o.amp.c_str(), cuda_peak_mb);
+        o.rebuild ? "true" : "false", peak_rss_mb, equal ? "true" : "false", o.device.c_str(), o.amp.c_str(), cuda_peak_mb,
+        o.optimizer.c_str(), o.zero, o.zero_overlap ? "true" : "false", median(t.tail), state_per_rank.c_str(), rss_per_rank.c_str());
     std::fflush(stdout);
   }
   // Replicas that drifted apart under DDP or flat averaging are a bug: fail the run.

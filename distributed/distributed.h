@@ -3,7 +3,8 @@
 // Reading order: store/store.h -> rendezvous.h -> process_group/work.h ->
 // process_group/process_group.h -> process_group/process_group_gloo.h (_mpi, _round_robin)
 // -> init.h -> ddp/distributed_data_parallel.h -> ddp/comm_hook.h -> comm_hooks/ ->
-// ddp/ddp_join.h.
+// ddp/ddp_join.h ->
+// zero/ (ZeroRedundancyOptimizer).
 #pragma once
 
 #include "distributed/store/store.h"
@@ -27,3 +28,5 @@
 #include "distributed/comm_hooks/powersgd.h"
 #include "distributed/comm_hooks/deterministic_hook.h"
 #include "distributed/ddp/sync_batch_norm.h"
+#include "distributed/zero/zero_redundancy_optimizer.h"
+#include "distributed/zero/zero_overlap.h"

@@ -48,9 +48,24 @@ int64_t Optimizer::step_count(size_t i) const {
   return state_[i].step;
 }
 
+void Optimizer::step_subset(const std::vector<bool>& mask) {
+  LS_CHECK(mask.size() == params_.size(), name_, ".step_subset: the mask has ", mask.size(),
+           " entries but the optimizer has ", params_.size(), " parameters");
+  LS_CHECK(step_mask_ == nullptr, name_, ".step_subset: called from inside a step");
+  step_mask_ = &mask;
+  try {
+    step();
+  } catch (...) {
+    step_mask_ = nullptr;
+    throw;
+  }
+  step_mask_ = nullptr;
+}
+
 Tensor Optimizer::checked_grad(size_t i) const {
   const Tensor& p = params_[i];
   const Tensor& g = p.grad();
+  if (step_mask_ != nullptr && !(*step_mask_)[i]) return Tensor();  // Note [Stepping a subset]
   // Note [Undefined gradients are skipped]; a frozen parameter is skipped the same way.
   if (!g.defined() || !p.requires_grad()) return Tensor();
   LS_CHECK(g.sizes() == p.sizes(), name_, ".step: parameter ", i, " has shape ", p.shape_str(),
@@ -69,7 +84,17 @@ const std::string kGroups = "param_groups.";
 const std::string kState = "state.";
 const std::string kNumParams = "param_groups.num_params";
 
-// Parses "state.<i>.<name>" into (i, name); false if the key is not of that form.
+double scalar_of(const OptimizerState& state, const std::string& key, const std::string& op) {
+  auto it = state.find(key);
+  LS_CHECK(it != state.end(), op, ": the state dict has no key '", key,
+           "'; was it saved by a different optimizer type?");
+  LS_CHECK(it->second.defined() && it->second.numel() == 1, op, ": '", key,
+           "' must hold one number but has shape ",
+           it->second.defined() ? it->second.shape_str() : "(undefined)");
+  return it->second.item<double>();
+}
+}  // namespace
+
 bool parse_state_key(const std::string& key, size_t& index, std::string& name) {
   if (key.rfind(kState, 0) != 0) return false;
   const size_t dot = key.find('.', kState.size());
@@ -81,17 +106,6 @@ bool parse_state_key(const std::string& key, size_t& index, std::string& name) {
   name = key.substr(dot + 1);
   return true;
 }
-
-double scalar_of(const OptimizerState& state, const std::string& key, const std::string& op) {
-  auto it = state.find(key);
-  LS_CHECK(it != state.end(), op, ": the state dict has no key '", key,
-           "'; was it saved by a different optimizer type?");
-  LS_CHECK(it->second.defined() && it->second.numel() == 1, op, ": '", key,
-           "' must hold one number but has shape ",
-           it->second.defined() ? it->second.shape_str() : "(undefined)");
-  return it->second.item<double>();
-}
-}  // namespace
 
 OptimizerState Optimizer::state_dict() const {
   OptimizerState out;

@@ -32,7 +32,16 @@
 // Parameters are named by their index in the list given to the constructor
 // (as in PyTorch); a parameter that has never been stepped has no "state.i.*".
 // load_state_dict() checks everything before changing anything and throws an
-// ls::Error naming the offending key.
+// ls::Error naming the offending key. Both are virtual: a wrapper with its own
+// layout (distributed/zero/zero_redundancy_optimizer.h) replaces them.
+//
+// Note [Stepping a subset]
+// step_subset(mask) runs step() as if only the parameters with mask[i] set had
+// a gradient: the others are skipped exactly like an undefined grad (their
+// weights, buffers and step counts do not move). ZeRO's overlap with DDP steps
+// each bucket's parameters as soon as that bucket is reduced, one subset at a
+// time; per-parameter optimizers (SGD, Adam, AdamW) give bitwise the same
+// result as one step() over all of them.
 //
 // Read before: nn/module.h, core/grad_mode.h.
 // Read next: optim/sgd.h, optim/adam.h, optim/lr_scheduler.h.
@@ -49,6 +58,8 @@ namespace lockstep::optim {
 
 // See Note [Optimizer state dict].
 using OptimizerState = std::map<std::string, Tensor>;
+// Parses "state.<i>.<name>" into (i, name); false if the key is not of that form.
+bool parse_state_key(const std::string& key, size_t& index, std::string& name);
 
 class Optimizer {
  public:
@@ -60,6 +71,8 @@ class Optimizer {
 
   // Updates every parameter whose grad is defined (Note [Undefined gradients are skipped]).
   virtual void step() = 0;
+  // step() over the parameters i with mask[i] only (Note [Stepping a subset]).
+  void step_subset(const std::vector<bool>& mask);
   // Clears gradients: undefined (set_to_none, the default) or filled with zeros.
   void zero_grad(bool set_to_none = true);
 
@@ -72,8 +85,8 @@ class Optimizer {
   // Steps taken by parameter i (0 if it never had a gradient at a step).
   int64_t step_count(size_t i) const;
 
-  OptimizerState state_dict() const;
-  void load_state_dict(const OptimizerState& state);
+  virtual OptimizerState state_dict() const;
+  virtual void load_state_dict(const OptimizerState& state);
 
  protected:
   // What an optimizer keeps per parameter. `step` counts the steps that updated
@@ -99,6 +112,7 @@ class Optimizer {
   std::vector<Tensor> params_;
   std::vector<ParamState> state_;  // one per parameter, same order
   std::string name_;
+  const std::vector<bool>* step_mask_ = nullptr;  // set during step_subset
 };
 
 }  // namespace lockstep::optim

@@ -248,7 +248,27 @@ def beyond_simple(what):
     return draw
 
 
-FIGS = {"hooks": (hooks, 2), "beyond_view": (beyond_view, 2), "beyond_det": (beyond_det, 1),
+def zero(rows, axes):
+    """ZeRO (bench/figures/zero.sh): memory per rank, then iteration time, against world size."""
+    colors = {"plain": "black", "zero": "tab:blue", "zero-overlap": "tab:orange"}
+    for label, sel in by_label(rows):
+        sel = sorted(sel, key=lambda r: r["world"])
+        ws = [r["world"] for r in sel]
+        axes[0].plot(ws, [max(r["opt_state_mb_per_rank"]) for r in sel], "o-", color=colors.get(label),
+                     label=f"{label}: optimizer state")
+        axes[0].plot(ws, [max(r["peak_rss_mb_per_rank"]) for r in sel], "s--", color=colors.get(label),
+                     label=f"{label}: peak RSS")
+        axes[1].plot(ws, [r["iter_ms"] / 1000 for r in sel], "o-", color=colors.get(label), label=label)
+    r0 = rows[0]
+    axes[0].set(xlabel="ranks", ylabel="MB per rank (largest rank)",
+                title=f"{model_title(r0)} AdamW: memory per rank")
+    axes[1].set(xlabel="ranks", ylabel="median iteration (s)", title="iteration time (2 shared cores)")
+    for ax in axes:
+        ax.set_xticks(sorted({r["world"] for r in rows}))
+        ax.legend(fontsize=7)
+
+
+FIGS = {"zero": (zero, 2), "hooks": (hooks, 2), "beyond_view": (beyond_view, 2), "beyond_det": (beyond_det, 1),
         "beyond_autotune": (beyond_autotune, 1),
         "beyond_syncbn": (beyond_simple("SyncBatchNorm vs BatchNorm"), 1),
         "beyond_static": (beyond_simple("find_unused_parameters and static_graph"), 1),

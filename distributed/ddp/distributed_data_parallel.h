@@ -164,6 +164,12 @@ class DistributedDataParallel {
         });
   }
 
+  // Note [After a bucket is reduced] (reducer.cpp); used by hook_with_zero_step
+  // (distributed/zero/zero_overlap.h).
+  void register_bucket_reduced_hook(Reducer::BucketReducedHook hook) {
+    core_.reducer().register_bucket_reduced_hook(std::move(hook));
+  }
+
   const std::shared_ptr<M>& module() const { return module_; }
   ProcessGroup& process_group() const { return core_.process_group(); }
   const Reducer& reducer() const { return core_.reducer(); }

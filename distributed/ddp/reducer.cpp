@@ -41,6 +41,23 @@ void Reducer::register_comm_hook(CommHook hook) {
   launcher_.register_hook(std::move(hook), /*started=*/observe_.backwards() > 0 || expect_autograd_hooks_);
 }
 
+// Note [After a bucket is reduced]
+// The hook runs where a comm hook's continuations run (Note [Continuations run
+// on the waiting thread]): on the compute thread, in finalize_backward, after
+// finalize_bucket's copy-out, in bucket index order. So every rank calls it
+// with the same buckets in the same order — collectives it starts pair up —
+// and it sees the .grad an optimizer would see after backward (averaged,
+// globally unused parameters untouched), whatever reduced the bucket
+// (AllReduce, a comm hook, deterministic mode). The later buckets' reductions
+// are still in flight meanwhile.
+void Reducer::register_bucket_reduced_hook(BucketReducedHook hook) {
+  LS_CHECK(hook != nullptr, "DDP (rank ", process_group_->rank(), "): register_bucket_reduced_hook was given an "
+           "empty hook");
+  LS_CHECK(bucket_reduced_ == nullptr, "DDP (rank ", process_group_->rank(), "): a bucket-reduced hook is "
+           "already registered (one ZeroRedundancyOptimizer per DDP module)");
+  bucket_reduced_ = std::move(hook);
+}
+
 void Reducer::begin_synced_forward(bool exchange_fingerprint) {
   or_fail([&] { observe_.forward_started(exchange_fingerprint, /*joined=*/false); });
 }
@@ -165,6 +182,7 @@ void Reducer::finalize_bucket(size_t bi, const std::vector<int64_t>& global_used
   observe_.bucket_reduced(bi);
   b.future = TensorFuture();
   storage_.copy_out(bi, result, global_used);
+  if (bucket_reduced_) or_fail([&] { bucket_reduced_(bi, b.param_indices); });  // Note [After a bucket is reduced]
 }
 
 void Reducer::check_previous_reduction_finished() {

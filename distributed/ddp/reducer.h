@@ -95,6 +95,15 @@ class Reducer {
   void register_comm_hook(CommHook hook);
   bool has_comm_hook() const { return launcher_.has_registered_hook(); }
 
+  // Note [After a bucket is reduced]: hook(bucket index, its parameters'
+  // indices) runs in finalize_backward right after that bucket's averaged
+  // gradients are in .grad, bucket by bucket in index order, on every rank
+  // alike; it may start collectives. Once. ZeRO's overlap with DDP steps each
+  // bucket's shard from it (distributed/zero/zero_overlap.h).
+  using BucketReducedHook = std::function<void(size_t, const std::vector<size_t>&)>;
+  void register_bucket_reduced_hook(BucketReducedHook hook);
+  bool has_bucket_reduced_hook() const { return bucket_reduced_ != nullptr; }
+
   // What the SUM of the ranks' gradients is divided by (the world size; fewer
   // under join() with divide_by_initial_world_size(false)).
   void set_divisor(double divisor) { divisor_ = divisor; }
@@ -156,6 +165,7 @@ class Reducer {
   BucketLauncher launcher_;
   std::unique_ptr<ReadinessPolicy> readiness_;
   std::vector<autograd::HookHandle> hooks_;
+  BucketReducedHook bucket_reduced_;
   double divisor_;
 
   // Per-iteration state.

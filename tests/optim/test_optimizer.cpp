@@ -175,3 +175,21 @@ TEST_CASE("optimizer: loaded buffers are private copies converted to the paramet
   as_double.fill_(123.0);  // the optimizer holds its own copy
   CHECK(values(loaded) == values(sgd.state_dict().at("state.0.momentum_buffer")));
 }
+
+TEST_CASE("optimizer: step_subset over disjoint masks equals one step, and masked-out parameters do not move") {
+  // Note [Stepping a subset]: what ZeRO's overlap with DDP relies on.
+  auto a1 = make_param(kP0), b1 = make_param({1.0, 2.0}), a2 = make_param(kP0), b2 = make_param({1.0, 2.0});
+  ls::optim::AdamW whole({a1, b1}, ls::optim::AdamWOptions(0.1));
+  ls::optim::AdamW parts({a2, b2}, ls::optim::AdamWOptions(0.1));
+  for (int t = 1; t <= 3; ++t) {
+    for (const auto& p : {a1, b1, a2, b2}) set_step_grad(p, t);
+    whole.step();
+    parts.step_subset({false, true});
+    CHECK(parts.step_count(0) == t - 1);  // a2 not stepped yet: its grad is still there
+    parts.step_subset({true, false});
+  }
+  CHECK(values(a1) == values(a2));
+  CHECK(values(b1) == values(b2));
+  CHECK(parts.step_count(0) == 3);
+  CHECK_THROWS_WITH_AS(parts.step_subset({true}), doctest::Contains("the mask has 1 entries"), ls::Error);
+}

@@ -1,0 +1,42 @@
+// distributed/zero/zero_overlap.h — hook_with_zero_step: run a
+// ZeroRedundancyOptimizer's shard steps from DDP's Reducer, bucket by bucket,
+// as soon as each bucket is reduced (PyTorch's ddp_zero_hook.py, without its
+// restrictions: any comm hook, from the first iteration).
+//
+//   ZeroRedundancyOptimizer opt(model->parameters(), pg, optim::AdamWOptions(1e-3),
+//                               ZeroOptions().overlap_with_ddp(true));
+//   hook_with_zero_step(ddp, opt);   // once, before the first backward
+//   for (...) { ddp.forward(x)...backward(); opt.step(); opt.zero_grad(); }
+//
+// backward() returns with every shard stepped and its broadcast started;
+// opt.step() waits for the broadcasts (it must be called after every synced
+// backward, before the next forward: the next backward refuses otherwise).
+// The optimizer and the DDP module must hold the same parameters (refused
+// otherwise), and the optimizer must outlive the DDP module's backward passes.
+// Combinations: no_sync (step only after the synced backward; a step with no
+// synced backward since the last is refused), find_unused_parameters,
+// gradient_as_bucket_view, static_graph, deterministic and every comm hook
+// (allreduce, fp16, bf16, PowerSGD, a user's) work, exactly as plain DDP with
+// them; join() is refused; clip_grad_norm_ is refused (Note [ZeRO
+// clip_grad_norm_]). Why the result equals plain DDP: Note [ZeRO overlap with
+// DDP] in zero_overlap.cpp.
+// Read before: distributed/zero/zero_redundancy_optimizer.h, distributed/reducer.h.
+// Read next: distributed/zero/zero_overlap.cpp.
+#pragma once
+
+#include "distributed/ddp/distributed_data_parallel.h"
+#include "distributed/zero/zero_redundancy_optimizer.h"
+
+namespace lockstep::distributed {
+
+namespace detail {
+// The Reducer's bucket-reduced hook for `zero` (checks the pairing first).
+Reducer::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancyOptimizer& zero);
+}  // namespace detail
+
+template <class M>
+void hook_with_zero_step(DistributedDataParallel<M>& ddp, ZeroRedundancyOptimizer& zero) {
+  ddp.register_bucket_reduced_hook(detail::zero_step_hook(ddp.reducer(), zero));
+}
+
+}  // namespace lockstep::distributed

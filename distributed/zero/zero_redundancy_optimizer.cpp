@@ -1,0 +1,248 @@
+// distributed/zero/zero_redundancy_optimizer.cpp — construction, the shard
+// step and the parameter broadcasts, clip_grad_norm_ and the learning rate.
+//
+// Note [ZeRO clip_grad_norm_]
+// ZeRO stage 1 shards only the optimizer state: after DDP's backward every
+// rank holds every averaged gradient, bitwise the same on every rank. So the
+// global norm needs no communication — it is optim::clip_grad_norm_ over all
+// parameters, the same blocks summed in the same order as plain DDP's call,
+// hence the same double on every rank and the same clipped gradients. (A
+// norm summed per shard and all-reduced would differ from plain DDP's in the
+// last bits.) With overlap_with_ddp the shards have been stepped before
+// backward returns, so there is nothing left to clip: refused.
+// Read before: distributed/zero/zero_redundancy_optimizer.h.
+// Read next: distributed/zero/zero_state_dict.cpp, distributed/zero/zero_overlap.cpp.
+#include "distributed/zero/zero_redundancy_optimizer.h"
+
+#include <limits>
+#include <map>
+
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "optim/clip_grad.h"
+
+namespace lockstep::distributed {
+
+namespace {
+constexpr size_t kNone = std::numeric_limits<size_t>::max();
+}  // namespace
+
+InnerOptimizerFactory inner_optimizer(const optim::SGDOptions& o) {
+  return [o](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(std::move(p), o); };
+}
+InnerOptimizerFactory inner_optimizer(const optim::AdamOptions& o) {
+  return [o](std::vector<Tensor> p) { return std::make_unique<optim::Adam>(std::move(p), o); };
+}
+InnerOptimizerFactory inner_optimizer(const optim::AdamWOptions& o) {
+  return [o](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(std::move(p), o); };
+}
+
+ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params,
+                                                 std::shared_ptr<ProcessGroup> process_group,
+                                                 InnerOptimizerFactory make_inner, const ZeroOptions& options)
+    : Optimizer(std::move(params), "ZeroRedundancyOptimizer"),
+      process_group_(std::move(process_group)),
+      options_(options) {
+  LS_CHECK(process_group_ != nullptr, name_, ": the process group is null; pass the group DDP uses");
+  LS_CHECK(make_inner != nullptr, name_, ": no inner optimizer; pass SGDOptions, AdamOptions or AdamWOptions");
+  check_same_parameters_on_all_ranks();
+  partition_ = partition_parameters(params_, process_group_->size());
+  const auto& mine = partition_.owned[static_cast<size_t>(process_group_->rank())];
+  local_index_.assign(params_.size(), kNone);
+  std::vector<Tensor> shard;
+  for (size_t i : mine) {
+    local_index_[i] = shard.size();
+    shard.push_back(params_[i]);
+  }
+  if (shard.empty()) {
+    // Optimizers refuse an empty list; a placeholder that never gets a
+    // gradient keeps the hyper-parameters (and the schedulers' lr).
+    shard.push_back(zeros({1}, TensorOptions().dtype(params_[0].dtype())));
+    placeholder_ = true;
+  }
+  inner_ = make_inner(std::move(shard));
+  LS_CHECK(inner_ != nullptr, name_, ": the inner optimizer factory returned null");
+}
+
+ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() {
+  // Broadcasts still in flight reference our tensors: let them finish.
+  for (auto& b : pending_) {
+    try {
+      b.work->wait(process_group_->timeout());
+    } catch (...) {
+    }
+  }
+}
+
+std::string ZeroRedundancyOptimizer::where() const {
+  return lockstep::detail::str(name_, " (rank ", process_group_->rank(), ")");
+}
+
+// A rank with other parameters would compute another partition, and the
+// broadcasts would pair up wrong tensors: compare (count, elements, a shape hash).
+void ZeroRedundancyOptimizer::check_same_parameters_on_all_ranks() {
+  int64_t elements = 0, hash = 1469598103934665603LL;
+  for (const Tensor& p : params_) {
+    elements += p.numel();
+    for (int64_t d : p.sizes()) hash = (hash ^ d) * 1099511628211LL;
+    hash = (hash ^ static_cast<int64_t>(p.dtype())) * 1099511628211LL;
+  }
+  Tensor mine = tensor(std::vector<int64_t>{static_cast<int64_t>(params_.size()), elements, hash}, {3});
+  std::vector<Tensor> all;
+  process_group_->allgather(all, mine)->wait(process_group_->timeout());
+  const auto m = mine.to_vector<int64_t>();
+  for (int r = 0; r < process_group_->size(); ++r) {
+    const auto o = all[static_cast<size_t>(r)].to_vector<int64_t>();
+    LS_CHECK(o == m, where(), ": rank ", r, " passed ", o[0], " parameters of ", o[1], " elements, this rank ",
+             m[0], " of ", m[1], o[0] == m[0] && o[1] == m[1] ? " (shapes or dtypes differ)" : "",
+             "; every rank must pass the same parameters, in the same order (model->parameters() of the same model)");
+  }
+}
+
+void ZeroRedundancyOptimizer::step() {
+  if (options_.overlap_with_ddp()) {
+    LS_CHECK(!attached_.empty(), where(), ".step: ZeroOptions().overlap_with_ddp(true) but the optimizer is not "
+             "attached to a DDP module; call hook_with_zero_step(ddp, optimizer) once after constructing both");
+    LS_CHECK(reduced_since_step_, where(), ".step (overlap_with_ddp): no synced backward since the last step, "
+             "so there is nothing to step. Call backward() through the DDP module first; inside ddp.no_sync() "
+             "call step() only after the synced backward that ends the accumulation");
+    finish_broadcasts();
+    reduced_since_step_ = false;
+    reduced_buckets_.clear();
+    ++steps_;
+    return;
+  }
+  bool any_grad = false;
+  for (const Tensor& p : params_) any_grad = any_grad || p.grad().defined();
+  LS_CHECK(any_grad, where(), ".step: no parameter has a gradient; call loss.backward() (through the DDP "
+           "module) before step()");
+  if (!placeholder_) inner_->step();
+  std::vector<size_t> all(params_.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  start_broadcasts(all);
+  finish_broadcasts();
+  ++steps_;
+}
+
+// Note [ZeRO parameter broadcasts]
+// After the owners' steps every rank must hold every owner's values. A large
+// contiguous parameter is broadcast IN PLACE (the owner's tensor is the
+// source, the others' tensors receive): no extra memory — packing everything
+// would allocate a second copy of the whole model at each step and give back
+// the memory the sharded state saved. Small ones (under kPackBytes, biases and
+// norms: many, tiny) are packed per owner and dtype into one flat tensor,
+// broadcast once and copied out, so a step does not pay one collective latency
+// per bias. Receivers' tensors are not read until finish_broadcasts (the
+// non-overlapped step() waits at once; with overlap the next forward comes
+// after step()), so receiving into the parameters directly is safe.
+namespace {
+constexpr int64_t kPackBytes = 256 * 1024;
+}  // namespace
+
+void ZeroRedundancyOptimizer::start_broadcasts(const std::vector<size_t>& params) {
+  if (process_group_->size() == 1) return;
+  NoGradGuard no_grad;
+  const int me = process_group_->rank();
+  for (int r = 0; r < process_group_->size(); ++r) {
+    // This owner's small parameters, grouped by dtype and device in order of first appearance.
+    std::vector<std::vector<size_t>> groups;
+    for (size_t i : params) {
+      if (partition_.owner[i] != r) continue;
+      const Tensor& p = params_[i];
+      if (p.is_contiguous() && p.numel() * static_cast<int64_t>(p.element_size()) >= kPackBytes) {
+        ParamBroadcast b;
+        b.flat = p.detach();  // in place (Note [ZeRO parameter broadcasts])
+        b.params = {i};
+        b.root = r;
+        b.in_place = true;
+        b.work = process_group_->broadcast(b.flat, r);
+        pending_.push_back(std::move(b));
+        continue;
+      }
+      bool placed = false;
+      for (auto& g : groups) {
+        const Tensor& q = params_[g.front()];
+        if (q.dtype() == p.dtype() && q.device() == p.device()) {
+          g.push_back(i);
+          placed = true;
+          break;
+        }
+      }
+      if (!placed) groups.push_back({i});
+    }
+    for (auto& g : groups) {
+      int64_t total = 0;
+      for (size_t i : g) total += params_[i].numel();
+      const Tensor& first = params_[g.front()];
+      ParamBroadcast b;
+      b.flat = empty({total}, TensorOptions().dtype(first.dtype()).device(first.device()));
+      if (r == me) {
+        int64_t off = 0;
+        for (size_t i : g) {
+          b.flat.narrow(0, off, params_[i].numel()).copy_(params_[i].detach().reshape({-1}));
+          off += params_[i].numel();
+        }
+      }
+      b.params = std::move(g);
+      b.root = r;
+      b.work = process_group_->broadcast(b.flat, r);
+      pending_.push_back(std::move(b));
+    }
+  }
+}
+
+void ZeroRedundancyOptimizer::finish_broadcasts() {
+  NoGradGuard no_grad;
+  const int me = process_group_->rank();
+  std::vector<ParamBroadcast> pending = std::move(pending_);
+  pending_.clear();
+  for (auto& b : pending) {
+    try {
+      b.work->wait(process_group_->timeout());
+    } catch (const std::exception& e) {
+      throw Error(lockstep::detail::str(where(), ": the broadcast of rank ", b.root, "'s updated parameters ",
+                                        "failed: ", e.what(), ". A peer rank has probably died or stopped "
+                                        "training; every rank must call step() after each synced backward"));
+    }
+    if (b.root == me) continue;
+    if (b.in_place) {
+      b.flat.bump_version();  // written behind autograd's back
+      continue;
+    }
+    int64_t off = 0;
+    for (size_t i : b.params) {
+      Tensor p = params_[i].detach();
+      p.copy_(b.flat.narrow(0, off, p.numel()).view(p.sizes()));
+      off += p.numel();
+    }
+  }
+}
+
+double ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
+  // Note [ZeRO clip_grad_norm_].
+  LS_CHECK(!options_.overlap_with_ddp(), where(), ".clip_grad_norm_: with ZeroOptions().overlap_with_ddp(true) "
+           "each bucket's parameters are stepped as soon as the bucket is reduced, before the global norm is "
+           "known; clipping needs the plain ZeroRedundancyOptimizer (overlap_with_ddp(false))");
+  return optim::clip_grad_norm_(params_, max_norm, norm_type);
+}
+
+std::vector<std::pair<std::string, double>> ZeroRedundancyOptimizer::hyperparameters() const {
+  std::vector<std::pair<std::string, double>> out;
+  const std::string prefix = "param_groups.";
+  for (const auto& [key, value] : inner_->state_dict()) {
+    if (key.rfind(prefix, 0) == 0 && key != "param_groups.num_params") {
+      out.emplace_back(key.substr(prefix.size()), value.item<double>());
+    }
+  }
+  return out;
+}
+
+void ZeroRedundancyOptimizer::set_hyperparameters(const std::map<std::string, double>& values) {
+  optim::OptimizerState s = inner_->state_dict();
+  for (const auto& [name, value] : values) {
+    s["param_groups." + name] = scalar_tensor(value, TensorOptions().dtype(kFloat64));
+  }
+  inner_->load_state_dict(s);
+}
+
+}  // namespace lockstep::distributed

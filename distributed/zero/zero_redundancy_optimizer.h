@@ -1,0 +1,166 @@
+// distributed/zero/zero_redundancy_optimizer.h — ZeroRedundancyOptimizer:
+// optimizer state sharded across the ranks of a data-parallel group (ZeRO
+// stage 1; torch.distributed.optim.ZeroRedundancyOptimizer).
+//
+//   ls::distributed::ZeroRedundancyOptimizer opt(model->parameters(), pg,
+//                                                ls::optim::AdamWOptions(1e-3));
+//   loss.backward();   // DDP: every rank holds every averaged gradient
+//   opt.step();        // each rank steps its shard, then the shards are broadcast
+//
+// With plain DDP every rank keeps the whole optimizer state (AdamW: two
+// fp32 moments per parameter, 8 bytes per element). Here each rank owns a
+// partition of the parameters (Note [ZeRO partition], zero_partition.h) and
+// builds an inner optimizer — SGD, Adam or AdamW, from the options given —
+// over its own parameters only, so it keeps ~1/N of the state. step() steps
+// the inner optimizer, then every owner broadcasts its updated parameters
+// (large ones in place, small ones packed), so after step() every
+// rank holds bitwise the same parameters, equal to plain DDP + the same
+// optimizer (each parameter's update is the same arithmetic on the same
+// averaged gradient, done once by its owner instead of N times).
+//
+// Overlap with DDP (ZeroOptions().overlap_with_ddp(true), then
+// hook_with_zero_step(ddp, opt)): each bucket's owned parameters are stepped
+// as soon as DDP has reduced that bucket and their broadcasts start at once,
+// while the later buckets' reductions are still in flight; opt.step() then
+// only waits for the broadcasts (Note [ZeRO parameter broadcasts] in
+// zero_redundancy_optimizer.cpp: large parameters in place, small ones packed). Why it is exact: Note [ZeRO overlap with
+// DDP] in zero_overlap.cpp.
+//
+// Learning-rate schedulers work unchanged (set_lr reaches the inner
+// optimizer); clip_grad_norm_ here clips with the global norm over all
+// gradients (every rank has all of them after DDP's AllReduce, so it is the
+// same number plain DDP computes); state dicts: Note [ZeRO state dicts] in
+// zero_state_dict.cpp.
+// Read before: optim/optimizer.h, distributed/distributed_data_parallel.h.
+// Read next: distributed/zero/zero_partition.h, distributed/zero/zero_redundancy_optimizer.cpp.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distributed/process_group/process_group.h"
+#include "distributed/zero/zero_partition.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+
+namespace lockstep::distributed {
+
+class ZeroOptions {
+ public:
+  // Step each bucket's shard from DDP's Reducer right after the bucket is
+  // reduced (needs hook_with_zero_step(ddp, opt)). Default false.
+  ZeroOptions& overlap_with_ddp(bool v) { overlap_with_ddp_ = v; return *this; }
+  bool overlap_with_ddp() const { return overlap_with_ddp_; }
+
+ private:
+  bool overlap_with_ddp_ = false;
+};
+
+// Builds the inner (local) optimizer over one rank's parameters.
+using InnerOptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
+InnerOptimizerFactory inner_optimizer(const optim::SGDOptions& options);
+InnerOptimizerFactory inner_optimizer(const optim::AdamOptions& options);
+InnerOptimizerFactory inner_optimizer(const optim::AdamWOptions& options);
+
+class ZeroRedundancyOptimizer : public optim::Optimizer {
+ public:
+  // Collective (checks that every rank passed the same parameter shapes).
+  ZeroRedundancyOptimizer(std::vector<Tensor> params, std::shared_ptr<ProcessGroup> process_group,
+                          InnerOptimizerFactory make_inner, const ZeroOptions& options = ZeroOptions());
+  template <class InnerOptions>
+  ZeroRedundancyOptimizer(std::vector<Tensor> params, std::shared_ptr<ProcessGroup> process_group,
+                          const InnerOptions& inner, const ZeroOptions& options = ZeroOptions())
+      : ZeroRedundancyOptimizer(std::move(params), std::move(process_group), inner_optimizer(inner), options) {}
+  ~ZeroRedundancyOptimizer() override;
+
+  // Without overlap: steps this rank's shard, then broadcasts every shard.
+  // With overlap: the shards were stepped during backward; waits for their
+  // broadcasts. Collective.
+  void step() override;
+  double lr() const override { return inner_->lr(); }
+  void set_lr(double lr) override { inner_->set_lr(lr); }
+
+  // Global-norm clipping over every gradient (Note [ZeRO clip_grad_norm_] in
+  // zero_redundancy_optimizer.cpp). Refused with overlap (the steps already ran).
+  double clip_grad_norm_(double max_norm, double norm_type = 2.0);
+
+  // Note [ZeRO state dicts] (zero_state_dict.cpp).
+  // Collective: gathers every shard's state on rank `to`.
+  void consolidate_state_dict(int to = 0);
+  // On rank `to` after consolidate_state_dict(to): the whole state, in the
+  // plain optimizer's format (loadable by a plain SGD/Adam/AdamW too).
+  optim::OptimizerState state_dict() const override;
+  // This rank's shard, with its place in the partition ("zero.*" keys). Local.
+  optim::OptimizerState sharded_state_dict() const;
+  // A whole state dict (consolidated, or a plain optimizer's), or this rank's
+  // own shard from a run of the same world size. Local: every rank calls it.
+  void load_state_dict(const optim::OptimizerState& state) override;
+  // Every shard of a run at any world size (all of its ranks, any order).
+  void load_sharded_state_dicts(const std::vector<optim::OptimizerState>& shards);
+
+  const ZeroOptions& zero_options() const { return options_; }
+  const ZeroPartition& partition() const { return partition_; }
+  int owner(size_t i) const { return partition_.owner.at(i); }
+  // The inner optimizer over this rank's shard (a placeholder parameter when
+  // the shard is empty: it never has a gradient). Per-parameter step counts
+  // live there (local indices: partition().owned[rank]); the base class's
+  // step_count(i) is always 0 here.
+  const optim::Optimizer& local_optimizer() const { return *inner_; }
+  ProcessGroup& process_group() const { return *process_group_; }
+
+  // Called by the Reducer after it has reduced a bucket (zero_overlap.cpp);
+  // `params` are indices into this optimizer's parameter list.
+  void step_reduced_bucket(size_t bucket_index, const std::vector<size_t>& params);
+  // With overlap: when the last call above began, i.e. when the last bucket of
+  // the latest backward had been reduced (what remains after it is that
+  // bucket's step and the broadcast wait: bench_ddp's opt_tail_ms).
+  std::chrono::steady_clock::time_point last_bucket_reduced_at() const { return last_bucket_reduced_at_; }
+  // Records that hook_with_zero_step attached this optimizer to a DDP module.
+  void mark_attached(const std::string& what);
+
+ protected:
+  std::vector<std::pair<std::string, double>> hyperparameters() const override;
+  void set_hyperparameters(const std::map<std::string, double>& values) override;
+  std::vector<std::string> buffer_names() const override { return {}; }
+
+ private:
+  // One broadcast from `root`: one parameter in place, or several small ones
+  // packed (one dtype and device; Note [ZeRO parameter broadcasts]).
+  struct ParamBroadcast {
+    std::shared_ptr<Work> work;
+    Tensor flat;  // the packed tensor, or the parameter itself (in_place)
+    std::vector<size_t> params;
+    int root = 0;
+    bool in_place = false;
+  };
+  void check_same_parameters_on_all_ranks();
+  // Starts the broadcasts of `params` grouped by owner (rank order) and dtype.
+  void start_broadcasts(const std::vector<size_t>& params);
+  void finish_broadcasts();
+  std::string where() const;  // "ZeroRedundancyOptimizer (rank r)"
+
+  std::shared_ptr<ProcessGroup> process_group_;
+  ZeroOptions options_;
+  ZeroPartition partition_;
+  std::vector<size_t> local_index_;  // per parameter: its index in inner_, or npos
+  std::unique_ptr<optim::Optimizer> inner_;
+  bool placeholder_ = false;  // inner_ holds a placeholder (empty shard)
+  std::vector<ParamBroadcast> pending_;
+  int64_t steps_ = 0;  // completed step() calls
+
+  // Overlap (zero_overlap.cpp).
+  std::string attached_;                 // set by hook_with_zero_step
+  std::vector<bool> reduced_buckets_;    // buckets stepped since the last step()
+  bool reduced_since_step_ = false;
+  std::chrono::steady_clock::time_point last_bucket_reduced_at_{};
+
+  // Note [ZeRO state dicts].
+  optim::OptimizerState consolidated_;
+  int consolidated_to_ = -1;
+  int64_t consolidated_at_ = -1;  // steps_ when consolidated
+};
+
+}  // namespace lockstep::distributed

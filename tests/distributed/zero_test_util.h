@@ -1,0 +1,98 @@
+// tests/distributed/zero_test_util.h — training loops shared by the ZeRO tests:
+// the same few DDP iterations with a plain optimizer, a ZeroRedundancyOptimizer,
+// or one overlapped with DDP (hook_with_zero_step), so that the tests compare
+// the resulting parameters.
+// Read before: distributed/zero/zero_redundancy_optimizer.h, tests/distributed/ddp_beyond_util.h.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include "tests/distributed/ddp_beyond_util.h"
+
+namespace lockstep::testing {
+
+enum class ZeroOpt { SGD, Adam, AdamW };
+enum class ZeroMode { Plain, Zero, Overlap };
+
+inline const char* zero_mode_name(ZeroMode m) {
+  return m == ZeroMode::Plain ? "plain" : m == ZeroMode::Zero ? "zero" : "overlap";
+}
+
+// A plain optimizer, or a ZeroRedundancyOptimizer (overlapped or not), of kind `opt`.
+inline std::unique_ptr<optim::Optimizer> make_zero_test_optimizer(
+    ZeroOpt opt, ZeroMode mode, const std::vector<Tensor>& params,
+    const std::shared_ptr<distributed::ProcessGroup>& pg) {
+  const auto sgd = optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-3);
+  const auto adam = optim::AdamOptions(1e-2).weight_decay(1e-3);
+  const auto adamw = optim::AdamWOptions(1e-2);
+  if (mode == ZeroMode::Plain) {
+    if (opt == ZeroOpt::SGD) return std::make_unique<optim::SGD>(params, sgd);
+    if (opt == ZeroOpt::Adam) return std::make_unique<optim::Adam>(params, adam);
+    return std::make_unique<optim::AdamW>(params, adamw);
+  }
+  const auto zo = distributed::ZeroOptions().overlap_with_ddp(mode == ZeroMode::Overlap);
+  if (opt == ZeroOpt::SGD) return std::make_unique<distributed::ZeroRedundancyOptimizer>(params, pg, sgd, zo);
+  if (opt == ZeroOpt::Adam) return std::make_unique<distributed::ZeroRedundancyOptimizer>(params, pg, adam, zo);
+  return std::make_unique<distributed::ZeroRedundancyOptimizer>(params, pg, adamw, zo);
+}
+
+struct ZeroRun {
+  ZeroOpt opt = ZeroOpt::AdamW;
+  ZeroMode mode = ZeroMode::Plain;
+  distributed::DDPOptions ddp = distributed::DDPOptions().bucket_cap_mb(0.002);
+  int steps = 4;
+  int accumulate = 1;   // backward passes per step; all but the last inside no_sync()
+  bool clip = false;    // clip_grad_norm_(0.05) before each step (not with overlap); it does clip
+  bool scheduler = true;  // StepLR(step_size 2, gamma 0.5)
+  std::function<void(distributed::DistributedDataParallel<TinyCNN>&)> setup;  // e.g. a comm hook
+};
+
+// TinyCNN (fc.weight is 640 of its 1057 elements: more than half), `run.steps`
+// optimizer steps on 4 examples per rank per backward; returns the parameters.
+inline std::vector<Tensor> train_zero(const std::shared_ptr<distributed::ProcessGroup>& pg, const ZeroRun& run) {
+  const int world = pg->size(), rank = pg->rank();
+  constexpr int64_t per = 4;
+  const int backwards = run.steps * run.accumulate;
+  auto [x, y] = image_data(backwards * world * per, 321);
+  manual_seed(0);
+  auto model = std::make_shared<TinyCNN>();
+  distributed::DistributedDataParallel ddp(model, pg, run.ddp);
+  if (run.setup) run.setup(ddp);
+  auto opt = make_zero_test_optimizer(run.opt, run.mode, model->parameters(), pg);
+  auto* zero = dynamic_cast<distributed::ZeroRedundancyOptimizer*>(opt.get());
+  if (run.mode == ZeroMode::Overlap) distributed::hook_with_zero_step(ddp, *zero);
+  std::unique_ptr<optim::StepLR> sched;
+  if (run.scheduler) sched = std::make_unique<optim::StepLR>(*opt, 2, 0.5);
+  int b = 0;
+  for (int step = 0; step < run.steps; ++step) {
+    for (int a = 0; a < run.accumulate; ++a, ++b) {
+      const int64_t chunk = b * world + rank;
+      auto fwd_bwd = [&] {
+        cross_entropy(ddp.forward(chunk_rows(x, chunk, per)), chunk_rows(y, chunk, per)).backward();
+      };
+      if (a + 1 < run.accumulate) {
+        auto guard = ddp.no_sync();
+        fwd_bwd();
+      } else {
+        fwd_bwd();
+      }
+    }
+    if (run.clip) {
+      if (zero) {
+        CHECK(zero->clip_grad_norm_(0.05) > 0.05);
+      } else {
+        CHECK(optim::clip_grad_norm_(model->parameters(), 0.05) > 0.05);
+      }
+    }
+    opt->step();
+    opt->zero_grad();
+    if (sched) sched->step();
+  }
+  return clone_all(model->parameters());
+}
+
+}  // namespace lockstep::testing
