@@ -28,6 +28,7 @@ struct AutocastState {
   ScalarType dtype = kBFloat16;
   int enabled_depth = 0;  // enabled guards alive; the cache dies with the last
   std::unordered_map<const TensorImpl*, CacheEntry> cache;
+  std::unordered_map<const TensorImpl*, CacheEntry> transposed;  // cached_cast_transposed's copies
 };
 
 AutocastState& state() {
@@ -53,7 +54,10 @@ AutocastGuard::~AutocastGuard() {
   AutocastState& s = state();
   s.enabled = previous_enabled_;
   s.dtype = previous_dtype_;
-  if (counted_ && --s.enabled_depth == 0) s.cache.clear();
+  if (counted_ && --s.enabled_depth == 0) {
+    s.cache.clear();
+    s.transposed.clear();
+  }
 }
 
 bool is_autocast_enabled() { return state().enabled; }
@@ -77,6 +81,23 @@ Tensor cached_cast(const Tensor& t, ScalarType dtype) {
   }
   Tensor cast = native::to_dtype(t, dtype);
   s.cache[t.impl()] = CacheEntry{t.impl_ptr(), version_of(t), cast};
+  return cast;
+}
+
+Tensor cached_cast_transposed(const Tensor& t, ScalarType dtype) {
+  LS_CHECK(t.defined() && t.dim() == 2, "cached_cast_transposed: expected a 2-d tensor, got ",
+           t.defined() ? t.shape_str() : std::string("an undefined tensor"));
+  AutocastState& s = state();
+  const bool cacheable = s.enabled_depth > 0 && t.is_leaf() && t.requires_grad();
+  auto fresh = [&] { return native::contiguous(native::transpose(cached_cast(t, dtype), 0, 1)); };
+  if (!cacheable) return fresh();
+  auto it = s.transposed.find(t.impl());
+  if (it != s.transposed.end() && it->second.version == version_of(t) && it->second.cast.dtype() == dtype &&
+      it->second.cast.size(0) == t.size(1) && it->second.cast.size(1) == t.size(0)) {
+    return it->second.cast;
+  }
+  Tensor cast = fresh();
+  s.transposed[t.impl()] = CacheEntry{t.impl_ptr(), version_of(t), cast};
   return cast;
 }
 

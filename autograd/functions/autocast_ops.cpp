@@ -10,7 +10,10 @@
 // cast cache of core/autocast.h) to bf16 and runs the bf16 kernel; backward
 // returns dX in x's own dtype and dW, db in float32 straight from the float32
 // accumulators of the bf16 GEMM / convolution. The node saves only the bf16
-// copies (half the bytes of the float32 operands).
+// copies (half the bytes of the float32 operands). linear's forward reads W^T
+// as its own cached row-major copy (autocast::cached_cast_transposed), since
+// the AMX GEMM reads a transposed B operand from memory far slower; backward's
+// dX = G W reads W's cached copy as it is.
 //
 //   linear   y (*, out) bf16 = x (*, in) W^T (in, out) + b     dX = G W      (*, in)
 //                                                              dW = G^T X    (out, in) f32
@@ -146,8 +149,9 @@ Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& 
     for (int64_t i = 0; i < m; ++i) std::memcpy(yp + i * out, b.raw_data(), out * sizeof(BFloat16));
     beta = 1.0f;
   }
-  native::gemm_bf16<BFloat16>(false, true, m, out, in, x16.data_ptr<BFloat16>(), in,
-                              w16.data_ptr<BFloat16>(), in, beta, y.data_ptr<BFloat16>(), out);
+  const Tensor wt16 = autocast::cached_cast_transposed(weight, kBFloat16);  // (in, out)
+  native::gemm_bf16<BFloat16>(false, false, m, out, in, x16.data_ptr<BFloat16>(), in,
+                              wt16.data_ptr<BFloat16>(), out, beta, y.data_ptr<BFloat16>(), out);
   if (compute_requires_grad({input, weight, bias})) {
     auto node = std::make_shared<LinearAutocastBackward>();
     node->input_dtype = input.dtype();

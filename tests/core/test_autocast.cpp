@@ -120,6 +120,29 @@ TEST_CASE("autocast: a parameter is converted once per outermost guard, again af
   CHECK(ls::autocast::cache_size() == 0);  // cleared with the outermost guard
 }
 
+TEST_CASE("autocast: a weight's transposed bf16 copy is row-major, cached per guard, renewed after an update") {
+  ls::manual_seed(12);
+  ls::Tensor w = param({5, 7});
+  {
+    ls::AutocastGuard amp(ls::kBFloat16);
+    const ls::Tensor wt = ls::autocast::cached_cast_transposed(w, ls::kBFloat16);
+    CHECK(wt.dtype() == ls::kBFloat16);
+    CHECK(wt.sizes() == ls::IntList{7, 5});
+    CHECK(wt.is_contiguous());
+    CHECK(nv::equal(wt, nv::contiguous(nv::transpose(nv::to_dtype(w, ls::kBFloat16), 0, 1))));
+    CHECK(ls::autocast::cached_cast_transposed(w, ls::kBFloat16).is_same(wt));  // reused
+    {
+      ls::NoGradGuard no_grad;
+      w.mul_(2.0);  // as an optimizer step would
+    }
+    const ls::Tensor fresh = ls::autocast::cached_cast_transposed(w, ls::kBFloat16);
+    CHECK_FALSE(fresh.is_same(wt));
+    CHECK(nv::equal(fresh, nv::contiguous(nv::transpose(nv::to_dtype(w, ls::kBFloat16), 0, 1))));
+  }
+  CHECK_THROWS_WITH_AS(ls::autocast::cached_cast_transposed(ls::randn({3}), ls::kBFloat16),
+                       doctest::Contains("expected a 2-d tensor"), ls::Error);
+}
+
 TEST_CASE("autocast: parameters' gradients stay float32 and match float32 training") {
   ls::manual_seed(13);
   ls::Tensor x = ls::randn({4, 3, 10, 10});

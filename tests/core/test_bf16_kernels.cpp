@@ -246,7 +246,8 @@ TEST_CASE("bf16 elementwise: blocked contiguous runs and strided runs agree, NaN
   same_bits(nv::binary(nv::BinaryOp::Mul, a.bf16, g.bf16),
             nv::to_dtype(nv::binary(nv::BinaryOp::Mul, a.f32, g.f32), ls::kBFloat16));
   same_bits(nv::binary(nv::BinaryOp::Mul, at, g.bf16), nv::binary(nv::BinaryOp::Mul, a.bf16, g.bf16));
-  const BFloat16* gp = nv::unary(nv::UnaryOp::Gelu, a.bf16).data_ptr<BFloat16>();
+  const ls::Tensor gelu = nv::unary(nv::UnaryOp::Gelu, a.bf16);
+  const BFloat16* gp = gelu.data_ptr<BFloat16>();
   CHECK(std::isnan(static_cast<float>(gp[5])));
   CHECK(static_cast<float>(gp[700]) == std::numeric_limits<float>::infinity());
 }
