@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "distributed/prefix_store.h"
 #include "distributed/tcp_store.h"
 
 namespace lockstep::distributed {
@@ -43,6 +44,22 @@ EnvValue pick(const std::optional<int>& option, const char* option_name, std::in
     if (const char* text = env(var)) return {parse_int(var, text), var};
   }
   return {std::nullopt, ""};
+}
+
+// Note [torchrun's agent store].
+void resolve_agent_store(RendezvousInfo& info) {
+  const char* use = env("TORCHELASTIC_USE_AGENT_STORE");
+  if (use == nullptr) return;
+  const std::string value = use;
+  LS_CHECK(value == "True" || value == "False", "rendezvous: TORCHELASTIC_USE_AGENT_STORE='", value,
+           "' is neither 'True' nor 'False' (torchrun sets it); unset it or correct it");
+  if (value == "False") return;
+  info.agent_store = true;
+  const char* restart = env("TORCHELASTIC_RESTART_COUNT");
+  const int attempt = restart != nullptr ? parse_int("TORCHELASTIC_RESTART_COUNT", restart) : 0;
+  LS_CHECK(attempt >= 0, "rendezvous: TORCHELASTIC_RESTART_COUNT=", attempt, " must not be negative");
+  const char* run_id = env("TORCHELASTIC_RUN_ID");
+  info.key_prefix = detail::str("lockstep/torchelastic/", run_id != nullptr ? run_id : "none", "/attempt_", attempt);
 }
 
 }  // namespace
@@ -93,6 +110,7 @@ RendezvousInfo resolve_rendezvous(const InitOptions& options) {
 
   info.timeout = options.timeout() ? *options.timeout() : default_timeout();
   LS_CHECK(info.timeout.count() > 0, "rendezvous: the timeout must be positive, got ", info.timeout.count(), " ms");
+  resolve_agent_store(info);
   info.store = options.store();
   return info;
 }
@@ -105,7 +123,11 @@ std::optional<int> launched_world_size() {
 
 RendezvousInfo rendezvous_from_env(const InitOptions& options) {
   RendezvousInfo info = resolve_rendezvous(options);
-  if (!info.store) {
+  if (!info.store && info.agent_store) {
+    // Note [torchrun's agent store]: every rank is a client of the agent's store.
+    auto agent = std::make_shared<TCPStore>(info.master_addr, info.master_port, /*is_master=*/false, info.timeout);
+    info.store = std::make_shared<PrefixStore>(info.key_prefix, agent);
+  } else if (!info.store) {
     info.store = std::make_shared<TCPStore>(info.master_addr, info.master_port, /*is_master=*/info.rank == 0,
                                             info.timeout);
   }

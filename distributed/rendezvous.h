@@ -17,6 +17,17 @@
 // unless options supply a store, and runs barrier_on_store(..., "lockstep/
 // rendezvous"), so it returns only once all ranks are there — or throws after
 // the timeout listing the ranks that never arrived.
+//
+// Note [torchrun's agent store]
+// torchrun's agent hosts a PyTorch TCPStore at MASTER_ADDR:MASTER_PORT itself
+// and says so with TORCHELASTIC_USE_AGENT_STORE=True (static rendezvous,
+// --standalone, and c10d unless TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1). Then
+// every rank, rank 0 included, joins it as a client (the protocol is PyTorch's,
+// Note [TCPStore protocol]), and lockstep's keys go under
+// "lockstep/torchelastic/<TORCHELASTIC_RUN_ID>/attempt_<TORCHELASTIC_RESTART_COUNT>/":
+// the agent's store outlives the workers, so a restarted attempt must not
+// meet the counters of the failed one, and the agent's own keys
+// ("<run_id>/...", "torch.rendezvous.<run_id>.<round>/...") stay apart.
 // Read before: distributed/store.h, distributed/tcp_store.h.
 // Read next: distributed/init.h (init_process_group on top of this).
 #pragma once
@@ -68,6 +79,9 @@ struct RendezvousInfo {
   std::string master_addr;
   int master_port = 0;
   std::chrono::milliseconds timeout{300000};
+  // Note [torchrun's agent store]: join torchrun's store; keys under this prefix.
+  bool agent_store = false;
+  std::string key_prefix;
   std::shared_ptr<Store> store;  // connected; every rank has passed the rendezvous barrier
 };
 
