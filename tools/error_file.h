@@ -24,25 +24,16 @@
 
 namespace lockstep::cli {
 
-// `text` as a JSON string literal (quotes, backslashes and control characters escaped).
+// `text` as a JSON string literal: quotes and backslashes escaped, control
+// characters as \u00XX (newlines too; json.load reads them back), UTF-8 as is.
+// (nn/safetensors_json.h has json_quote, but this header links no library.)
 inline std::string json_string(const std::string& text) {
+  static const char hex[] = "0123456789abcdef";
   std::string out = "\"";
   for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-          out += buf;
-        } else {
-          out += static_cast<char>(c);  // UTF-8 passes through unchanged
-        }
-    }
+    if (c == '"' || c == '\\') out += {'\\', static_cast<char>(c)};
+    else if (c < 0x20) out += std::string("\\u00") + hex[c >> 4] + hex[c & 15];
+    else out += static_cast<char>(c);
   }
   return out + "\"";
 }
