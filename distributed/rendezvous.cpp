@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "distributed/prefix_store.h"
+#include "distributed/slurm_hostlist.h"
 #include "distributed/tcp_store.h"
 
 namespace lockstep::distributed {
@@ -46,6 +47,28 @@ EnvValue pick(const std::optional<int>& option, const char* option_name, std::in
   return {std::nullopt, ""};
 }
 
+// Note [Slurm and PMI]: the launchers' variables, in priority order.
+constexpr std::initializer_list<const char*> kRankVars = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+constexpr std::initializer_list<const char*> kWorldVars = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                                           "SLURM_NTASKS"};
+constexpr std::initializer_list<const char*> kLocalRankVars = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                                               "MPI_LOCALRANKID", "SLURM_LOCALID"};
+
+const char* slurm_nodelist() {
+  const char* step = env("SLURM_STEP_NODELIST");
+  return step != nullptr ? step : env("SLURM_JOB_NODELIST");
+}
+
+// 29500; under Slurm (SLURM_JOB_ID set) 29500 + SLURM_JOB_ID % 1000, so that
+// two jobs sharing a node do not pick the same port.
+int default_master_port() {
+  const char* job = env("SLURM_JOB_ID");
+  if (job == nullptr) return 29500;
+  const int id = parse_int("SLURM_JOB_ID", job);
+  LS_CHECK(id >= 0, "rendezvous: SLURM_JOB_ID=", id, " must not be negative");
+  return 29500 + id % 1000;
+}
+
 // Note [torchrun's agent store].
 void resolve_agent_store(RendezvousInfo& info) {
   const char* use = env("TORCHELASTIC_USE_AGENT_STORE");
@@ -76,20 +99,21 @@ std::chrono::milliseconds default_timeout() {
 
 RendezvousInfo resolve_rendezvous(const InitOptions& options) {
   RendezvousInfo info;
-  EnvValue rank = pick(options.rank(), "rank", {"RANK", "OMPI_COMM_WORLD_RANK"});
-  EnvValue world = pick(options.world_size(), "world_size", {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
-  LS_CHECK(rank.value.has_value(), "rendezvous: RANK is not set (nor OMPI_COMM_WORLD_RANK); start the "
-           "program with lockstep-run (or torchrun / mpirun), or pass InitOptions().rank(r)");
-  LS_CHECK(world.value.has_value(), "rendezvous: WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE), but ",
-           rank.from, "=", *rank.value, " is; start the program with lockstep-run (or torchrun / "
-           "mpirun), or pass InitOptions().world_size(n)");
+  EnvValue rank = pick(options.rank(), "rank", kRankVars);
+  EnvValue world = pick(options.world_size(), "world_size", kWorldVars);
+  LS_CHECK(rank.value.has_value(), "rendezvous: RANK is not set (nor OMPI_COMM_WORLD_RANK, PMI_RANK, "
+           "SLURM_PROCID); start the program with lockstep-run (or torchrun / mpirun / srun), or pass "
+           "InitOptions().rank(r)");
+  LS_CHECK(world.value.has_value(), "rendezvous: WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE, PMI_SIZE, "
+           "SLURM_NTASKS), but ", rank.from, "=", *rank.value, " is; start the program with lockstep-run (or "
+           "torchrun / mpirun / srun), or pass InitOptions().world_size(n)");
   LS_CHECK(*world.value >= 1, "rendezvous: ", world.from, "=", *world.value, " must be at least 1");
   LS_CHECK(*rank.value >= 0 && *rank.value < *world.value, "rendezvous: ", rank.from, "=", *rank.value,
            " but ", world.from, "=", *world.value, "; the rank must be in [0, ", *world.value, ")");
   info.rank = *rank.value;
   info.world_size = *world.value;
 
-  EnvValue local = pick(options.local_rank(), "local_rank", {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"});
+  EnvValue local = pick(options.local_rank(), "local_rank", kLocalRankVars);
   info.local_rank = local.value.value_or(info.rank);
   LS_CHECK(info.local_rank >= 0 && info.local_rank <= info.rank, "rendezvous: ", local.from, "=",
            info.local_rank, " but ", rank.from, "=", info.rank,
@@ -99,12 +123,15 @@ RendezvousInfo resolve_rendezvous(const InitOptions& options) {
     info.master_addr = *options.master_addr();
   } else if (const char* a = env("MASTER_ADDR")) {
     info.master_addr = a;
+  } else if (const char* list = slurm_nodelist()) {
+    // Note [Slurm and PMI]: rank 0 of a step runs on the step's first node.
+    info.master_addr = first_host(list, env("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST");
   } else {
     info.master_addr = "127.0.0.1";
   }
   LS_CHECK(!info.master_addr.empty(), "rendezvous: InitOptions().master_addr() is empty");
   EnvValue port = pick(options.master_port(), "master_port", {"MASTER_PORT"});
-  info.master_port = port.value.value_or(29500);
+  info.master_port = port.value.value_or(default_master_port());
   LS_CHECK(info.master_port >= 1 && info.master_port <= 65535, "rendezvous: ", port.from, "=",
            info.master_port, " is not a TCP port (1..65535)");
 
@@ -116,7 +143,7 @@ RendezvousInfo resolve_rendezvous(const InitOptions& options) {
 }
 
 std::optional<int> launched_world_size() {
-  EnvValue world = pick(std::nullopt, "world_size", {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
+  EnvValue world = pick(std::nullopt, "world_size", kWorldVars);
   LS_CHECK(!world.value || *world.value >= 1, "rendezvous: ", world.from, "=", *world.value, " must be at least 1");
   return world.value;
 }

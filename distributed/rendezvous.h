@@ -7,9 +7,23 @@
 //   2. torchrun / lockstep-run variables: RANK, WORLD_SIZE, LOCAL_RANK,
 //      MASTER_ADDR, MASTER_PORT;
 //   3. mpirun (Open MPI) variables: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
-//      OMPI_COMM_WORLD_LOCAL_RANK.
-// MASTER_ADDR defaults to 127.0.0.1 and MASTER_PORT to 29500 (one machine);
-// LOCAL_RANK defaults to the rank. The timeout defaults to 300 s, or
+//      OMPI_COMM_WORLD_LOCAL_RANK;
+//   4. MPICH / Intel MPI (PMI): PMI_RANK, PMI_SIZE, MPI_LOCALRANKID;
+//   5. Slurm's srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID.
+// Each of rank, world size and local rank is the first of its variables that
+// is set. MASTER_ADDR defaults to 127.0.0.1 (one machine) and MASTER_PORT to
+// 29500; LOCAL_RANK defaults to the rank.
+//
+// Note [Slurm and PMI]
+// Under srun without MASTER_ADDR, the master is the first host of
+// SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST), a compressed list like
+// node[01-03,7] (distributed/slurm_hostlist.h): Slurm starts task 0 on the
+// step's first node. Without MASTER_PORT, a Slurm job (SLURM_JOB_ID set) uses
+// 29500 + SLURM_JOB_ID % 1000, so that jobs sharing a node rarely collide; set
+// MASTER_PORT to choose. SLURM_NODEID and GROUP_RANK are not needed: ranks meet
+// through the store. The PMI variables are those MPICH's and Intel MPI's
+// mpiexec (Hydra) export; Open MPI's are read first, so mpirun inside a Slurm
+// allocation takes its own ranks, not the allocation's. The timeout defaults to 300 s, or
 // LOCKSTEP_TIMEOUT_S seconds when that is set. A missing or inconsistent value
 // throws ls::Error naming the variable ("RANK=3 but WORLD_SIZE=2").
 //
