@@ -78,14 +78,19 @@ void resolve_agent_store(RendezvousInfo& info) {
            "' is neither 'True' nor 'False' (torchrun sets it); unset it or correct it");
   if (value == "False") return;
   info.agent_store = true;
-  const char* restart = env("TORCHELASTIC_RESTART_COUNT");
-  const int attempt = restart != nullptr ? parse_int("TORCHELASTIC_RESTART_COUNT", restart) : 0;
-  LS_CHECK(attempt >= 0, "rendezvous: TORCHELASTIC_RESTART_COUNT=", attempt, " must not be negative");
+  const int attempt = restart_count();
   const char* run_id = env("TORCHELASTIC_RUN_ID");
   info.key_prefix = detail::str("lockstep/torchelastic/", run_id != nullptr ? run_id : "none", "/attempt_", attempt);
 }
 
 }  // namespace
+
+int restart_count() {
+  const char* restart = env("TORCHELASTIC_RESTART_COUNT");
+  const int attempt = restart != nullptr ? parse_int("TORCHELASTIC_RESTART_COUNT", restart) : 0;
+  LS_CHECK(attempt >= 0, "rendezvous: TORCHELASTIC_RESTART_COUNT=", attempt, " must not be negative");
+  return attempt;
+}
 
 std::chrono::milliseconds default_timeout() {
   const char* text = env("LOCKSTEP_TIMEOUT_S");

@@ -112,6 +112,11 @@ RendezvousInfo rendezvous_from_env(const InitOptions& options = {});
 // refuses a malformed value the same way instead of reading it as 0.
 std::optional<int> launched_world_size();
 
+// Which attempt this is: TORCHELASTIC_RESTART_COUNT (set by torchrun and by
+// lockstep-run, Note [Restarts] in tools/lockstep_run.cpp), 0 when unset or on
+// the first attempt. Throws naming the variable when it is not an integer >= 0.
+int restart_count();
+
 // 300 s, or LOCKSTEP_TIMEOUT_S seconds (a positive number) when set.
 std::chrono::milliseconds default_timeout();
 
