@@ -7,7 +7,10 @@
 #   3. two torchrun --nnodes 2 --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:PORT,
 #      one per simulated host (--local-addr 127.0.0.1 and 127.0.0.2)
 # each ends with checkpoint bytes equal to the same job under lockstep-run; and
-#   4. a failing rank's lockstep::Error is torchrun's "Root Cause" (the error file).
+#   4. torchrun --max-restarts 1 with rank 1 SIGKILLed in epoch 2: the restarted
+#      ranks meet under attempt_1's keys in the agent's store, resume from the
+#      epoch-1 checkpoint and end with the same bytes;
+#   5. a failing rank's lockstep::Error is torchrun's "Root Cause" (the error file).
 # Uses $TORCH_PY's or the bench/torch/venv.sh venv's torchrun; exits 77 (CTest:
 # Skipped) without one, and 0 with a message without the Fashion-MNIST data.
 set -euo pipefail
@@ -22,7 +25,8 @@ if [ ! -d "$root" ]; then echo "SKIP: $root missing (apt-get install dataset-fas
 torchrun=("$py" -m torch.distributed.run)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-train=("$bin/train_fashion_mnist" --limit 1280 --log-every 1000 --epochs 1 --batch 32)
+train=("$bin/train_fashion_mnist" --limit 640 --log-every 1000 --epochs 2 --batch 32 --test-limit 500)
+export LOCKSTEP_TIMEOUT_S=60
 free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 same() {  # NAME CHECKPOINT LOG
   cmp -s "$work/ref.safetensors" "$2" || { echo "FAIL: $1: checkpoint differs from lockstep-run's"; cat "$3"; exit 1; }
@@ -52,6 +56,13 @@ wait "$node0" || rc=1
 wait "$node1" || rc=1
 [ $rc -eq 0 ] || { echo "FAIL: torchrun c10d, 2 nodes"; cat "$work/node0.log" "$work/node1.log"; exit 1; }
 same "c10d (2 nodes, 127.0.0.1 and 127.0.0.2)" "$work/c10d.safetensors" "$work/node0.log"
+
+LOCKSTEP_TEST_SIGKILL_AT=1:2:3 "${torchrun[@]}" --no-python --nproc-per-node 2 --max-restarts 1 "${train[@]}" \
+  --checkpoint "$work/restart.safetensors" > "$work/restart.log" 2>&1 \
+  || { echo "FAIL: torchrun --max-restarts 1"; cat "$work/restart.log"; exit 1; }
+grep -q "resumed from .* after epoch 1$" "$work/restart.log" \
+  || { echo "FAIL: the restarted ranks did not resume after epoch 1"; cat "$work/restart.log"; exit 1; }
+same "--max-restarts 1 (rank 1 SIGKILLed in epoch 2, resumed)" "$work/restart.safetensors" "$work/restart.log"
 
 if "${torchrun[@]}" --no-python --nproc-per-node 2 "$bin/train_fashion_mnist" --root "$work/no-such-dir" \
   > "$work/fail.log" 2>&1; then echo "FAIL: a failing job succeeded"; exit 1; fi
