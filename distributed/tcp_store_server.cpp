@@ -102,6 +102,12 @@ void TCPStoreServer::loop() {
         bool alive = true;
         if (ev & (POLLIN | POLLHUP | POLLERR)) alive = read_some(it->second);
         if (alive && (ev & POLLOUT)) alive = flush(it->second);
+        if (alive && it->second.peer_closed) {
+          // A client may send its last requests and close at once (PyTorch's
+          // set() has no reply): run what arrived, then close.
+          serve(ids[i]);
+          alive = false;
+        }
         if (!alive) {
           close_connection(ids[i]);
           continue;
@@ -138,7 +144,10 @@ bool TCPStoreServer::read_some(Connection& c) {
       c.in.insert(c.in.end(), buf, buf + n);
       continue;
     }
-    if (n == 0) return false;  // the client closed
+    if (n == 0) {  // the client closed; what it sent before still runs
+      c.peer_closed = true;
+      return true;
+    }
     if (errno == EINTR) continue;
     return errno == EAGAIN || errno == EWOULDBLOCK;
   }

@@ -56,6 +56,7 @@ class TCPStoreServer {
     size_t out_off = 0;
     uint64_t waiter = 0;  // the waiter this connection is parked on (0: none)
     bool validated = false;
+    bool peer_closed = false;  // read EOF: serve what is buffered, then close
   };
   struct Waiter {
     uint64_t conn = 0;
@@ -64,7 +65,7 @@ class TCPStoreServer {
 
   void loop();
   void accept_all();
-  bool read_some(Connection& c);   // false: peer gone or error
+  bool read_some(Connection& c);   // false: error or over the buffer limit; EOF sets peer_closed
   bool flush(Connection& c);       // false: peer gone or error
   void serve(uint64_t id);         // runs the connection's buffered requests
   // Runs one request; false: close the connection (a bad validate, an add on a non-integer).

@@ -199,7 +199,7 @@ TEST_CASE("store: FileStore across processes: add from every rank and blocking g
 TEST_CASE("store: TCPStore server survives garbage and oversized requests from a raw socket") {
   dist::TCPStore s("127.0.0.1", 0, true, 5000ms);
   s.set("before", std::string("ok"));
-  auto raw_exchange = [&](const dist::Bytes& bytes) {
+  auto connect_raw = [&] {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(fd >= 0);
     sockaddr_in addr{};
@@ -207,6 +207,10 @@ TEST_CASE("store: TCPStore server survives garbage and oversized requests from a
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = htons(static_cast<uint16_t>(s.port()));
     REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    return fd;
+  };
+  auto raw_exchange = [&](const dist::Bytes& bytes) {
+    int fd = connect_raw();
     timeval tv{5, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
@@ -217,7 +221,9 @@ TEST_CASE("store: TCPStore server survives garbage and oversized requests from a
   };
   // Every connection opens with VALIDATE + the magic number (Note [TCPStore protocol]).
   auto validated = [](dist::Bytes rest) {
-    dist::Bytes v = {0, 0xce, 0xf7, 0x85, 0x3c};
+    dist::Bytes v;
+    v.reserve(5 + rest.size());
+    for (uint8_t x : {0x00, 0xce, 0xf7, 0x85, 0x3c}) v.push_back(x);
     v.insert(v.end(), rest.begin(), rest.end());
     return v;
   };
@@ -231,16 +237,19 @@ TEST_CASE("store: TCPStore server survives garbage and oversized requests from a
   CHECK(raw_exchange(validated({17})) <= 0);                                       // LIST_KEYS: not served
   CHECK(s.server()->rejected_connections() == 7);
   {  // a client that sends half a request and leaves
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(s.port()));
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    int fd = connect_raw();
     uint8_t half[] = {0, 0xce, 0xf7, 0x85, 0x3c, 1, 5, 0, 0, 0, 0, 0, 0, 0, 'k', 'e'};
     ::send(fd, half, sizeof(half), MSG_NOSIGNAL);
     ::close(fd);
   }
+  {  // a PyTorch-style client: SET (no reply) and close at once; the SET still runs
+    int fd = connect_raw();
+    const dist::Bytes set = validated({1, 3, 0, 0, 0, 0, 0, 0, 0, '/', 'b', 'y', 1, 0, 0, 0, 0, 0, 0, 0, '!'});
+    ::send(fd, set.data(), set.size(), MSG_NOSIGNAL);
+    ::close(fd);
+  }
+  CHECK(s.get_string("by") == "!");
+  CHECK(s.delete_key("by"));
   // The server still serves the old connection and new ones.
   CHECK(s.get_string("before") == "ok");
   dist::TCPStore other("127.0.0.1", s.port(), false, 5000ms);
