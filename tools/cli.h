@@ -90,6 +90,7 @@ class Program {
     app_.option_defaults()->always_capture_default();
     app_.set_version_flag("--version", std::string("lockstep ") + LOCKSTEP_VERSION);
     app_.footer("Exit status: 0 success, 1 failure while running, 2 bad command line or launch environment.\n");
+    catch_fatal_signals(name_);  // Note [TORCHELASTIC_ERROR_FILE]
   }
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
