@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "distributed/slurm_hostlist.h"
+#include "distributed/store/prefix_store.h"
 #include "distributed/store/tcp_store.h"
 
 namespace lockstep::distributed {
@@ -45,7 +47,50 @@ EnvValue pick(const std::optional<int>& option, const char* option_name, std::in
   return {std::nullopt, ""};
 }
 
+// Note [Slurm and PMI]: the launchers' variables, in priority order.
+constexpr std::initializer_list<const char*> kRankVars = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+constexpr std::initializer_list<const char*> kWorldVars = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE",
+                                                           "SLURM_NTASKS"};
+constexpr std::initializer_list<const char*> kLocalRankVars = {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                                               "MPI_LOCALRANKID", "SLURM_LOCALID"};
+
+const char* slurm_nodelist() {
+  const char* step = env("SLURM_STEP_NODELIST");
+  return step != nullptr ? step : env("SLURM_JOB_NODELIST");
+}
+
+// 29500; under Slurm (SLURM_JOB_ID set) 29500 + SLURM_JOB_ID % 1000, so that
+// two jobs sharing a node do not pick the same port.
+int default_master_port() {
+  const char* job = env("SLURM_JOB_ID");
+  if (job == nullptr) return 29500;
+  const int id = parse_int("SLURM_JOB_ID", job);
+  LS_CHECK(id >= 0, "rendezvous: SLURM_JOB_ID=", id, " must not be negative");
+  return 29500 + id % 1000;
+}
+
+// Note [torchrun's agent store].
+void resolve_agent_store(RendezvousInfo& info) {
+  const char* use = env("TORCHELASTIC_USE_AGENT_STORE");
+  if (use == nullptr) return;
+  const std::string value = use;
+  LS_CHECK(value == "True" || value == "False", "rendezvous: TORCHELASTIC_USE_AGENT_STORE='", value,
+           "' is neither 'True' nor 'False' (torchrun sets it); unset it or correct it");
+  if (value == "False") return;
+  info.agent_store = true;
+  const int attempt = restart_count();
+  const char* run_id = env("TORCHELASTIC_RUN_ID");
+  info.key_prefix = detail::str("lockstep/torchelastic/", run_id != nullptr ? run_id : "none", "/attempt_", attempt);
+}
+
 }  // namespace
+
+int restart_count() {
+  const char* restart = env("TORCHELASTIC_RESTART_COUNT");
+  const int attempt = restart != nullptr ? parse_int("TORCHELASTIC_RESTART_COUNT", restart) : 0;
+  LS_CHECK(attempt >= 0, "rendezvous: TORCHELASTIC_RESTART_COUNT=", attempt, " must not be negative");
+  return attempt;
+}
 
 std::chrono::milliseconds default_timeout() {
   const char* text = env("LOCKSTEP_TIMEOUT_S");
@@ -59,20 +104,21 @@ std::chrono::milliseconds default_timeout() {
 
 RendezvousInfo resolve_rendezvous(const InitOptions& options) {
   RendezvousInfo info;
-  EnvValue rank = pick(options.rank(), "rank", {"RANK", "OMPI_COMM_WORLD_RANK"});
-  EnvValue world = pick(options.world_size(), "world_size", {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
-  LS_CHECK(rank.value.has_value(), "rendezvous: RANK is not set (nor OMPI_COMM_WORLD_RANK); start the "
-           "program with lockstep-run (or torchrun / mpirun), or pass InitOptions().rank(r)");
-  LS_CHECK(world.value.has_value(), "rendezvous: WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE), but ",
-           rank.from, "=", *rank.value, " is; start the program with lockstep-run (or torchrun / "
-           "mpirun), or pass InitOptions().world_size(n)");
+  EnvValue rank = pick(options.rank(), "rank", kRankVars);
+  EnvValue world = pick(options.world_size(), "world_size", kWorldVars);
+  LS_CHECK(rank.value.has_value(), "rendezvous: RANK is not set (nor OMPI_COMM_WORLD_RANK, PMI_RANK, "
+           "SLURM_PROCID); start the program with lockstep-run (or torchrun / mpirun / srun), or pass "
+           "InitOptions().rank(r)");
+  LS_CHECK(world.value.has_value(), "rendezvous: WORLD_SIZE is not set (nor OMPI_COMM_WORLD_SIZE, PMI_SIZE, "
+           "SLURM_NTASKS), but ", rank.from, "=", *rank.value, " is; start the program with lockstep-run (or "
+           "torchrun / mpirun / srun), or pass InitOptions().world_size(n)");
   LS_CHECK(*world.value >= 1, "rendezvous: ", world.from, "=", *world.value, " must be at least 1");
   LS_CHECK(*rank.value >= 0 && *rank.value < *world.value, "rendezvous: ", rank.from, "=", *rank.value,
            " but ", world.from, "=", *world.value, "; the rank must be in [0, ", *world.value, ")");
   info.rank = *rank.value;
   info.world_size = *world.value;
 
-  EnvValue local = pick(options.local_rank(), "local_rank", {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"});
+  EnvValue local = pick(options.local_rank(), "local_rank", kLocalRankVars);
   info.local_rank = local.value.value_or(info.rank);
   LS_CHECK(info.local_rank >= 0 && info.local_rank <= info.rank, "rendezvous: ", local.from, "=",
            info.local_rank, " but ", rank.from, "=", info.rank,
@@ -82,30 +128,38 @@ RendezvousInfo resolve_rendezvous(const InitOptions& options) {
     info.master_addr = *options.master_addr();
   } else if (const char* a = env("MASTER_ADDR")) {
     info.master_addr = a;
+  } else if (const char* list = slurm_nodelist()) {
+    // Note [Slurm and PMI]: rank 0 of a step runs on the step's first node.
+    info.master_addr = first_host(list, env("SLURM_STEP_NODELIST") ? "SLURM_STEP_NODELIST" : "SLURM_JOB_NODELIST");
   } else {
     info.master_addr = "127.0.0.1";
   }
   LS_CHECK(!info.master_addr.empty(), "rendezvous: InitOptions().master_addr() is empty");
   EnvValue port = pick(options.master_port(), "master_port", {"MASTER_PORT"});
-  info.master_port = port.value.value_or(29500);
+  info.master_port = port.value.value_or(default_master_port());
   LS_CHECK(info.master_port >= 1 && info.master_port <= 65535, "rendezvous: ", port.from, "=",
            info.master_port, " is not a TCP port (1..65535)");
 
   info.timeout = options.timeout() ? *options.timeout() : default_timeout();
   LS_CHECK(info.timeout.count() > 0, "rendezvous: the timeout must be positive, got ", info.timeout.count(), " ms");
+  resolve_agent_store(info);
   info.store = options.store();
   return info;
 }
 
 std::optional<int> launched_world_size() {
-  EnvValue world = pick(std::nullopt, "world_size", {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"});
+  EnvValue world = pick(std::nullopt, "world_size", kWorldVars);
   LS_CHECK(!world.value || *world.value >= 1, "rendezvous: ", world.from, "=", *world.value, " must be at least 1");
   return world.value;
 }
 
 RendezvousInfo rendezvous_from_env(const InitOptions& options) {
   RendezvousInfo info = resolve_rendezvous(options);
-  if (!info.store) {
+  if (!info.store && info.agent_store) {
+    // Note [torchrun's agent store]: every rank is a client of the agent's store.
+    auto agent = std::make_shared<TCPStore>(info.master_addr, info.master_port, /*is_master=*/false, info.timeout);
+    info.store = std::make_shared<PrefixStore>(info.key_prefix, agent);
+  } else if (!info.store) {
     info.store = std::make_shared<TCPStore>(info.master_addr, info.master_port, /*is_master=*/info.rank == 0,
                                             info.timeout);
   }

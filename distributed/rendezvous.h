@@ -7,9 +7,23 @@
 //   2. torchrun / lockstep-run variables: RANK, WORLD_SIZE, LOCAL_RANK,
 //      MASTER_ADDR, MASTER_PORT;
 //   3. mpirun (Open MPI) variables: OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE,
-//      OMPI_COMM_WORLD_LOCAL_RANK.
-// MASTER_ADDR defaults to 127.0.0.1 and MASTER_PORT to 29500 (one machine);
-// LOCAL_RANK defaults to the rank. The timeout defaults to 300 s, or
+//      OMPI_COMM_WORLD_LOCAL_RANK;
+//   4. MPICH / Intel MPI (PMI): PMI_RANK, PMI_SIZE, MPI_LOCALRANKID;
+//   5. Slurm's srun: SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID.
+// Each of rank, world size and local rank is the first of its variables that
+// is set. MASTER_ADDR defaults to 127.0.0.1 (one machine) and MASTER_PORT to
+// 29500; LOCAL_RANK defaults to the rank.
+//
+// Note [Slurm and PMI]
+// Under srun without MASTER_ADDR, the master is the first host of
+// SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST), a compressed list like
+// node[01-03,7] (distributed/slurm_hostlist.h): Slurm starts task 0 on the
+// step's first node. Without MASTER_PORT, a Slurm job (SLURM_JOB_ID set) uses
+// 29500 + SLURM_JOB_ID % 1000, so that jobs sharing a node rarely collide; set
+// MASTER_PORT to choose. SLURM_NODEID and GROUP_RANK are not needed: ranks meet
+// through the store. The PMI variables are those MPICH's and Intel MPI's
+// mpiexec (Hydra) export; Open MPI's are read first, so mpirun inside a Slurm
+// allocation takes its own ranks, not the allocation's. The timeout defaults to 300 s, or
 // LOCKSTEP_TIMEOUT_S seconds when that is set. A missing or inconsistent value
 // throws ls::Error naming the variable ("RANK=3 but WORLD_SIZE=2").
 //
@@ -17,6 +31,17 @@
 // unless options supply a store, and runs barrier_on_store(..., "lockstep/
 // rendezvous"), so it returns only once all ranks are there — or throws after
 // the timeout listing the ranks that never arrived.
+//
+// Note [torchrun's agent store]
+// torchrun's agent hosts a PyTorch TCPStore at MASTER_ADDR:MASTER_PORT itself
+// and says so with TORCHELASTIC_USE_AGENT_STORE=True (static rendezvous,
+// --standalone, and c10d unless TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1). Then
+// every rank, rank 0 included, joins it as a client (the protocol is PyTorch's,
+// Note [TCPStore protocol]), and lockstep's keys go under
+// "lockstep/torchelastic/<TORCHELASTIC_RUN_ID>/attempt_<TORCHELASTIC_RESTART_COUNT>/":
+// the agent's store outlives the workers, so a restarted attempt must not
+// meet the counters of the failed one, and the agent's own keys
+// ("<run_id>/...", "torch.rendezvous.<run_id>.<round>/...") stay apart.
 // Read before: distributed/store/store.h, distributed/store/tcp_store.h.
 // Read next: distributed/init.h (init_process_group on top of this).
 #pragma once
@@ -68,6 +93,9 @@ struct RendezvousInfo {
   std::string master_addr;
   int master_port = 0;
   std::chrono::milliseconds timeout{300000};
+  // Note [torchrun's agent store]: join torchrun's store; keys under this prefix.
+  bool agent_store = false;
+  std::string key_prefix;
   std::shared_ptr<Store> store;  // connected; every rank has passed the rendezvous barrier
 };
 
@@ -83,6 +111,11 @@ RendezvousInfo rendezvous_from_env(const InitOptions& options = {});
 // variable when it is not a whole number >= 1 (WORLD_SIZE=abc), so every program
 // refuses a malformed value the same way instead of reading it as 0.
 std::optional<int> launched_world_size();
+
+// Which attempt this is: TORCHELASTIC_RESTART_COUNT (set by torchrun and by
+// lockstep-run, Note [Restarts] in tools/lockstep_run.cpp), 0 when unset or on
+// the first attempt. Throws naming the variable when it is not an integer >= 0.
+int restart_count();
 
 // 300 s, or LOCKSTEP_TIMEOUT_S seconds (a positive number) when set.
 std::chrono::milliseconds default_timeout();

@@ -28,7 +28,14 @@
 //
 // Fault injection, for tests only (tests/examples/check_ddp_kill_resume.sh):
 // LOCKSTEP_TEST_SIGKILL_AT=R:E:S makes rank R kill itself with SIGKILL just
-// before step S (1-based) of epoch E (1-based), as if the machine had killed it.
+// before step S (1-based) of epoch E (1-based), as if the machine had killed it;
+// on the first attempt only (not after a launcher's restart).
+//
+// Restarted by a launcher (TORCHELASTIC_RESTART_COUNT > 0: torchrun or
+// lockstep-run --max-restarts, Note [Restarts] in tools/lockstep_run.cpp), a run
+// without --resume resumes as '--resume auto' (--overwrite no longer applies:
+// the file is the failed attempt's own checkpoint), so the job continues from
+// its last complete checkpoint and ends as if never interrupted.
 //
 // Command line: `train_fashion_mnist --help` (tools/cli.h, Note [Program command
 // lines]); what --resume, --overwrite and a changed hyper-parameter on resume do:
@@ -179,7 +186,13 @@ int run(ls::cli::Program& program, Args a) {
   }
   const int rank = pg ? pg->rank() : 0;
   const int world = pg ? pg->size() : 1;
-  const auto kill_at = sigkill_point();
+  const int restart = program.environment([] { return ls::distributed::restart_count(); });
+  const auto kill_at = restart == 0 ? sigkill_point() : std::array<int64_t, 3>{-1, -1, -1};
+  if (restart > 0 && a.resume == "off") {
+    a.resume = "auto";
+    a.overwrite = false;
+    if (rank == 0) std::printf("restart %d: resuming from --checkpoint when it exists (--resume auto)\n", restart);
+  }
 
   // Note [Resume semantics] (examples/train_checkpoint.h): decided before any training.
   if (rank == 0) {

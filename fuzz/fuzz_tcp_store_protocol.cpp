@@ -33,18 +33,26 @@ lockstep::distributed::Bytes encode(const wire::Request& r) {
   wire::Encoder e;
   e.u8(static_cast<uint8_t>(r.command));
   switch (r.command) {
-    case wire::Command::kSet: e.str(r.keys.at(0)).bytes(r.value); break;
-    case wire::Command::kGet: e.str(r.keys.at(0)).u64(r.timeout_ms); break;
+    case wire::Command::kValidate:
+    case wire::Command::kPing: e.u32(r.word); break;
+    case wire::Command::kSet:
+    case wire::Command::kAppend: e.str(r.keys.at(0)).bytes(r.value); break;
+    case wire::Command::kGet:
+    case wire::Command::kDelete: e.str(r.keys.at(0)); break;
     case wire::Command::kAdd: e.str(r.keys.at(0)).u64(static_cast<uint64_t>(r.delta)); break;
     case wire::Command::kCompareSet: e.str(r.keys.at(0)).bytes(r.value).bytes(r.desired); break;
     case wire::Command::kWait:
     case wire::Command::kCheck:
-      e.u32(static_cast<uint32_t>(r.keys.size()));
-      for (const auto& k : r.keys) e.str(k);
-      if (r.command == wire::Command::kWait) e.u64(r.timeout_ms);
+    case wire::Command::kMultiGet:
+    case wire::Command::kMultiSet:
+      e.u64(r.keys.size());
+      for (size_t i = 0; i < r.keys.size(); ++i) {
+        e.str(r.keys[i]);
+        if (r.command == wire::Command::kMultiSet) e.bytes(r.values.at(i));
+      }
       break;
-    case wire::Command::kDelete: e.str(r.keys.at(0)); break;
-    case wire::Command::kNumKeys: break;
+    case wire::Command::kNumKeys:
+    case wire::Command::kCancelWait: break;
   }
   return e.buf;
 }
@@ -59,7 +67,7 @@ void check_prefix(const uint8_t* data, size_t len) {
 }
 
 void fuzz_replies(const uint8_t* data, size_t size) {
-  // Reply shapes the client reads: status byte, then a value, a u64 or a key list.
+  // Reply shapes the client reads: a value, a string, an i64 or a u32 nonce.
   wire::Decoder d(data, size);
   while (d.ok() && d.left() > 0) {
     const uint8_t what = d.u8();

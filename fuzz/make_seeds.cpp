@@ -129,16 +129,22 @@ void protocol_seeds(const fs::path& dir) {
   auto one = [](wire::Command c) { return wire::Encoder().u8(static_cast<uint8_t>(c)); };
   const Bytes value = {1, 2, 3};
   std::map<std::string, Bytes> seeds;
-  seeds["set"] = one(wire::Command::kSet).str("rank0/addr").bytes(value).buf;
-  seeds["get"] = one(wire::Command::kGet).str("key").u64(300000).buf;
-  seeds["add"] = one(wire::Command::kAdd).str("barrier/0").u64(static_cast<uint64_t>(-1)).buf;
-  seeds["compare_set"] = one(wire::Command::kCompareSet).str("k").bytes(value).bytes(Bytes{9}).buf;
-  seeds["wait"] = one(wire::Command::kWait).u32(2).str("a").str("bb").u64(1000).buf;
-  seeds["check"] = one(wire::Command::kCheck).u32(1).str("a").buf;
-  seeds["delete"] = one(wire::Command::kDelete).str("a").buf;
+  seeds["validate"] = one(wire::Command::kValidate).u32(wire::kValidationMagic).buf;
+  seeds["ping"] = one(wire::Command::kPing).u32(0x1234).buf;
+  seeds["set"] = one(wire::Command::kSet).str("/rank0/addr").bytes(value).buf;
+  seeds["get"] = one(wire::Command::kGet).str("/key").buf;
+  seeds["add"] = one(wire::Command::kAdd).str("/barrier/0").u64(static_cast<uint64_t>(-1)).buf;
+  seeds["compare_set"] = one(wire::Command::kCompareSet).str("/k").bytes(value).bytes(Bytes{9}).buf;
+  seeds["wait"] = one(wire::Command::kWait).u64(2).str("/a").str("/bb").buf;
+  seeds["cancel_wait"] = one(wire::Command::kCancelWait).buf;
+  seeds["check"] = one(wire::Command::kCheck).u64(1).str("/a").buf;
+  seeds["delete"] = one(wire::Command::kDelete).str("/a").buf;
   seeds["num_keys"] = one(wire::Command::kNumKeys).buf;
+  seeds["append"] = one(wire::Command::kAppend).str("/a").bytes(value).buf;
+  seeds["multi_get"] = one(wire::Command::kMultiGet).u64(2).str("/a").str("/b").buf;
+  seeds["multi_set"] = one(wire::Command::kMultiSet).u64(1).str("/a").bytes(value).buf;
   Bytes stream;
-  for (const char* name : {"set", "add", "wait", "num_keys", "get"})
+  for (const char* name : {"validate", "ping", "set", "add", "wait", "cancel_wait", "num_keys", "get"})
     stream.insert(stream.end(), seeds[name].begin(), seeds[name].end());
   seeds["stream"] = stream;
   for (const auto& [name, bytes] : seeds) write(dir / (name + ".bin"), bytes);

@@ -19,6 +19,8 @@
 //   so do checks across options after parse() (Program::usage_error) and a
 //   malformed launch environment (Program::environment, e.g. WORLD_SIZE=abc).
 // - A failure while running prints "PROG: message" and exits 1 (cli::run).
+//   Under torchrun both kinds of failure also write TORCHELASTIC_ERROR_FILE
+//   (Note [TORCHELASTIC_ERROR_FILE] in tools/error_file.h).
 // - --threads T warns on stderr when T times the ranks on this machine
 //   (LOCAL_WORLD_SIZE) exceeds the cores this process may run on.
 // Header-only and free of lockstep's libraries: lockstep-run uses it too.
@@ -38,6 +40,9 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <typeinfo>
+
+#include "tools/error_file.h"
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -85,6 +90,7 @@ class Program {
     app_.option_defaults()->always_capture_default();
     app_.set_version_flag("--version", std::string("lockstep ") + LOCKSTEP_VERSION);
     app_.footer("Exit status: 0 success, 1 failure while running, 2 bad command line or launch environment.\n");
+    catch_fatal_signals(name_);  // Note [TORCHELASTIC_ERROR_FILE]
   }
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
@@ -171,6 +177,7 @@ class Program {
   [[noreturn]] void usage_error(const std::string& message) const {
     std::fprintf(stderr, "%s: %s\nRun '%s --help' for the options.\n", name_.c_str(), message.c_str(),
                  name_.c_str());
+    write_error_file(name_, "usage error", message);
     std::exit(kUsageExit);
   }
 
@@ -233,6 +240,15 @@ class Program {
   std::function<int64_t()> threads_;
 };
 
+// The name torchrun's "Root Cause" shows for an exception's type.
+inline std::string error_kind(const std::exception& e) {
+  const std::string type = typeid(e).name();
+  // Itanium-mangled names: lockstep::Error is "N8lockstep5ErrorE".
+  if (type.find("8lockstep5Error") != std::string::npos) return "lockstep::Error";
+  if (type.find("bad_alloc") != std::string::npos) return "std::bad_alloc (out of memory)";
+  return "std::exception";
+}
+
 // Runs body() and returns its status; an exception escaping it prints
 // "PROG: what" on stderr and gives exit status 1 (never std::terminate).
 inline int run(const std::string& name, const std::function<int()>& body) {
@@ -241,6 +257,7 @@ inline int run(const std::string& name, const std::function<int()>& body) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", name.c_str(), e.what());
     std::fflush(stdout);
+    write_error_file(name, error_kind(e), e.what());
     return 1;
   }
 }

@@ -14,6 +14,19 @@
 // rank's exit status, or 128 + signal); among ranks found dead at the same
 // moment, one killed by a signal counts as first. Exit 0 when every rank succeeds.
 //
+// Note [Restarts]
+// With --max-restarts N, a failed attempt (a rank exited non-zero or died by a
+// signal; the others stopped as above) is followed by a new one that starts
+// every rank of this node again, up to N times, as torchrun --max-restarts
+// does. Each rank gets TORCHELASTIC_RESTART_COUNT (0 on the first attempt, k
+// on the k-th restart) and TORCHELASTIC_MAX_RESTARTS, torchrun's variables, so
+// a program resumes the same way under either launcher (train_fashion_mnist:
+// a restart resumes from its checkpoint, as '--resume auto'). Rank 0 hosts a
+// fresh store each attempt, on the same MASTER_PORT. With --nnodes > 1 each
+// node's launcher restarts its own ranks: give every node the same
+// --max-restarts (the ranks of the other nodes fail once the store is gone, so
+// their launchers restart too). An interrupt (SIGINT/SIGTERM) never restarts.
+//
 // One thread, one poll() loop: it reads every rank's pipes, a self-pipe that
 // the signal handler writes to (SIGCHLD, SIGINT, SIGTERM), and reaps children.
 // Each rank runs in its own process group, so signals reach a shell's children
@@ -65,6 +78,7 @@ struct Options {
   long nproc = 0, nnodes = 1, node_rank = 0, master_port = 29500;
   std::string master_addr = "127.0.0.1";
   double grace_s = 5.0;
+  long max_restarts = 0;
   std::vector<std::string> command;
 };
 
@@ -82,9 +96,13 @@ Options parse_args(int argc, char** argv) {
   p.integer("--master-port,--master_port", o.master_port, "free TCP port there for the rendezvous store", 1, 65535);
   p.real("--grace-period,--grace_period", o.grace_s, "seconds between SIGTERM and SIGKILL when stopping ranks", 0.0,
          3600.0);
+  p.integer("--max-restarts,--max_restarts", o.max_restarts,
+            "after a rank fails, stop the others and start every rank again, up to this many times", 0, 1000000);
   p.app().prefix_command();  // the program and its arguments start at the first positional (or after --)
   p.app().footer("SIGINT/SIGTERM are forwarded to every rank. If a rank fails (non-zero exit or a signal) the "
-                 "others are stopped and lockstep-run exits non-zero, naming the rank that failed first.\n" +
+                 "others are stopped and lockstep-run exits non-zero, naming the rank that failed first; with "
+                 "--max-restarts N it starts every rank again instead, up to N times, with "
+                 "TORCHELASTIC_RESTART_COUNT set to the attempt (0 first).\n" +
                  p.app().get_footer());
   p.parse(argc, argv);
   o.command = p.app().remaining();
@@ -193,7 +211,7 @@ void drain(Rank& r, Stream& s) {
   emit(r, s, false);
 }
 
-void spawn(Rank& r, const Options& o) {
+void spawn(Rank& r, const Options& o, long attempt) {
   int pipes[2][2];
   for (auto& p : pipes) {
     if (::pipe2(p, O_CLOEXEC) != 0) {
@@ -228,6 +246,9 @@ void spawn(Rank& r, const Options& o) {
     setenv("GROUP_RANK", std::to_string(o.node_rank).c_str(), 1);
     setenv("MASTER_ADDR", o.master_addr.c_str(), 1);
     setenv("MASTER_PORT", std::to_string(o.master_port).c_str(), 1);
+    // Note [Restarts]: torchrun's names, so a program reads one variable under either launcher.
+    setenv("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
+    setenv("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts).c_str(), 1);
     std::vector<char*> args;
     for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -257,17 +278,20 @@ std::string describe(int status) {
   return "exit status " + std::to_string(WEXITSTATUS(status));
 }
 
-}  // namespace
+// How one attempt ended: every rank succeeded, the launcher was interrupted, or a rank failed first.
+struct Outcome {
+  int interrupted = 0;  // the signal the launcher received, if any
+  int failed_rank = -1;
+  int failed_status = 0;
+};
 
-int main(int argc, char** argv) {
-  Options o = parse_args(argc, argv);
-  install_handlers();
+// Starts every rank of this node, runs the poll loop until all have exited.
+Outcome run_attempt(const Options& o, long attempt) {
   std::vector<Rank> ranks(static_cast<size_t>(o.nproc));
   for (long i = 0; i < o.nproc; ++i) {
     ranks[i].rank = static_cast<int>(o.node_rank * o.nproc + i);
-    spawn(ranks[i], o);
+    spawn(ranks[i], o, attempt);
   }
-
   using Clock = std::chrono::steady_clock;
   const auto grace = std::chrono::milliseconds(static_cast<long>(o.grace_s * 1000));
   int running = static_cast<int>(ranks.size());
@@ -358,16 +382,40 @@ int main(int argc, char** argv) {
     }
   }
 
-  if (interrupted) {
-    std::fprintf(stderr, "lockstep-run: received %s, forwarded it to every rank\n", signal_name(interrupted).c_str());
-    return 128 + interrupted;
-  }
+  Outcome out;
+  out.interrupted = interrupted;
   if (failed >= 0) {
-    const Rank& r = ranks[failed];
-    std::fprintf(stderr, "lockstep-run: rank %d failed first (%s); stopped the other ranks\n", r.rank,
-                 describe(r.status).c_str());
-    if (WIFSIGNALED(r.status)) return 128 + WTERMSIG(r.status);
-    return WEXITSTATUS(r.status);
+    out.failed_rank = ranks[failed].rank;
+    out.failed_status = ranks[failed].status;
   }
-  return 0;
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse_args(argc, argv);
+  install_handlers();
+  for (long attempt = 0;; ++attempt) {
+    const Outcome out = run_attempt(o, attempt);
+    if (out.interrupted) {
+      std::fprintf(stderr, "lockstep-run: received %s, forwarded it to every rank\n",
+                   signal_name(out.interrupted).c_str());
+      return 128 + out.interrupted;
+    }
+    if (out.failed_rank < 0) return 0;
+    const int status = out.failed_status;
+    if (attempt < o.max_restarts) {
+      // Note [Restarts]: every rank of this node starts again, attempt + 1.
+      std::fprintf(stderr, "lockstep-run: rank %d failed first (%s); stopped the other ranks; restarting all "
+                   "ranks (restart %ld of %ld)\n", out.failed_rank, describe(status).c_str(), attempt + 1,
+                   o.max_restarts);
+      continue;
+    }
+    std::fprintf(stderr, "lockstep-run: rank %d failed first (%s); stopped the other ranks%s\n", out.failed_rank,
+                 describe(status).c_str(),
+                 o.max_restarts > 0 ? (" (no restarts left of " + std::to_string(o.max_restarts) + ")").c_str() : "");
+    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    return WEXITSTATUS(status);
+  }
 }

@@ -1,5 +1,5 @@
-// distributed/store/tcp_store.cpp — the TCPStore client: connect with backoff, then
-// one request / one reply per call (Note [TCPStore protocol]).
+// distributed/store/tcp_store.cpp — the TCPStore client: connect with backoff, the
+// validate + ping handshake, then PyTorch's requests (Note [TCPStore protocol]).
 // Read before: distributed/store/tcp_store.h.
 #include "distributed/store/tcp_store.h"
 
@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -24,11 +25,11 @@
 namespace lockstep::distributed {
 
 using wire::Command;
-using wire::Status;
 
 namespace {
 
-constexpr auto kServerGrace = std::chrono::seconds(5);  // beyond a GET/WAIT's own timeout
+// How long a cancel_wait, or the checks naming missing keys, may take past a wait's timeout.
+constexpr auto kServerGrace = std::chrono::seconds(5);
 // Note [Waiting for the store]: after this long without a connection, connect()
 // prints one "waiting for rank 0 at HOST:PORT (timeout N s)" line on stderr (a
 // notice, not an error: the wait goes on until the timeout).
@@ -133,6 +134,8 @@ void TCPStore::connect(std::chrono::milliseconds timeout) {
            timeout.count(), " ms (", attempts, " attempts, last error: ", std::strerror(last_error),
            "). Is rank 0 running? Check MASTER_ADDR and MASTER_PORT: they must name rank 0's host "
            "and the port it listens on, the same on every rank");
+  // A TCPStore answers the handshake at once; a silent port is not one.
+  handshake(Clock::now() + std::clamp<Clock::duration>(timeout, std::chrono::seconds(2), std::chrono::seconds(30)));
 }
 
 [[noreturn]] void TCPStore::fail(const std::string& what) {
@@ -141,9 +144,48 @@ void TCPStore::connect(std::chrono::milliseconds timeout) {
   throw Error(detail::str("TCPStore::", wire::command_name(current_), ": ", what, " (server ", where(), ")"));
 }
 
-Status TCPStore::send_request(Command cmd, const wire::Encoder& request, Clock::time_point deadline) {
+namespace {
+std::string foreign_service(const std::string& where, const std::string& saw) {
+  return detail::str("TCPStore: ", saw, ": what listens at ", where,
+                     " is not a lockstep (or PyTorch) TCPStore (a web server or another program?). Choose a "
+                     "free port for MASTER_PORT (lockstep-run --master-port)");
+}
+}  // namespace
+
+void TCPStore::handshake(Clock::time_point deadline) {
+  // Note [TCPStore protocol]: VALIDATE with the magic number, then a PING whose
+  // nonce the server must echo; anything else is not a TCPStore.
+  static std::atomic<uint32_t> counter{0};
+  nonce_ = static_cast<uint32_t>(::getpid()) * 2654435761u + counter++;
+  wire::Encoder e;
+  e.u8(uint8_t(Command::kValidate)).u32(wire::kValidationMagic).u8(uint8_t(Command::kPing)).u32(nonce_);
+  uint8_t want[4];
+  for (int i = 0; i < 4; ++i) want[i] = static_cast<uint8_t>(nonce_ >> (8 * i));
+  std::string saw;
+  try {
+    send_request(Command::kValidate, e, deadline);
+    for (int i = 0; i < 4 && saw.empty(); ++i) {
+      uint8_t got = read_u8(deadline);
+      if (got == want[i]) continue;
+      const bool printable = got >= 0x20 && got < 0x7f;
+      saw = detail::str("the handshake was answered with byte ", int(got),
+                        printable ? std::string(" ('") + char(got) + "')" : std::string(), ", which no TCPStore sends");
+    }
+  } catch (const Error&) {
+    saw = closed_by_server_ ? "the service closed the connection at the handshake (validate + ping)"
+                            : "no answer to the handshake (validate + ping) in time";
+  }
+  if (saw.empty()) return;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  throw Error(foreign_service(where(), saw));
+}
+
+void TCPStore::send_request(Command cmd, const wire::Encoder& request, Clock::time_point deadline) {
   current_ = cmd;
+  closed_by_server_ = false;
   if (fd_ < 0) connect(timeout_);
+  current_ = cmd;
   size_t off = 0;
   const Bytes& b = request.buf;
   while (off < b.size()) {
@@ -158,23 +200,10 @@ Status TCPStore::send_request(Command cmd, const wire::Encoder& request, Clock::
       if (::poll(&p, 1, remaining_ms(deadline)) == 0) fail("timed out sending the request");
       continue;
     }
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) closed_by_server_ = true;
     fail(detail::str("lost the connection to the server (", std::strerror(errno),
                      "); rank 0, which hosts the store, may have exited or crashed"));
   }
-  uint8_t status = read_u8(deadline);
-  if (status > uint8_t(Status::kError)) {
-    const bool printable = status >= 0x20 && status < 0x7f;
-    fail(detail::str("the server answered with byte ", int(status),
-                     printable ? std::string(" ('") + char(status) + "')" : std::string(),
-                     ", which no lockstep store sends: what listens on this port is not a lockstep TCPStore (a "
-                     "PyTorch store, a web server or another program?). Choose a free port for MASTER_PORT "
-                     "(lockstep-run --master-port)"));
-  }
-  if (status == uint8_t(Status::kError)) {
-    Bytes msg = read_bytes(deadline);
-    throw Error(store_util::to_string(msg));
-  }
-  return static_cast<Status>(status);
 }
 
 void TCPStore::read_exact(uint8_t* p, size_t n, Clock::time_point deadline) {
@@ -186,10 +215,12 @@ void TCPStore::read_exact(uint8_t* p, size_t n, Clock::time_point deadline) {
       continue;
     }
     if (k == 0) {
+      closed_by_server_ = true;
       fail("the server closed the connection; rank 0, which hosts the store, may have exited or crashed");
     }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      if (errno == ECONNRESET) closed_by_server_ = true;
       fail(detail::str("lost the connection to the server: ", std::strerror(errno)));
     }
     pollfd pf{fd_, POLLIN, 0};
@@ -220,23 +251,60 @@ uint64_t TCPStore::read_u64(Clock::time_point deadline) {
 }
 
 Bytes TCPStore::read_bytes(Clock::time_point deadline) {
-  uint32_t n = read_u32(deadline);
+  uint64_t n = read_u64(deadline);
   if (n > wire::kMaxValueBytes) fail(detail::str("reply claims ", n, " bytes, over the 64 MiB limit"));
   Bytes out(n);
   read_exact(out.data(), n, deadline);
   return out;
 }
 
+void TCPStore::ping(Clock::time_point deadline) {
+  const uint32_t got = read_u32(deadline);
+  if (got != nonce_) fail(detail::str("the server echoed ping ", got, " for ", nonce_, "; the connection is out of step"));
+}
+
+bool TCPStore::wait_prefixed(const std::vector<std::string>& keys, Clock::time_point deadline) {
+  wire::Encoder e;
+  e.u8(uint8_t(Command::kWait)).u64(keys.size());
+  for (const auto& k : keys) e.str(k);
+  send_request(current_, e, deadline);
+  pollfd pf{fd_, POLLIN, 0};
+  int r;
+  do {
+    r = ::poll(&pf, 1, remaining_ms(deadline));
+  } while (r < 0 && errno == EINTR);
+  const auto grace = Clock::now() + kServerGrace;
+  if (r != 0) {
+    if (read_u8(grace) != wire::kWaitStopWaiting) fail("bad reply to wait (expected STOP_WAITING)");
+    return true;
+  }
+  // Our timeout passed: cancel; the keys may still have arrived just before.
+  send_request(current_, wire::Encoder().u8(uint8_t(Command::kCancelWait)), grace);
+  uint8_t answer = read_u8(grace);
+  const bool arrived = answer == wire::kWaitStopWaiting;
+  if (arrived) answer = read_u8(grace);
+  if (answer != wire::kWaitCanceled) fail("bad reply to cancel_wait (expected WAIT_CANCELED)");
+  return arrived;
+}
+
 // ---- the Store interface ----------------------------------------------------
 
 namespace {
+const std::string kKeyPrefix = "/";  // Note [TCPStore protocol]: PyTorch's client prefix
+std::string prefixed(const std::string& key) { return kKeyPrefix + key; }
+
 void check_key(const char* op, const std::string& key) {
-  LS_CHECK(key.size() <= wire::kMaxKeyBytes, "TCPStore::", op, ": key of ", key.size(),
-           " bytes exceeds the limit of ", wire::kMaxKeyBytes);
+  LS_CHECK(key.size() + kKeyPrefix.size() <= wire::kMaxKeyBytes, "TCPStore::", op, ": key of ", key.size(),
+           " bytes exceeds the limit of ", wire::kMaxKeyBytes - kKeyPrefix.size());
 }
 void check_value(const char* op, const std::string& key, const Bytes& v) {
   LS_CHECK(v.size() <= wire::kMaxValueBytes, "TCPStore::", op, ": value of key '", key.substr(0, 64),
            "' has ", v.size(), " bytes, over the limit of ", wire::kMaxValueBytes, " (64 MiB)");
+}
+void check_keys(const char* op, const std::vector<std::string>& keys) {
+  LS_CHECK(keys.size() <= wire::kMaxKeysPerRequest, "TCPStore::", op, ": ", keys.size(),
+           " keys in one call exceed the limit of ", wire::kMaxKeysPerRequest);
+  for (const auto& k : keys) check_key(op, k);
 }
 }  // namespace
 
@@ -245,19 +313,24 @@ void TCPStore::set(const std::string& key, const Bytes& value) {
   check_value("set", key, value);
   std::lock_guard<std::mutex> lock(mutex_);
   wire::Encoder e;
-  e.u8(uint8_t(Command::kSet)).str(key).bytes(value);
-  send_request(Command::kSet, e, Clock::now() + timeout_);
+  // SET has no reply; the PING after it returns once the server has run the SET.
+  e.u8(uint8_t(Command::kSet)).str(prefixed(key)).bytes(value).u8(uint8_t(Command::kPing)).u32(nonce_);
+  auto deadline = Clock::now() + timeout_;
+  send_request(Command::kSet, e, deadline);
+  ping(deadline);
 }
 
 Bytes TCPStore::get(const std::string& key) {
   check_key("get", key);
   std::lock_guard<std::mutex> lock(mutex_);
-  wire::Encoder e;
-  e.u8(uint8_t(Command::kGet)).str(key).u64(static_cast<uint64_t>(timeout_.count()));
-  auto deadline = Clock::now() + timeout_ + kServerGrace;
-  if (send_request(Command::kGet, e, deadline) == Status::kTimeout) {
+  current_ = Command::kGet;
+  if (!wait_prefixed({prefixed(key)}, Clock::now() + timeout_)) {
     store_util::throw_timeout("TCPStore", "get", timeout_, {key});
   }
+  wire::Encoder e;
+  e.u8(uint8_t(Command::kGet)).str(prefixed(key));
+  auto deadline = Clock::now() + timeout_;
+  send_request(Command::kGet, e, deadline);
   return read_bytes(deadline);
 }
 
@@ -265,10 +338,30 @@ int64_t TCPStore::add(const std::string& key, int64_t delta) {
   check_key("add", key);
   std::lock_guard<std::mutex> lock(mutex_);
   wire::Encoder e;
-  e.u8(uint8_t(Command::kAdd)).str(key).u64(static_cast<uint64_t>(delta));
+  e.u8(uint8_t(Command::kAdd)).str(prefixed(key)).u64(static_cast<uint64_t>(delta));
   auto deadline = Clock::now() + timeout_;
-  send_request(Command::kAdd, e, deadline);
-  return static_cast<int64_t>(read_u64(deadline));
+  try {
+    send_request(Command::kAdd, e, deadline);
+    return static_cast<int64_t>(read_u64(deadline));
+  } catch (const Error&) {
+    if (!closed_by_server_) throw;
+    // The protocol has no error reply: a server closes the connection on an ADD
+    // to a value that is not an integer. Reconnect and read the value to say so.
+    std::exception_ptr original = std::current_exception();
+    Bytes value;
+    try {
+      wire::Encoder q;
+      q.u8(uint8_t(Command::kCheck)).u64(1).str(prefixed(key));
+      send_request(Command::kAdd, q, deadline);
+      if (read_u8(deadline) != wire::kCheckReady) std::rethrow_exception(original);
+      send_request(Command::kAdd, wire::Encoder().u8(uint8_t(Command::kGet)).str(prefixed(key)), deadline);
+      value = read_bytes(deadline);
+    } catch (const Error&) {
+      std::rethrow_exception(original);
+    }
+    store_util::parse_counter("TCPStore", key, value);  // throws naming the key and its value
+    std::rethrow_exception(original);
+  }
 }
 
 Bytes TCPStore::compare_set(const std::string& key, const Bytes& expected, const Bytes& desired) {
@@ -277,51 +370,50 @@ Bytes TCPStore::compare_set(const std::string& key, const Bytes& expected, const
   check_value("compare_set", key, desired);
   std::lock_guard<std::mutex> lock(mutex_);
   wire::Encoder e;
-  e.u8(uint8_t(Command::kCompareSet)).str(key).bytes(expected).bytes(desired);
+  e.u8(uint8_t(Command::kCompareSet)).str(prefixed(key)).bytes(expected).bytes(desired);
   auto deadline = Clock::now() + timeout_;
   send_request(Command::kCompareSet, e, deadline);
   return read_bytes(deadline);
 }
 
 void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  LS_CHECK(keys.size() <= wire::kMaxKeysPerRequest, "TCPStore::wait: ", keys.size(),
-           " keys in one call exceed the limit of ", wire::kMaxKeysPerRequest);
-  for (const auto& k : keys) check_key("wait", k);
+  check_keys("wait", keys);
   std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::string> full;
+  for (const auto& k : keys) full.push_back(prefixed(k));
+  current_ = Command::kWait;
+  if (wait_prefixed(full, Clock::now() + std::max(timeout, std::chrono::milliseconds(0)))) return;
+  // Name the missing keys: one CHECK per key, sent together.
   wire::Encoder e;
-  e.u8(uint8_t(Command::kWait)).u32(static_cast<uint32_t>(keys.size()));
-  for (const auto& k : keys) e.str(k);
-  e.u64(static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0)));
-  auto deadline = Clock::now() + timeout + kServerGrace;
-  if (send_request(Command::kWait, e, deadline) == Status::kOk) return;
-  uint32_t n = read_u32(deadline);
-  if (n > wire::kMaxKeysPerRequest) fail("bad reply: too many missing keys");
+  for (const auto& k : full) e.u8(uint8_t(Command::kCheck)).u64(1).str(k);
+  auto deadline = Clock::now() + kServerGrace;
+  send_request(Command::kWait, e, deadline);
   std::vector<std::string> missing;
-  for (uint32_t i = 0; i < n; ++i) missing.push_back(store_util::to_string(read_bytes(deadline)));
+  for (const auto& k : keys) {
+    if (read_u8(deadline) != wire::kCheckReady) missing.push_back(k);
+  }
   store_util::throw_timeout("TCPStore", "wait", timeout, missing);
 }
 
 bool TCPStore::check(const std::vector<std::string>& keys) {
-  LS_CHECK(keys.size() <= wire::kMaxKeysPerRequest, "TCPStore::check: ", keys.size(),
-           " keys in one call exceed the limit of ", wire::kMaxKeysPerRequest);
-  for (const auto& k : keys) check_key("check", k);
+  check_keys("check", keys);
   std::lock_guard<std::mutex> lock(mutex_);
   wire::Encoder e;
-  e.u8(uint8_t(Command::kCheck)).u32(static_cast<uint32_t>(keys.size()));
-  for (const auto& k : keys) e.str(k);
+  e.u8(uint8_t(Command::kCheck)).u64(keys.size());
+  for (const auto& k : keys) e.str(prefixed(k));
   auto deadline = Clock::now() + timeout_;
   send_request(Command::kCheck, e, deadline);
-  return read_u8(deadline) != 0;
+  return read_u8(deadline) == wire::kCheckReady;
 }
 
 bool TCPStore::delete_key(const std::string& key) {
   check_key("delete_key", key);
   std::lock_guard<std::mutex> lock(mutex_);
   wire::Encoder e;
-  e.u8(uint8_t(Command::kDelete)).str(key);
+  e.u8(uint8_t(Command::kDelete)).str(prefixed(key));
   auto deadline = Clock::now() + timeout_;
   send_request(Command::kDelete, e, deadline);
-  return read_u8(deadline) != 0;
+  return read_u64(deadline) == 1;
 }
 
 int64_t TCPStore::num_keys() {

@@ -6,33 +6,46 @@
 // connect to MASTER_ADDR:MASTER_PORT, retrying with exponential backoff
 // (10 ms doubling to 250 ms) until the timeout, since rank 0 may start later;
 // after 3 s they print one "waiting for rank 0 at HOST:PORT" line (Note [Waiting
-// for the store] in tcp_store.cpp). A reply no lockstep server sends (an HTTP
-// server's 'H') is reported as a foreign service on the port.
+// for the store] in tcp_store.cpp). A handshake answer no TCPStore sends (an
+// HTTP server's 'H') is reported as a foreign service on the port.
 // One TCPStore is one connection; its calls are serialized by a mutex, so
 // threads may share it, but a blocking get() holds it until answered.
 //
 // Note [TCPStore protocol]
-// Every message is a sequence of little-endian fields: u8, u32, u64, and
-// "bytes" = u32 length + that many bytes. A client sends one request, reads
-// its reply, and only then sends the next.
-//   request                                          reply (after u8 status)
-//   1 SET     key:bytes value:bytes                  -
-//   2 GET     key:bytes timeout_ms:u64               OK value:bytes | TIMEOUT
-//   3 ADD     key:bytes delta:u64 (two's complement) OK new_value:u64 | ERROR msg:bytes
-//   4 CMPSET  key:bytes expected:bytes desired:bytes OK value_now:bytes
-//   5 WAIT    n:u32 key:bytes x n timeout_ms:u64     OK | TIMEOUT n:u32 missing_key:bytes x n
-//   6 CHECK   n:u32 key:bytes x n                    OK all_present:u8
-//   7 DELETE  key:bytes                              OK existed:u8
-//   8 NUMKEYS                                        OK count:u64
-// Status: 0 OK, 1 TIMEOUT, 2 ERROR. GET and WAIT block on the server (the
-// connection is parked on a waiter list until the keys are set or timeout_ms
-// passes, then the server itself answers TIMEOUT); the client adds a grace of
-// 5 s to its own read deadline only to survive a dead server. Counters (ADD)
-// are stored as decimal text. Limits, checked as soon as a length field
-// arrives: keys ≤ 1 MiB, values ≤ 64 MiB, ≤ 65536 keys in one WAIT/CHECK. An
-// unknown command byte or a length over its limit closes that connection
-// (the client sees the connection drop); the server and the other
-// connections carry on.
+// The protocol is PyTorch's c10d TCPStore protocol, so a lockstep rank can join
+// a store PyTorch hosts (torchrun's agent store, either PyTorch server backend:
+// libuv or the classic one) and a torch.distributed.TCPStore client can use a
+// store lockstep hosts. Fields are little-endian: u8, u32, i64/u64, and
+// "string" = u64 length + that many bytes. Every message starts with its
+// query type byte (PyTorch's QueryType numbering, wire::Command):
+//   request                                      reply
+//   0  VALIDATE    magic:u32 (0x3C85F7CE)        - (must open every connection)
+//   13 PING        nonce:u32                     nonce:u32
+//   1  SET         key value                     -
+//   2  COMPARE_SET key expected desired          value_now:string
+//   3  GET         key                           value:string (empty if absent)
+//   4  ADD         key delta:i64                 new_value:i64
+//   5  CHECK       n:u64 key x n                 u8: 0 all present, 1 not
+//   6  WAIT        n:u64 key x n                 u8 0 (STOP_WAITING) once all exist
+//   12 CANCEL_WAIT                               u8 1 (WAIT_CANCELED)
+//   7  GETNUMKEYS                                count:i64
+//   8  DELETE_KEY  key                           deleted:i64 (0 or 1)
+//   9  APPEND key value -;  10 MULTI_GET n key x n -> value x n;  11 MULTI_SET n (key value) x n -> -
+// The client opens with VALIDATE and PING (the echoed nonce proves a TCPStore
+// answers). The server keeps no deadlines: a client waits for the WAIT reply
+// until its own timeout, then sends CANCEL_WAIT and reads up to WAIT_CANCELED
+// (a STOP_WAITING may come first: then the keys did arrive). get() is WAIT
+// then GET. The protocol has no error reply: the server closes a connection
+// that sends garbage, skips VALIDATE, or ADDs to a non-integer value; lockstep's
+// client reconnects and explains (an add() reads the value to name it). SET
+// has no reply either; lockstep's client follows it with a PING so that a set()
+// has reached the server when it returns (rank 0 may exit right after).
+// Keys: like PyTorch's client, lockstep's client prefixes every key with "/",
+// so key "k" is the same key for both; counters are decimal text. Limits of
+// lockstep's server, checked as soon as a length field arrives: keys ≤ 1 MiB,
+// values ≤ 64 MiB, ≤ 65536 keys in one request (PyTorch's libuv server allows
+// 8 KiB keys and 8 MiB values). Queries 14-18 (queues, list_keys, barrier) are
+// not served: the connection is closed, the server and other clients carry on.
 //
 // Read before: distributed/store/store.h, distributed/store/hash_store.h.
 // Read next: distributed/store/tcp_store_protocol.h, distributed/store/tcp_store_server.h,
@@ -78,8 +91,12 @@ class TCPStore : public Store {
   using Clock = std::chrono::steady_clock;
 
   void connect(std::chrono::milliseconds timeout);  // with backoff; throws naming host:port
-  // Sends `request`, reads the u8 status; the rest of the reply is read with read_*.
-  wire::Status send_request(wire::Command cmd, const wire::Encoder& request, Clock::time_point deadline);
+  void handshake(Clock::time_point deadline);        // VALIDATE + PING; throws for a foreign service
+  // Sends `request` (reconnecting first if a call lost the connection); the reply is read with read_*.
+  void send_request(wire::Command cmd, const wire::Encoder& request, Clock::time_point deadline);
+  // WAIT for `keys` (already prefixed) until `deadline`; false: timed out (and cancelled).
+  bool wait_prefixed(const std::vector<std::string>& keys, Clock::time_point deadline);
+  void ping(Clock::time_point deadline);
   void read_exact(uint8_t* p, size_t n, Clock::time_point deadline);
   uint8_t read_u8(Clock::time_point deadline);
   uint32_t read_u32(Clock::time_point deadline);
@@ -94,6 +111,8 @@ class TCPStore : public Store {
   std::mutex mutex_;
   int fd_ = -1;
   wire::Command current_ = wire::Command::kSet;  // the request in flight, for errors
+  bool closed_by_server_ = false;                // the last failure was the server closing
+  uint32_t nonce_ = 0;
 };
 
 }  // namespace lockstep::distributed

@@ -6,23 +6,40 @@ namespace lockstep::distributed::wire {
 
 const char* command_name(Command c) {
   switch (c) {
+    case Command::kValidate: return "validate";
     case Command::kSet: return "set";
+    case Command::kCompareSet: return "compare_set";
     case Command::kGet: return "get";
     case Command::kAdd: return "add";
-    case Command::kCompareSet: return "compare_set";
-    case Command::kWait: return "wait";
     case Command::kCheck: return "check";
-    case Command::kDelete: return "delete_key";
+    case Command::kWait: return "wait";
     case Command::kNumKeys: return "num_keys";
+    case Command::kDelete: return "delete_key";
+    case Command::kAppend: return "append";
+    case Command::kMultiGet: return "multi_get";
+    case Command::kMultiSet: return "multi_set";
+    case Command::kCancelWait: return "cancel_wait";
+    case Command::kPing: return "ping";
   }
   return "unknown";
 }
 
 namespace {
 
+const char* unserved_name(uint8_t type) {
+  switch (type) {
+    case 14: return "queue_push";
+    case 15: return "queue_pop";
+    case 16: return "queue_len";
+    case 17: return "list_keys";
+    case 18: return "barrier";
+  }
+  return nullptr;
+}
+
 // A cursor over the received bytes that distinguishes "not here yet" from
 // "can never be valid": each length is checked against its limit as soon as
-// its 4 bytes arrive.
+// its 8 bytes arrive.
 class Cursor {
  public:
   Cursor(const uint8_t* p, size_t n) : p_(p), n_(n) {}
@@ -30,7 +47,7 @@ class Cursor {
   std::string error;
   size_t off = 0;
 
-  bool need(size_t k) {
+  bool need(uint64_t k) {
     if (state != Parse::kOk) return false;
     if (n_ - off < k) {
       state = Parse::kNeedMore;
@@ -39,14 +56,14 @@ class Cursor {
     return true;
   }
   uint64_t fixed(int k) {
-    if (!need(k)) return 0;
+    if (!need(static_cast<uint64_t>(k))) return 0;
     uint64_t v = 0;
     for (int i = 0; i < k; ++i) v |= uint64_t(p_[off + i]) << (8 * i);
     off += k;
     return v;
   }
-  uint32_t length(uint32_t limit, const char* what) {
-    uint32_t len = static_cast<uint32_t>(fixed(4));
+  uint64_t length(uint64_t limit, const char* what) {
+    uint64_t len = fixed(8);
     if (state == Parse::kOk && len > limit) {
       state = Parse::kMalformed;
       error = std::string(what) + " of " + std::to_string(len) + " bytes exceeds the limit of " +
@@ -54,17 +71,26 @@ class Cursor {
     }
     return len;
   }
-  void field(std::string& out, uint32_t limit, const char* what) {
-    uint32_t len = length(limit, what);
+  void field(std::string& out, uint64_t limit, const char* what) {
+    uint64_t len = length(limit, what);
     if (!need(len)) return;
     out.assign(reinterpret_cast<const char*>(p_ + off), len);
     off += len;
   }
-  void field(Bytes& out, uint32_t limit, const char* what) {
-    uint32_t len = length(limit, what);
+  void field(Bytes& out, uint64_t limit, const char* what) {
+    uint64_t len = length(limit, what);
     if (!need(len)) return;
     out.assign(p_ + off, p_ + off + len);
     off += len;
+  }
+  uint64_t count(const char* what) {
+    uint64_t n = fixed(8);
+    if (state == Parse::kOk && n > kMaxKeysPerRequest) {
+      state = Parse::kMalformed;
+      error = std::string(what) + " " + std::to_string(n) + " exceeds the limit of " +
+              std::to_string(kMaxKeysPerRequest);
+    }
+    return n;
   }
 
  private:
@@ -76,51 +102,62 @@ class Cursor {
 
 Parse parse_request(const uint8_t* data, size_t size, Request& out, size_t& consumed, std::string& error) {
   Cursor c(data, size);
-  uint8_t cmd = static_cast<uint8_t>(c.fixed(1));
+  uint8_t type = static_cast<uint8_t>(c.fixed(1));
   if (c.state != Parse::kOk) return c.state;
-  if (cmd < uint8_t(Command::kSet) || cmd > uint8_t(Command::kNumKeys)) {
-    error = "unknown command byte " + std::to_string(cmd);
+  if (type > kLastServed) {
+    const char* name = unserved_name(type);
+    error = name != nullptr ? std::string("query '") + name + "' (" + std::to_string(type) +
+                                  ") is not served by lockstep's TCPStore"
+                            : "unknown query type byte " + std::to_string(type);
     return Parse::kMalformed;
   }
   out = Request{};
-  out.command = static_cast<Command>(cmd);
+  out.command = static_cast<Command>(type);
+  auto one_key = [&] {
+    out.keys.resize(1);
+    c.field(out.keys[0], kMaxKeyBytes, "key");
+  };
   switch (out.command) {
+    case Command::kValidate:
+    case Command::kPing:
+      out.word = static_cast<uint32_t>(c.fixed(4));
+      break;
     case Command::kSet:
-      out.keys.resize(1);
-      c.field(out.keys[0], kMaxKeyBytes, "key");
+    case Command::kAppend:
+      one_key();
       c.field(out.value, kMaxValueBytes, "value");
       break;
     case Command::kGet:
-      out.keys.resize(1);
-      c.field(out.keys[0], kMaxKeyBytes, "key");
-      out.timeout_ms = c.fixed(8);
+    case Command::kDelete:
+      one_key();
       break;
     case Command::kAdd:
-      out.keys.resize(1);
-      c.field(out.keys[0], kMaxKeyBytes, "key");
+      one_key();
       out.delta = static_cast<int64_t>(c.fixed(8));
       break;
     case Command::kCompareSet:
-      out.keys.resize(1);
-      c.field(out.keys[0], kMaxKeyBytes, "key");
+      one_key();
       c.field(out.value, kMaxValueBytes, "expected value");
       c.field(out.desired, kMaxValueBytes, "desired value");
       break;
     case Command::kWait:
-    case Command::kCheck: {
-      uint32_t n = c.length(kMaxKeysPerRequest, "key count");
-      for (uint32_t i = 0; i < n && c.state == Parse::kOk; ++i) {
+    case Command::kCheck:
+    case Command::kMultiGet:
+    case Command::kMultiSet: {
+      const bool with_values = out.command == Command::kMultiSet;
+      uint64_t n = c.count("key count");
+      for (uint64_t i = 0; i < n && c.state == Parse::kOk; ++i) {
         out.keys.emplace_back();
         c.field(out.keys.back(), kMaxKeyBytes, "key");
+        if (with_values) {
+          out.values.emplace_back();
+          c.field(out.values.back(), kMaxValueBytes, "value");
+        }
       }
-      if (out.command == Command::kWait) out.timeout_ms = c.fixed(8);
       break;
     }
-    case Command::kDelete:
-      out.keys.resize(1);
-      c.field(out.keys[0], kMaxKeyBytes, "key");
-      break;
     case Command::kNumKeys:
+    case Command::kCancelWait:
       break;
   }
   if (c.state == Parse::kMalformed) {

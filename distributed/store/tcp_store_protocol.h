@@ -1,11 +1,11 @@
-// distributed/store/tcp_store_protocol.h — the TCPStore wire format: commands,
-// limits, and the encoder/decoder both sides use (Note [TCPStore protocol] in
-// distributed/store/tcp_store.h describes the messages).
+// distributed/store/tcp_store_protocol.h — the TCPStore wire format (PyTorch's c10d
+// TCPStore protocol, Note [TCPStore protocol] in distributed/store/tcp_store.h):
+// query types, limits, and the encoder/decoder both sides use.
 //
 // Decoding is incremental and validating: parse_request() looks at the bytes
 // received so far and answers kNeedMore (wait for more), kOk (one whole
 // request, and how many bytes it used) or kMalformed (with the reason) — an
-// unknown command or a length over the limits is rejected from its header,
+// unknown query type or a length over the limits is rejected from its header,
 // before any memory is reserved for it.
 // Read before: distributed/store/tcp_store.h. Read next: distributed/store/tcp_store_server.h.
 #pragma once
@@ -19,37 +19,53 @@
 
 namespace lockstep::distributed::wire {
 
+// The query type byte, numbered as PyTorch's c10d::detail::QueryType.
 enum class Command : uint8_t {
+  kValidate = 0,
   kSet = 1,
-  kGet = 2,
-  kAdd = 3,
-  kCompareSet = 4,
-  kWait = 5,
-  kCheck = 6,
-  kDelete = 7,
-  kNumKeys = 8,
+  kCompareSet = 2,
+  kGet = 3,
+  kAdd = 4,
+  kCheck = 5,
+  kWait = 6,
+  kNumKeys = 7,
+  kDelete = 8,
+  kAppend = 9,
+  kMultiGet = 10,
+  kMultiSet = 11,
+  kCancelWait = 12,
+  kPing = 13,
+  // 14..18 (queue_push, queue_pop, queue_len, list_keys, barrier) exist in
+  // PyTorch but are not served: parse_request() rejects them by name.
 };
+constexpr uint8_t kLastServed = uint8_t(Command::kPing);
 const char* command_name(Command c);
 
-enum class Status : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };
+// The first message on every connection: kValidate and this u32.
+constexpr uint32_t kValidationMagic = 0x3C85F7CE;
+// Replies to kCheck and kWait (PyTorch's CheckResponseType, WaitResponseType).
+constexpr uint8_t kCheckReady = 0, kCheckNotReady = 1;
+constexpr uint8_t kWaitStopWaiting = 0, kWaitCanceled = 1;
 
-constexpr uint32_t kMaxKeyBytes = 1u << 20;     // 1 MiB
-constexpr uint32_t kMaxValueBytes = 64u << 20;  // 64 MiB
-constexpr uint32_t kMaxKeysPerRequest = 1u << 16;
+constexpr uint64_t kMaxKeyBytes = 1u << 20;     // 1 MiB
+constexpr uint64_t kMaxValueBytes = 64u << 20;  // 64 MiB
+constexpr uint64_t kMaxKeysPerRequest = 1u << 16;
 
 struct Request {
   Command command = Command::kSet;
-  std::vector<std::string> keys;  // one key, or the list of kWait / kCheck
-  Bytes value;                    // kSet value; kCompareSet expected
-  Bytes desired;                  // kCompareSet
-  int64_t delta = 0;              // kAdd
-  uint64_t timeout_ms = 0;        // kGet, kWait
+  std::vector<std::string> keys;  // one key, or the list of wait / check / multi_get / multi_set
+  Bytes value;                    // set / append value; compare_set expected
+  Bytes desired;                  // compare_set
+  std::vector<Bytes> values;      // multi_set, one per key
+  int64_t delta = 0;              // add
+  uint32_t word = 0;              // validate: the magic number; ping: the nonce
 };
 
 enum class Parse { kOk, kNeedMore, kMalformed };
 Parse parse_request(const uint8_t* data, size_t size, Request& out, size_t& consumed, std::string& error);
 
-// Little-endian appenders for building messages.
+// Little-endian appenders for building messages; strings and byte strings are
+// a u64 length and the bytes.
 struct Encoder {
   Bytes buf;
   Encoder& u8(uint8_t v) {
@@ -65,12 +81,16 @@ struct Encoder {
     return *this;
   }
   Encoder& bytes(const uint8_t* p, size_t n) {
-    u32(static_cast<uint32_t>(n));
+    u64(n);
     buf.insert(buf.end(), p, p + n);
     return *this;
   }
   Encoder& str(const std::string& s) { return bytes(reinterpret_cast<const uint8_t*>(s.data()), s.size()); }
   Encoder& bytes(const Bytes& b) { return bytes(b.data(), b.size()); }
+  Encoder& append(const Encoder& other) {
+    buf.insert(buf.end(), other.buf.begin(), other.buf.end());
+    return *this;
+  }
 };
 
 // Reads little-endian fields from a complete buffer; ok() turns false on overrun.
@@ -83,16 +103,16 @@ class Decoder {
   uint8_t u8() { return static_cast<uint8_t>(take(1)); }
   uint32_t u32() { return static_cast<uint32_t>(take(4)); }
   uint64_t u64() { return take(8); }
-  // A u32 length then that many bytes; fails if the length exceeds `limit`.
-  bool bytes(Bytes& out, uint32_t limit) {
-    uint32_t n = u32();
+  // A u64 length then that many bytes; fails if the length exceeds `limit`.
+  bool bytes(Bytes& out, uint64_t limit) {
+    uint64_t n = u64();
     if (!ok_ || n > limit || n > n_ - off_) return ok_ = false;
     out.assign(p_ + off_, p_ + off_ + n);
     off_ += n;
     return true;
   }
-  bool str(std::string& out, uint32_t limit) {
-    uint32_t n = u32();
+  bool str(std::string& out, uint64_t limit) {
+    uint64_t n = u64();
     if (!ok_ || n > limit || n > n_ - off_) return ok_ = false;
     out.assign(reinterpret_cast<const char*>(p_ + off_), n);
     off_ += n;

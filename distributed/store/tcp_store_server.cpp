@@ -1,4 +1,5 @@
-// distributed/store/tcp_store_server.cpp — the poll loop behind TCPStore.
+// distributed/store/tcp_store_server.cpp — the poll loop behind TCPStore, and how
+// each PyTorch query type is answered (Note [TCPStore protocol]).
 // Read before: distributed/store/tcp_store_server.h.
 #include "distributed/store/tcp_store_server.h"
 
@@ -20,7 +21,6 @@
 namespace lockstep::distributed {
 
 using wire::Command;
-using wire::Status;
 
 namespace {
 
@@ -89,7 +89,7 @@ void TCPStoreServer::loop() {
       fds.push_back({c.fd, events, 0});
       ids.push_back(id);
     }
-    int n = ::poll(fds.data(), fds.size(), poll_timeout_ms());
+    int n = ::poll(fds.data(), fds.size(), runnable_.empty() ? -1 : 0);
     if (n < 0 && errno != EINTR) break;
     if (stop_) break;
     if (n > 0) {
@@ -102,6 +102,12 @@ void TCPStoreServer::loop() {
         bool alive = true;
         if (ev & (POLLIN | POLLHUP | POLLERR)) alive = read_some(it->second);
         if (alive && (ev & POLLOUT)) alive = flush(it->second);
+        if (alive && it->second.peer_closed) {
+          // A client may send its last requests and close at once (PyTorch's
+          // set() has no reply): run what arrived, then close.
+          serve(ids[i]);
+          alive = false;
+        }
         if (!alive) {
           close_connection(ids[i]);
           continue;
@@ -109,7 +115,6 @@ void TCPStoreServer::loop() {
         runnable_.push_back(ids[i]);
       }
     }
-    expire_waiters();
     while (!runnable_.empty()) {
       uint64_t id = runnable_.front();
       runnable_.pop_front();
@@ -139,7 +144,10 @@ bool TCPStoreServer::read_some(Connection& c) {
       c.in.insert(c.in.end(), buf, buf + n);
       continue;
     }
-    if (n == 0) return false;  // the client closed
+    if (n == 0) {  // the client closed; what it sent before still runs
+      c.peer_closed = true;
+      return true;
+    }
     if (errno == EINTR) continue;
     return errno == EAGAIN || errno == EWOULDBLOCK;
   }
@@ -170,19 +178,24 @@ void TCPStoreServer::serve(uint64_t id) {
   if (it == conns_.end()) return;
   Connection& c = it->second;
   try {
-    while (c.waiter == 0 && c.in_off < c.in.size()) {
+    while (c.in_off < c.in.size()) {
       wire::Request r;
       size_t used = 0;
       std::string error;
       wire::Parse p = wire::parse_request(c.in.data() + c.in_off, c.in.size() - c.in_off, r, used, error);
       if (p == wire::Parse::kNeedMore) break;
-      if (p == wire::Parse::kMalformed) {
+      if (p == wire::Parse::kMalformed || (!c.validated && r.command != Command::kValidate)) {
         ++rejected_;
         close_connection(id);
         return;
       }
+      // A parked connection runs nothing but the cancel_wait of its wait.
+      if (c.waiter != 0 && r.command != Command::kCancelWait) break;
       c.in_off += used;
-      handle(id, c, r);
+      if (!handle(id, c, r)) {
+        close_connection(id);
+        return;
+      }
     }
     if (c.in_off == c.in.size()) {
       c.in.clear();
@@ -199,63 +212,95 @@ void TCPStoreServer::serve(uint64_t id) {
   }
 }
 
-void TCPStoreServer::handle(uint64_t id, Connection& c, wire::Request& r) {
+void TCPStoreServer::write_key(const std::string& key, Bytes value) {
+  data_[key] = std::move(value);
+  key_changed(key);
+}
+
+bool TCPStoreServer::handle(uint64_t id, Connection& c, wire::Request& r) {
   wire::Encoder e;
   const std::string& key = r.keys.empty() ? std::string() : r.keys[0];
   switch (r.command) {
-    case Command::kSet:
-      data_[key] = std::move(r.value);
-      reply(c, e.u8(uint8_t(Status::kOk)));
-      key_changed(key);
-      return;
-    case Command::kGet:
-    case Command::kWait:
-      if (has_all(r.keys)) {
-        e.u8(uint8_t(Status::kOk));
-        if (r.command == Command::kGet) e.bytes(data_.at(key));
-        reply(c, e);
-      } else {
-        park(id, c, r);
+    case Command::kValidate:
+      if (r.word != wire::kValidationMagic) {
+        ++rejected_;
+        return false;
       }
-      return;
+      c.validated = true;
+      return true;
+    case Command::kPing:
+      reply(c, e.u32(r.word));
+      return true;
+    case Command::kSet:
+      write_key(key, std::move(r.value));
+      return true;
+    case Command::kAppend: {
+      Bytes& v = data_[key];
+      v.insert(v.end(), r.value.begin(), r.value.end());
+      key_changed(key);
+      return true;
+    }
+    case Command::kMultiSet:
+      for (size_t i = 0; i < r.keys.size(); ++i) write_key(r.keys[i], std::move(r.values[i]));
+      return true;
+    case Command::kGet: {  // clients wait first; a key deleted since then reads as empty
+      auto it = data_.find(key);
+      reply(c, it == data_.end() ? e.u64(0) : e.bytes(it->second));
+      return true;
+    }
+    case Command::kMultiGet:
+      for (const auto& k : r.keys) {
+        auto it = data_.find(k);
+        if (it == data_.end()) e.u64(0);
+        else e.bytes(it->second);
+      }
+      reply(c, e);
+      return true;
+    case Command::kWait:
+      if (has_all(r.keys)) reply(c, e.u8(wire::kWaitStopWaiting));
+      else park(id, c, r);
+      return true;
+    case Command::kCancelWait:
+      if (c.waiter != 0) drop_waiter(c.waiter);
+      c.waiter = 0;
+      reply(c, e.u8(wire::kWaitCanceled));
+      return true;
     case Command::kAdd: {
       int64_t value = r.delta;
       auto it = data_.find(key);
       if (it != data_.end()) {
         try {
           value += store_util::parse_counter("TCPStore", key, it->second);
-        } catch (const Error& err) {
-          reply(c, e.u8(uint8_t(Status::kError)).str(err.what()));
-          return;
+        } catch (const Error&) {
+          return false;  // the protocol has no error reply; the client diagnoses the drop
         }
       }
-      data_[key] = store_util::format_counter(value);
-      reply(c, e.u8(uint8_t(Status::kOk)).u64(static_cast<uint64_t>(value)));
-      key_changed(key);
-      return;
+      write_key(key, store_util::format_counter(value));
+      reply(c, e.u64(static_cast<uint64_t>(value)));
+      return true;
     }
     case Command::kCompareSet: {
       auto it = data_.find(key);
       bool absent = it == data_.end();
       if ((absent && r.value.empty()) || (!absent && it->second == r.value)) {
-        data_[key] = r.desired;
-        reply(c, e.u8(uint8_t(Status::kOk)).bytes(r.desired));
-        key_changed(key);
+        reply(c, e.bytes(r.desired));
+        write_key(key, std::move(r.desired));
       } else {
-        reply(c, e.u8(uint8_t(Status::kOk)).bytes(absent ? r.value : it->second));
+        reply(c, e.bytes(absent ? r.value : it->second));
       }
-      return;
+      return true;
     }
     case Command::kCheck:
-      reply(c, e.u8(uint8_t(Status::kOk)).u8(has_all(r.keys) ? 1 : 0));
-      return;
+      reply(c, e.u8(has_all(r.keys) ? wire::kCheckReady : wire::kCheckNotReady));
+      return true;
     case Command::kDelete:
-      reply(c, e.u8(uint8_t(Status::kOk)).u8(data_.erase(key) > 0 ? 1 : 0));
-      return;
+      reply(c, e.u64(data_.erase(key)));
+      return true;
     case Command::kNumKeys:
-      reply(c, e.u8(uint8_t(Status::kOk)).u64(data_.size()));
-      return;
+      reply(c, e.u64(data_.size()));
+      return true;
   }
+  return false;
 }
 
 bool TCPStoreServer::has_all(const std::vector<std::string>& keys) const {
@@ -269,11 +314,7 @@ void TCPStoreServer::park(uint64_t id, Connection& c, wire::Request& r) {
   uint64_t wid = next_waiter_++;
   Waiter w;
   w.conn = id;
-  w.command = r.command;
   w.keys = std::move(r.keys);
-  // Cap at a day so that a huge timeout cannot overflow the clock.
-  uint64_t ms = std::min<uint64_t>(r.timeout_ms, 86400000ull);
-  w.deadline = Clock::now() + std::chrono::milliseconds(ms);
   for (const auto& k : w.keys) {
     if (data_.find(k) == data_.end()) waiting_on_[k].push_back(wid);
   }
@@ -289,37 +330,23 @@ void TCPStoreServer::key_changed(const std::string& key) {
     auto w = waiters_.find(wid);
     if (w != waiters_.end() && has_all(w->second.keys)) ready.push_back(wid);
   }
-  for (uint64_t wid : ready) finish_waiter(wid, /*timed_out=*/false);
+  for (uint64_t wid : ready) finish_waiter(wid);
 }
 
-void TCPStoreServer::finish_waiter(uint64_t wid, bool timed_out) {
+void TCPStoreServer::finish_waiter(uint64_t wid) {
   auto w = waiters_.find(wid);
   if (w == waiters_.end()) return;
-  Waiter waiter = w->second;
+  const uint64_t conn = w->second.conn;
   drop_waiter(wid);
-  auto ci = conns_.find(waiter.conn);
+  auto ci = conns_.find(conn);
   if (ci == conns_.end()) return;
   Connection& c = ci->second;
-  wire::Encoder e;
-  if (!timed_out) {
-    e.u8(uint8_t(Status::kOk));
-    if (waiter.command == Command::kGet) e.bytes(data_.at(waiter.keys[0]));
-  } else if (waiter.command == Command::kGet) {
-    e.u8(uint8_t(Status::kTimeout));
-  } else {
-    std::vector<std::string> missing;
-    for (const auto& k : waiter.keys) {
-      if (data_.find(k) == data_.end()) missing.push_back(k);
-    }
-    e.u8(uint8_t(Status::kTimeout)).u32(static_cast<uint32_t>(missing.size()));
-    for (const auto& k : missing) e.str(k);
-  }
-  reply(c, e);
+  reply(c, wire::Encoder().u8(wire::kWaitStopWaiting));
   c.waiter = 0;
   // Send now, before the request that woke us is answered: its sender may be
   // rank 0, about to exit and take this server with it.
   flush(c);
-  runnable_.push_back(waiter.conn);  // runs any requests queued behind the wait
+  runnable_.push_back(conn);  // runs any requests queued behind the wait
 }
 
 void TCPStoreServer::drop_waiter(uint64_t wid) {
@@ -333,24 +360,6 @@ void TCPStoreServer::drop_waiter(uint64_t wid) {
     if (ids.empty()) waiting_on_.erase(it);
   }
   waiters_.erase(w);
-}
-
-void TCPStoreServer::expire_waiters() {
-  auto now = Clock::now();
-  std::vector<uint64_t> expired;
-  for (const auto& [wid, w] : waiters_) {
-    if (w.deadline <= now) expired.push_back(wid);
-  }
-  for (uint64_t wid : expired) finish_waiter(wid, /*timed_out=*/true);
-}
-
-int TCPStoreServer::poll_timeout_ms() const {
-  if (!runnable_.empty()) return 0;
-  if (waiters_.empty()) return -1;
-  auto next = Clock::time_point::max();
-  for (const auto& [wid, w] : waiters_) next = std::min(next, w.deadline);
-  auto ms = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count();
-  return static_cast<int>(std::clamp<int64_t>(ms, 0, 1 << 30));
 }
 
 void TCPStoreServer::close_connection(uint64_t id) {

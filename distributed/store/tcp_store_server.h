@@ -6,18 +6,21 @@
 // nearest waiter deadline, so an idle server uses no CPU and a blocking get()
 // costs nothing until the key arrives (no busy polling anywhere).
 //
-// Each connection runs its requests in order. A get/wait whose keys are
-// missing parks the connection (it reads no further requests) and registers a
-// waiter under each missing key; a write to such a key re-checks those
-// waiters, and the loop answers kTimeout to waiters whose deadline passed.
-// A malformed or oversized request, a client that closes mid-request, or any
-// error while serving one connection closes that connection only.
+// It serves lockstep's clients and PyTorch's (the protocol is PyTorch's, Note
+// [TCPStore protocol]). Each connection must open with a validate message
+// carrying the magic number; then it runs its requests in order. A wait whose
+// keys are missing parks the connection (it runs no further requests but a
+// cancel_wait) and registers a waiter under each missing key; a write to such
+// a key re-checks those waiters. The server keeps no deadlines: a client that
+// gives up sends cancel_wait (or closes). A missing validate, a malformed or
+// oversized request, an add on a non-integer value, a client that closes
+// mid-request, or any error while serving one connection closes that
+// connection only.
 // Read before: distributed/store/tcp_store.h (Note [TCPStore protocol]),
 // distributed/store/tcp_store_protocol.h. Read next: distributed/store/tcp_store_server.cpp.
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -40,12 +43,11 @@ class TCPStoreServer {
   TCPStoreServer& operator=(const TCPStoreServer&) = delete;
 
   int port() const { return port_; }
-  // Connections closed because of a malformed or oversized request (for tests, logs).
+  // Connections closed because of a malformed or oversized request or a
+  // missing validate (for tests, logs).
   int64_t rejected_connections() const { return rejected_.load(); }
 
  private:
-  using Clock = std::chrono::steady_clock;
-
   struct Connection {
     int fd = -1;
     Bytes in;           // received, not yet parsed
@@ -53,30 +55,30 @@ class TCPStoreServer {
     Bytes out;          // replies not yet sent
     size_t out_off = 0;
     uint64_t waiter = 0;  // the waiter this connection is parked on (0: none)
+    bool validated = false;
+    bool peer_closed = false;  // read EOF: serve what is buffered, then close
   };
   struct Waiter {
     uint64_t conn = 0;
-    wire::Command command = wire::Command::kGet;
     std::vector<std::string> keys;
-    Clock::time_point deadline;
   };
 
   void loop();
   void accept_all();
-  bool read_some(Connection& c);   // false: peer gone or error
+  bool read_some(Connection& c);   // false: error or over the buffer limit; EOF sets peer_closed
   bool flush(Connection& c);       // false: peer gone or error
   void serve(uint64_t id);         // runs the connection's buffered requests
-  void handle(uint64_t id, Connection& c, wire::Request& r);
+  // Runs one request; false: close the connection (a bad validate, an add on a non-integer).
+  bool handle(uint64_t id, Connection& c, wire::Request& r);
+  void write_key(const std::string& key, Bytes value);
   void close_connection(uint64_t id);
   void reply(Connection& c, const wire::Encoder& e);
 
   bool has_all(const std::vector<std::string>& keys) const;
   void park(uint64_t id, Connection& c, wire::Request& r);
   void key_changed(const std::string& key);
-  void finish_waiter(uint64_t waiter_id, bool timed_out);
+  void finish_waiter(uint64_t waiter_id);
   void drop_waiter(uint64_t waiter_id);
-  void expire_waiters();
-  int poll_timeout_ms() const;
 
   int port_ = 0;
   int listen_fd_ = -1;

@@ -4,7 +4,7 @@
 // Note [ZeRO overlap with DDP]
 // The Reducer calls the hook after finalize_bucket has copied bucket b's
 // averaged gradients into .grad (Note [After a bucket is reduced],
-// distributed/reducer.cpp). The hook steps the parameters of b that this rank
+// distributed/ddp/reducer.cpp). The hook steps the parameters of b that this rank
 // owns (Optimizer::step_subset, Note [Stepping a subset]) and starts, for
 // each owner of parameters in b in rank order, the broadcast of those
 // parameters; the reductions of buckets b+1, ... are in flight meanwhile.

@@ -20,7 +20,7 @@
 // them; join() is refused; clip_grad_norm_ is refused (Note [ZeRO
 // clip_grad_norm_]). Why the result equals plain DDP: Note [ZeRO overlap with
 // DDP] in zero_overlap.cpp.
-// Read before: distributed/zero/zero_redundancy_optimizer.h, distributed/reducer.h.
+// Read before: distributed/zero/zero_redundancy_optimizer.h, distributed/ddp/reducer.h.
 // Read next: distributed/zero/zero_overlap.cpp.
 #pragma once
 

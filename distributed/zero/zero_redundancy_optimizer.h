@@ -31,7 +31,7 @@
 // gradients (every rank has all of them after DDP's AllReduce, so it is the
 // same number plain DDP computes); state dicts: Note [ZeRO state dicts] in
 // zero_state_dict.cpp.
-// Read before: optim/optimizer.h, distributed/distributed_data_parallel.h.
+// Read before: optim/optimizer.h, distributed/ddp/distributed_data_parallel.h.
 // Read next: distributed/zero/zero_partition.h, distributed/zero/zero_redundancy_optimizer.cpp.
 #pragma once
 

@@ -199,7 +199,7 @@ TEST_CASE("store: FileStore across processes: add from every rank and blocking g
 TEST_CASE("store: TCPStore server survives garbage and oversized requests from a raw socket") {
   dist::TCPStore s("127.0.0.1", 0, true, 5000ms);
   s.set("before", std::string("ok"));
-  auto raw_exchange = [&](const dist::Bytes& bytes) {
+  auto connect_raw = [&] {
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     REQUIRE(fd >= 0);
     sockaddr_in addr{};
@@ -207,6 +207,10 @@ TEST_CASE("store: TCPStore server survives garbage and oversized requests from a
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = htons(static_cast<uint16_t>(s.port()));
     REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+    return fd;
+  };
+  auto raw_exchange = [&](const dist::Bytes& bytes) {
+    int fd = connect_raw();
     timeval tv{5, 0};
     ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
@@ -215,22 +219,37 @@ TEST_CASE("store: TCPStore server survives garbage and oversized requests from a
     ::close(fd);
     return n;
   };
-  CHECK(raw_exchange(b("GET / HTTP/1.0\r\n\r\n")) <= 0);                   // unknown command byte 'G'
-  CHECK(raw_exchange({1, 0xff, 0xff, 0xff, 0xff, 'k'}) <= 0);               // SET with a 4 GiB key
-  CHECK(raw_exchange({1, 1, 0, 0, 0, 'k', 0, 0, 0, 0x10}) <= 0);            // SET with a 256 MiB value
-  CHECK(raw_exchange({5, 0xff, 0xff, 0xff, 0x7f}) <= 0);                    // WAIT with 2^31 keys
-  CHECK(s.server()->rejected_connections() == 4);
+  // Every connection opens with VALIDATE + the magic number (Note [TCPStore protocol]).
+  auto validated = [](dist::Bytes rest) {
+    dist::Bytes v;
+    v.reserve(5 + rest.size());
+    for (uint8_t x : {0x00, 0xce, 0xf7, 0x85, 0x3c}) v.push_back(x);
+    v.insert(v.end(), rest.begin(), rest.end());
+    return v;
+  };
+  const uint8_t ff = 0xff;
+  CHECK(raw_exchange(b("GET / HTTP/1.0\r\n\r\n")) <= 0);                  // unknown query type 'G'
+  CHECK(raw_exchange(validated({1, ff, ff, ff, ff, ff, ff, ff, ff, 'k'})) <= 0);  // SET with a 2^64 B key
+  CHECK(raw_exchange(validated({1, 1, 0, 0, 0, 0, 0, 0, 0, 'k', 0, 0, 0, 0x10, 0, 0, 0, 0})) <= 0);  // 256 MiB value
+  CHECK(raw_exchange(validated({6, ff, ff, ff, 0x7f, 0, 0, 0, 0})) <= 0);         // WAIT with 2^31 keys
+  CHECK(raw_exchange({13, 1, 2, 3, 4}) <= 0);                                      // PING before VALIDATE
+  CHECK(raw_exchange({0, 1, 2, 3, 4, 13, 1, 2, 3, 4}) <= 0);                       // a wrong magic number
+  CHECK(raw_exchange(validated({17})) <= 0);                                       // LIST_KEYS: not served
+  CHECK(s.server()->rejected_connections() == 7);
   {  // a client that sends half a request and leaves
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = htons(static_cast<uint16_t>(s.port()));
-    REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
-    uint8_t half[] = {1, 5, 0, 0, 0, 'k', 'e'};
+    int fd = connect_raw();
+    uint8_t half[] = {0, 0xce, 0xf7, 0x85, 0x3c, 1, 5, 0, 0, 0, 0, 0, 0, 0, 'k', 'e'};
     ::send(fd, half, sizeof(half), MSG_NOSIGNAL);
     ::close(fd);
   }
+  {  // a PyTorch-style client: SET (no reply) and close at once; the SET still runs
+    int fd = connect_raw();
+    const dist::Bytes set = validated({1, 3, 0, 0, 0, 0, 0, 0, 0, '/', 'b', 'y', 1, 0, 0, 0, 0, 0, 0, 0, '!'});
+    ::send(fd, set.data(), set.size(), MSG_NOSIGNAL);
+    ::close(fd);
+  }
+  CHECK(s.get_string("by") == "!");
+  CHECK(s.delete_key("by"));
   // The server still serves the old connection and new ones.
   CHECK(s.get_string("before") == "ok");
   dist::TCPStore other("127.0.0.1", s.port(), false, 5000ms);
@@ -239,10 +258,12 @@ TEST_CASE("store: TCPStore server survives garbage and oversized requests from a
   CHECK(s.num_keys() == 2);
 }
 
-TEST_CASE("store: TCPStore reports an ADD on a non-counter key and keeps the connection") {
+TEST_CASE("store: TCPStore reports an ADD on a non-counter key and carries on") {
+  // The protocol has no error reply: the server drops the connection, the
+  // client reconnects and reads the value to name it.
   dist::TCPStore s("127.0.0.1", 0, true, 5000ms);
   s.set("text", std::string("hello"));
-  CHECK_THROWS_WITH_AS(s.add("text", 1), doctest::Contains("'text'"), ls::Error);
+  CHECK_THROWS_WITH_AS(s.add("text", 1), doctest::Contains("'text' holds 'hello'"), ls::Error);
   CHECK(s.add("count", 2) == 2);
 }
 
@@ -289,9 +310,54 @@ TEST_CASE("store: the TCPStore parser waits for whole requests and rejects bad l
   CHECK(r.value == b("old"));
   CHECK(r.desired == b("new"));
 
-  dist::Bytes big = {uint8_t(wire::Command::kGet), 0x01, 0x00, 0x10, 0x00};  // 1 MiB + 1 key
+  dist::Bytes big = {uint8_t(wire::Command::kGet), 0x01, 0x00, 0x10, 0x00, 0, 0, 0, 0};  // 1 MiB + 1 key
   CHECK(wire::parse_request(big.data(), big.size(), r, used, error) == wire::Parse::kMalformed);
   CHECK(error.find("key") != std::string::npos);
-  dist::Bytes zero = {0};
-  CHECK(wire::parse_request(zero.data(), zero.size(), r, used, error) == wire::Parse::kMalformed);
+  dist::Bytes queue = {14};
+  CHECK(wire::parse_request(queue.data(), queue.size(), r, used, error) == wire::Parse::kMalformed);
+  CHECK(error.find("queue_push") != std::string::npos);
+  dist::Bytes junk = {'G'};
+  CHECK(wire::parse_request(junk.data(), junk.size(), r, used, error) == wire::Parse::kMalformed);
+}
+
+TEST_CASE("store: the TCPStore wire bytes are PyTorch's (validate, ping, set with the '/' key prefix)") {
+  // The bytes a torch.distributed.TCPStore client sends (checked against
+  // PyTorch 2.15 with a dumping server): VALIDATE + magic, PING + nonce, then
+  // SET of key 'ab' as '/ab' with value 'xyz', lengths as u64.
+  namespace wire = dist::wire;
+  const dist::Bytes torch = {0x00, 0xce, 0xf7, 0x85, 0x3c, 0x0d, 0x90, 0x09, 0x00, 0x00, 0x01, 0x03, 0, 0, 0, 0, 0,
+                             0,    0,    '/',  'a',  'b',  0x03, 0,    0,    0,    0,    0,    0,    0, 'x', 'y', 'z'};
+  wire::Request r;
+  size_t used = 0, off = 0;
+  std::string error;
+  REQUIRE(wire::parse_request(torch.data(), torch.size(), r, used, error) == wire::Parse::kOk);
+  CHECK(r.command == wire::Command::kValidate);
+  CHECK(r.word == wire::kValidationMagic);
+  off += used;
+  REQUIRE(wire::parse_request(torch.data() + off, torch.size() - off, r, used, error) == wire::Parse::kOk);
+  CHECK(r.command == wire::Command::kPing);
+  CHECK(r.word == 0x990);
+  off += used;
+  REQUIRE(wire::parse_request(torch.data() + off, torch.size() - off, r, used, error) == wire::Parse::kOk);
+  CHECK(r.command == wire::Command::kSet);
+  CHECK(r.keys.at(0) == "/ab");
+  CHECK(r.value == b("xyz"));
+  CHECK(off + used == torch.size());
+}
+
+TEST_CASE("store: a TCPStore wait that times out is cancelled and the connection stays usable") {
+  dist::TCPStore s("127.0.0.1", 0, true, 5000ms);
+  s.set("here", std::string("1"));
+  CHECK_THROWS_WITH_AS(s.wait({"here", "absent"}, 100ms), doctest::Contains("'absent'"), ls::Error);
+  try {
+    s.wait({"here", "absent"}, 50ms);
+  } catch (const ls::Error& e) {
+    CHECK(std::string(e.what()).find("'here'") == std::string::npos);  // only the missing key is named
+  }
+  CHECK(s.get_string("here") == "1");
+  s.set("absent", std::string("2"));
+  s.wait({"here", "absent"}, 1000ms);
+  CHECK(s.num_keys() == 2);
+  CHECK(s.delete_key("here"));
+  CHECK(!s.delete_key("here"));
 }

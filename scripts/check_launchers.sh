@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# scripts/check_launchers.sh [BUILD_DIR] — lockstep under every launcher, one line
+# each: the PyTorch TCPStore interop (both ways), torchrun (static, --standalone,
+# c10d across two simulated hosts, a restart, the error file), lockstep-run
+# --max-restarts, and a real one-machine Slurm (`srun -n 2`). Unlike the test
+# command, it installs the newest PyTorch in a venv on first use
+# (bench/torch/venv.sh); the Slurm check needs root and `apt-get install
+# slurm-wlm munge`, else it says SKIP. Details of a failure: rerun the named
+# script by hand. Read next: tests/interop/, tests/examples/check_ddp_restart.sh.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${1:-$root/build}/bin
+# shellcheck source=../bench/torch/venv.sh
+source "$root/bench/torch/venv.sh"
+torch_python || echo "check_launchers: no PyTorch venv: the torchrun checks will SKIP"
+failed=0
+check() {  # NAME SCRIPT ARGS...
+  local name=$1 log
+  shift
+  log=$(mktemp)
+  "$@" > "$log" 2>&1
+  case $? in
+    0) echo "PASS  $name: $(grep -v '^\s*$' "$log" | tail -n 2 | head -n 1)" ;;
+    77) echo "SKIP  $name: $(grep SKIP "$log" | head -n 1)" ;;
+    *) echo "FAIL  $name ($*)"; failed=1 ;;
+  esac
+  rm -f "$log"
+}
+check "TCPStore <-> PyTorch's (libuv, classic)" "$root/tests/interop/check_torch_tcpstore.sh" "$bin"
+check "torchrun static / standalone / c10d 2 hosts / restart" "$root/tests/interop/check_torchrun.sh" "$bin"
+check "lockstep-run --max-restarts" "$root/tests/examples/check_ddp_restart.sh" "$bin"
+check "srun -n 2 (one-machine Slurm)" "$root/tests/interop/check_slurm.sh" "$bin"
+exit $failed
