@@ -6,7 +6,7 @@
 //   tcp_store_peer client HOST PORT  join a PyTorch-hosted store and run every
 //                                    Store call against it, then set ls/done
 // Each step prints one line; any mismatch is an ls::Error and exit 1.
-// Read before: distributed/tcp_store.h (Note [TCPStore protocol]).
+// Read before: distributed/store/tcp_store.h (Note [TCPStore protocol]).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
