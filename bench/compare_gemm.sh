@@ -11,6 +11,9 @@
 # therefore runs with OpenBLAS's directory first on LD_LIBRARY_PATH, and the
 # script installs Debian's libopenblas0-pthread when it is missing. It checks
 # which BLAS the Python process actually loaded and prints it.
+# The torch column is the newest PyTorch from PyPI (the venv of bench/torch/venv.sh, whose
+# wheel calls MKL, not OpenBLAS), timed by a second Python process beside Debian's NumPy;
+# TORCH_PY=/usr/bin/python3 times Debian's PyTorch 1.13 (OpenBLAS) instead, as before 2026-12.
 #
 #   bench/compare_gemm.sh [THREADS]        (default 1)
 #   env: BUILD=build (where bin/bench_gemm is), ROUNDS=3, REPS=10
@@ -37,24 +40,29 @@ ensure_packages() {
   echo "compare_gemm: installing ${missing[*]}" >&2
   apt-get install -y "${missing[@]}" >&2 || { apt-get update >&2 && apt-get install -y "${missing[@]}" >&2; }
 }
-ensure_packages python3-numpy python3-torch libopenblas0-pthread
+ensure_packages python3-numpy libopenblas0-pthread
+source "$(dirname "$0")/torch/venv.sh"
+torch_python  # sets TORCH_PY: the newest PyTorch from PyPI unless TORCH_PY is set
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$BENCH" --list-shapes > "$work/shapes.jsonl"
 
-# The Python side: times one shape with numpy.matmul, then torch.matmul, into a
+# The Python side: times one shape with numpy.matmul or torch.matmul (LIBS), into a
 # preallocated output (as bench_gemm does), median of REPS after two warm-ups.
 cat > "$work/time_python.py" <<'EOF'
 import json, statistics, sys, time
 import numpy as np
-import torch
 shape_name, shapes_path, threads, reps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-torch.set_num_threads(threads)
-blas = sorted({l.split()[-1] for l in open("/proc/self/maps") if "blas" in l.lower() and ".so" in l})
+libs = sys.argv[5].split(",")
+if "torch" in libs:
+    import torch
+    torch.set_num_threads(threads)
+blas = sorted({l.split()[-1] for l in open("/proc/self/maps")
+               if any(w in l.lower() for w in ("blas", "mkl")) and ".so" in l})
 rng = np.random.default_rng(42)
 shapes = [json.loads(line) for line in open(shapes_path)]
-for s, lib in [(s, lib) for s in shapes if s["shape"] == shape_name for lib in ("numpy", "torch")]:
+for s, lib in [(s, lib) for s in shapes if s["shape"] == shape_name for lib in libs]:
     m, n, k, batch = s["m"], s["n"], s["k"], s["batch"]
     lead = (batch,) if batch > 1 else ()
     # Operands stored as bench_gemm stores them; a transposed one is a transposed view.
@@ -76,7 +84,8 @@ for s, lib in [(s, lib) for s in shapes if s["shape"] == shape_name for lib in (
     print(json.dumps({"bench": "gemm", "shape": s["shape"], "m": m, "n": n, "k": k, "batch": batch,
                       "backend": "openblas" if lib == "numpy" else "torch", "threads": threads,
                       "reps": reps, "median_ms": ms, "gflops": 2.0 * m * n * k * batch / (ms * 1e6),
-                      "blas_loaded": blas}))
+                      "blas_loaded": blas,
+                      **({"torch_version": torch.__version__} if lib == "torch" else {})}))
 EOF
 
 export OMP_NUM_THREADS=$THREADS OPENBLAS_NUM_THREADS=$THREADS
@@ -87,7 +96,8 @@ for round in $(seq 1 "$ROUNDS"); do
     "$BENCH" --threads "$THREADS" --backend onednn,eigen --reps "$REPS" --shape "$shape" \
       | grep -v '"summary"' >> "$work/results.jsonl"
     LD_LIBRARY_PATH="$OPENBLAS_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-      "$PY" "$work/time_python.py" "$shape" "$work/shapes.jsonl" "$THREADS" "$REPS" >> "$work/results.jsonl"
+      "$PY" "$work/time_python.py" "$shape" "$work/shapes.jsonl" "$THREADS" "$REPS" numpy >> "$work/results.jsonl"
+    "$TORCH_PY" "$work/time_python.py" "$shape" "$work/shapes.jsonl" "$THREADS" "$REPS" torch >> "$work/results.jsonl"
   done
 done
 
@@ -96,8 +106,9 @@ done
 import collections, json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 threads = int(sys.argv[2])
-blas = {b for r in rows for b in r.get("blas_loaded", [])}
-print(f"# BLAS loaded by the Python side: {', '.join(sorted(blas)) or 'none found'}")
+blas = {b for r in rows if r["backend"] == "openblas" for b in r.get("blas_loaded", [])}
+print(f"# BLAS loaded by NumPy's process: {', '.join(sorted(blas)) or 'none found'}")
+print(f"# torch: {', '.join(sorted({r['torch_version'] for r in rows if 'torch_version' in r}))}")
 if not any("openblas" in b for b in blas):
     print("# WARNING: OpenBLAS was not loaded; the 'openblas' column is some other BLAS")
 gflops = collections.defaultdict(list)
@@ -107,19 +118,26 @@ for r in rows:
     gflops[(r["shape"], r["backend"])].append(r["gflops"])
 med = {key: statistics.median(v) for key, v in gflops.items()}
 impls = ["onednn", "eigen", "openblas", "torch"]
-print(f"# GFLOP/s, float32, {threads} thread(s), median of rounds; ratio = ours / OpenBLAS")
-print(f"{'shape':28s}" + "".join(f"{i:>10s}" for i in impls) + f"{'onednn/ob':>11s}{'eigen/ob':>10s}{'best/ob':>9s}")
+print(f"# GFLOP/s, float32, {threads} thread(s), median of rounds; ratio = ours / OpenBLAS (ob), "
+      "and our best / torch")
+print(f"{'shape':28s}" + "".join(f"{i:>10s}" for i in impls) +
+      f"{'onednn/ob':>11s}{'eigen/ob':>10s}{'best/ob':>9s}{'best/torch':>11s}")
 ratios = collections.defaultdict(list)
 for shape in order:
     g = {i: med.get((shape, i), float("nan")) for i in impls}
     r = {"onednn": g["onednn"] / g["openblas"], "eigen": g["eigen"] / g["openblas"],
-         "best": max(g["onednn"], g["eigen"]) / g["openblas"]}
+         "best": max(g["onednn"], g["eigen"]) / g["openblas"],
+         "best_vs_torch": max(g["onednn"], g["eigen"]) / g["torch"]}
     for key, v in r.items(): ratios[key].append(v)
     print(f"{shape:28s}" + "".join(f"{g[i]:10.1f}" for i in impls) +
-          f"{r['onednn']:11.2f}{r['eigen']:10.2f}{r['best']:9.2f}")
+          f"{r['onednn']:11.2f}{r['eigen']:10.2f}{r['best']:9.2f}{r['best_vs_torch']:11.2f}")
 summary = {"bench": "compare_gemm", "summary": True, "threads": threads,
-           "median_ratio_to_openblas": {k: round(statistics.median(v), 3) for k, v in ratios.items()},
-           "shapes_at_or_above_0.9": {k: sum(x >= 0.9 for x in v) for k, v in ratios.items()},
+           "median_ratio_to_openblas": {k: round(statistics.median(v), 3) for k, v in ratios.items()
+                                        if k != "best_vs_torch"},
+           "shapes_at_or_above_0.9": {k: sum(x >= 0.9 for x in v) for k, v in ratios.items()
+                                      if k != "best_vs_torch"},
+           "median_best_vs_torch": round(statistics.median(ratios["best_vs_torch"]), 3),
+           "shapes_best_at_or_above_torch": sum(x >= 1.0 for x in ratios["best_vs_torch"]),
            "shapes": len(order)}
 print(json.dumps(summary))
 EOF
