@@ -78,9 +78,10 @@ bool strided(const ConvGeometry& g) { return g.stride_h != 1 || g.stride_w != 1;
 // sum of products in another order (float32 accumulation either way).
 constexpr int64_t kOneGemmPixels = 1024;
 
-// A (N, C, P) bf16 buffer as a contiguous (C, N P) tensor: row c holds image
-// 0's P values of channel c, then image 1's, ...
-Tensor channels_major(const BFloat16* src, int64_t n, int64_t c, int64_t p) {
+
+}  // namespace
+
+Tensor conv_bf16_channels_major(const BFloat16* src, int64_t n, int64_t c, int64_t p) {
   Tensor out = empty({c, n * p}, kBFloat16);
   BFloat16* dst = out.data_ptr<BFloat16>();
   parallel_for(0, c, 16, [&](int64_t lo, int64_t hi) {
@@ -92,8 +93,6 @@ Tensor channels_major(const BFloat16* src, int64_t n, int64_t c, int64_t p) {
   });
   return out;
 }
-
-}  // namespace
 
 Tensor conv2d_bf16_pointwise_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
                                      const Tensor& bias, ConvBf16SavedInput* saved) {
@@ -169,8 +168,8 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_pointwise_backward(
     gw = empty({g.c_out, g.c_in, 1, 1}, kFloat32);  // (C_out, C_in), summed over the images
     const BFloat16* xp = xs.data_ptr<BFloat16>();
     if (p < kOneGemmPixels && g.n > 1) {  // Note [bf16 1x1 backward-weights over the batch]
-      const Tensor gyt = channels_major(gyp, g.n, g.c_out, p);  // (C_out, N P)
-      const Tensor xt = channels_major(xp, g.n, g.c_in, p);     // (C_in, N P)
+      const Tensor gyt = conv_bf16_channels_major(gyp, g.n, g.c_out, p);  // (C_out, N P)
+      const Tensor xt = conv_bf16_channels_major(xp, g.n, g.c_in, p);     // (C_in, N P)
       gemm_bf16<float>(false, /*trans_b=*/true, g.c_out, g.c_in, g.n * p, gyt.data_ptr<BFloat16>(),
                        g.n * p, xt.data_ptr<BFloat16>(), g.n * p, 0.0f, gw.data_ptr<float>(), g.c_in);
     } else {
