@@ -12,7 +12,20 @@
 #                                the bridge; with RATE (tc's words: 1gbit) both ends of every
 #                                pair get `tbf rate RATE burst 1mb latency 100ms`. Refuses
 #                                when namespaces with PREFIX exist already.
+#   netns_names PREFIX N         gives host i the name host$i: writes /etc/netns/PREFIXh$i/hosts
+#                                (localhost, host0..host(N-1) at their addresses), which
+#                                `ip netns exec` shows as /etc/hosts inside the namespace
+#                                only; run a command as host i with netns_as (below)
+#   netns_as PREFIX I            sets the array NETNS_AS to the command line that runs what
+#                                follows in host I's namespace, with its own UTS namespace
+#                                (unshare --uts) and hostname host$I: "${NETNS_AS[@]}" CMD...
+#                                Every step execs the next, so `"${NETNS_AS[@]}" CMD &` gives
+#                                in $! the PID CMD ends up running as (kill it by that PID).
+#   netns_kill PREFIX            ends every process still running in a namespace with PREFIX
+#                                (`ip netns pids`: only what was started in them, e.g. a daemon's
+#                                detached helpers): SIGTERM, up to 5 s, then SIGKILL
 #   netns_down PREFIX            deletes every namespace with PREFIX (the veths go with them)
+#                                and the /etc/netns/PREFIX* folders netns_names wrote
 #   netns_list PREFIX            the namespaces with PREFIX, one a line
 #
 # The veth ends are created inside their namespaces (`ip link add ... netns`), so nothing
@@ -57,7 +70,41 @@ netns_up() {  # PREFIX N [RATE]
   done
 }
 
+netns_names() {  # PREFIX N
+  local p=$1 n=$2 i j
+  for ((i = 0; i < n; ++i)); do
+    mkdir -p "/etc/netns/${p}h$i" || return 1
+    {
+      echo "127.0.0.1 localhost"
+      for ((j = 0; j < n; ++j)); do echo "198.18.0.$((j + 1)) host$j"; done
+    } > "/etc/netns/${p}h$i/hosts" || return 1
+  done
+}
+
+netns_as() {  # PREFIX I
+  # shellcheck disable=SC2016  # $0 and $@ are the inner shell's
+  NETNS_AS=(ip netns exec "${1}h$2" unshare --uts sh -c 'hostname "$0" && exec "$@"' "host$2")
+}
+
+netns_kill() {  # PREFIX
+  local ns pids=() pid _
+  for ns in $(netns_list "$1"); do pids+=($(ip netns pids "$ns" 2> /dev/null)); done
+  [[ ${#pids[@]} -gt 0 ]] || return 0
+  for pid in "${pids[@]}"; do kill "$pid" 2> /dev/null || true; done
+  for _ in $(seq 50); do
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2> /dev/null && break; pid=""; done
+    [[ -z "$pid" ]] && return 0
+    sleep 0.1
+  done
+  for pid in "${pids[@]}"; do kill -KILL "$pid" 2> /dev/null || true; done
+  return 0
+}
+
 netns_down() {  # PREFIX
   local ns
   for ns in $(netns_list "$1"); do ip netns del "$ns" 2>/dev/null || true; done
+  for ns in /etc/netns/"$1"h*; do
+    [[ -d "$ns" && "$(basename "$ns")" =~ ^${1}h[0-9]+$ ]] && rm -rf "$ns"
+  done
+  return 0
 }

@@ -3,7 +3,8 @@
 # each: the PyTorch TCPStore interop (both ways); torchrun (static, --standalone,
 # c10d across two simulated hosts — network namespaces, with a restart — a restart,
 # the error file) and lockstep-run --max-restarts, each for train_fashion_mnist and
-# the DDP example train_ddp; and a real one-machine Slurm (`srun -n 2`). Unlike the
+# the DDP example train_ddp; a real one-machine Slurm (`srun -n 2`); and the README's
+# multi-node lines across two namespace hosts (check_two_hosts.sh). Unlike the
 # test command, it installs the newest PyTorch in a venv on first use
 # (bench/torch/venv.sh). The Slurm check needs root and `apt-get install slurm-wlm
 # munge`, else it says SKIP; the namespace hosts need root and `ip netns` (without
@@ -38,4 +39,6 @@ for prog in train_fashion_mnist train_ddp; do
   check "lockstep-run --max-restarts: $prog" "$root/tests/examples/check_ddp_restart.sh" "$bin" "$prog"
 done
 check "srun -n 2 (one-machine Slurm)" "$root/tests/interop/check_slurm.sh" "$bin"
+check "two namespace hosts: lockstep-run / torchrun c10d + restart / mpirun / srun -N 2: train_ddp" \
+  "$root/tests/interop/check_two_hosts.sh" "$bin"
 exit $failed

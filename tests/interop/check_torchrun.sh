@@ -51,6 +51,7 @@ pids=()
 cleanup() {
   local pid
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  netns_kill "$ns"
   netns_down "$ns"
   rm -rf "$work"
 }
