@@ -48,6 +48,7 @@ struct Args {
   std::vector<std::string> given;
   train::CheckpointArgs ckpt{"train_ddp_checkpoint.safetensors"};
   int64_t threads = 1;
+  bool deterministic = false;  // DDPOptions().deterministic: see train::kDeterministicHelp
 };
 
 int run(ls::cli::Program& program, Args a) {
@@ -67,7 +68,10 @@ int run(ls::cli::Program& program, Args a) {
   train::resume(start, a.ckpt.checkpoint, *net, opt, rank);
 
   std::unique_ptr<ls::distributed::DistributedDataParallel<Net>> ddp;
-  if (pg) ddp = std::make_unique<ls::distributed::DistributedDataParallel<Net>>(net, pg);
+  if (pg) {
+    ddp = std::make_unique<ls::distributed::DistributedDataParallel<Net>>(
+        net, pg, ls::distributed::DDPOptions().deterministic(a.deterministic));
+  }
   ls::data::DistributedSampler sampler(points.size(), world, rank, /*shuffle=*/true, h.seed);
   ls::data::DataLoader loader(points, ls::data::DataLoaderOptions(h.batch).workers(1), sampler);
   if (rank == 0) {
@@ -112,6 +116,7 @@ int main(int argc, char** argv) {
   program.integer("--seed", a.h.seed, "seed of the points, the weights and the data order", 0);
   program.threads(a.threads);
   train::add_checkpoint_options(program, a.ckpt);
+  program.switch01("--deterministic", a.deterministic, train::kDeterministicHelp);
   program.parse(argc, argv);
   a.given = train::given_flags(program);
   return ls::cli::run(kName, [&] { return run(program, a); });

@@ -58,6 +58,7 @@ struct Args {
   std::string amp = "off";  // bf16: forward passes under ls::AutocastGuard (not a checkpoint setting)
   int64_t threads = 1, log_every = 100, stop_after_epoch = 0, test_limit = 0;
   double momentum = 0.9;
+  bool deterministic = false;  // DDPOptions().deterministic: see train::kDeterministicHelp
 };
 
 Args parse(ls::cli::Program& p, int argc, char** argv) {
@@ -74,6 +75,7 @@ Args parse(ls::cli::Program& p, int argc, char** argv) {
   p.integer("--test-limit", a.test_limit, "evaluate on the first N test images only (0: all)", 0);
   p.integer("--stop-after-epoch", a.stop_after_epoch, "end this run after epoch K, checkpoint written (0: never)", 0);
   train::add_checkpoint_options(p, a.ckpt);
+  p.switch01("--deterministic", a.deterministic, train::kDeterministicHelp);
   p.choice("--amp", a.amp, "mixed precision: bf16 runs the forward passes (training and test) under "
            "ls::AutocastGuard; weights, gradients and the optimizer stay float32", {"off", "bf16"});
   p.text("--root", a.root, "Fashion-MNIST directory (Debian package dataset-fashion-mnist)");
@@ -131,7 +133,10 @@ int run(ls::cli::Program& program, Args a) {
   // The schedule depends only on the step count: replay it to where the run stopped.
   for (int64_t t = 0; cosine && t < first_epoch * steps_per_epoch; ++t) cosine->step();
   std::unique_ptr<ls::distributed::DistributedDataParallel<ls::models::SmallCNN>> ddp;
-  if (pg) ddp = std::make_unique<ls::distributed::DistributedDataParallel<ls::models::SmallCNN>>(model, pg);
+  if (pg) {
+    ddp = std::make_unique<ls::distributed::DistributedDataParallel<ls::models::SmallCNN>>(
+        model, pg, ls::distributed::DDPOptions().deterministic(a.deterministic));
+  }
   auto forward = [&](const ls::Tensor& x) { return ddp ? ddp->forward(x) : model->forward(x); };
   ls::data::DataLoader loader(train_set, ls::data::DataLoaderOptions(h.batch).workers(1), sampler);
   if (rank == 0) {

@@ -12,6 +12,15 @@
 // because the data order depends only on (seed, epoch) and everything else is in the file,
 // ends with the same checkpoint bytes as an uninterrupted run.
 //
+// Bit for bit, that holds for any model with 2 ranks, and with more ranks for buckets below
+// the Gloo ring threshold (train_ddp's MLP). Otherwise the resumed run's first step sums
+// each gradient in another order: DDP's first iteration uses its initial bucket layout and
+// later ones the rebuilt one, which is not in the checkpoint, and a ring AllReduce over
+// more than 2 ranks adds an element's contributions in an order that depends on its offset
+// in the bucket — the weights then agree up to rounding only. `--deterministic 1`
+// (DDPOptions().deterministic: Note [Deterministic reduction]) sums in rank order whatever
+// the layout, so the bytes match for any number of ranks.
+//
 // Fault injection, for tests only: LOCKSTEP_TEST_SIGKILL_AT=R:E:S makes rank R kill itself
 // with SIGKILL just before step S (1-based) of epoch E (1-based), as if the machine had
 // killed it; on the first attempt only (not after a launcher's restart).
@@ -36,6 +45,10 @@
 #include "tools/cli.h"
 
 namespace train {
+
+inline constexpr const char* kDeterministicHelp =
+    "1: DDP sums every gradient in rank order (DDPOptions().deterministic, more traffic above 2 ranks), so "
+    "a resumed or restarted run ends with the uninterrupted run's checkpoint bytes for any number of ranks";
 
 struct CheckpointArgs {
   std::string checkpoint;
