@@ -9,7 +9,9 @@
 #   2. torchrun --nnodes 2 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint host0:29400
 #      --max-restarts 1, one per host (and once more with rank 3, on host1, SIGKILLed in
 #      epoch 2 when PROGRAM is train_ddp or train_fashion_mnist: both agents restart and the
-#      job resumes); skipped without a PyTorch venv (never downloaded here);
+#      job resumes; with --deterministic 1, against a reference with it, since a 4-rank
+#      resume is bit-identical only so: Note [Resuming on a restart] in
+#      examples/train_run.h); skipped without a PyTorch venv (never downloaded here);
 #   3. mpirun -np 4 --host host0:2,host1:2 -x MASTER_ADDR=host0 from host0, Open MPI's
 #      remote start going through an rsh agent that enters host1's namespace (where a real
 #      cluster would use ssh); skipped without mpirun;
@@ -17,7 +19,7 @@
 #      host, munged, all started here and stopped by PID; skipped without slurm-wlm + munge;
 # each ends with the same checkpoint bytes as `lockstep-run --nproc-per-node 4` on one host.
 # Needs root and `ip netns` (exit 77, CTest: Skipped, otherwise). One line per launcher.
-# Read before: bench/netns.sh, tests/interop/check_slurm.sh. Read next: README.md "Launching".
+# Read before: bench/netns.sh, tests/interop/slurm.sh, tests/interop/check_slurm.sh. Read next: README.md "Launching".
 set -euo pipefail
 bin=$(cd "$1" && pwd)
 shift
@@ -49,10 +51,10 @@ netns_up "$ns" 2 && netns_names "$ns" 2 || { echo "FAIL: could not make the two 
 netns_as "$ns" 0 && as0=("${NETNS_AS[@]}")  # "${as0[@]}" CMD...: CMD as host0
 netns_as "$ns" 1 && as1=("${NETNS_AS[@]}")
 fail() { echo "FAIL: $1"; shift; for f in "$@"; do echo "== $f"; tail -n 40 "$f"; done; exit 1; }
-same() {  # NAME CHECKPOINT LOGS...
+same() {  # NAME CHECKPOINT LOGS...: compared with $work/${ref:-ref}.safetensors
   local name=$1 file=$2
   shift 2
-  cmp -s "$work/ref.safetensors" "$file" || fail "$name: the checkpoint differs from one host's 4-rank job" "$@"
+  cmp -s "$work/${ref:-ref}.safetensors" "$file" || fail "$name: the checkpoint differs from one host's 4-rank job" "$@"
   echo "PASS  $name: 4 ranks on host0 + host1, checkpoint equals lockstep-run --nproc-per-node 4 on one host"
   passed+=("${name%% *}")
 }
@@ -84,11 +86,16 @@ if "$py" -c "import torch.distributed.run" 2> /dev/null; then
   on_both torchrun "$py" -m torch.distributed.run --rdzv-id a "${c10d[@]}" "${train[@]}" --checkpoint "$work/torchrun.safetensors"
   same "torchrun --nnodes 2 --rdzv-backend c10d --rdzv-endpoint host0:29400" "$work/torchrun.safetensors" "$work"/torchrun.*.log
   if [ "$prog" = train_ddp ] || [ "$prog" = train_fashion_mnist ]; then
+    # With 4 ranks a resumed run is bit-identical only with --deterministic 1 (Note [Resuming
+    # on a restart] in examples/train_run.h); so is its own one-host reference.
+    "$bin/lockstep-run" --nproc-per-node 4 --master-port "$port" -- "${train[@]}" --deterministic 1 \
+      --checkpoint "$work/ref-det.safetensors" > "$work/ref-det.log" 2>&1 \
+      || fail "the one-host reference with --deterministic 1" "$work/ref-det.log"
     LOCKSTEP_TEST_SIGKILL_AT=3:2:3 on_both torchrun-kill "$py" -m torch.distributed.run --rdzv-id b "${c10d[@]}" \
-      "${train[@]}" --checkpoint "$work/torchrun-kill.safetensors"
+      "${train[@]}" --deterministic 1 --checkpoint "$work/torchrun-kill.safetensors"
     grep -q "resumed from .* after epoch 1$" "$work/torchrun-kill.host0.log" \
       || fail "torchrun --max-restarts 1: the restarted job did not resume after epoch 1" "$work"/torchrun-kill.*.log
-    same "torchrun c10d --max-restarts 1, rank 3 (host1) SIGKILLed in epoch 2, resumed" \
+    ref=ref-det same "torchrun c10d --max-restarts 1 --deterministic 1, rank 3 (host1) SIGKILLed in epoch 2, resumed" \
       "$work/torchrun-kill.safetensors" "$work"/torchrun-kill.*.log
   fi
 else
@@ -118,40 +125,14 @@ fi
 # 4. A two-node Slurm: slurmctld on host0, a slurmd on each host.
 if command -v srun > /dev/null && command -v slurmctld > /dev/null && command -v munged > /dev/null \
   && [ -r /etc/munge/munge.key ]; then
-  mkdir -p "$work/state"
-  munged --foreground --force --socket="$work/munge.socket" --pid-file="$work/munged.pid" \
-    --log-file="$work/munged.log" --seed-file="$work/munged.seed" > /dev/null 2>&1 &
-  pids+=($!)
-  export SLURM_CONF=$work/slurm.conf
-  cat > "$SLURM_CONF" <<CONF
-ClusterName=lockstep
-SlurmctldHost=host0(198.18.0.1)
-SlurmctldPort=6817
-SlurmdPort=6818
-AuthType=auth/munge
-AuthInfo=socket=$work/munge.socket
-CredType=cred/munge
-SlurmUser=root
-SlurmdUser=root
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-MpiDefault=none
-ReturnToService=2
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-StateSaveLocation=$work/state
-SlurmdSpoolDir=$work/spool-%n
-SlurmctldPidFile=$work/slurmctld.pid
-SlurmdPidFile=$work/slurmd-%n.pid
-SlurmctldLogFile=$work/slurmctld.log
-SlurmdLogFile=$work/slurmd-%n.log
-NodeName=host0 NodeAddr=198.18.0.1 CPUs=2 State=UNKNOWN
-NodeName=host1 NodeAddr=198.18.0.2 CPUs=2 State=UNKNOWN
-PartitionName=debug Nodes=host0,host1 Default=YES MaxTime=INFINITE State=UP
-CONF
-  for _ in $(seq 50); do [ -S "$work/munge.socket" ] && break; sleep 0.1; done
+  # shellcheck source=slurm.sh
+  source "$here/slurm.sh"
+  slurm_munged "$work" || fail "munged did not start" "$work/munged.log"
+  pids+=("$MUNGED_PID")
+  slurm_conf "$work" "host0(198.18.0.1)" 6817 6818 \
+    "NodeName=host0 NodeAddr=198.18.0.1 CPUs=2 State=UNKNOWN" \
+    "NodeName=host1 NodeAddr=198.18.0.2 CPUs=2 State=UNKNOWN" \
+    "PartitionName=debug Nodes=host0,host1 Default=YES MaxTime=INFINITE State=UP"
   "${as0[@]}" slurmctld -D -c -f "$SLURM_CONF" > "$work/slurmctld.out" 2>&1 &
   pids+=($!)
   for k in 0 1; do
@@ -164,12 +145,7 @@ CONF
       slurmd -D -N "host$k" -f "$SLURM_CONF" > "$work/slurmd-host$k.out" 2>&1 &
     pids+=($!)
   done
-  ready=0
-  for _ in $(seq 150); do
-    if [ "$("${as0[@]}" sinfo -h -o '%T %D' 2> /dev/null)" = "idle 2" ]; then ready=1; break; fi
-    sleep 0.2
-  done
-  [ $ready -eq 1 ] || fail "the two Slurm nodes never became idle" "$work"/slurm*.log "$work"/*.out
+  slurm_wait_idle 2 "${as0[@]}" || fail "the two Slurm nodes never became idle" "$work"/slurm*.log "$work"/*.out
   "${as0[@]}" env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u MASTER_ADDR -u MASTER_PORT timeout 600 \
     srun -N 2 --ntasks-per-node 2 "${train[@]}" --checkpoint "$work/srun.safetensors" > "$work/srun.log" 2>&1 \
     || fail "srun -N 2 --ntasks-per-node 2" "$work/srun.log" "$work"/slurm*.log
