@@ -20,6 +20,9 @@ case "$prog" in
   train_ddp) args=(--batch 32 --epochs 4) ;;
   *) echo "check_ddp_restart.sh: PROGRAM must be train_fashion_mnist or train_ddp, got '$prog'"; exit 2 ;;
 esac
+for exe in "$bin/$prog" "$bin/lockstep-run"; do
+  [ -x "$exe" ] || { echo "check_ddp_restart.sh: $exe is not built (cmake --build build --target $(basename "$exe"))"; exit 2; }
+done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

@@ -42,6 +42,9 @@ case "$prog" in
     kill_at=1:2:5 fail_args=(--batch 0) fail_text="usage error: --batch: 0 is out of range" ;;
   *) echo "check_torchrun.sh: PROGRAM must be train_fashion_mnist or train_ddp, got '$prog'"; exit 2 ;;
 esac
+for exe in "${train[0]}" "$bin/lockstep-run"; do
+  [ -x "$exe" ] || { echo "check_torchrun.sh: $exe is not built (cmake --build build --target $(basename "$exe"))"; exit 2; }
+done
 torchrun=("$py" -m torch.distributed.run)
 work=$(mktemp -d)
 # shellcheck source=../../bench/netns.sh

@@ -31,7 +31,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../../bench/netns.sh
 source "$here/../../bench/netns.sh"
 why=$(netns_usable) || { echo "SKIP: $why"; exit 77; }
-[ -x "$bin/$prog" ] || { echo "check_two_hosts.sh: $bin/$prog is not built"; exit 2; }
+for exe in "$bin/$prog" "$bin/lockstep-run"; do
+  [ -x "$exe" ] || { echo "check_two_hosts.sh: $exe is not built (cmake --build build --target $(basename "$exe"))"; exit 2; }
+done
 py=${TORCH_PY:-${LOCKSTEP_TORCH_VENV:-$HOME/.cache/lockstep/torch-venv}/bin/python}
 ns=lsth$$
 work=$(mktemp -d)
