@@ -22,7 +22,10 @@
 #       MODEL resnet50|bert (default resnet50), BATCH 8, THREADS 1, ROUNDS 3, ITERS 3
 #   env: BUILD=build (where bin/bench_step is), IMAGE=224, SEQ=128, LAYERS=12 (BERT depth),
 #        CLOCK=wall|cpu (default wall), AMP=none|bf16 (default none),
-#        LAYOUTS="nchw channels_last" (PyTorch's fp32 ResNet layouts to try), TORCH_PY
+#        LAYOUTS="nchw channels_last" (PyTorch's fp32 ResNet layouts to try), TORCH_PY,
+#        COMPILE=1 (also run PyTorch's model under torch.compile: the pseudo-layout
+#        "compiled", channels_last for a ResNet; the ours / PyTorch ratio is printed
+#        against every layout, the summary's against the fastest)
 # CLOCK=cpu compares process CPU time per step instead of wall time: ours reports it
 # (bench_step's cpu_ms), step.py measures it with --clock cpu (time.process_time). On a
 # machine that other work keeps busy, CPU time is the steadier 1-thread number (with more
@@ -70,6 +73,7 @@ case "$AMP" in
   bf16) OURS_AMP=(--amp bf16); [[ "$MODEL" == resnet50 ]] && LAYOUTS=channels_last ;;
   *) echo "compare_step: AMP must be none or bf16, got '$AMP'" >&2; exit 2 ;;
 esac
+[[ "${COMPILE:-0}" == 1 ]] && LAYOUTS="$LAYOUTS compiled"
 if [[ ! -x "$BENCH" ]]; then
   echo "compare_step: $BENCH not found; build it with cmake --build $BUILD --target bench_step" \
        "(or set BUILD=<build dir>)" >&2
@@ -107,6 +111,8 @@ run_ours() {
 run_torch() {  # ROUND LAYOUT
   local flags=(--amp "$AMP" --clock "$CLOCK")
   [[ "$2" == channels_last ]] && flags+=(--channels-last)
+  [[ "$2" == compiled ]] && flags+=(--compile)
+  [[ "$2" == compiled && "$MODEL" == resnet50 ]] && flags+=(--channels-last)
   /usr/bin/time -v -o "$work/time.txt" "$TORCH_PY" "$HERE/torch/step.py" "$MODEL" \
     --batch "$BATCH" --image "$IMAGE" --seq "$SEQ" --layers "$LAYERS" --threads "$THREADS" \
     --iters "$ITERS" --warmup 1 "${flags[@]}" > "$work/torch.txt"
@@ -151,8 +157,9 @@ best = min(layouts, key=lambda k: med(layouts[k], 0))
 ours, torch = sides["ours"], layouts[best]
 ratio = [statistics.median(ours[k][i] / torch[k][i] for k in ours) for i in (0, 1)]
 for name, side in layouts.items():
-    print(f"# pytorch {name}: median step_ms {med(side, 0)}, peak_rss_mb {med(side, 1)}"
-          + ("  <- the faster: compared" if name == best else ""))
+    r = statistics.median(ours[k][0] / side[k][0] for k in ours)
+    print(f"# pytorch {name}: median step_ms {med(side, 0)}, peak_rss_mb {med(side, 1)}, "
+          f"ours / it {r:.3f}" + ("  <- the faster: compared" if name == best else ""))
 print(f"# medians over {rounds} round(s)        ours    pytorch   ours/pytorch")
 for i, what in enumerate([f"step_ms ({clock})", "peak_rss_mb"]):
     print(f"{what:24s} {med(ours, i):10.1f} {med(torch, i):10.1f}   {ratio[i]:.3f}")

@@ -32,7 +32,7 @@
 # Needs root (ip netns, tc). Env: BUILD (default build), PY (/usr/bin/python3, for the summary),
 # TORCH_PY (default: the venv of bench/torch/venv.sh).
 #
-# Read before: bench/bench_ddp.cpp, bench/torch/ddp.py.
+# Read before: bench/netns.sh (the namespaces), bench/bench_ddp.cpp, bench/torch/ddp.py.
 # Read next: docs/results/evaluation.md.
 set -euo pipefail
 
@@ -43,37 +43,22 @@ BUILD=${BUILD:-$REPO/build}
 [[ "$BUILD" = /* ]] || BUILD="$REPO/$BUILD"
 PY=${PY:-/usr/bin/python3}
 source "$HERE/torch/venv.sh"
+source "$HERE/netns.sh"  # netns_up / netns_down: the namespaces and veths
 OUT=${OUT:-$REPO/docs/results/figures}
 
 die() { echo "hosts.sh: $*" >&2; exit 1; }
 
-existing() { ip netns list | awk '{print $1}' | grep -E "^${P}(sw|h[0-9]+)$" || true; }
+existing() { netns_list "$P"; }
 
 hosts_up() {  # N RATE
   local n=$1 rate=$2
   [[ "$n" =~ ^[0-9]+$ && "$n" -ge 1 && "$n" -le 200 ]] || die "N must be 1..200, got '$n'"
   [[ -z "$(existing)" ]] || die "namespaces with prefix '$P' exist already (another run?): $(existing | tr '\n' ' ') — run 'bench/hosts.sh down' or set HOSTS_PREFIX"
-  ip netns add "${P}sw"
-  ip -n "${P}sw" link add br0 type bridge
-  ip -n "${P}sw" link set br0 up
-  for ((i = 0; i < n; ++i)); do
-    ip netns add "${P}h$i"
-    ip link add "h$i" netns "${P}h$i" type veth peer name "p$i" netns "${P}sw"
-    ip -n "${P}sw" link set "p$i" master br0
-    ip -n "${P}sw" link set "p$i" up
-    ip -n "${P}h$i" addr add "198.18.0.$((i + 1))/24" dev "h$i"
-    ip -n "${P}h$i" link set "h$i" up
-    ip -n "${P}h$i" link set lo up
-    ip netns exec "${P}h$i" tc qdisc add dev "h$i" root tbf rate "$rate" burst 1mb latency 100ms
-    ip netns exec "${P}sw" tc qdisc add dev "p$i" root tbf rate "$rate" burst 1mb latency 100ms
-  done
+  netns_up "$P" "$n" "$rate" || die "could not make the hosts (see above)"
   echo "hosts.sh: $n hosts ${P}h0..${P}h$((n - 1)) (198.18.0.1..$n) through ${P}sw at $rate" >&2
 }
 
-hosts_down() {
-  local ns
-  for ns in $(existing); do ip netns del "$ns" 2>/dev/null || true; done
-}
+hosts_down() { netns_down "$P"; }
 
 RANK_PIDS=()
 LOGDIR=""

@@ -13,8 +13,12 @@
 //   conv2d, linear                        bfloat16 (fp32 accum.)   bfloat16
 //   matmul, bmm (attention's products)    bfloat16 (fp32 accum.)   bfloat16
 //   softmax, log_softmax                  float32                  float32
-//   layer_norm, batch_norm (+ fused ReLU  float32                  float32
-//     and add + ReLU forms)
+//   layer_norm                            float32                  float32
+//   batch_norm (+ fused ReLU and add +    its input's dtype:       its input's dtype
+//     ReLU forms)                         bf16 activations, fp32
+//                                         weight, statistics and
+//                                         arithmetic (Note [bfloat16
+//                                         batch norm])
 //   cross_entropy, mse_loss               float32                  float32
 //   everything else (add, mul, relu,      the inputs' own dtypes   promote_types of the
 //     gelu, dropout, pooling, views...)   (bf16 computes in fp32   inputs: bf16 + fp32

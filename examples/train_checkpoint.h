@@ -1,5 +1,6 @@
-// examples/train_checkpoint.h — train_fashion_mnist's checkpoint file and what
-// --resume means: the run's hyper-parameters kept beside the weights, resolved
+// examples/train_checkpoint.h — the checkpoint file of the training examples
+// (train_fashion_mnist, train_ddp) and what --resume means: the run's
+// hyper-parameters kept beside the weights, resolved
 // against the command line on resume, and the checks made before training.
 //
 // Note [Resume semantics]
@@ -18,7 +19,7 @@
 //   0.05 from epoch 2 on"); the result then no longer equals an uninterrupted
 //   run. The optimizer's own state (momentum buffers) always comes from the file.
 // Read before: nn/serialize.h, distributed/checkpoint.h.
-// Read next: examples/train_fashion_mnist.cpp.
+// Read next: examples/train_run.h (the decision made before training, restarts).
 #pragma once
 
 #include <fcntl.h>
@@ -88,13 +89,14 @@ inline lockstep::nn::Metadata to_metadata(HyperParameters h, int64_t epochs_done
 }
 
 // The finished epoch count of a checkpoint; throws naming the file when it is missing or malformed.
-inline int64_t epochs_done(const lockstep::nn::Metadata& meta, const std::string& path) {
+// `program` is the example's name, for the message.
+inline int64_t epochs_done(const lockstep::nn::Metadata& meta, const std::string& path, const std::string& program) {
   auto it = meta.find("epochs_done");
-  LS_CHECK(it != meta.end(), "checkpoint ", path, " has no epochs_done metadata; it was not written by "
-           "train_fashion_mnist (run without --resume, with --overwrite, to start fresh)");
+  LS_CHECK(it != meta.end(), "checkpoint ", path, " has no epochs_done metadata; it was not written by ", program,
+           " (run without --resume, with --overwrite, to start fresh)");
   const auto n = lockstep::cli::parse_integer(it->second);
   LS_CHECK(n && *n >= 0, "checkpoint ", path, ": epochs_done '", it->second, "' is not a whole number >= 0; "
-           "the file is damaged or not from train_fashion_mnist");
+           "the file is damaged or not from ", program);
   return *n;
 }
 
@@ -103,7 +105,7 @@ inline int64_t epochs_done(const lockstep::nn::Metadata& meta, const std::string
 // Prints a line on `out` (when not null) for each replaced value that differs.
 inline HyperParameters resolve_on_resume(const HyperParameters& cli, const std::vector<std::string>& given,
                                          const lockstep::nn::Metadata& meta, const std::string& path,
-                                         int64_t epochs_done, std::FILE* out) {
+                                         int64_t epochs_done, const std::string& program, std::FILE* out) {
   HyperParameters from_file = cli;
   HyperParameters from_cli = cli;
   std::vector<Field> theirs = fields(from_file), ours = fields(from_cli);
@@ -113,7 +115,7 @@ inline HyperParameters resolve_on_resume(const HyperParameters& cli, const std::
     if (it == meta.end()) continue;
     recorded = true;
     LS_CHECK(f.assign(it->second), "checkpoint ", path, ": hparams.", f.flag + 2, " '", it->second,
-             "' is malformed; the file is damaged or not from train_fashion_mnist");
+             "' is malformed; the file is damaged or not from ", program);
   }
   if (!recorded) {
     if (out) std::fprintf(out, "resume: %s records no hyper-parameters (an older file); using the command line's\n",

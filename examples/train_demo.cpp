@@ -4,42 +4,24 @@
 // A two-layer MLP learns to tell the two arms of a noisy spiral apart. The
 // model is plain tensors; the loss is cross-entropy written with log_softmax;
 // the update is hand-written SGD under NoGradGuard. Later layers (nn, optim,
-// distributed) replace each of these by a library piece.
+// distributed) replace each of these by a library piece: examples/train_ddp.cpp
+// is the same task with nn, optim, data and DistributedDataParallel.
 // Usage: build/bin/train_demo [--steps N] [--seed S] (--help: tools/cli.h).
 #include <lockstep.h>
 
 #include <cmath>
 #include <cstdio>
-#include <numbers>
 
+#include "examples/spirals.h"
 #include "tools/cli.h"
 
 namespace ls = lockstep;
 
 namespace {
-// n points per class on two interleaved spiral arms: inputs (2n, 2), one-hot targets (2n, 2).
-std::pair<ls::Tensor, ls::Tensor> make_spirals(int64_t n) {
-  std::vector<float> xs, ys;
-  ls::Tensor noise = ls::randn({2 * n, 2}) * 0.08;
-  std::vector<float> eps = noise.to_vector<float>();
-  for (int64_t c = 0; c < 2; ++c) {
-    for (int64_t i = 0; i < n; ++i) {
-      double r = 0.2 + 0.8 * static_cast<double>(i) / static_cast<double>(n);
-      double angle = 3.0 * std::numbers::pi * r + c * std::numbers::pi;
-      int64_t k = c * n + i;
-      xs.push_back(static_cast<float>(r * std::cos(angle)) + eps[2 * k]);
-      xs.push_back(static_cast<float>(r * std::sin(angle)) + eps[2 * k + 1]);
-      ys.push_back(c == 0 ? 1.0f : 0.0f);
-      ys.push_back(c == 1 ? 1.0f : 0.0f);
-    }
-  }
-  return {ls::tensor(xs, {2 * n, 2}), ls::tensor(ys, {2 * n, 2})};
-}
-
 int train(int steps, uint64_t seed) {
   ls::manual_seed(seed);
   ls::set_num_threads(1);
-  auto [x, y] = make_spirals(200);  // (400, 2), (400, 2)
+  auto [x, y] = examples::make_spirals(200);  // (400, 2), (400, 2)
 
   const int64_t hidden = 64;
   ls::Tensor w1 = (ls::randn({2, hidden}) * std::sqrt(2.0 / 2)).detach().requires_grad_();

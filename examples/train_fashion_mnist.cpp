@@ -26,33 +26,22 @@
 // finishes the run as if it had never stopped. `--test-limit N` evaluates on
 // the first N test images only (for quick checks).
 //
-// Fault injection, for tests only (tests/examples/check_ddp_kill_resume.sh):
-// LOCKSTEP_TEST_SIGKILL_AT=R:E:S makes rank R kill itself with SIGKILL just
-// before step S (1-based) of epoch E (1-based), as if the machine had killed it;
-// on the first attempt only (not after a launcher's restart).
-//
-// Restarted by a launcher (TORCHELASTIC_RESTART_COUNT > 0: torchrun or
-// lockstep-run --max-restarts, Note [Restarts] in tools/lockstep_run.cpp), a run
-// without --resume resumes as '--resume auto' (--overwrite no longer applies:
-// the file is the failed attempt's own checkpoint), so the job continues from
-// its last complete checkpoint and ends as if never interrupted.
+// Restarted by a launcher (torchrun or lockstep-run --max-restarts) it resumes
+// from its last checkpoint, and LOCKSTEP_TEST_SIGKILL_AT kills a rank for the
+// tests: Note [Resuming on a restart] in examples/train_run.h (shared with
+// examples/train_ddp.cpp).
 //
 // Command line: `train_fashion_mnist --help` (tools/cli.h, Note [Program command
 // lines]); what --resume, --overwrite and a changed hyper-parameter on resume do:
 // Note [Resume semantics] in examples/train_checkpoint.h.
 #include <lockstep.h>
 
-#include <signal.h>
-
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 
-#include "examples/train_checkpoint.h"
+#include "examples/train_run.h"
 #include "tools/cli.h"
 
 namespace ls = lockstep;
@@ -65,12 +54,11 @@ struct Args {
   train::HyperParameters h;
   std::vector<std::string> given;  // hyper-parameter flags given on the command line
   std::string root = ls::data::FashionMNIST::kDefaultRoot;
-  std::string checkpoint = "fashion_mnist_checkpoint.safetensors";
-  std::string resume = "off";  // off | on | auto
-  bool overwrite = false;
+  train::CheckpointArgs ckpt{"fashion_mnist_checkpoint.safetensors"};
   std::string amp = "off";  // bf16: forward passes under ls::AutocastGuard (not a checkpoint setting)
   int64_t threads = 1, log_every = 100, stop_after_epoch = 0, test_limit = 0;
   double momentum = 0.9;
+  bool deterministic = false;  // DDPOptions().deterministic: see train::kDeterministicHelp
 };
 
 Args parse(ls::cli::Program& p, int argc, char** argv) {
@@ -86,59 +74,14 @@ Args parse(ls::cli::Program& p, int argc, char** argv) {
   p.integer("--log-every", a.log_every, "print the loss every N steps", 1);
   p.integer("--test-limit", a.test_limit, "evaluate on the first N test images only (0: all)", 0);
   p.integer("--stop-after-epoch", a.stop_after_epoch, "end this run after epoch K, checkpoint written (0: never)", 0);
-  p.text("--checkpoint", a.checkpoint, "checkpoint file, written after every epoch");
-  auto* resume = p.app()
-                     .add_option("--resume", a.resume,
-                                 "continue from --checkpoint, which must exist; '--resume auto' starts fresh when "
-                                 "it does not. Hyper-parameters not given are the checkpoint's; one given applies "
-                                 "from the next epoch on, and a line says when it differs")
-                     ->expected(0, 1)
-                     ->default_str("")  // a bare --resume gives "" (else CLI11 would take the default, "off")
-                     ->check(CLI::Validator(
-                         [](std::string& t) {
-                           return t.empty() || t == "auto" ? std::string() : "expected nothing or 'auto', got '" + t + "'";
-                         },
-                         "", "resume"))
-                     ->type_name("[auto]");
-  p.flag("--overwrite", a.overwrite, "replace an existing --checkpoint (without it a fresh run refuses to)")
-      ->excludes(resume);
+  train::add_checkpoint_options(p, a.ckpt);
+  p.switch01("--deterministic", a.deterministic, train::kDeterministicHelp);
   p.choice("--amp", a.amp, "mixed precision: bf16 runs the forward passes (training and test) under "
            "ls::AutocastGuard; weights, gradients and the optimizer stay float32", {"off", "bf16"});
   p.text("--root", a.root, "Fashion-MNIST directory (Debian package dataset-fashion-mnist)");
-  p.app().footer("A fresh run refuses to overwrite an existing checkpoint (use --resume or --overwrite), and\n"
-                 "checks that the checkpoint's directory is writable before training.\n" +
-                 p.app().get_footer());
   p.parse(argc, argv);
-  if (a.resume.empty()) a.resume = "on";  // a bare --resume
-  for (const char* flag : {"--epochs", "--batch", "--lr", "--schedule", "--seed", "--limit"}) {
-    if (p.app().count(flag) > 0) a.given.push_back(flag);
-  }
+  a.given = train::given_flags(p);
   return a;
-}
-
-// Model and optimizer state in one file: "model.<name>" and "optim.<key>" tensors;
-// the finished epoch count and the hyper-parameters in the metadata
-// (examples/train_checkpoint.h). Distributed: rank 0 writes and every rank waits
-// until the file is complete (distributed/checkpoint.h).
-void save_checkpoint(const std::string& path, const ls::nn::Module& model, const ls::optim::Optimizer& opt,
-                     const train::HyperParameters& h, int64_t epochs_done, ls::distributed::ProcessGroup* pg) {
-  std::map<std::string, ls::Tensor> all;
-  for (auto& [k, v] : model.state_dict()) all["model." + k] = v;
-  for (auto& [k, v] : opt.state_dict()) all["optim." + k] = v;
-  const ls::nn::Metadata meta = train::to_metadata(h, epochs_done);
-  if (pg != nullptr) ls::distributed::save_on_rank0(all, path, *pg, meta);
-  else ls::nn::save_tensors(all, path, meta);
-}
-
-void load_state(const std::map<std::string, ls::Tensor>& all, ls::nn::Module& model, ls::optim::Optimizer& opt) {
-  ls::nn::StateDict model_state;
-  ls::optim::OptimizerState opt_state;
-  for (auto& [k, v] : all) {
-    if (k.rfind("model.", 0) == 0) model_state[k.substr(6)] = v;
-    if (k.rfind("optim.", 0) == 0) opt_state[k.substr(6)] = v;
-  }
-  model.load_state_dict(model_state);
-  opt.load_state_dict(opt_state);
 }
 
 // Accuracy on the first `limit` test images (all when limit is 0).
@@ -162,64 +105,16 @@ double evaluate(ls::models::SmallCNN& model, const ls::data::FashionMNIST& test,
   return static_cast<double>(correct) / static_cast<double>(n);
 }
 
-// LOCKSTEP_TEST_SIGKILL_AT=R:E:S (see the file header): {R, E, S}, or {-1, -1, -1} when unset.
-std::array<int64_t, 3> sigkill_point() {
-  std::array<int64_t, 3> at{-1, -1, -1};
-  const char* env = std::getenv("LOCKSTEP_TEST_SIGKILL_AT");
-  if (env == nullptr || *env == '\0') return at;
-  long long r = 0, e = 0, s = 0;
-  char extra = 0;
-  LS_CHECK(std::sscanf(env, "%lld:%lld:%lld%c", &r, &e, &s, &extra) == 3,
-           "LOCKSTEP_TEST_SIGKILL_AT='", env, "' is not RANK:EPOCH:STEP (e.g. 1:2:5); unset it");
-  at = {r, e, s};
-  return at;
-}
-
 int run(ls::cli::Program& program, Args a) {
   ls::set_num_threads(static_cast<int>(a.threads));
-  // Several ranks when started by lockstep-run / torchrun (WORLD_SIZE) or mpirun.
-  const int launched = program.environment([] { return ls::distributed::launched_world_size().value_or(1); });
-  std::shared_ptr<ls::distributed::ProcessGroup> pg;
-  if (launched > 1) {
-    program.environment([] { return ls::distributed::resolve_rendezvous(); });  // RANK=abc: exit 2, not 1
-    pg = ls::distributed::init_process_group("gloo");
-  }
+  // Several ranks when started by lockstep-run / torchrun (WORLD_SIZE), mpirun or srun.
+  std::shared_ptr<ls::distributed::ProcessGroup> pg = train::process_group(program);
   const int rank = pg ? pg->rank() : 0;
   const int world = pg ? pg->size() : 1;
-  const int restart = program.environment([] { return ls::distributed::restart_count(); });
-  const auto kill_at = restart == 0 ? sigkill_point() : std::array<int64_t, 3>{-1, -1, -1};
-  if (restart > 0 && a.resume == "off") {
-    a.resume = "auto";
-    a.overwrite = false;
-    if (rank == 0) std::printf("restart %d: resuming from --checkpoint when it exists (--resume auto)\n", restart);
-  }
-
   // Note [Resume semantics] (examples/train_checkpoint.h): decided before any training.
-  if (rank == 0) {
-    if (const std::string why = train::probe_writable(a.checkpoint); !why.empty()) program.usage_error(why);
-  }
-  const bool exists = std::filesystem::exists(a.checkpoint);
-  if (a.resume == "on" && !exists) {
-    program.usage_error("--resume: no checkpoint at " + a.checkpoint + " to resume from; run without --resume to "
-                        "start fresh, or pass '--resume auto' to start fresh when there is none");
-  }
-  if (a.resume == "auto" && !exists && rank == 0) {
-    std::printf("no checkpoint found at %s, starting fresh\n", a.checkpoint.c_str());
-  }
-  const bool resuming = a.resume != "off" && exists;
-  if (!resuming && exists && !a.overwrite) {
-    program.usage_error("the checkpoint " + a.checkpoint + " exists; pass --resume to continue it, --overwrite to "
-                        "replace it, or --checkpoint to choose another file");
-  }
-  std::map<std::string, ls::Tensor> saved;
-  int64_t first_epoch = 0;
-  train::HyperParameters h = a.h;
-  if (resuming) {
-    ls::nn::Metadata meta;
-    saved = ls::nn::load_tensors(a.checkpoint, &meta);
-    first_epoch = train::epochs_done(meta, a.checkpoint);
-    h = train::resolve_on_resume(a.h, a.given, meta, a.checkpoint, first_epoch, rank == 0 ? stdout : nullptr);
-  }
+  train::Start start = train::start(program, a.ckpt, a.h, a.given, rank);
+  const train::HyperParameters& h = start.h;
+  const int64_t first_epoch = start.first_epoch;
 
   ls::manual_seed(h.seed);
   ls::data::FashionMNIST train_set(a.root, /*train=*/true);
@@ -234,22 +129,14 @@ int run(ls::cli::Program& program, Args a) {
   std::unique_ptr<ls::optim::CosineAnnealingLR> cosine;
   if (h.schedule == "cosine") cosine = std::make_unique<ls::optim::CosineAnnealingLR>(opt, h.epochs * steps_per_epoch);
 
-  if (resuming) {
-    load_state(saved, *model, opt);
-    saved.clear();
-    if (rank == 0) std::printf("resumed from %s after epoch %lld\n", a.checkpoint.c_str(),
-                               static_cast<long long>(first_epoch));
-    // The lr applies (Note [Resume semantics]); the schedule depends only on the
-    // step count: replay it to where the run stopped.
-    opt.set_lr(h.lr);
-    for (int64_t t = 0; cosine && t < first_epoch * steps_per_epoch; ++t) cosine->step();
-    if (first_epoch >= h.epochs && rank == 0) {
-      std::printf("nothing to train: the checkpoint has %lld of --epochs %lld; pass a larger --epochs to go on\n",
-                  static_cast<long long>(first_epoch), static_cast<long long>(h.epochs));
-    }
-  }
+  train::resume(start, a.ckpt.checkpoint, *model, opt, rank);
+  // The schedule depends only on the step count: replay it to where the run stopped.
+  for (int64_t t = 0; cosine && t < first_epoch * steps_per_epoch; ++t) cosine->step();
   std::unique_ptr<ls::distributed::DistributedDataParallel<ls::models::SmallCNN>> ddp;
-  if (pg) ddp = std::make_unique<ls::distributed::DistributedDataParallel<ls::models::SmallCNN>>(model, pg);
+  if (pg) {
+    ddp = std::make_unique<ls::distributed::DistributedDataParallel<ls::models::SmallCNN>>(
+        model, pg, ls::distributed::DDPOptions().deterministic(a.deterministic));
+  }
   auto forward = [&](const ls::Tensor& x) { return ddp ? ddp->forward(x) : model->forward(x); };
   ls::data::DataLoader loader(train_set, ls::data::DataLoaderOptions(h.batch).workers(1), sampler);
   if (rank == 0) {
@@ -267,13 +154,7 @@ int run(ls::cli::Program& program, Args a) {
     double loss_sum = 0;
     int64_t seen = 0, step = 0, window_examples = 0;
     for (const auto& batch : loader) {
-      if (rank == kill_at[0] && epoch + 1 == kill_at[1] && step + 1 == kill_at[2]) {
-        std::fprintf(stderr, "train_fashion_mnist: LOCKSTEP_TEST_SIGKILL_AT: rank %d kills itself before "
-                     "epoch %lld step %lld\n", rank, static_cast<long long>(epoch + 1),
-                     static_cast<long long>(step + 1));
-        std::fflush(stderr);
-        ::raise(SIGKILL);
-      }
+      train::maybe_kill(start, rank, epoch, step, kName);
       opt.zero_grad();
       ls::Tensor loss;
       {
@@ -306,7 +187,7 @@ int run(ls::cli::Program& program, Args a) {
                   train_secs, static_cast<double>(seen * world) / train_secs);
       std::fflush(stdout);
     }
-    save_checkpoint(a.checkpoint, *model, opt, h, epoch + 1, pg.get());
+    train::save_checkpoint(a.ckpt.checkpoint, *model, opt, h, epoch + 1, pg.get());
     if (epoch + 1 == a.stop_after_epoch) break;
   }
   return 0;

@@ -28,7 +28,7 @@ if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=cc
 # installed static libraries without the -fsanitize link flags they need; and
 # the cli checks of the programs this script does not build (only
 # train_fashion_mnist is built, so only its cli check runs here).
-exclude='^install: |^cli: (lockstep-run|bench_|train_demo)'
+exclude='^install: |^cli: (lockstep-run|bench_|train_demo|train_ddp)'
 status=0
 if [ "$which" = asan ] || [ "$which" = all ]; then
   cmake --preset asan-ubsan "${launcher[@]}"

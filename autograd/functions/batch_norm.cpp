@@ -90,12 +90,13 @@ struct BatchNormBackward final : BatchNormNode {
                gb = should_compute_output(2);
     const Tensor x = input.unpack(name()), w = weight.unpack(name());
     const Tensor mean = save_mean.unpack(name()), invstd = save_invstd.unpack(name());
+    const Tensor g = native::to_dtype(grads[0], x.dtype());  // the output's dtype
     auto [grad_input, grad_weight, grad_bias] =
-        !relu ? native::batch_norm_backward(grads[0], x, w, mean, invstd, training, gi, gw, gb)
+        !relu ? native::batch_norm_backward(g, x, w, mean, invstd, training, gi, gw, gb)
         : mask_from_input
-            ? native::batch_norm_relu_backward_from_input(grads[0], x, w, bias.unpack(name()), mean,
+            ? native::batch_norm_relu_backward_from_input(g, x, w, bias.unpack(name()), mean,
                                                           invstd, training, gi, gw, gb)
-            : native::batch_norm_relu_backward(grads[0], x, w, mean, invstd, output.unpack(name()),
+            : native::batch_norm_relu_backward(g, x, w, mean, invstd, output.unpack(name()),
                                                training, gi, gw, gb);
     return {grad_input, grad_weight, grad_bias};
   }
@@ -109,8 +110,9 @@ struct BatchNormAddReluBackward final : BatchNormNode {
   variable_list apply(variable_list&& grads) override {
     const bool gi = should_compute_output(0), gw = should_compute_output(1),
                gb = should_compute_output(2);
+    const Tensor x = input.unpack(name());
     auto [grad_input, grad_weight, grad_bias, grad_residual] = native::batch_norm_add_relu_backward(
-        grads[0], input.unpack(name()), weight.unpack(name()), save_mean.unpack(name()),
+        native::to_dtype(grads[0], x.dtype()), x, weight.unpack(name()), save_mean.unpack(name()),
         save_invstd.unpack(name()), output.unpack(name()), training, gi, gw, gb);
     return {grad_input, grad_weight, grad_bias,
             should_compute_output(3) ? grad_residual : Tensor()};
@@ -121,10 +123,6 @@ struct BatchNormAddReluBackward final : BatchNormNode {
 Tensor batch_norm_op(const Tensor& input, const Tensor& weight, const Tensor& bias,
                      const Tensor& running_mean, const Tensor& running_var, bool training,
                      double momentum, double eps, bool relu) {
-  if (is_autocast_enabled() && input.defined() && input.dtype() == kBFloat16) {
-    return batch_norm_op(float_input(input), weight, bias, running_mean, running_var, training,
-                         momentum, eps, relu);
-  }
   profiler::Scope prof(relu ? "batch_norm_relu" : "batch_norm");
   auto [out, save_mean, save_invstd] =
       relu ? native::batch_norm_relu_forward(input, weight, bias, running_mean, running_var,
@@ -171,8 +169,11 @@ Tensor batch_norm_relu(const Tensor& input, const Tensor& weight, const Tensor& 
 Tensor batch_norm_add_relu(const Tensor& input, const Tensor& residual, const Tensor& weight,
                            const Tensor& bias, const Tensor& running_mean,
                            const Tensor& running_var, bool training, double momentum, double eps) {
-  if (is_autocast_enabled() && ((input.defined() && input.dtype() == kBFloat16) ||
-                                (residual.defined() && residual.dtype() == kBFloat16))) {
+  // Under autocast a bf16 input with a float32 residual (or the other way round)
+  // computes in float32, as promote_types of the two would.
+  if (is_autocast_enabled() && input.defined() && residual.defined() &&
+      input.dtype() != residual.dtype() &&
+      (input.dtype() == kBFloat16 || residual.dtype() == kBFloat16)) {
     return batch_norm_add_relu(float_input(input), float_input(residual), weight, bias,
                                running_mean, running_var, training, momentum, eps);
   }

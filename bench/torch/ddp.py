@@ -16,12 +16,15 @@ Modes:
          result is not copied back, as in the paper's baseline)
   after  after backward, one AllReduce per gradient, then divided by the world size
 --channels-last runs a ResNet in NHWC memory format (PyTorch's faster CPU layout for one
-step; see bench/compare_step.sh).
+step; see bench/compare_step.sh). --amp bf16 runs forward and loss under
+torch.autocast("cpu", dtype=torch.bfloat16) (a ResNet then in channels_last, PyTorch's
+recommended pairing), as bench_ddp --amp bf16 does under ls::AutocastGuard.
 Rank 0 prints "<model> mode=.. world=.. batch/rank=.. bucket_mb=.. iter_ms=<median> min=<min>".
 Read before: bench/torch/models.py, bench/bench_ddp.cpp. Read next: bench/hosts.sh,
 bench/figures/torch_ddp_bench.py (the figures' variant with more knobs).
 """
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -40,7 +43,7 @@ def train(rank, world, a):
     torch.set_num_threads(a.threads)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     model, x, loss_fn = workload(a.model, a.batch, a.image, a.seq, a.layers)
-    if a.channels_last and a.model.startswith("resnet"):
+    if (a.channels_last or a.amp == "bf16") and a.model.startswith("resnet"):
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
     net = model
@@ -53,7 +56,10 @@ def train(rank, world, a):
         dist.barrier()
         start = time.perf_counter()
         opt.zero_grad()
-        loss_fn(net(x)).backward()
+        amp = torch.autocast("cpu", dtype=torch.bfloat16) if a.amp == "bf16" else contextlib.nullcontext()
+        with amp:
+            loss = loss_fn(net(x))
+        loss.backward()
         if a.mode == "flat":
             dist.all_reduce(torch.cat([g.reshape(-1) for g in grads()]))
         elif a.mode == "after":
@@ -65,7 +71,7 @@ def train(rank, world, a):
             times.append(1e3 * (time.perf_counter() - start))
     if rank == 0:
         print(f"{a.model} mode={a.mode} world={world} batch/rank={a.batch} bucket_mb={a.bucket_mb} "
-              f"iter_ms={statistics.median(times):.1f} min={min(times):.1f}", flush=True)
+              f"amp={a.amp} iter_ms={statistics.median(times):.1f} min={min(times):.1f}", flush=True)
     dist.destroy_process_group()
 
 
@@ -90,6 +96,7 @@ if __name__ == "__main__":
     p.add_argument("--bucket-mb", type=float, default=25)
     p.add_argument("--unused", action="store_true")
     p.add_argument("--channels-last", action="store_true")
+    p.add_argument("--amp", default="off", choices=["off", "bf16"])
     p.add_argument("--port", type=int, default=29533)
     args = p.parse_args()
     if args.env:

@@ -10,6 +10,8 @@ timed ones; medians printed on one line of key=value fields (compare_step.sh rea
                     parameters, gradients and optimizer state stay float32. Implies
                     --channels-last for ResNets (lockstep's --amp bf16 is compared with that).
   --clock cpu       process CPU time instead of wall time (see bench/compare_step.sh).
+  --compile         the model under torch.compile (inductor); the warm-up steps compile it,
+                    and the compile time is printed (compile_s), not counted in the step.
 
 Read before: bench/torch/models.py, bench/bench_step.cpp. Read next: bench/compare_step.sh.
 """
@@ -37,6 +39,7 @@ p.add_argument("--threads", type=int, default=1)
 p.add_argument("--channels-last", action="store_true")
 p.add_argument("--amp", choices=["none", "bf16"], default="none")
 p.add_argument("--clock", choices=["wall", "cpu"], default="wall")
+p.add_argument("--compile", action="store_true")
 a = p.parse_args()
 
 torch.set_num_threads(a.threads)
@@ -49,13 +52,17 @@ if channels_last:
     x = x.contiguous(memory_format=torch.channels_last)
 model.train()
 opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+net = torch.compile(model) if a.compile else model
 autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.amp == "bf16" else contextlib.nullcontext
 
 times = {"step": [], "fwd": [], "bwd": [], "opt": []}
+start = time.perf_counter()
 for i in range(a.warmup + a.iters):
+    if i == a.warmup:
+        compile_s = time.perf_counter() - start  # the warm-up steps: compiling, with --compile
     t0 = now()
     with autocast():
-        loss = loss_fn(model(x))
+        loss = loss_fn(net(x))
     t1 = now()
     opt.zero_grad()
     loss.backward()
@@ -69,6 +76,7 @@ for i in range(a.warmup + a.iters):
 params = sum(t.numel() for t in model.parameters())
 fields = [f"{a.model}", f"torch={torch.__version__}", f"batch={a.batch}", f"params={params}",
           f"threads={a.threads}", f"channels_last={int(channels_last)}", f"amp={a.amp}", f"clock={a.clock}",
+          f"compiled={int(a.compile)}", f"compile_s={compile_s:.1f}",
           f"loss={loss.item():.4f}"]
 fields += [f"{key}_ms={statistics.median(v):.1f}" for key, v in times.items()]
 print(" ".join(fields), flush=True)

@@ -27,6 +27,10 @@
 // the extra terms being the gradient that flows through mean and var, which
 // depend on every x of the channel.
 //
+// A bfloat16 input (autocast's convolutions return one) takes the kernels of
+// core/native/batch_norm_bf16.cpp: bf16 activations, float32 statistics and
+// arithmetic (Note [bfloat16 batch norm]).
+//
 // Outputs of 12 MiB and more (float32) are written with streaming stores: see
 // Note [Streaming stores] in core/native/fast/streaming_store.h.
 //
@@ -69,6 +73,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/native/batch_norm_bf16.h"
 #include "core/native/batch_norm_rules.h"
 #include "core/native/batch_norm_sums.h"
 #include "core/native/cuda_dispatch.h"
@@ -256,14 +261,9 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
         if (gbp != nullptr) gbp[ch] = static_cast<T>(sum_g);
         if (gwp != nullptr) gwp[ch] = static_cast<T>(sum_g_xhat);
         if (gxp == nullptr) continue;
-        const double k = (wp != nullptr ? wp[ch] : 1.0) * invstd;
-        // training: dx = k * (g - sum_g / M - xhat * sum_g_xhat / M); eval: dx = k * g.
-        const double mean_g = training ? sum_g / static_cast<double>(m) : 0.0;
-        const double mean_g_xhat = training ? sum_g_xhat / static_cast<double>(m) : 0.0;
-        // dx = k * g - k * mean_g - (x - mean) * (k * invstd * mean_g_xhat) = a * g + b * x + c
-        const T a = static_cast<T>(k);
-        const T bx = static_cast<T>(-k * invstd * mean_g_xhat);
-        const T c0 = static_cast<T>(-k * mean_g + k * invstd * mean_g_xhat * mean);
+        const auto [a, bx, c0] = grad_input_coefficients<T>(
+            wp != nullptr ? static_cast<double>(wp[ch]) : 1.0, mean, invstd, sum_g, sum_g_xhat, m,
+            training);
         const bool reread_gm = gmp != nullptr && !stream_gm;
         const bool output_mask = relu && !reread_gm;  // else gm is read back
         const bool input_mask = mask.kind == Mask::Input;
@@ -307,6 +307,9 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
   return {grad_input, grad_weight, grad_bias};
 }
 
+// A bfloat16 input takes the mixed-precision kernels (Note [bfloat16 batch norm]).
+bool bf16(const Tensor& input) { return input.defined() && input.dtype() == kBFloat16; }
+
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const Tensor& weight,
@@ -316,6 +319,10 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const
                                                       double momentum, double eps) {
   LS_DISPATCH_CUDA(input, batch_norm_forward(input, weight, bias, running_mean, running_var,
                                              training, momentum, eps));
+  if (bf16(input)) {
+    return batch_norm_bf16_forward(input, Tensor(), weight, bias, running_mean, running_var,
+                                   training, momentum, eps, false, "batch_norm");
+  }
   return forward_impl(input, weight, bias, running_mean, running_var, training, momentum, eps,
                       false, Tensor(), "batch_norm");
 }
@@ -325,6 +332,10 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_forward(
     const Tensor& running_var, bool training, double momentum, double eps) {
   LS_DISPATCH_CUDA(input, batch_norm_relu_forward(input, weight, bias, running_mean, running_var,
                                                   training, momentum, eps));
+  if (bf16(input)) {
+    return batch_norm_bf16_forward(input, Tensor(), weight, bias, running_mean, running_var,
+                                   training, momentum, eps, true, "batch_norm_relu");
+  }
   return forward_impl(input, weight, bias, running_mean, running_var, training, momentum, eps,
                       true, Tensor(), "batch_norm_relu");
 }
@@ -347,6 +358,10 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_add_relu_forward(
                                                           running_var, training, momentum, eps);
     return {add_relu(y, residual), save_mean, save_invstd};
   }
+  if (bf16(input)) {
+    return batch_norm_bf16_forward(input, residual, weight, bias, running_mean, running_var,
+                                   training, momentum, eps, true, op);
+  }
   return forward_impl(input, weight, bias, running_mean, running_var, training, momentum, eps,
                       true, residual, op);
 }
@@ -356,6 +371,11 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
     const Tensor& save_invstd, bool training, bool need_input, bool need_weight, bool need_bias) {
   LS_DISPATCH_CUDA(input, batch_norm_backward(grad_output, input, weight, save_mean, save_invstd,
                                               training, need_input, need_weight, need_bias));
+  if (bf16(input)) {
+    return batch_norm_bf16_backward(grad_output, input, weight, Tensor(), save_mean, save_invstd,
+                                    Tensor(), Mask::None, training, need_input, need_weight,
+                                    need_bias, nullptr, "batch_norm_backward");
+  }
   return backward_impl(grad_output, input, weight, save_mean, save_invstd, ReluMask{}, training,
                        need_input, need_weight, need_bias, Tensor(), "batch_norm_backward");
 }
@@ -368,6 +388,11 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(
       input, batch_norm_relu_backward(grad_output, input, weight, save_mean, save_invstd, output,
                                       training, need_input, need_weight, need_bias));
   lockstep::detail::check_defined(output, "batch_norm_relu_backward");
+  if (bf16(input)) {
+    return batch_norm_bf16_backward(grad_output, input, weight, Tensor(), save_mean, save_invstd,
+                                    output, Mask::Output, training, need_input, need_weight,
+                                    need_bias, nullptr, "batch_norm_relu_backward");
+  }
   return backward_impl(grad_output, input, weight, save_mean, save_invstd,
                        ReluMask{Mask::Output, output, Tensor()}, training, need_input, need_weight,
                        need_bias, Tensor(), "batch_norm_relu_backward");
@@ -382,6 +407,11 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward_from_input(
   LS_CHECK(!input.device().is_cuda(), op, ": the input is on ", input.device().str(),
            ", but this backward runs on the CPU only; on a GPU use batch_norm_relu_backward with "
            "the forward's output");
+  if (bf16(input)) {
+    return batch_norm_bf16_backward(grad_output, input, weight, bias, save_mean, save_invstd,
+                                    Tensor(), Mask::Input, training, need_input, need_weight,
+                                    need_bias, nullptr, op);
+  }
   return backward_impl(grad_output, input, weight, save_mean, save_invstd,
                        ReluMask{Mask::Input, Tensor(), bias}, training, need_input, need_weight,
                        need_bias, Tensor(), op);
@@ -394,6 +424,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> batch_norm_add_relu_backward(
   const char* op = "batch_norm_add_relu_backward";
   lockstep::detail::check_defined(grad_output, op);
   lockstep::detail::check_defined(output, op);
+  if (bf16(input) && !input.device().is_cuda()) {
+    Tensor g;  // (N, C, *) bf16: gm, the residual's
+    auto [gi, gw, gb] = batch_norm_bf16_backward(grad_output, input, weight, Tensor(), save_mean,
+                                                 save_invstd, output, Mask::Output, training,
+                                                 need_input, need_weight, need_bias, &g, op);
+    return {gi, gw, gb, g};
+  }
   const bool fused = !grad_output.device().is_cuda() && !output.device().is_cuda() &&
                      (need_input || need_weight || need_bias);
   if (!fused) {  // the two backwards in turn

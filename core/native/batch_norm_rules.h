@@ -28,6 +28,20 @@ inline void check_channel_vector(const Tensor& t, const char* what, int64_t chan
            "; convert with .to(...)");
 }
 
+// Training needs more than one value per channel (S values per image); eval
+// needs the running statistics.
+inline void check_statistics_source(const Tensor& input, int64_t s, const Tensor& running_mean,
+                                    const Tensor& running_var, bool training, const char* op) {
+  if (training) {
+    LS_CHECK(input.size(0) * s > 1, op,
+             ": expected more than 1 value per channel when training, but got input shape ",
+             input.shape_str(), "; use a larger batch or eval mode");
+  } else {
+    LS_CHECK(running_mean.defined() && running_var.defined(), op,
+             ": eval mode needs running_mean and running_var; pass them, or use training mode");
+  }
+}
+
 // Channel count C and the size S of the trailing dims of a float (N, C, *) input.
 inline std::pair<int64_t, int64_t> channels_and_spatial(const Tensor& input, const char* op) {
   lockstep::detail::check_defined(input, op);
@@ -53,14 +67,7 @@ std::pair<int64_t, int64_t> check_batch_norm_forward(const Tensor& input, const 
   check_channel_vector(bias, "bias", c, input.dtype(), op);
   check_channel_vector(running_mean, "running_mean", c, input.dtype(), op);
   check_channel_vector(running_var, "running_var", c, input.dtype(), op);
-  if (training) {
-    LS_CHECK(input.size(0) * s > 1, op,
-             ": expected more than 1 value per channel when training, but got input shape ",
-             input.shape_str(), "; use a larger batch or eval mode");
-  } else {
-    LS_CHECK(running_mean.defined() && running_var.defined(), op,
-             ": eval mode needs running_mean and running_var; pass them, or use training mode");
-  }
+  check_statistics_source(input, s, running_mean, running_var, training, op);
   return {c, s};
 }
 

@@ -35,6 +35,24 @@ Affine<T> affine_coefficients(T mean, T invstd, const T* w, const T* b, int64_t 
           static_cast<T>((b != nullptr ? static_cast<double>(b[ch]) : 0.0) - mean * scale)};
 }
 
+// The backward's per-channel dx = a * g + bx * x + c0, from k = w * invstd and
+// the statistics pass's sums over the channel's M values: training,
+//   dx = k * (g - sum_g / M - xhat * sum_g_xhat / M),  xhat = (x - mean) * invstd;
+// eval, dx = k * g (the statistics are constants).
+template <class T>
+struct GradInput {
+  T a, bx, c0;
+};
+template <class T>
+GradInput<T> grad_input_coefficients(double w, double mean, double invstd, double sum_g,
+                                     double sum_g_xhat, int64_t m, bool training) {
+  const double k = w * invstd;
+  const double mean_g = training ? sum_g / static_cast<double>(m) : 0.0;
+  const double mean_g_xhat = training ? sum_g_xhat / static_cast<double>(m) : 0.0;
+  return {static_cast<T>(k), static_cast<T>(-k * invstd * mean_g_xhat),
+          static_cast<T>(-k * mean_g + k * invstd * mean_g_xhat * mean)};
+}
+
 // Where the ReLU's mask comes from in a backward: none (plain batch norm), the
 // saved output (out > 0), or the input (fma(x, scale, shift) > 0).
 enum class Mask { None, Output, Input };

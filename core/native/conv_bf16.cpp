@@ -262,7 +262,16 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
              DNNL_ARG_DIFF_SRC, p.bwd_data.diff_src_desc(),
              plain_memory(gx, src_dims(g), memory::format_tag::nchw));
   }
-  if (need_x) {
+  if (need_x && conv_bf16_weight_grad_as_gemm(g)) {  // Note [bf16 backward-weights as one GEMM]
+    Tensor x_plain = x.plain.defined() ? contiguous(x.plain) : Tensor();
+    if (!x_plain.defined()) {  // the forward's copy, in its primitive's layout: back to NCHW
+      x_plain = empty({g.n, g.c_in, g.h, g.w}, kBFloat16);
+      reorder(memory(p.fwd.src_desc(), cpu_engine(), x.bytes.raw_data()),
+              plain_memory(x_plain, src_dims(g), memory::format_tag::nchw));
+    }
+    gw = conv2d_bf16_weight_grad_gemm(g, g_y, x_plain, need_bias ? &gb : nullptr);
+    if (!need_weight) gw = Tensor();
+  } else if (need_x) {
     gw = empty({g.c_out, g.c_in_g(), g.kh, g.kw}, kFloat32);
     gb = empty({g.c_out}, kFloat32);
     const memory diff_dst = gy_in(p.bwd_weights.diff_dst_desc());

@@ -60,6 +60,20 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_pointwise_backward(
     const ConvGeometry& g, const Tensor& gy, const ConvBf16SavedInput& x, const Tensor& w,
     ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias);
 
+// A (N, C, P) bf16 buffer as a contiguous (C, N P) tensor: row c holds image 0's
+// P values of channel c, then image 1's, ... (the K-major operand of a GEMM
+// summing over the whole batch).
+Tensor conv_bf16_channels_major(const BFloat16* src, int64_t n, int64_t c, int64_t p);
+
+// The non-1x1 layers whose weight gradient is one GEMM over the batch instead of
+// oneDNN's backward-weights primitive (Note [bf16 backward-weights as one GEMM]
+// in fast/conv_bf16_weight_grad.cpp): dW (C_out, C_in, kH, kW) float32 from
+// gy (N, C_out, oH, oW) and x (N, C_in, H, W), both bf16 contiguous; with
+// grad_bias not null also the bias gradient (C_out) float32.
+bool conv_bf16_weight_grad_as_gemm(const ConvGeometry& g);
+Tensor conv2d_bf16_weight_grad_gemm(const ConvGeometry& g, const Tensor& gy, const Tensor& x,
+                                    Tensor* grad_bias);
+
 // The oneDNN implementation the forward of `g` runs, e.g. "brgconv:avx512_core_amx_bf16".
 std::string conv2d_bf16_impl(const ConvGeometry& g);
 

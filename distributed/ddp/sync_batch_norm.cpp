@@ -3,6 +3,7 @@
 // Read before: distributed/ddp/sync_batch_norm.h (the formulas and Note
 // [SyncBatchNorm collectives inside DDP]), autograd/functions/batch_norm.cpp
 // (the local op this one mirrors).
+#include "core/autocast.h"
 #include "distributed/ddp/sync_batch_norm.h"
 
 #include "autograd/functions/functions.h"
@@ -105,6 +106,12 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& 
                        const Tensor& running_mean, const Tensor& running_var, double momentum,
                        double eps, const std::shared_ptr<ProcessGroup>& group_ptr) {
   LS_CHECK(group_ptr != nullptr, "sync_batch_norm: the process group is null");
+  if (is_autocast_enabled() && input.defined() && input.dtype() == kBFloat16) {
+    // Under autocast the group statistics run in float32 on the bf16 activations
+    // (Note [Autocast policy] in core/autocast.h); the cast is differentiable.
+    return sync_batch_norm(input.to(kFloat32), weight, bias, running_mean, running_var, momentum,
+                           eps, group_ptr);
+  }
   ProcessGroup& group = *group_ptr;
   profiler::Scope prof("sync_batch_norm");
   LS_CHECK(input.defined() && input.dim() >= 2, "sync_batch_norm (rank ", group.rank(),

@@ -11,6 +11,7 @@
 
 #include <numeric>
 
+#include "core/autocast.h"
 #include "core/grad_mode.h"
 #include "distributed/distributed.h"
 #include "optim/optim.h"
@@ -220,4 +221,35 @@ TEST_CASE("sync_batch_norm: a converted ResNet under DDP on 2 ranks equals full-
 
 TEST_CASE("sync_batch_norm: a converted ResNet under DDP on 4 ranks equals full-batch training") {
   check_ddp_equals_full_batch(4);
+}
+
+TEST_CASE("sync_batch_norm: under autocast a bf16 input computes in float32, with float32 gradients") {
+  ls::testing::run_ranks(
+      1,
+      [](int) {
+        auto pg = dist::init_process_group("gloo");
+        ls::manual_seed(3);
+        ls::Tensor x = ls::randn({4, 3, 5, 5});
+        ls::Tensor w = ls::ones({3}), b = ls::zeros({3});
+        w.requires_grad_(true);
+        b.requires_grad_(true);
+        ls::Tensor rm = ls::zeros({3}), rv = ls::ones({3});
+        ls::Tensor y, y32;
+        {
+          ls::AutocastGuard amp(ls::kBFloat16);
+          y = dist::sync_batch_norm(x.to(ls::kBFloat16), w, b, rm, rv, 0.1, 1e-5, pg);
+        }
+        CHECK(y.dtype() == ls::kFloat32);
+        ls::Tensor rm32 = ls::zeros({3}), rv32 = ls::ones({3});
+        y32 = dist::sync_batch_norm(x.to(ls::kBFloat16).to(ls::kFloat32), w, b, rm32, rv32, 0.1,
+                                    1e-5, pg);
+        CHECK(ls::equal(y, y32));  // the same float32 op on the same (bf16-rounded) values
+        y.sum().backward();
+        CHECK(w.grad().dtype() == ls::kFloat32);
+        // Outside autocast a bf16 input is still refused with the op's message.
+        CHECK_THROWS_WITH_AS(
+            dist::sync_batch_norm(x.to(ls::kBFloat16), w, b, rm, rv, 0.1, 1e-5, pg),
+            doctest::Contains("expected a float32 or float64 input"), ls::Error);
+      },
+      std::chrono::seconds(60));
 }

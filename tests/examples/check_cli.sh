@@ -60,6 +60,18 @@ case "$prog" in
     expect 2 "RANK='abc' is not an integer" WORLD_SIZE=2 RANK=abc -- --epochs 1
     expect 0 "--resume [auto]" -- --help
     ;;
+  train_ddp)
+    expect 2 "--batch: 0 is out of range" -- --batch 0
+    expect 2 "--epochs: 'abc' is not a whole number" -- --epochs abc
+    expect 2 "--lr: 0 is out of range" -- --lr 0
+    expect 2 "--resume excludes --overwrite" -- --resume --overwrite
+    expect 2 "--resume: no checkpoint at nothing.safetensors" -- --resume --checkpoint nothing.safetensors
+    expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --epochs 1
+    expect 2 "TORCHELASTIC_RESTART_COUNT" TORCHELASTIC_RESTART_COUNT=x -- --epochs 1
+    expect 2 "LOCKSTEP_TEST_SIGKILL_AT='1:2' is not RANK:EPOCH:STEP" LOCKSTEP_TEST_SIGKILL_AT=1:2 -- --epochs 1
+    expect 0 "epoch 1 train_loss" -- --epochs 1 --checkpoint one.safetensors
+    expect 2 "the checkpoint one.safetensors exists; pass --resume" -- --epochs 1 --checkpoint one.safetensors
+    ;;
   train_demo)
     expect 2 "--steps: 'abc' is not a whole number" -- --steps abc
     expect 2 "--seed: -1 is out of range; expected an integer >= 0" -- --seed -1

@@ -9,7 +9,7 @@
 #      with the same checkpoint bytes as the job under lockstep-run;
 # and stops the daemons by their PIDs. Exits 77 (CTest: Skipped) when not root or
 # when Debian's slurm-wlm / munge are not installed (apt-get install slurm-wlm munge),
-# 0 with a message without the Fashion-MNIST data.
+# 0 with a message without the Fashion-MNIST data. The cluster's pieces: tests/interop/slurm.sh.
 set -euo pipefail
 bin=$(cd "$1" && pwd)
 for tool in srun slurmctld slurmd munged; do
@@ -29,49 +29,19 @@ stop() {
 trap stop EXIT
 port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 node=$(hostname -s)
-mkdir -p "$tmp/state" "$tmp/spool"
-munged --foreground --force --socket="$tmp/munge.socket" --pid-file="$tmp/munged.pid" \
-  --log-file="$tmp/munged.log" --seed-file="$tmp/munged.seed" > /dev/null 2>&1 &
-pids+=($!)
-export SLURM_CONF=$tmp/slurm.conf
-cat > "$SLURM_CONF" <<CONF
-ClusterName=lockstep
-SlurmctldHost=$node(127.0.0.1)
-SlurmctldPort=$(port)
-SlurmdPort=$(port)
-AuthType=auth/munge
-AuthInfo=socket=$tmp/munge.socket
-CredType=cred/munge
-SlurmUser=root
-SlurmdUser=root
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_CPU
-MpiDefault=none
-ReturnToService=2
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-StateSaveLocation=$tmp/state
-SlurmdSpoolDir=$tmp/spool
-SlurmctldPidFile=$tmp/slurmctld.pid
-SlurmdPidFile=$tmp/slurmd.pid
-SlurmctldLogFile=$tmp/slurmctld.log
-SlurmdLogFile=$tmp/slurmd.log
-NodeName=$node NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
-PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP
-CONF
-for _ in $(seq 50); do [ -S "$tmp/munge.socket" ] && break; sleep 0.1; done
+# shellcheck source=slurm.sh
+source "$(dirname "$0")/slurm.sh"
+slurm_munged "$tmp" || { echo "FAIL: munged did not start"; exit 1; }
+pids+=("$MUNGED_PID")
+mkdir -p "$tmp/spool-$node"
+slurm_conf "$tmp" "$node(127.0.0.1)" "$(port)" "$(port)" \
+  "NodeName=$node NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN" \
+  "PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP"
 slurmctld -D -c -f "$SLURM_CONF" > "$tmp/slurmctld.out" 2>&1 &
 pids+=($!)
 slurmd -D -f "$SLURM_CONF" > "$tmp/slurmd.out" 2>&1 &
 pids+=($!)
-ready=0
-for _ in $(seq 100); do
-  if sinfo -h -o %T 2> /dev/null | grep -q idle; then ready=1; break; fi
-  sleep 0.2
-done
-[ $ready -eq 1 ] || { echo "FAIL: the Slurm node never became idle"; cat "$tmp"/*.log "$tmp"/*.out; exit 1; }
+slurm_wait_idle 1 || { echo "FAIL: the Slurm node never became idle"; cat "$tmp"/*.log "$tmp"/*.out; exit 1; }
 
 ranks=$(timeout 60 srun -n 2 sh -c 'echo $SLURM_PROCID' | sort | tr '\n' ' ')
 [ "$ranks" = "0 1 " ] || { echo "FAIL: srun -n 2 gave SLURM_PROCID '$ranks'"; exit 1; }

@@ -17,6 +17,7 @@ if ! "$py" -c "import torch.distributed" 2>/dev/null; then
   exit 77
 fi
 peer=$bin/lockstep_tcp_store_peer
+[[ -x $peer ]] || { echo "check_torch_tcpstore.sh: $peer is not built (cmake --build build --target lockstep_tcp_store_peer)"; exit 2; }
 tmp=$(mktemp -d)
 server_pid=
 cleanup() {

@@ -1,0 +1,38 @@
+// core/native/batch_norm_bf16.h — batch norm on bfloat16 activations, float32 statistics.
+//
+// The kernels batch_norm_forward / batch_norm_relu_forward / batch_norm_add_relu_forward
+// and their backwards (core/native/nn_kernels.h, fused_relu.h) hand a bfloat16 input
+// to (Note [bfloat16 batch norm] in batch_norm_bf16.cpp). Operands:
+//   forward    input, residual (N, C, *) bf16; weight, bias, running_mean, running_var (C)
+//              float32 or undefined  ->  (output (N, C, *) bf16, save_mean, save_invstd (C) f32)
+//   backward   grad_output, input, output (N, C, *) bf16; weight, bias, save_mean,
+//              save_invstd (C) f32  ->  (grad_input bf16, grad_weight f32, grad_bias f32),
+//              and the residual's gradient (bf16) when asked for.
+//
+// Read before: core/native/batch_norm.cpp, core/native/batch_norm_sums.h.
+// Read next: autograd/functions/batch_norm.cpp.
+#pragma once
+
+#include <tuple>
+
+#include "core/native/batch_norm_sums.h"
+#include "core/tensor.h"
+
+namespace lockstep::native {
+
+// relu: max(y, 0); residual defined: max(y + residual, 0) (relu must be set with it).
+std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
+    const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+    const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+    double eps, bool relu, const char* op);
+
+// mask: where the fused ReLU's mask comes from (batch_norm_detail::Mask): `output`
+// for Mask::Output, `bias` for Mask::Input (undefined: 0). With grad_residual not
+// null, the masked gradient (batch_norm_add_relu's residual gradient) is stored there.
+std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
+    const Tensor& save_mean, const Tensor& save_invstd, const Tensor& output,
+    batch_norm_detail::Mask mask, bool training, bool need_input, bool need_weight,
+    bool need_bias, Tensor* grad_residual, const char* op);
+
+}  // namespace lockstep::native

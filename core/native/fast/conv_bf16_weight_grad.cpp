@@ -1,0 +1,121 @@
+// core/native/fast/conv_bf16_weight_grad.cpp — the weight gradient of bf16 convolutions on small images, as one GEMM.
+//
+// Note [bf16 backward-weights as one GEMM]
+// oneDNN 2.6's AMX backward-weights kernel for bf16 (jit:avx512_core_amx_bf16)
+// runs far below the AMX GEMM when the output image is small or the input has
+// few channels. Fastest call of three in a ResNet50 batch-8 step (ONEDNN_VERBOSE,
+// loaded machine, 1 thread), the primitive against this file's GEMM alone:
+// 3x3 512 -> 512 stride 2, 14x14 -> 7x7: 44.3 ms (42 GFLOP/s) vs 3.5; 3x3 512 at
+// 7x7: 19.3 vs 3.5; 3x3 256 stride 2, 28 -> 14: 15.5 vs 2.6; 3x3 256 at 14x14:
+// 5.9 vs 2.6; the 7x7 stem (3 input channels): 61.9 vs 15.3 — while at 28x28 and
+// 56x56 the primitive runs at 300+ GFLOP/s and keeps those layers. The im2col
+// below costs a pass over the columns on top (the stem's are 29 MB); whole-step
+// CPU time, two A/B pairs on the loaded machine (LOCKSTEP_BF16_WGRAD_GEMM=0 /
+// default): 1777 / 1202 and 1347 / 1089 ms. For those layers the gradient is
+// computed as the matrix product it is, over the whole batch at once:
+//   dW (C_out, C_in kH kW) = dY' (C_out, N P) cols^T (N P, C_in kH kW)
+// with P = oH oW, dY' the gradient channel-major (conv_bf16_channels_major) and
+// cols the batch's im2col: row (c, i, j) holds, for every image n and output
+// pixel p, the input value that p's window reads at kernel offset (i, j) of
+// channel c (0 in the padding). One AMX GEMM with K = N P, float32 output: the
+// same sum of the same products as the primitive's, in another order.
+// Used when P <= kSmallImagePixels or C_in < kFewChannels, groups == 1;
+// LOCKSTEP_BF16_WGRAD_GEMM=0 sends every layer to the primitive (benchmarks).
+//
+// Read before: core/native/conv_bf16.h, core/native/fast/conv_bf16_pointwise.cpp.
+// Read next: core/native/gemm_bf16.h.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "core/native/conv_bf16.h"
+#include "core/native/gemm_bf16.h"
+#include "core/native/native.h"
+#include "core/parallel.h"
+#include "core/profiler.h"
+
+namespace lockstep::native {
+
+namespace {
+
+constexpr int64_t kSmallImagePixels = 196;  // 14 x 14
+constexpr int64_t kFewChannels = 16;
+
+// The batch's im2col (C_in kH kW, N P) of a contiguous bf16 x (N, C_in, H, W).
+// Each output row of the window at kernel offset (i, j) reads input row iy at
+// columns ix = ox * stride - pad + j * dil: zero outside [ox_lo, ox_hi), a
+// copy (stride 1) or a strided gather inside.
+Tensor batch_columns(const ConvGeometry& g, const BFloat16* x) {
+  const int64_t p = g.oh * g.ow, np = g.n * p, rows = g.c_in * g.kh * g.kw;
+  Tensor cols = empty({rows, np}, kBFloat16);
+  uint16_t* cp = reinterpret_cast<uint16_t*>(cols.data_ptr<BFloat16>());
+  const uint16_t* xp = reinterpret_cast<const uint16_t*>(x);
+  parallel_for(0, rows, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const int64_t c = r / (g.kh * g.kw), i = (r / g.kw) % g.kh, j = r % g.kw;
+      const int64_t shift = j * g.dil_w - g.pad_w;  // ix = ox * stride + shift
+      // The ox whose ix lies in [0, W): ceil(-shift / stride) <= ox <= (W - 1 - shift) / stride.
+      const int64_t ox_lo = std::clamp<int64_t>(shift >= 0 ? 0 : (-shift + g.stride_w - 1) / g.stride_w, 0, g.ow);
+      const int64_t ox_hi = std::clamp<int64_t>(
+          g.w - 1 - shift < 0 ? 0 : (g.w - 1 - shift) / g.stride_w + 1, ox_lo, g.ow);
+      for (int64_t n = 0; n < g.n; ++n) {
+        const uint16_t* plane = xp + (n * g.c_in + c) * g.h * g.w;
+        uint16_t* out = cp + r * np + n * p;
+        for (int64_t oy = 0; oy < g.oh; ++oy) {
+          uint16_t* row = out + oy * g.ow;
+          const int64_t iy = oy * g.stride_h - g.pad_h + i * g.dil_h;
+          if (iy < 0 || iy >= g.h) {
+            std::memset(row, 0, g.ow * sizeof(uint16_t));
+            continue;
+          }
+          std::memset(row, 0, ox_lo * sizeof(uint16_t));
+          std::memset(row + ox_hi, 0, (g.ow - ox_hi) * sizeof(uint16_t));
+          const int64_t base = iy * g.w + shift;  // + ox * stride: in [0, W) for ox in range
+          if (g.stride_w == 1) {
+            std::memcpy(row + ox_lo, plane + base + ox_lo, (ox_hi - ox_lo) * sizeof(uint16_t));
+          } else {
+            for (int64_t ox = ox_lo; ox < ox_hi; ++ox) row[ox] = plane[base + ox * g.stride_w];
+          }
+        }
+      }
+    }
+  });
+  return cols;
+}
+
+}  // namespace
+
+bool conv_bf16_weight_grad_as_gemm(const ConvGeometry& g) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("LOCKSTEP_BF16_WGRAD_GEMM");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return enabled && g.groups == 1 && (g.oh * g.ow <= kSmallImagePixels || g.c_in < kFewChannels);
+}
+
+Tensor conv2d_bf16_weight_grad_gemm(const ConvGeometry& g, const Tensor& gy, const Tensor& x,
+                                    Tensor* grad_bias) {
+  profiler::Scope prof("conv2d_bf16.backward_weights_im2col_gemm");
+  LS_CHECK(gy.dtype() == kBFloat16 && x.dtype() == kBFloat16 && gy.is_contiguous() &&
+               x.is_contiguous(),
+           "conv2d_bf16_weight_grad_gemm: gy and x must be contiguous bfloat16 tensors");
+  const int64_t np = g.n * g.oh * g.ow, rows = g.c_in * g.kh * g.kw;
+  Tensor dy, cols;
+  {
+    profiler::Scope p1("conv2d_bf16.wgrad_channels_major");
+    dy = conv_bf16_channels_major(gy.data_ptr<BFloat16>(), g.n, g.c_out, g.oh * g.ow);
+  }
+  {
+    profiler::Scope p2("conv2d_bf16.wgrad_im2col");
+    cols = batch_columns(g, x.data_ptr<BFloat16>());  // (C_in kH kW, N P)
+  }
+  profiler::Scope p3("conv2d_bf16.wgrad_gemm");
+  Tensor gw = empty({g.c_out, g.c_in, g.kh, g.kw}, kFloat32);     // (C_out, C_in kH kW)
+  gemm_bf16<float>(false, /*trans_b=*/true, g.c_out, rows, np, dy.data_ptr<BFloat16>(), np,
+                   cols.data_ptr<BFloat16>(), np, 0.0f, gw.data_ptr<float>(), rows);
+  if (grad_bias != nullptr) *grad_bias = sum(to_dtype(dy, kFloat32), {1}, false);  // (C_out)
+  return gw;
+}
+
+}  // namespace lockstep::native
