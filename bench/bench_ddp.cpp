@@ -7,7 +7,7 @@
 //       [--backend gloo|mpi|nccl] [--rr 1] [--sync-every 1] [--threads 1] [--warmup 1]
 //       [--broadcast-buffers 1] [--sync-bn 1] [--deterministic 0|1]
 //       [--bucket-view 0|1] [--static-graph 0|1] [--find-unused 0|1] [--rebuild-buckets 0|1]
-//       [--device cpu|cuda] [--optimizer sgd|adamw] [--zero 0|1] [--zero-overlap 0|1]
+//       [--device cpu|cuda] [--optimizer sgd|adamw] [--zero 0|1|2] [--zero-overlap 0|1]
 //   mpirun -np 2 build/bin/bench_ddp --backend mpi ...
 //   build/bin/bench_ddp ...                 (no launcher: one process, world 1)
 // Model flags (--model --batch --image --seq --layers) as bench_step (bench/bench_models.h).
@@ -31,7 +31,8 @@
 // --optimizer sgd|adamw (SGD lr 0.01 momentum 0.9, or AdamW lr 1e-4 wd 0.01); --zero 1 shards
 // its state with ZeroRedundancyOptimizer, --zero-overlap 1 steps the shards from DDP's
 // Reducer bucket by bucket (hook_with_zero_step; --mode ddp/no-overlap only). --zero 2
-// (sharded gradients) is refused: see docs/ddp.md, "ZeRO". The summary adds
+// shards the gradients too (ZeroOptions().shard_gradients(true): each gradient reduced
+// only to its owner, buckets freed after backward; always overlapped). The summary adds
 // opt_state_mb_per_rank and peak_rss_mb_per_rank (arrays, one entry per rank).
 // --rr K wraps K process groups in ProcessGroupRoundRobin (paper Section 3.3, Figure 12).
 // --sync-every S: gradient accumulation, paper Section 3.2.4: S-1 of every S iterations
@@ -162,14 +163,21 @@ Options parse(int argc, char** argv) {
   p.choice("--amp", o.amp, "mixed precision: bf16 runs forward + loss under ls::AutocastGuard; "
            "gradients stay float32 and reduce as before", {"off", "bf16"});
   p.choice("--optimizer", o.optimizer, "the optimizer (bench/bench_optimizer.h)", {"sgd", "adamw"});
-  p.integer("--zero", o.zero, "ZeRO stage: 0 plain, 1 sharded optimizer state (ZeroRedundancyOptimizer)", 0, 2);
+  p.integer("--zero", o.zero, "ZeRO stage: 0 plain, 1 sharded optimizer state (ZeroRedundancyOptimizer), "
+            "2 sharded gradients too (always overlapped with DDP)", 0, 2);
   p.switch01("--zero-overlap", o.zero_overlap, "with --zero 1: step each bucket's shard from DDP (hook_with_zero_step)");
   p.parse(argc, argv);
   if (o.zero == 2) {
-    p.usage_error("--zero 2: sharded gradients (reduce-scatter) are not implemented; DDP's Reducer keeps every "
-                  "bucket and .grad whole, so they would save nothing here (docs/ddp.md, \"ZeRO\"). Use --zero 1");
+    if (o.mode != "ddp" && o.mode != "no-overlap") {
+      p.usage_error("--zero 2 needs --mode ddp or no-overlap (its gradients are sharded by DDP's Reducer)");
+    }
+    if (o.bucket_view || o.deterministic) {
+      p.usage_error("--zero 2 reduces each gradient to its owner and frees the buckets: it refuses "
+                    "--bucket-view 1 and --deterministic 1 (use --zero 1 with them)");
+    }
+    o.zero_overlap = true;  // ZeRO-2 is the overlapped form
   }
-  if (o.zero_overlap && (o.zero != 1 || (o.mode != "ddp" && o.mode != "no-overlap"))) {
+  if (o.zero_overlap && (o.zero == 0 || (o.mode != "ddp" && o.mode != "no-overlap"))) {
     p.usage_error("--zero-overlap 1 needs --zero 1 and --mode ddp or no-overlap (it steps from DDP's Reducer)");
   }
   o.autotune = bucket_mb == "auto";
@@ -405,10 +413,10 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
   const std::string state_per_rank = ls::bench::per_rank_json(*pg, ls::bench::optimizer_state_mb(opt));
   std::string bucket_sizes = "[";  // MB per bucket, in launch order (after any rebuild)
   for (size_t b = 0; ddp && b < ddp->reducer().num_buckets(); ++b) {
-    const ls::Tensor& flat_bucket = ddp->reducer().buckets()[b].flat;
+    const dist::Bucket& bucket = ddp->reducer().buckets()[b];  // its flat is freed between iterations under --zero 2
     char buf[32];
     std::snprintf(buf, sizeof buf, "%s%.2f", b ? "," : "",
-                  static_cast<double>(flat_bucket.numel() * flat_bucket.element_size()) / (1 << 20));
+                  static_cast<double>(bucket.numel() * static_cast<int64_t>(ls::element_size(bucket.dtype))) / (1 << 20));
     bucket_sizes += buf;
   }
   bucket_sizes += "]";

@@ -1,6 +1,7 @@
 // bench/bench_optimizer.h — the optimizer of bench_ddp: plain SGD (momentum) or
 // AdamW, or either sharded by ZeroRedundancyOptimizer (--zero 1), optionally
-// overlapped with DDP (--zero-overlap 1, hook_with_zero_step), and the bytes of
+// overlapped with DDP (--zero-overlap 1, hook_with_zero_step), or with the
+// gradients sharded too (--zero 2), and the bytes of
 // optimizer state this rank holds.
 // Read before: distributed/zero/zero_redundancy_optimizer.h. Used by: bench/bench_ddp.cpp.
 #pragma once
@@ -33,7 +34,7 @@ inline BenchOptimizer make_bench_optimizer(const std::string& name, int zero, bo
     else b.opt = std::make_unique<optim::AdamW>(params, adamw);
     return b;
   }
-  const auto zo = distributed::ZeroOptions().overlap_with_ddp(overlap);
+  const auto zo = distributed::ZeroOptions().overlap_with_ddp(overlap || zero == 2).shard_gradients(zero == 2);
   std::unique_ptr<distributed::ZeroRedundancyOptimizer> z =
       name == "sgd" ? std::make_unique<distributed::ZeroRedundancyOptimizer>(params, pg, sgd, zo)
                     : std::make_unique<distributed::ZeroRedundancyOptimizer>(params, pg, adamw, zo);

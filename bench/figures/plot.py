@@ -249,23 +249,25 @@ def beyond_simple(what):
 
 
 def zero(rows, axes):
-    """ZeRO (bench/figures/zero.sh): memory per rank, then iteration time, against world size."""
-    colors = {"plain": "black", "zero": "tab:blue", "zero-overlap": "tab:orange"}
-    for label, sel in by_label(rows):
-        sel = sorted(sel, key=lambda r: r["world"])
-        ws = [r["world"] for r in sel]
-        axes[0].plot(ws, [max(r["opt_state_mb_per_rank"]) for r in sel], "o-", color=colors.get(label),
+    """ZeRO (bench/figures/zero.sh): per model, memory per rank, then iteration time, against world size."""
+    colors = {"plain": "black", "zero": "tab:blue", "zero-overlap": "tab:orange", "zero2": "tab:green"}
+    models = sorted({r["model"] for r in rows})
+    for m, model in enumerate(models):
+        mem, time = axes[2 * m], axes[2 * m + 1]
+        mine = [r for r in rows if r["model"] == model]
+        for label, sel in by_label(mine):
+            sel = sorted(sel, key=lambda r: r["world"])
+            ws = [r["world"] for r in sel]
+            mem.plot(ws, [max(r["opt_state_mb_per_rank"]) for r in sel], "o-", color=colors.get(label),
                      label=f"{label}: optimizer state")
-        axes[0].plot(ws, [max(r["peak_rss_mb_per_rank"]) for r in sel], "s--", color=colors.get(label),
+            mem.plot(ws, [max(r["peak_rss_mb_per_rank"]) for r in sel], "s--", color=colors.get(label),
                      label=f"{label}: peak RSS")
-        axes[1].plot(ws, [r["iter_ms"] / 1000 for r in sel], "o-", color=colors.get(label), label=label)
-    r0 = rows[0]
-    axes[0].set(xlabel="ranks", ylabel="MB per rank (largest rank)",
-                title=f"{model_title(r0)} AdamW: memory per rank")
-    axes[1].set(xlabel="ranks", ylabel="median iteration (s)", title="iteration time (2 shared cores)")
-    for ax in axes:
-        ax.set_xticks(sorted({r["world"] for r in rows}))
-        ax.legend(fontsize=7)
+            time.plot(ws, [r["iter_ms"] / 1000 for r in sel], "o-", color=colors.get(label), label=label)
+        mem.set(xlabel="ranks", ylabel="MB per rank (largest rank)", title=f"{model_title(mine[0])} AdamW: memory per rank")
+        time.set(xlabel="ranks", ylabel="median iteration (s)", title=f"{model_title(mine[0])}: iteration time (2 shared cores)")
+        for ax in (mem, time):
+            ax.set_xticks(sorted({r["world"] for r in mine}))
+            ax.legend(fontsize=7)
 
 
 FIGS = {"zero": (zero, 2), "hooks": (hooks, 2), "beyond_view": (beyond_view, 2), "beyond_det": (beyond_det, 1),
@@ -286,8 +288,9 @@ def main():
     draw, panels = FIGS[fig]
     if fig in ("fig7_8", "fig12", "fig6"):
         panels = min(panels, len({r["model"] for r in rows}))
-    f, axes = plt.subplots(1, panels, figsize=(5 * panels if panels > 1 else 6, 4), dpi=80, squeeze=False)
-    draw(rows, list(axes[0]))
+    nrows = len({r["model"] for r in rows}) if fig == "zero" else 1  # zero: one row of panels per model
+    f, axes = plt.subplots(nrows, panels, figsize=(5 * panels if panels > 1 else 6, 4 * nrows), dpi=80, squeeze=False)
+    draw(rows, [ax for row in axes for ax in row])
     loads = [r["load"] for r in rows if "load" in r]
     if loads:
         f.text(0.995, 0.005, f"load average {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} cores",

@@ -21,7 +21,10 @@
 namespace lockstep::distributed {
 
 struct Bucket {
-  Tensor flat;                        // (sum of numels) of the bucket's dtype and device
+  Tensor flat;                        // (sum of numels) of the bucket's dtype and device;
+                                      // undefined between iterations under ZeRO-2 (Note [ZeRO-2 buckets])
+  ScalarType dtype = kFloat32;        // the dtype and device flat is (re)allocated with
+  Device device;
   std::vector<size_t> param_indices;  // which parameters, in slice order
   std::vector<int64_t> offsets;       // element offset of each parameter's slice
   std::vector<int64_t> lengths;       // numel of each parameter
@@ -29,6 +32,7 @@ struct Bucket {
   bool launched = false;              // AllReduce (or comm hook) issued this iteration
   TensorFuture future;                // its result: the averaged flat gradients
 
+  int64_t numel() const { return offsets.empty() ? 0 : offsets.back() + lengths.back(); }
   // The slice of `flat` for the k-th parameter of this bucket, viewed flat: (lengths[k]).
   Tensor slice(size_t k) const { return flat.narrow(0, offsets[k], lengths[k]); }
 };

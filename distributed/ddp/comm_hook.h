@@ -59,6 +59,8 @@ class GradBucket {
   const std::vector<Tensor>& parameters() const { return parameters_; }
   // Their indices in DDP's parameter list (the trainable parameters, in registration order).
   const std::vector<size_t>& parameter_indices() const { return parameter_indices_; }
+  // Element offset of each parameter's slice in buffer(), in slice order.
+  const std::vector<int64_t>& offsets() const { return offsets_; }
   // Views of buffer() shaped like the parameters, in slice order.
   std::vector<Tensor> gradients() const {
     std::vector<Tensor> out;

@@ -170,6 +170,10 @@ class DistributedDataParallel {
     core_.reducer().register_bucket_reduced_hook(std::move(hook));
   }
 
+  // ZeRO-2: gradient i reduced only to rank owner[i] (Reducer::shard_gradients);
+  // used by hook_with_zero_step with ZeroOptions().shard_gradients(true).
+  void shard_gradients(std::vector<int> owner) { core_.reducer().shard_gradients(std::move(owner)); }
+
   const std::shared_ptr<M>& module() const { return module_; }
   ProcessGroup& process_group() const { return core_.process_group(); }
   const Reducer& reducer() const { return core_.reducer(); }

@@ -58,6 +58,26 @@ void Reducer::register_bucket_reduced_hook(BucketReducedHook hook) {
   bucket_reduced_ = std::move(hook);
 }
 
+void Reducer::shard_gradients(std::vector<int> owner) {
+  const int rank = process_group_->rank();
+  LS_CHECK(observe_.backwards() == 0 && !expect_autograd_hooks_, "DDP (rank ", rank, "): ZeRO-2 "
+           "(ZeroOptions().shard_gradients(true)) attached after the first synced forward; call "
+           "hook_with_zero_step(ddp, optimizer) right after constructing both");
+  LS_CHECK(!options_.gradient_as_bucket_view(), "DDP (rank ", rank, "): ZeRO-2 (ZeroOptions().shard_gradients(true)) "
+           "with DDPOptions().gradient_as_bucket_view(true): ZeRO-2 frees the buckets after each backward and "
+           "keeps only this rank's gradients, so .grad cannot be a view of them. Drop gradient_as_bucket_view "
+           "(ZeRO-2 already keeps less gradient memory than it), or use ZeRO-1");
+  LS_CHECK(owner.size() == params_.size(), "DDP (rank ", rank, "): shard_gradients got ", owner.size(),
+           " owners for ", params_.size(), " parameters");
+  for (int r : owner) {
+    LS_CHECK(r >= 0 && r < process_group_->size(), "DDP (rank ", rank, "): shard_gradients: owner rank ", r,
+             " is not in the group of ", process_group_->size());
+  }
+  launcher_.reduce_to_owners(owner);  // refuses a comm hook or deterministic mode
+  storage_.shard_by_owner(std::move(owner));
+  observe_.layout_changed("grouped by ZeRO-2 owner");
+}
+
 void Reducer::begin_synced_forward(bool exchange_fingerprint) {
   or_fail([&] { observe_.forward_started(exchange_fingerprint, /*joined=*/false); });
 }
@@ -183,6 +203,7 @@ void Reducer::finalize_bucket(size_t bi, const std::vector<int64_t>& global_used
   b.future = TensorFuture();
   storage_.copy_out(bi, result, global_used);
   if (bucket_reduced_) or_fail([&] { bucket_reduced_(bi, b.param_indices); });  // Note [After a bucket is reduced]
+  storage_.release(bi);  // under ZeRO-2 only (Note [ZeRO-2 buckets])
 }
 
 void Reducer::check_previous_reduction_finished() {

@@ -104,6 +104,14 @@ class Reducer {
   void register_bucket_reduced_hook(BucketReducedHook hook);
   bool has_bucket_reduced_hook() const { return bucket_reduced_ != nullptr; }
 
+  // ZeRO-2 (Note [ZeRO-2 buckets], reducer_buckets.cpp): gradient i is
+  // reduced only to rank owner[i] (DDP's parameter order), the others drop it,
+  // and bucket buffers live only during backward. Once, before the first
+  // synced forward; refused with gradient_as_bucket_view, deterministic mode
+  // or a comm hook. Called by hook_with_zero_step (distributed/zero/zero_overlap.h).
+  void shard_gradients(std::vector<int> owner);
+  bool shards_gradients() const { return storage_.sharded(); }
+
   // What the SUM of the ranks' gradients is divided by (the world size; fewer
   // under join() with divide_by_initial_world_size(false)).
   void set_divisor(double divisor) { divisor_ = divisor; }

@@ -5,7 +5,8 @@
 // slice back into .grad after the collective (copy_out, called by
 // Reducer::finalize_bucket). With gradient_as_bucket_view the slices ARE the
 // .grad, and both copies disappear (Note [Gradients as bucket views] in
-// reducer_buckets.cpp).
+// reducer_buckets.cpp). Under ZeRO-2 a rank keeps only the gradients it owns,
+// and the buckets live only during backward (Note [ZeRO-2 buckets]).
 // Read before: distributed/ddp/bucket.h, distributed/ddp/reducer.h.
 // Read next: distributed/ddp/reducer_buckets.cpp.
 #pragma once
@@ -35,6 +36,17 @@ class BucketStorage {
   // globally unused ones (global_used[i] == 0; empty: all used).
   void copy_out(size_t bucket, const Tensor& result, const std::vector<int64_t>& global_used);
 
+  // ZeRO-2 (Note [ZeRO-2 buckets], reducer_buckets.cpp): gradient i is reduced
+  // only to rank owner[i]. Rebuilds the current buckets with each bucket's
+  // parameters grouped by owner (rank order; later builds do the same), so
+  // that every owner's gradients are one contiguous segment of the bucket.
+  void shard_by_owner(std::vector<int> owner);
+  bool sharded() const { return !owner_.empty(); }
+  const std::vector<int>& owners() const { return owner_; }
+  // Under ZeRO-2, after the bucket's gradients reached their owners: frees
+  // its buffer (copy_in allocates it again in the next backward).
+  void release(size_t bucket);
+
   std::vector<Bucket>& buckets() { return buckets_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   size_t bucket_of(size_t index) const { return locations_[index].bucket; }
@@ -54,6 +66,7 @@ class BucketStorage {
     size_t slot;    // which parameter within it
   };
   std::vector<Location> locations_;  // per parameter
+  std::vector<int> owner_;           // per parameter, under ZeRO-2; empty otherwise
   int64_t layout_hash_ = 0;
   int64_t num_elements_ = 0;
 };

@@ -26,11 +26,49 @@ CommHook presummed_rank_ordered_sum(std::shared_ptr<ProcessGroup> process_group)
   };
 }
 
+// Note [ZeRO-2 buckets]: the bucket's parameters are grouped by owner, so each
+// owner's gradients are one segment; reduce (SUM) each to its owner, in slot
+// order (owners ascending), the same on every rank.
+CommHook presummed_reduce_to_owners(std::shared_ptr<ProcessGroup> process_group, std::vector<int> owner,
+                                    const int64_t& iteration) {
+  return [process_group = std::move(process_group), owner = std::move(owner), &iteration](GradBucket& bucket) {
+    const std::vector<size_t>& params = bucket.parameter_indices();
+    const std::vector<int64_t>& offsets = bucket.offsets();
+    Tensor& flat = bucket.buffer();  // (numel of the bucket)
+    std::vector<std::shared_ptr<Work>> works;
+    for (size_t k = 0; k < params.size();) {
+      const int root = owner[params[k]];
+      size_t end = k;
+      while (end < params.size() && owner[params[end]] == root) ++end;
+      const int64_t stop = end < params.size() ? offsets[end] : flat.numel();
+      Tensor segment = flat.narrow(0, offsets[k], stop - offsets[k]);  // (root's gradients)
+      works.push_back(process_group->reduce(segment, root, ReduceOp::SUM));
+      k = end;
+    }
+    if (!works.empty()) {
+      timeline::async_end_when(timeline_key(iteration, bucket.index()), [w = works.back()] { return w->is_completed(); });
+    }
+    return TensorFuture::from_works(std::move(works), flat);
+  };
+}
+
 }  // namespace
+
+void BucketLauncher::reduce_to_owners(std::vector<int> owner) {
+  const int rank = process_group_->rank();
+  LS_CHECK(!registered_, "DDP (rank ", rank, "): ZeRO-2 (ZeroOptions().shard_gradients(true)) with a registered "
+           "communication hook: the hook reduces whole buckets, ZeRO-2 reduces each gradient only to its owner. "
+           "Drop the hook, or use ZeRO-1 (shard_gradients(false)), which works with every hook");
+  LS_CHECK(!deterministic_, "DDP (rank ", rank, "): ZeRO-2 (ZeroOptions().shard_gradients(true)) with "
+           "DDPOptions().deterministic(true): deterministic mode sums whole buckets in rank order on every rank. "
+           "Drop one of the two (ZeRO-1 works with deterministic mode)");
+  hook_ = presummed_reduce_to_owners(process_group_, std::move(owner), iteration_);
+  to_owners_ = true;
+}
 
 BucketLauncher::BucketLauncher(std::shared_ptr<ProcessGroup> process_group, const DDPOptions& options,
                                const int64_t& iteration)
-    : process_group_(std::move(process_group)), deterministic_(options.deterministic()) {
+    : process_group_(std::move(process_group)), iteration_(iteration), deterministic_(options.deterministic()) {
   hook_ = deterministic_ ? presummed_rank_ordered_sum(process_group_) : presummed_allreduce(process_group_, iteration);
 }
 
@@ -42,6 +80,9 @@ void BucketLauncher::register_hook(CommHook hook, bool started) {
   LS_CHECK(!started, "DDP (rank ", rank, "): register_comm_hook "
            "must be called before the first synced forward/backward (buckets already hold gradients "
            "scaled for the default AllReduce). Register it right after constructing DistributedDataParallel");
+  LS_CHECK(!to_owners_, "DDP (rank ", rank, "): register_comm_hook after hook_with_zero_step attached a ZeRO-2 "
+           "optimizer (ZeroOptions().shard_gradients(true)): ZeRO-2 reduces each gradient only to its owner, a hook "
+           "reduces whole buckets. Drop the hook, or use ZeRO-1 (shard_gradients(false)), which works with every hook");
   LS_CHECK(!deterministic_, "DDP (rank ", rank, "): register_comm_hook with DDPOptions().deterministic(true): "
            "deterministic mode reduces every bucket itself (Note [Deterministic reduction]); drop the option, or "
            "register comm_hooks::deterministic_allreduce_hook without it");
@@ -67,6 +108,7 @@ TensorFuture BucketLauncher::launch(GradBucket& bucket) const {
 }
 
 const char* BucketLauncher::what_reduces() const {
+  if (to_owners_) return "the reduce to the owners (ZeRO-2) of bucket ";
   return registered_ ? "the communication hook of bucket " : "the AllReduce of bucket ";
 }
 

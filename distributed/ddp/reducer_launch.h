@@ -11,7 +11,9 @@
 // registered with register_comm_hook replaces it and gets the plain local sums
 // (Note [Communication hooks]): copy_scale() tells the Reducer which. So the
 // core knows neither AllReduce nor deterministic mode, and a joined rank's
-// shadow launch (reducer_join.cpp) is the same call on a zero bucket.
+// shadow launch (reducer_join.cpp) is the same call on a zero bucket. Under
+// ZeRO-2 DDP's own hook reduces each owner's segment to its owner instead
+// (Note [ZeRO-2 buckets], reducer_buckets.cpp).
 // Read before: distributed/ddp/comm_hook.h, distributed/comm_hooks/deterministic_hook.h.
 // Read next: distributed/ddp/reducer_observers.h.
 #pragma once
@@ -42,6 +44,10 @@ class BucketLauncher {
   // iteration has begun, too late to change how buckets are scaled.
   void register_hook(CommHook hook, bool started);
   bool has_registered_hook() const { return registered_; }
+  // ZeRO-2 (Note [ZeRO-2 buckets], reducer_buckets.cpp): DDP's own reduction
+  // becomes a reduce of each owner's segment to that owner (owner[i] for
+  // DDP parameter i). Refused with a registered hook or deterministic mode.
+  void reduce_to_owners(std::vector<int> owner);
   // What a gradient is multiplied by when it is copied into its bucket: the
   // paper's 1/world (`divisor`) for DDP's own reduction, 1 for a registered hook.
   double copy_scale(double divisor) const { return registered_ ? 1.0 : 1.0 / divisor; }
@@ -52,7 +58,9 @@ class BucketLauncher {
 
  private:
   std::shared_ptr<ProcessGroup> process_group_;
+  const int64_t& iteration_;
   bool deterministic_;
+  bool to_owners_ = false;
   CommHook hook_;
   bool registered_ = false;
 };

@@ -18,6 +18,7 @@ const char* collective_name(CollectiveKind kind) {
     case CollectiveKind::BARRIER: return "barrier";
     case CollectiveKind::SEND: return "send";
     case CollectiveKind::RECV: return "recv";
+    case CollectiveKind::REDUCE: return "reduce";
   }
   return "collective";
 }

@@ -31,7 +31,7 @@
 
 namespace lockstep::distributed::detail {
 
-enum class CollectiveKind : int32_t { ALLREDUCE, BROADCAST, ALLGATHER, REDUCE_SCATTER, BARRIER, SEND, RECV };
+enum class CollectiveKind : int32_t { ALLREDUCE, BROADCAST, ALLGATHER, REDUCE_SCATTER, BARRIER, SEND, RECV, REDUCE };
 const char* collective_name(CollectiveKind kind);
 
 struct Fingerprint {
@@ -40,7 +40,7 @@ struct Fingerprint {
   int32_t dtype = -1; // ScalarType, -1 when none (barrier)
   int64_t numel = 0;  // elements per rank
   int32_t op = -1;    // ReduceOp, -1 when none
-  int32_t root = -1;  // broadcast root, -1 when none
+  int32_t root = -1;  // broadcast / reduce root, -1 when none
   int64_t reserved = 0;
 };
 static_assert(sizeof(Fingerprint) == 40, "Fingerprint travels as raw bytes");

@@ -45,6 +45,14 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM) = 0;
   // In place: every rank ends with root's `tensor`.
   virtual std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) = 0;
+  // In place on `root`: it ends with op over all ranks' `tensor`; the other
+  // ranks' `tensor` is scratch afterwards (any value). ZeRO-2 reduces each
+  // gradient to its owner with it (distributed/zero/zero_overlap.cpp). Gloo,
+  // MPI and NCCL move the data once towards the root; a backend without a
+  // native reduce gets this AllReduce, which gives the root the same sum.
+  virtual std::shared_ptr<Work> reduce(Tensor& tensor, int root, ReduceOp op = ReduceOp::SUM) {
+    return allreduce(tensor, op);
+  }
   // outputs[r] receives rank r's `input` (outputs is resized to size() if empty).
   virtual std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) = 0;
   // output = op over ranks of inputs[rank()] (inputs has size() tensors shaped like output).

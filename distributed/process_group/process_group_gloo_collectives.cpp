@@ -1,7 +1,7 @@
 // distributed/process_group/process_group_gloo_collectives.cpp — the Gloo backend's
 // collectives: each public call checks its arguments and queues a Pending whose
 // body runs the Gloo algorithm on the worker thread (allreduce in chunks,
-// broadcast, allgather, reduce_scatter, barrier, send/recv). Every Gloo call
+// broadcast, reduce, allgather, reduce_scatter, barrier, send/recv). Every Gloo call
 // goes through gloo_detail::call_gloo with its options and buffers declared
 // before it (Note [Gloo buffers after a failure]). CUDA tensors travel through
 // pinned host twins (Note [Gloo with CUDA tensors], distributed/process_group/cuda/host_staging.h).
@@ -14,6 +14,7 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/reduce.h>
 #include <gloo/types.h>
 
 #include "core/factory.h"
@@ -133,6 +134,37 @@ std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& original, int root) {
       opts.setTag(tag);
       opts.setTimeout(timeout);
       gloo_detail::call_gloo(*context_, [&] { gloo::broadcast(opts); });
+    }
+    return std::vector<Tensor>{tensor};
+  };
+  p.body = staging.wrap(std::move(p.body));
+  return enqueue(std::move(p));
+}
+
+// Gloo's reduce: the tensor's segments travel around the ring towards the
+// root, each reduced on the way; every rank's buffer is scratch (in place).
+std::shared_ptr<Work> ProcessGroupGloo::reduce(Tensor& original, int root, ReduceOp op) {
+  Staging staging;
+  Tensor tensor = staging.host(original, true, true, "reduce");
+  detail::check_tensor(tensor, "reduce");
+  detail::check_rank(root, size_, "reduce", "root");
+  auto reduce = detail::reduce_function(tensor.dtype(), op, "reduce");
+  Pending p;
+  p.fingerprint = detail::make_fingerprint(0, CollectiveKind::REDUCE, &tensor, static_cast<int>(op), root);
+  p.body = [this, tensor, root, op, reduce](uint32_t tag, std::chrono::milliseconds timeout) {
+    if (tensor.numel() > 0 && size_ > 1) {
+      gloo::ReduceOptions opts(context_);
+      gloo_detail::with_element_type(tensor.element_size(), [&]<class E>() {
+        opts.setOutput(static_cast<E*>(tensor.raw_data()), static_cast<size_t>(tensor.numel()));
+      });
+      opts.setRoot(root);
+      opts.setReduceFunction(reduce);
+      opts.setTag(tag);
+      opts.setTimeout(timeout);
+      gloo_detail::call_gloo(*context_, [&] { gloo::reduce(opts); });
+    }
+    if (op == ReduceOp::AVG && rank_ == root) {
+      detail::divide_in_place(tensor.raw_data(), tensor.dtype(), tensor.numel(), size_);
     }
     return std::vector<Tensor>{tensor};
   };

@@ -226,6 +226,30 @@ std::shared_ptr<Work> ProcessGroupMPI::broadcast(Tensor& original, int root) {
   return enqueue(std::move(p));
 }
 
+std::shared_ptr<Work> ProcessGroupMPI::reduce(Tensor& original, int root, ReduceOp op) {
+  Staging staging;
+  Tensor tensor = staging.host(original, true, true, "reduce");
+  detail::check_tensor(tensor, "reduce");
+  detail::check_rank(root, size_, "reduce", "root");
+  detail::reduce_function(tensor.dtype(), op, "reduce");  // rejects int32, uint8, bool
+  const int count = checked_count(tensor.numel(), "reduce");
+  MPI_Comm comm = comm_->comm;
+  Pending p{detail::make_fingerprint(0, CollectiveKind::REDUCE, &tensor, static_cast<int>(op), root), {}};
+  p.body = [tensor, root, op, count, comm, rank = rank_, size = size_] {
+    auto [type, mop] = mpi_reduction(tensor.dtype(), op);
+    if (count > 0) {
+      // The root reduces in place; the others only send (their tensor is left as it was).
+      void* send = rank == root ? MPI_IN_PLACE : tensor.raw_data();
+      void* recv = rank == root ? tensor.raw_data() : nullptr;
+      mpi_check(MPI_Reduce(send, recv, count, type, mop, root, comm), "MPI_Reduce");
+    }
+    if (op == ReduceOp::AVG && rank == root) detail::divide_in_place(tensor.raw_data(), tensor.dtype(), count, size);
+    return std::vector<Tensor>{tensor};
+  };
+  p.body = staged(std::move(p.body), staging);
+  return enqueue(std::move(p));
+}
+
 std::shared_ptr<Work> ProcessGroupMPI::allgather(std::vector<Tensor>& device_outputs, const Tensor& original) {
   Staging staging;
   const detail::StagedGather ops = detail::stage_allgather(staging, device_outputs, original, size_);

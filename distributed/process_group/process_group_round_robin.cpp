@@ -34,6 +34,10 @@ std::shared_ptr<Work> ProcessGroupRoundRobin::broadcast(Tensor& tensor, int root
   return next().broadcast(tensor, root);
 }
 
+std::shared_ptr<Work> ProcessGroupRoundRobin::reduce(Tensor& tensor, int root, ReduceOp op) {
+  return next().reduce(tensor, root, op);
+}
+
 std::shared_ptr<Work> ProcessGroupRoundRobin::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
   return next().allgather(outputs, input);
 }

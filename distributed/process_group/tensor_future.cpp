@@ -26,6 +26,17 @@ TensorFuture TensorFuture::from_work(std::shared_ptr<Work> work, Tensor value) {
   return f;
 }
 
+TensorFuture TensorFuture::from_works(std::vector<std::shared_ptr<Work>> works, Tensor value) {
+  for (const auto& w : works) LS_CHECK(w != nullptr, "TensorFuture::from_works: a Work is null");
+  TensorFuture f;
+  f.state_ = std::make_shared<State>();
+  f.state_->compute = [works = std::move(works), value = std::move(value)](std::chrono::milliseconds timeout) {
+    for (const auto& w : works) w->wait(timeout);
+    return value;
+  };
+  return f;
+}
+
 TensorFuture TensorFuture::then(std::function<Tensor(const Tensor&)> fn) const {
   LS_CHECK(valid(), "TensorFuture::then: the future holds nothing (default-constructed)");
   TensorFuture f;

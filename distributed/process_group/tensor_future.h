@@ -24,6 +24,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "core/tensor.h"
 #include "distributed/process_group/work.h"
@@ -37,6 +38,8 @@ class TensorFuture {
   static TensorFuture ready(Tensor value);
   // `value` holds the result once `work` has completed (in-place collectives).
   static TensorFuture from_work(std::shared_ptr<Work> work, Tensor value);
+  // `value` holds the result once every one of `works` has completed.
+  static TensorFuture from_works(std::vector<std::shared_ptr<Work>> works, Tensor value);
 
   // fn(value of this future), run on the waiting thread.
   TensorFuture then(std::function<Tensor(const Tensor&)> fn) const;

@@ -25,6 +25,8 @@
 //  - every rank calls the hook for the same buckets in the same order, from
 //    the compute thread, so the broadcasts pair up; no_sync backwards do not
 //    reach finalize, so nothing is stepped during accumulation.
+// ZeRO-2 changes only which ranks receive a gradient: the owner's .grad holds
+// the same average (Note [ZeRO-2 buckets]), the others' are never read here.
 // The learning rate a scheduler set after the previous step() is the one
 // used: the step happens in the next backward, as plain DDP's would after it.
 // Read before: distributed/zero/zero_overlap.h.
@@ -73,6 +75,14 @@ Reducer::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancy
     for (size_t k : ddp_indices) params.push_back(to_zero[k]);
     zero.step_reduced_bucket(bucket, params);
   };
+}
+
+std::vector<int> gradient_owners(const Reducer& reducer, const ZeroRedundancyOptimizer& zero) {
+  std::unordered_map<const TensorImpl*, size_t> index;
+  for (size_t i = 0; i < zero.parameters().size(); ++i) index[zero.parameters()[i].impl()] = i;
+  std::vector<int> owner;
+  for (const Tensor& p : reducer.parameters()) owner.push_back(zero.owner(index.at(p.impl())));  // paired above
+  return owner;
 }
 
 }  // namespace detail

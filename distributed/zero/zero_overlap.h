@@ -19,7 +19,9 @@
 // (allreduce, fp16, bf16, PowerSGD, a user's) work, exactly as plain DDP with
 // them; join() is refused; clip_grad_norm_ is refused (Note [ZeRO
 // clip_grad_norm_]). Why the result equals plain DDP: Note [ZeRO overlap with
-// DDP] in zero_overlap.cpp.
+// DDP] in zero_overlap.cpp. With ZeroOptions().shard_gradients(true) (ZeRO-2)
+// DDP also reduces each gradient only to its owner (Note [ZeRO-2 buckets]);
+// comm hooks, deterministic mode and gradient_as_bucket_view are refused then.
 // Read before: distributed/zero/zero_redundancy_optimizer.h, distributed/ddp/reducer.h.
 // Read next: distributed/zero/zero_overlap.cpp.
 #pragma once
@@ -32,11 +34,15 @@ namespace lockstep::distributed {
 namespace detail {
 // The Reducer's bucket-reduced hook for `zero` (checks the pairing first).
 Reducer::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancyOptimizer& zero);
+// Under ZeRO-2: the owner rank of each of the Reducer's parameters.
+std::vector<int> gradient_owners(const Reducer& reducer, const ZeroRedundancyOptimizer& zero);
 }  // namespace detail
 
 template <class M>
 void hook_with_zero_step(DistributedDataParallel<M>& ddp, ZeroRedundancyOptimizer& zero) {
-  ddp.register_bucket_reduced_hook(detail::zero_step_hook(ddp.reducer(), zero));
+  Reducer::BucketReducedHook hook = detail::zero_step_hook(ddp.reducer(), zero);
+  if (zero.zero_options().shard_gradients()) ddp.shard_gradients(detail::gradient_owners(ddp.reducer(), zero));
+  ddp.register_bucket_reduced_hook(std::move(hook));
 }
 
 }  // namespace lockstep::distributed

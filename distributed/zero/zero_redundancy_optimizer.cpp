@@ -45,6 +45,9 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params,
       options_(options) {
   LS_CHECK(process_group_ != nullptr, name_, ": the process group is null; pass the group DDP uses");
   LS_CHECK(make_inner != nullptr, name_, ": no inner optimizer; pass SGDOptions, AdamOptions or AdamWOptions");
+  LS_CHECK(!options_.shard_gradients() || options_.overlap_with_ddp(), name_, ": ZeroOptions().shard_gradients(true) "
+           "(ZeRO-2) needs overlap_with_ddp(true): the gradients are sharded by DDP's Reducer, which steps each "
+           "bucket's shard as it is reduced (hook_with_zero_step). Add .overlap_with_ddp(true)");
   check_same_parameters_on_all_ranks();
   partition_ = partition_parameters(params_, process_group_->size());
   const auto& mine = partition_.owned[static_cast<size_t>(process_group_->rank())];

@@ -26,6 +26,12 @@
 // zero_redundancy_optimizer.cpp: large parameters in place, small ones packed). Why it is exact: Note [ZeRO overlap with
 // DDP] in zero_overlap.cpp.
 //
+// ZeRO-2 (ZeroOptions().overlap_with_ddp(true).shard_gradients(true)): on top
+// of that, DDP reduces each gradient only to its owner and the other ranks
+// drop it, so a rank holds 1/N of the gradients as well (Note [ZeRO-2
+// buckets]); comm hooks, deterministic mode and gradient_as_bucket_view are
+// refused with it.
+//
 // Learning-rate schedulers work unchanged (set_lr reaches the inner
 // optimizer); clip_grad_norm_ here clips with the global norm over all
 // gradients (every rank has all of them after DDP's AllReduce, so it is the
@@ -54,9 +60,16 @@ class ZeroOptions {
   // reduced (needs hook_with_zero_step(ddp, opt)). Default false.
   ZeroOptions& overlap_with_ddp(bool v) { overlap_with_ddp_ = v; return *this; }
   bool overlap_with_ddp() const { return overlap_with_ddp_; }
+  // ZeRO stage 2: each gradient is reduced only to the rank that owns its
+  // parameter, the other ranks drop it, and DDP's buckets live only during
+  // backward (Note [ZeRO-2 buckets], distributed/ddp/reducer_buckets.cpp).
+  // Needs overlap_with_ddp(true). Default false (stage 1).
+  ZeroOptions& shard_gradients(bool v) { shard_gradients_ = v; return *this; }
+  bool shard_gradients() const { return shard_gradients_; }
 
  private:
   bool overlap_with_ddp_ = false;
+  bool shard_gradients_ = false;
 };
 
 // Builds the inner (local) optimizer over one rank's parameters.

@@ -1,6 +1,6 @@
 // tests/distributed/collective_suite.h — one body that runs every collective of a
 // ProcessGroup (allreduce with every ReduceOp, reduce_scatter with every ReduceOp,
-// broadcast from every root, allgather, send/recv around the ring, barrier) with
+// reduce and broadcast to / from every root, allgather, send/recv around the ring, barrier) with
 // every dtype (f32, f64, f16, bf16, i64) and compares each result with the answer
 // computed locally. The Gloo, round-robin and MPI tests all call it, so every
 // backend is held to the same list.
@@ -52,6 +52,26 @@ inline void check_every_collective(distributed::ProcessGroup& pg, const std::str
       Tensor out = empty({3}, TensorOptions().dtype(dtype));
       pg.reduce_scatter(out, inputs, op)->wait(timeout);
       check_reduced(out, op, world, what + " reduce_scatter", 3 * rank);
+    }
+    // reduce to every root, every op: the root holds the reduction (the
+    // others' tensors are scratch); several large enough to take Gloo's
+    // multi-segment path (over 1 MiB).
+    for (int root = 0; root < world; ++root) {
+      for (ReduceOp op : all_reduce_ops()) {
+        Tensor t = rank_input(rank, 9, dtype, root);
+        pg.reduce(t, root, op)->wait(timeout);
+        if (rank == root) check_reduced(t, op, world, what + " reduce to root " + std::to_string(root), root);
+      }
+    }
+    if (dtype == kFloat32) {
+      const int64_t n = 600 * 1000;  // 2.4 MB
+      Tensor big = full({n}, static_cast<double>(rank + 1), TensorOptions().dtype(dtype));
+      pg.reduce(big, world - 1, ReduceOp::SUM)->wait(timeout);
+      if (rank == world - 1) {
+        const double want = world * (world + 1) / 2.0;
+        CHECK_MESSAGE(big.min().item<double>() == want, what << " large reduce");
+        CHECK_MESSAGE(big.max().item<double>() == want, what << " large reduce");
+      }
     }
     // broadcast from every root.
     for (int root = 0; root < world; ++root) {

@@ -170,6 +170,35 @@ TEST_CASE("zero misuse: clear errors for wrong calls and unsupported combination
       dist::ZeroRedundancyOptimizer extra(params, pg, adamw, overlap);
       CHECK_THROWS_WITH_AS(dist::hook_with_zero_step(ddp, extra), doctest::Contains("is not a trainable parameter of the DDP module"), ls::Error);
     }
+    {  // ZeRO-2: needs the overlap; refuses comm hooks (either order), deterministic mode,
+       // gradient views, and an attach after the first synced forward
+      auto zero2 = dist::ZeroOptions().overlap_with_ddp(true).shard_gradients(true);
+      auto model = std::make_shared<TinyCNN>();
+      CHECK_THROWS_WITH_AS(dist::ZeroRedundancyOptimizer(model->parameters(), pg, adamw,
+                                                         dist::ZeroOptions().shard_gradients(true)),
+                           doctest::Contains("needs overlap_with_ddp(true)"), ls::Error);
+      auto attach = [&](const dist::DDPOptions& options, bool hook_first, bool hook_after, bool forward_first) {
+        auto m = std::make_shared<TinyCNN>();
+        dist::DistributedDataParallel ddp(m, pg, options);
+        dist::ZeroRedundancyOptimizer opt(m->parameters(), pg, adamw, zero2);
+        if (hook_first) ddp.register_comm_hook(pg, dist::comm_hooks::bf16_compress_hook);
+        if (forward_first) ddp.forward(batch()).sum().backward();
+        dist::hook_with_zero_step(ddp, opt);
+        if (hook_after) ddp.register_comm_hook(pg, dist::comm_hooks::bf16_compress_hook);
+      };
+      CHECK_THROWS_WITH_AS(attach(dist::DDPOptions(), true, false, false),
+                           doctest::Contains("ZeRO-2 (ZeroOptions().shard_gradients(true)) with a registered communication hook"),
+                           ls::Error);
+      CHECK_THROWS_WITH_AS(attach(dist::DDPOptions(), false, true, false),
+                           doctest::Contains("register_comm_hook after hook_with_zero_step attached a ZeRO-2"), ls::Error);
+      CHECK_THROWS_WITH_AS(attach(dist::DDPOptions().deterministic(true), false, false, false),
+                           doctest::Contains("DDPOptions().deterministic(true)"), ls::Error);
+      CHECK_THROWS_WITH_AS(attach(dist::DDPOptions().gradient_as_bucket_view(true), false, false, false),
+                           doctest::Contains("gradient_as_bucket_view(true)"), ls::Error);
+      CHECK_THROWS_WITH_AS(attach(dist::DDPOptions(), false, false, true),
+                           doctest::Contains("attached after the first synced forward"), ls::Error);
+      CHECK_NOTHROW(attach(dist::DDPOptions(), false, false, false));
+    }
     {  // different parameters on different ranks
       auto model = std::make_shared<TinyCNN>();
       auto params = model->parameters();

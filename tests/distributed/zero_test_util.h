@@ -16,11 +16,13 @@
 namespace lockstep::testing {
 
 enum class ZeroOpt { SGD, Adam, AdamW };
-enum class ZeroMode { Plain, Zero, Overlap };
+// Zero2: overlapped, with the gradients sharded too (ZeroOptions().shard_gradients(true)).
+enum class ZeroMode { Plain, Zero, Overlap, Zero2 };
 
 inline const char* zero_mode_name(ZeroMode m) {
-  return m == ZeroMode::Plain ? "plain" : m == ZeroMode::Zero ? "zero" : "overlap";
+  return m == ZeroMode::Plain ? "plain" : m == ZeroMode::Zero ? "zero" : m == ZeroMode::Overlap ? "overlap" : "zero2";
 }
+inline bool zero_overlapped(ZeroMode m) { return m == ZeroMode::Overlap || m == ZeroMode::Zero2; }
 
 // A plain optimizer, or a ZeroRedundancyOptimizer (overlapped or not), of kind `opt`.
 inline std::unique_ptr<optim::Optimizer> make_zero_test_optimizer(
@@ -34,7 +36,8 @@ inline std::unique_ptr<optim::Optimizer> make_zero_test_optimizer(
     if (opt == ZeroOpt::Adam) return std::make_unique<optim::Adam>(params, adam);
     return std::make_unique<optim::AdamW>(params, adamw);
   }
-  const auto zo = distributed::ZeroOptions().overlap_with_ddp(mode == ZeroMode::Overlap);
+  const auto zo =
+      distributed::ZeroOptions().overlap_with_ddp(zero_overlapped(mode)).shard_gradients(mode == ZeroMode::Zero2);
   if (opt == ZeroOpt::SGD) return std::make_unique<distributed::ZeroRedundancyOptimizer>(params, pg, sgd, zo);
   if (opt == ZeroOpt::Adam) return std::make_unique<distributed::ZeroRedundancyOptimizer>(params, pg, adam, zo);
   return std::make_unique<distributed::ZeroRedundancyOptimizer>(params, pg, adamw, zo);
@@ -51,6 +54,19 @@ struct ZeroRun {
   std::function<void(distributed::DistributedDataParallel<TinyCNN>&)> setup;  // e.g. a comm hook
 };
 
+// After a synced ZeRO-2 backward (Note [ZeRO-2 buckets]): this rank holds
+// exactly the gradients it owns, and no bucket holds a buffer.
+template <class M>
+void check_zero2_memory(const distributed::DistributedDataParallel<M>& ddp,
+                        const distributed::ZeroRedundancyOptimizer& zero, int rank) {
+  const std::vector<Tensor>& params = zero.parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    CAPTURE(i);
+    CHECK(params[i].grad().defined() == (zero.owner(i) == rank));
+  }
+  for (const distributed::Bucket& b : ddp.reducer().buckets()) CHECK_FALSE(b.flat.defined());
+}
+
 // TinyCNN (fc.weight is 640 of its 1057 elements: more than half), `run.steps`
 // optimizer steps on 4 examples per rank per backward; returns the parameters.
 inline std::vector<Tensor> train_zero(const std::shared_ptr<distributed::ProcessGroup>& pg, const ZeroRun& run) {
@@ -64,7 +80,7 @@ inline std::vector<Tensor> train_zero(const std::shared_ptr<distributed::Process
   if (run.setup) run.setup(ddp);
   auto opt = make_zero_test_optimizer(run.opt, run.mode, model->parameters(), pg);
   auto* zero = dynamic_cast<distributed::ZeroRedundancyOptimizer*>(opt.get());
-  if (run.mode == ZeroMode::Overlap) distributed::hook_with_zero_step(ddp, *zero);
+  if (zero_overlapped(run.mode)) distributed::hook_with_zero_step(ddp, *zero);
   std::unique_ptr<optim::StepLR> sched;
   if (run.scheduler) sched = std::make_unique<optim::StepLR>(*opt, 2, 0.5);
   int b = 0;
@@ -81,6 +97,7 @@ inline std::vector<Tensor> train_zero(const std::shared_ptr<distributed::Process
         fwd_bwd();
       }
     }
+    if (run.mode == ZeroMode::Zero2) check_zero2_memory(ddp, *zero, rank);
     if (run.clip) {
       if (zero) {
         CHECK(zero->clip_grad_norm_(0.05) > 0.05);

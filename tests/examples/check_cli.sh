@@ -92,6 +92,7 @@ case "$prog" in
     expect 2 "--bucket-mb: expected a number >= 0 or 'auto', got 'abc'" -- --bucket-mb abc
     expect 2 "--batch: '3e1' is not a whole number" -- --batch 3e1
     expect 2 "--mode: 'fast' is not one of local|ddp|no-overlap|flat" -- --mode fast
+    expect 2 "--zero 2 reduces each gradient to its owner and frees the buckets" -- --zero 2 --bucket-view 1
     expect 2 "--sync-bn: expected 0 or 1, got 'yes'" -- --sync-bn yes
     expect 2 "--iters: 0 is out of range" -- --iters 0
     expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --iters 1

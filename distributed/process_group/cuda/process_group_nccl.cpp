@@ -297,6 +297,23 @@ std::shared_ptr<Work> ProcessGroupNCCL::broadcast(Tensor& tensor, int root) {
              }, {tensor});
 }
 
+std::shared_ptr<Work> ProcessGroupNCCL::reduce(Tensor& tensor, int root, ReduceOp op) {
+  check_operand(tensor, device_, "reduce", "tensor");
+  detail::check_rank(root, size_, "reduce", "root");
+  const ncclDataType_t type = nccl_type(tensor.dtype(), true, "reduce");
+  const ncclRedOp_t nop = nccl_op(op, tensor.dtype(), "reduce");
+  Launch launch;
+  launch.add(tensor, true, true);
+  const size_t count = static_cast<size_t>(tensor.numel());
+  return run(detail::make_fingerprint(0, CollectiveKind::REDUCE, &tensor, static_cast<int>(op), root), true,
+             std::move(launch), [&](std::vector<Tensor>& d) {
+               if (count == 0) return;
+               nccl_check(ncclReduce(d[0].raw_data(), d[0].raw_data(), count, type, nop, root, comm_->comm,
+                                     comm_stream_),
+                          "ncclReduce", "reduce", comm_->comm);
+             }, {tensor});
+}
+
 // One grouped broadcast per rank straight into outputs[r] (no flat buffer to unpack).
 std::shared_ptr<Work> ProcessGroupNCCL::allgather(std::vector<Tensor>& outputs, const Tensor& input) {
   check_operand(input, device_, "allgather", "input");

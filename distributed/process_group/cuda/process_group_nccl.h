@@ -104,6 +104,7 @@ class ProcessGroupNCCL : public ProcessGroup {
 
   std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM) override;
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) override;
+  std::shared_ptr<Work> reduce(Tensor& tensor, int root, ReduceOp op = ReduceOp::SUM) override;
   std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;
   std::shared_ptr<Work> reduce_scatter(Tensor& output, std::vector<Tensor>& inputs,
                                        ReduceOp op = ReduceOp::SUM) override;
