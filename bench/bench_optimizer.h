@@ -19,7 +19,7 @@ namespace lockstep::bench {
 
 struct BenchOptimizer {
   std::unique_ptr<optim::Optimizer> opt;
-  distributed::ZeroRedundancyOptimizer* zero = nullptr;  // set with --zero 1
+  distributed::ZeroRedundancyOptimizerBase* zero = nullptr;  // set with --zero 1
 };
 
 // `name`: "sgd" (lr 0.01, momentum 0.9) or "adamw" (lr 1e-4, weight decay 0.01).
@@ -35,9 +35,9 @@ inline BenchOptimizer make_bench_optimizer(const std::string& name, int zero, bo
     return b;
   }
   const auto zo = distributed::ZeroOptions().overlap_with_ddp(overlap || zero == 2).shard_gradients(zero == 2);
-  std::unique_ptr<distributed::ZeroRedundancyOptimizer> z =
-      name == "sgd" ? std::make_unique<distributed::ZeroRedundancyOptimizer>(params, pg, sgd, zo)
-                    : std::make_unique<distributed::ZeroRedundancyOptimizer>(params, pg, adamw, zo);
+  std::unique_ptr<distributed::ZeroRedundancyOptimizerBase> z;
+  if (name == "sgd") z = std::make_unique<distributed::ZeroRedundancyOptimizer<optim::SGD>>(params, pg, sgd, zo);
+  else z = std::make_unique<distributed::ZeroRedundancyOptimizer<optim::AdamW>>(params, pg, adamw, zo);
   b.zero = z.get();
   b.opt = std::move(z);
   return b;

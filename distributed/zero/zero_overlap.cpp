@@ -40,7 +40,7 @@ namespace lockstep::distributed {
 
 namespace detail {
 
-Reducer::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancyOptimizer& zero) {
+Reducer::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancyOptimizerBase& zero) {
   const int rank = zero.process_group().rank();
   const std::string who = lockstep::detail::str("hook_with_zero_step (rank ", rank, ")");
   LS_CHECK(zero.zero_options().overlap_with_ddp(), who, ": the optimizer was built without "
@@ -77,7 +77,7 @@ Reducer::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancy
   };
 }
 
-std::vector<int> gradient_owners(const Reducer& reducer, const ZeroRedundancyOptimizer& zero) {
+std::vector<int> gradient_owners(const Reducer& reducer, const ZeroRedundancyOptimizerBase& zero) {
   std::unordered_map<const TensorImpl*, size_t> index;
   for (size_t i = 0; i < zero.parameters().size(); ++i) index[zero.parameters()[i].impl()] = i;
   std::vector<int> owner;
@@ -87,12 +87,12 @@ std::vector<int> gradient_owners(const Reducer& reducer, const ZeroRedundancyOpt
 
 }  // namespace detail
 
-void ZeroRedundancyOptimizer::mark_attached(const std::string& what) {
+void ZeroRedundancyOptimizerBase::mark_attached(const std::string& what) {
   LS_CHECK(attached_.empty(), what, ": this ZeroRedundancyOptimizer is already attached to a DDP module");
   attached_ = what;
 }
 
-void ZeroRedundancyOptimizer::step_reduced_bucket(size_t bucket, const std::vector<size_t>& params) {
+void ZeroRedundancyOptimizerBase::step_reduced_bucket(size_t bucket, const std::vector<size_t>& params) {
   last_bucket_reduced_at_ = std::chrono::steady_clock::now();
   if (reduced_buckets_.size() <= bucket) reduced_buckets_.resize(bucket + 1, false);
   LS_CHECK(!reduced_buckets_[bucket], where(), ": DDP reduced bucket ", bucket, " again with no step() since "

@@ -33,13 +33,13 @@ namespace lockstep::distributed {
 
 namespace detail {
 // The Reducer's bucket-reduced hook for `zero` (checks the pairing first).
-Reducer::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancyOptimizer& zero);
+Reducer::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancyOptimizerBase& zero);
 // Under ZeRO-2: the owner rank of each of the Reducer's parameters.
-std::vector<int> gradient_owners(const Reducer& reducer, const ZeroRedundancyOptimizer& zero);
+std::vector<int> gradient_owners(const Reducer& reducer, const ZeroRedundancyOptimizerBase& zero);
 }  // namespace detail
 
 template <class M>
-void hook_with_zero_step(DistributedDataParallel<M>& ddp, ZeroRedundancyOptimizer& zero) {
+void hook_with_zero_step(DistributedDataParallel<M>& ddp, ZeroRedundancyOptimizerBase& zero) {
   Reducer::BucketReducedHook hook = detail::zero_step_hook(ddp.reducer(), zero);
   if (zero.zero_options().shard_gradients()) ddp.shard_gradients(detail::gradient_owners(ddp.reducer(), zero));
   ddp.register_bucket_reduced_hook(std::move(hook));

@@ -27,17 +27,7 @@ namespace {
 constexpr size_t kNone = std::numeric_limits<size_t>::max();
 }  // namespace
 
-InnerOptimizerFactory inner_optimizer(const optim::SGDOptions& o) {
-  return [o](std::vector<Tensor> p) { return std::make_unique<optim::SGD>(std::move(p), o); };
-}
-InnerOptimizerFactory inner_optimizer(const optim::AdamOptions& o) {
-  return [o](std::vector<Tensor> p) { return std::make_unique<optim::Adam>(std::move(p), o); };
-}
-InnerOptimizerFactory inner_optimizer(const optim::AdamWOptions& o) {
-  return [o](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(std::move(p), o); };
-}
-
-ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params,
+ZeroRedundancyOptimizerBase::ZeroRedundancyOptimizerBase(std::vector<Tensor> params,
                                                  std::shared_ptr<ProcessGroup> process_group,
                                                  InnerOptimizerFactory make_inner, const ZeroOptions& options)
     : Optimizer(std::move(params), "ZeroRedundancyOptimizer"),
@@ -67,7 +57,7 @@ ZeroRedundancyOptimizer::ZeroRedundancyOptimizer(std::vector<Tensor> params,
   LS_CHECK(inner_ != nullptr, name_, ": the inner optimizer factory returned null");
 }
 
-ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() {
+ZeroRedundancyOptimizerBase::~ZeroRedundancyOptimizerBase() {
   // Broadcasts still in flight reference our tensors: let them finish.
   for (auto& b : pending_) {
     try {
@@ -77,13 +67,13 @@ ZeroRedundancyOptimizer::~ZeroRedundancyOptimizer() {
   }
 }
 
-std::string ZeroRedundancyOptimizer::where() const {
+std::string ZeroRedundancyOptimizerBase::where() const {
   return lockstep::detail::str(name_, " (rank ", process_group_->rank(), ")");
 }
 
 // A rank with other parameters would compute another partition, and the
 // broadcasts would pair up wrong tensors: compare (count, elements, a shape hash).
-void ZeroRedundancyOptimizer::check_same_parameters_on_all_ranks() {
+void ZeroRedundancyOptimizerBase::check_same_parameters_on_all_ranks() {
   int64_t elements = 0, hash = 1469598103934665603LL;
   for (const Tensor& p : params_) {
     elements += p.numel();
@@ -102,7 +92,7 @@ void ZeroRedundancyOptimizer::check_same_parameters_on_all_ranks() {
   }
 }
 
-void ZeroRedundancyOptimizer::step() {
+void ZeroRedundancyOptimizerBase::step() {
   if (options_.overlap_with_ddp()) {
     LS_CHECK(!attached_.empty(), where(), ".step: ZeroOptions().overlap_with_ddp(true) but the optimizer is not "
              "attached to a DDP module; call hook_with_zero_step(ddp, optimizer) once after constructing both");
@@ -142,7 +132,7 @@ namespace {
 constexpr int64_t kPackBytes = 256 * 1024;
 }  // namespace
 
-void ZeroRedundancyOptimizer::start_broadcasts(const std::vector<size_t>& params) {
+void ZeroRedundancyOptimizerBase::start_broadcasts(const std::vector<size_t>& params) {
   if (process_group_->size() == 1) return;
   NoGradGuard no_grad;
   const int me = process_group_->rank();
@@ -194,7 +184,7 @@ void ZeroRedundancyOptimizer::start_broadcasts(const std::vector<size_t>& params
   }
 }
 
-void ZeroRedundancyOptimizer::finish_broadcasts() {
+void ZeroRedundancyOptimizerBase::finish_broadcasts() {
   NoGradGuard no_grad;
   const int me = process_group_->rank();
   std::vector<ParamBroadcast> pending = std::move(pending_);
@@ -221,7 +211,7 @@ void ZeroRedundancyOptimizer::finish_broadcasts() {
   }
 }
 
-double ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_type) {
+double ZeroRedundancyOptimizerBase::clip_grad_norm_(double max_norm, double norm_type) {
   // Note [ZeRO clip_grad_norm_].
   LS_CHECK(!options_.overlap_with_ddp(), where(), ".clip_grad_norm_: with ZeroOptions().overlap_with_ddp(true) "
            "each bucket's parameters are stepped as soon as the bucket is reduced, before the global norm is "
@@ -229,7 +219,7 @@ double ZeroRedundancyOptimizer::clip_grad_norm_(double max_norm, double norm_typ
   return optim::clip_grad_norm_(params_, max_norm, norm_type);
 }
 
-std::vector<std::pair<std::string, double>> ZeroRedundancyOptimizer::hyperparameters() const {
+std::vector<std::pair<std::string, double>> ZeroRedundancyOptimizerBase::hyperparameters() const {
   std::vector<std::pair<std::string, double>> out;
   const std::string prefix = "param_groups.";
   for (const auto& [key, value] : inner_->state_dict()) {
@@ -240,7 +230,7 @@ std::vector<std::pair<std::string, double>> ZeroRedundancyOptimizer::hyperparame
   return out;
 }
 
-void ZeroRedundancyOptimizer::set_hyperparameters(const std::map<std::string, double>& values) {
+void ZeroRedundancyOptimizerBase::set_hyperparameters(const std::map<std::string, double>& values) {
   optim::OptimizerState s = inner_->state_dict();
   for (const auto& [name, value] : values) {
     s["param_groups." + name] = scalar_tensor(value, TensorOptions().dtype(kFloat64));

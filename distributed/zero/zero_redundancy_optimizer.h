@@ -2,8 +2,8 @@
 // optimizer state sharded across the ranks of a data-parallel group (ZeRO
 // stage 1; torch.distributed.optim.ZeroRedundancyOptimizer).
 //
-//   ls::distributed::ZeroRedundancyOptimizer opt(model->parameters(), pg,
-//                                                ls::optim::AdamWOptions(1e-3));
+//   ls::distributed::ZeroRedundancyOptimizer<ls::optim::AdamW> opt(model->parameters(), pg,
+//                                                                  ls::optim::AdamWOptions(1e-3));
 //   loss.backward();   // DDP: every rank holds every averaged gradient
 //   opt.step();        // each rank steps its shard, then the shards are broadcast
 //
@@ -74,20 +74,16 @@ class ZeroOptions {
 
 // Builds the inner (local) optimizer over one rank's parameters.
 using InnerOptimizerFactory = std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)>;
-InnerOptimizerFactory inner_optimizer(const optim::SGDOptions& options);
-InnerOptimizerFactory inner_optimizer(const optim::AdamOptions& options);
-InnerOptimizerFactory inner_optimizer(const optim::AdamWOptions& options);
 
-class ZeroRedundancyOptimizer : public optim::Optimizer {
+// Everything of the sharded optimizer but the inner optimizer's type
+// (ZeroRedundancyOptimizer<Inner> below is what programs declare; functions
+// that take any of them, like hook_with_zero_step, take this).
+class ZeroRedundancyOptimizerBase : public optim::Optimizer {
  public:
   // Collective (checks that every rank passed the same parameter shapes).
-  ZeroRedundancyOptimizer(std::vector<Tensor> params, std::shared_ptr<ProcessGroup> process_group,
-                          InnerOptimizerFactory make_inner, const ZeroOptions& options = ZeroOptions());
-  template <class InnerOptions>
-  ZeroRedundancyOptimizer(std::vector<Tensor> params, std::shared_ptr<ProcessGroup> process_group,
-                          const InnerOptions& inner, const ZeroOptions& options = ZeroOptions())
-      : ZeroRedundancyOptimizer(std::move(params), std::move(process_group), inner_optimizer(inner), options) {}
-  ~ZeroRedundancyOptimizer() override;
+  ZeroRedundancyOptimizerBase(std::vector<Tensor> params, std::shared_ptr<ProcessGroup> process_group,
+                              InnerOptimizerFactory make_inner, const ZeroOptions& options = ZeroOptions());
+  ~ZeroRedundancyOptimizerBase() override;
 
   // Without overlap: steps this rank's shard, then broadcasts every shard.
   // With overlap: the shards were stepped during backward; waits for their
@@ -175,5 +171,36 @@ class ZeroRedundancyOptimizer : public optim::Optimizer {
   int consolidated_to_ = -1;
   int64_t consolidated_at_ = -1;  // steps_ when consolidated
 };
+
+// The optimizer programs declare (docs/api.md):
+//   ZeroRedundancyOptimizer<optim::AdamW> zero(params, pg, optim::AdamWOptions(1e-3));
+// Inner: an optimizer of element-wise per-parameter updates constructible
+// from (parameters, options) — SGD, Adam, AdamW (Note [Stepping a subset]).
+// The type may be left out: ZeroRedundancyOptimizer zero(params, pg,
+// optim::AdamWOptions(1e-3)) deduces it from the options.
+template <class Inner>
+class ZeroRedundancyOptimizer : public ZeroRedundancyOptimizerBase {
+ public:
+  template <class InnerOptions>
+  ZeroRedundancyOptimizer(std::vector<Tensor> params, std::shared_ptr<ProcessGroup> process_group,
+                          const InnerOptions& inner, const ZeroOptions& options = ZeroOptions())
+      : ZeroRedundancyOptimizerBase(
+            std::move(params), std::move(process_group),
+            [inner](std::vector<Tensor> shard) { return std::make_unique<Inner>(std::move(shard), inner); },
+            options) {}
+};
+
+ZeroRedundancyOptimizer(std::vector<Tensor>, std::shared_ptr<ProcessGroup>, optim::SGDOptions)
+    -> ZeroRedundancyOptimizer<optim::SGD>;
+ZeroRedundancyOptimizer(std::vector<Tensor>, std::shared_ptr<ProcessGroup>, optim::SGDOptions, ZeroOptions)
+    -> ZeroRedundancyOptimizer<optim::SGD>;
+ZeroRedundancyOptimizer(std::vector<Tensor>, std::shared_ptr<ProcessGroup>, optim::AdamOptions)
+    -> ZeroRedundancyOptimizer<optim::Adam>;
+ZeroRedundancyOptimizer(std::vector<Tensor>, std::shared_ptr<ProcessGroup>, optim::AdamOptions, ZeroOptions)
+    -> ZeroRedundancyOptimizer<optim::Adam>;
+ZeroRedundancyOptimizer(std::vector<Tensor>, std::shared_ptr<ProcessGroup>, optim::AdamWOptions)
+    -> ZeroRedundancyOptimizer<optim::AdamW>;
+ZeroRedundancyOptimizer(std::vector<Tensor>, std::shared_ptr<ProcessGroup>, optim::AdamWOptions, ZeroOptions)
+    -> ZeroRedundancyOptimizer<optim::AdamW>;
 
 }  // namespace lockstep::distributed

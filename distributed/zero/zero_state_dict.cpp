@@ -53,7 +53,7 @@ int64_t int64_of(const optim::OptimizerState& s, const std::string& key, const s
 
 }  // namespace
 
-optim::OptimizerState ZeroRedundancyOptimizer::sharded_state_dict() const {
+optim::OptimizerState ZeroRedundancyOptimizerBase::sharded_state_dict() const {
   optim::OptimizerState out;
   const std::vector<size_t>& mine = partition_.owned[static_cast<size_t>(process_group_->rank())];
   for (auto& [key, value] : inner_->state_dict()) {
@@ -74,7 +74,7 @@ optim::OptimizerState ZeroRedundancyOptimizer::sharded_state_dict() const {
   return out;
 }
 
-void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
+void ZeroRedundancyOptimizerBase::consolidate_state_dict(int to) {
   const int world = process_group_->size(), me = process_group_->rank();
   LS_CHECK(to >= 0 && to < world, where(), ".consolidate_state_dict: rank ", to, " is not in the group of ",
            world, " ranks");
@@ -152,7 +152,7 @@ void ZeroRedundancyOptimizer::consolidate_state_dict(int to) {
   consolidated_at_ = steps_;
 }
 
-optim::OptimizerState ZeroRedundancyOptimizer::state_dict() const {
+optim::OptimizerState ZeroRedundancyOptimizerBase::state_dict() const {
   LS_CHECK(consolidated_to_ == process_group_->rank(), where(), ".state_dict: the state is sharded across ranks; "
            "call consolidate_state_dict(to) on every rank first, then state_dict() on rank `to`",
            consolidated_to_ >= 0 ? lockstep::detail::str(" (it was consolidated on rank ", consolidated_to_, ")")
@@ -163,7 +163,7 @@ optim::OptimizerState ZeroRedundancyOptimizer::state_dict() const {
   return consolidated_;
 }
 
-void ZeroRedundancyOptimizer::load_state_dict(const optim::OptimizerState& state) {
+void ZeroRedundancyOptimizerBase::load_state_dict(const optim::OptimizerState& state) {
   const std::string op = where() + ".load_state_dict";
   NoGradGuard no_grad;
   const std::vector<size_t>& mine = partition_.owned[static_cast<size_t>(process_group_->rank())];
@@ -208,7 +208,7 @@ void ZeroRedundancyOptimizer::load_state_dict(const optim::OptimizerState& state
   consolidated_to_ = -1;
 }
 
-void ZeroRedundancyOptimizer::load_sharded_state_dicts(const std::vector<optim::OptimizerState>& shards) {
+void ZeroRedundancyOptimizerBase::load_sharded_state_dicts(const std::vector<optim::OptimizerState>& shards) {
   const std::string op = where() + ".load_sharded_state_dicts";
   LS_CHECK(!shards.empty(), op, ": no shards given");
   const int64_t world = int64_of(shards[0], "zero.world_size", op);

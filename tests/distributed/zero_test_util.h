@@ -38,9 +38,9 @@ inline std::unique_ptr<optim::Optimizer> make_zero_test_optimizer(
   }
   const auto zo =
       distributed::ZeroOptions().overlap_with_ddp(zero_overlapped(mode)).shard_gradients(mode == ZeroMode::Zero2);
-  if (opt == ZeroOpt::SGD) return std::make_unique<distributed::ZeroRedundancyOptimizer>(params, pg, sgd, zo);
-  if (opt == ZeroOpt::Adam) return std::make_unique<distributed::ZeroRedundancyOptimizer>(params, pg, adam, zo);
-  return std::make_unique<distributed::ZeroRedundancyOptimizer>(params, pg, adamw, zo);
+  if (opt == ZeroOpt::SGD) return std::make_unique<distributed::ZeroRedundancyOptimizer<optim::SGD>>(params, pg, sgd, zo);
+  if (opt == ZeroOpt::Adam) return std::make_unique<distributed::ZeroRedundancyOptimizer<optim::Adam>>(params, pg, adam, zo);
+  return std::make_unique<distributed::ZeroRedundancyOptimizer<optim::AdamW>>(params, pg, adamw, zo);
 }
 
 struct ZeroRun {
@@ -58,7 +58,7 @@ struct ZeroRun {
 // exactly the gradients it owns, and no bucket holds a buffer.
 template <class M>
 void check_zero2_memory(const distributed::DistributedDataParallel<M>& ddp,
-                        const distributed::ZeroRedundancyOptimizer& zero, int rank) {
+                        const distributed::ZeroRedundancyOptimizerBase& zero, int rank) {
   const std::vector<Tensor>& params = zero.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     CAPTURE(i);
@@ -79,7 +79,7 @@ inline std::vector<Tensor> train_zero(const std::shared_ptr<distributed::Process
   distributed::DistributedDataParallel ddp(model, pg, run.ddp);
   if (run.setup) run.setup(ddp);
   auto opt = make_zero_test_optimizer(run.opt, run.mode, model->parameters(), pg);
-  auto* zero = dynamic_cast<distributed::ZeroRedundancyOptimizer*>(opt.get());
+  auto* zero = dynamic_cast<distributed::ZeroRedundancyOptimizerBase*>(opt.get());
   if (zero_overlapped(run.mode)) distributed::hook_with_zero_step(ddp, *zero);
   std::unique_ptr<optim::StepLR> sched;
   if (run.scheduler) sched = std::make_unique<optim::StepLR>(*opt, 2, 0.5);
