@@ -58,7 +58,8 @@
 //   opt_ms        optimizer step + zero_grad (0 on no_sync iterations);
 //   opt_tail_ms   the optimizer's time after the last bucket was reduced: opt_ms, except with
 //                 --zero-overlap 1, where it runs from the last bucket's reduction (its shard
-//                 step runs then) to the end of step() (the broadcast wait);
+//                 step runs then) to the end of step() (the broadcast wait); per
+//                 iteration the largest of the ranks' (the summary's median is over those);
 //   iter_ms       all four.
 // Note [Backward clock]
 // How the end of backward compute is seen: before DDP is built,
@@ -396,6 +397,8 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
     timed_s += it * 1e-3;
   }
 
+  // The tail ends when the slowest rank has its parameters: the largest of the ranks', per iteration.
+  for (double& tail : t.tail) tail = allreduce_scalar(*pg, tail, dist::ReduceOp::MAX);
   const double slowest_s = allreduce_scalar(*pg, timed_s, dist::ReduceOp::MAX);
   const double sum = parameter_checksum(params);
   const bool equal = allreduce_scalar(*pg, sum, dist::ReduceOp::MAX) ==
