@@ -88,10 +88,15 @@ void Adam::step() {
     // One pass over contiguous memory, on the parameter's device (core/native/optim_step.h).
     if (native::fused_step_ok(p) && m.is_contiguous() && v.is_contiguous() &&
         (v_max == nullptr || v_max->is_contiguous())) {
-      native::adam_step_(p, g.contiguous(), m, v, v_max ? *v_max : Tensor(), options_.beta1(),
-                         options_.beta2(), options_.eps(), k.step_size, k.bc2_sqrt, k.decay, k.l2);
-      // We wrote through raw pointers: tell autograd's saved-tensor checks.
+      const Tensor gc = g.contiguous();
+      const Tensor vm = v_max ? *v_max : Tensor();
+      // We write through raw pointers: tell autograd's saved-tensor checks.
       p.impl()->storage->bump_version();
+      update_in_chunks(i, p.numel(), [&](int64_t at, int64_t n) {  // Note [Stepping in chunks]
+        native::adam_step_(flat_piece(p, at, n), flat_piece(gc, at, n), flat_piece(m, at, n), flat_piece(v, at, n),
+                           flat_piece(vm, at, n), options_.beta1(), options_.beta2(), options_.eps(), k.step_size,
+                           k.bc2_sqrt, k.decay, k.l2);
+      });
       continue;
     }
 
@@ -107,6 +112,7 @@ void Adam::step() {
     }
     Tensor denom = (used.sqrt() / k.bc2_sqrt).add_(options_.eps());
     p.add_(m / denom, -k.step_size);
+    stepped_whole(i, p.numel());
   }
 }
 

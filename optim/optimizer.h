@@ -43,10 +43,21 @@
 // time; per-parameter optimizers (SGD, Adam, AdamW) give bitwise the same
 // result as one step() over all of them.
 //
+//
+// Note [Stepping in chunks]
+// set_step_chunks(numel, fn) makes a fused (contiguous, float) update of a
+// parameter of more than `numel` elements run over consecutive pieces of
+// `numel` elements (rounded down to a multiple of 64; the last piece shorter),
+// calling fn(index, offset, length) after each piece; every other update calls
+// fn(index, 0, numel) once after it. ZeRO broadcasts each piece of a large
+// parameter as soon as it is updated, while the next piece is computed (Note
+// [ZeRO pipelined broadcasts]). The updates are element-wise, and pieces start
+// at multiples of 64 elements, so the result is bitwise that of one pass.
 // Read before: nn/module.h, core/grad_mode.h.
 // Read next: optim/sgd.h, optim/adam.h, optim/lr_scheduler.h.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -75,6 +86,9 @@ class Optimizer {
   void step_subset(const std::vector<bool>& mask);
   // Clears gradients: undefined (set_to_none, the default) or filled with zeros.
   void zero_grad(bool set_to_none = true);
+  // Note [Stepping in chunks]. numel 0 or an empty fn: off (the default).
+  using StepChunkFn = std::function<void(size_t index, int64_t offset, int64_t length)>;
+  void set_step_chunks(int64_t numel, StepChunkFn fn);
 
   // The learning rate; schedulers (optim/lr_scheduler.h) call set_lr before each step.
   virtual double lr() const = 0;
@@ -108,11 +122,22 @@ class Optimizer {
   // The gradient of parameter i, checked against the parameter (shape, dtype,
   // device); undefined if the parameter must be skipped this step.
   Tensor checked_grad(size_t i) const;
+  // Note [Stepping in chunks]: runs update(offset, length) over parameter i's
+  // pieces (one call covering all `numel` elements when chunking is off or the
+  // parameter is small), the observer after each; `stepped_whole` reports an
+  // update done in one pass by other means (the reference paths).
+  void update_in_chunks(size_t i, int64_t numel, const std::function<void(int64_t, int64_t)>& update);
+  void stepped_whole(size_t i, int64_t numel) const;
 
   std::vector<Tensor> params_;
   std::vector<ParamState> state_;  // one per parameter, same order
   std::string name_;
   const std::vector<bool>* step_mask_ = nullptr;  // set during step_subset
+  int64_t chunk_numel_ = 0;                        // Note [Stepping in chunks]
+  StepChunkFn chunk_fn_;
 };
+
+// The elements [offset, offset + length) of contiguous `t`, flat (t itself when that is all of it).
+Tensor flat_piece(const Tensor& t, int64_t offset, int64_t length);
 
 }  // namespace lockstep::optim

@@ -56,10 +56,14 @@ void SGD::step() {
     // One pass over contiguous memory, on the parameter's device (core/native/optim_step.h).
     if (native::fused_step_ok(p)) {
       const Tensor buf = use_momentum ? momentum_buffer(s.buffers, p) : Tensor();
-      native::sgd_step_(p, g.contiguous(), buf, options_.lr(), options_.momentum(),
-                        options_.dampening(), options_.weight_decay(), options_.nesterov(), first);
-      // We wrote through raw pointers: tell autograd's saved-tensor checks.
+      const Tensor gc = g.contiguous();
+      // We write through raw pointers: tell autograd's saved-tensor checks.
       p.impl()->storage->bump_version();
+      update_in_chunks(i, p.numel(), [&](int64_t at, int64_t n) {  // Note [Stepping in chunks]
+        native::sgd_step_(flat_piece(p, at, n), flat_piece(gc, at, n), flat_piece(buf, at, n), options_.lr(),
+                          options_.momentum(), options_.dampening(), options_.weight_decay(), options_.nesterov(),
+                          first);
+      });
       continue;
     }
 
@@ -75,6 +79,7 @@ void SGD::step() {
       d = options_.nesterov() ? d + options_.momentum() * buf : buf;
     }
     p.add_(d, -options_.lr());
+    stepped_whole(i, p.numel());
   }
 }
 

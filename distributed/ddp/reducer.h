@@ -15,7 +15,9 @@
 //       (Note [Bucket launch order]), each through the comm-hook interface.
 //   finalize_backward()  after the last node of backward: wait for every
 //       bucket in index order and finalize_bucket: copy the averages back into
-//       .grad, leaving globally unused parameters' .grad untouched.
+//       .grad, leaving globally unused parameters' .grad untouched. (With a
+//       bucket-reduced hook — ZeRO — the first buckets are finalized during
+//       backward already: Note [Finalizing buckets during backward].)
 // The seams, each in its own file beside its note:
 //   ReadinessPolicy     which gradients are ready when: every parameter once
 //                       (default), graph traversal + used-parameter bitmap
@@ -23,9 +25,12 @@
 //                       Note [Readiness policies], reducer_readiness.h,
 //                       Note [Static graph], reducer_static_graph.cpp.
 //   BucketStorage       the buckets; copy in / copy out, or gradients as views
-//                       (Note [Gradients as bucket views], reducer_buckets.cpp).
-//   BucketLauncher      DDP's AllReduce, deterministic reduction or the user's
-//                       hook (Note [Every launch through a comm hook], reducer_launch.h).
+//                       (Note [Gradients as bucket views], reducer_buckets.cpp);
+//                       under ZeRO-2 owner-grouped, freed after backward
+//                       (Note [ZeRO-2 buckets]).
+//   BucketLauncher      DDP's AllReduce, deterministic reduction, ZeRO-2's reduce
+//                       to the owners or the user's hook (Note [Every launch
+//                       through a comm hook], reducer_launch.h).
 //   IterationObservers  fingerprint, progress board, timeline, debug logging
 //                       (Note [Iteration observers], reducer_observers.h).
 // Outside the iteration: the bucket rebuild from the traced order
@@ -145,6 +150,9 @@ class Reducer {
   TensorFuture launch(size_t bucket_index, Tensor flat);
   void finalize_backward();
   void finalize_bucket(size_t bucket_index, const std::vector<int64_t>& global_used);
+  // Note [Finalizing buckets during backward]: after launching bucket b, hand
+  // bucket b - kFinalizeLag to the bucket-reduced hook already.
+  void finalize_early(size_t launched);
   // A failed wait (a dead or hung peer, a failing hook) names the backward and
   // the bucket (bucket_index == num_buckets(): the used-parameter bitmap).
   void wait_or_fail(const std::function<void()>& wait, size_t bucket_index);
@@ -181,6 +189,7 @@ class Reducer {
   bool finalize_queued_ = false;
   std::vector<bool> ready_;               // per parameter: marked ready this iteration
   size_t next_bucket_ = 0;                // next bucket to launch (in index order)
+  size_t next_finalize_ = 0;              // next bucket to finalize (Note [Finalizing buckets during backward])
   bool unfinished_reduction_ = false;     // set by finalize if some buckets never filled
   std::vector<size_t> unfinished_params_;
   std::string failure_;  // set once a mismatch or a failed collective has stopped DDP

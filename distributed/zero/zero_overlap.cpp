@@ -7,7 +7,8 @@
 // distributed/ddp/reducer.cpp). The hook steps the parameters of b that this rank
 // owns (Optimizer::step_subset, Note [Stepping a subset]) and starts, for
 // each owner of parameters in b in rank order, the broadcast of those
-// parameters; the reductions of buckets b+1, ... are in flight meanwhile.
+// parameters (Note [ZeRO pipelined broadcasts]); the reductions of buckets
+// b+1, ... are in flight meanwhile.
 // Why the result is bitwise plain DDP + the same optimizer:
 //  - the gradient each step reads is the same tensor value plain DDP leaves
 //    in .grad: the hook runs after the same copy-out, whatever reduced the
@@ -19,9 +20,12 @@
 //    of the first iteration (before the rebuild) and of later ones give the
 //    same updates, so no iteration needs special handling (PyTorch skips the
 //    step of the first ones);
-//  - nothing after finalize_bucket reads the parameters before step()
-//    (backward is over when finalize runs; the next forward comes after
-//    step(), which waits for every broadcast and copies the owners' values in);
+//  - nothing after finalize_bucket reads the parameters before step(): no
+//    node of the rest of backward reads them (a bucket is reduced only when
+//    all its gradients are final, i.e. every node using its parameters has
+//    run — Note [Finalizing buckets during backward], reducer.cpp), and the
+//    next forward comes after step(), which waits for every broadcast and
+//    copies the owners' values in;
 //  - every rank calls the hook for the same buckets in the same order, from
 //    the compute thread, so the broadcasts pair up; no_sync backwards do not
 //    reach finalize, so nothing is stepped during accumulation.
@@ -33,7 +37,6 @@
 // Read next: docs/ddp.md (section on ZeRO).
 #include "distributed/zero/zero_overlap.h"
 
-#include <limits>
 #include <unordered_map>
 
 namespace lockstep::distributed {
@@ -100,17 +103,7 @@ void ZeroRedundancyOptimizerBase::step_reduced_bucket(size_t bucket, const std::
            "waited for. With overlap_with_ddp call optimizer.step() after every synced backward");
   reduced_buckets_[bucket] = true;
   reduced_since_step_ = true;
-  if (!placeholder_) {
-    std::vector<bool> mask(inner_->parameters().size(), false);
-    bool any = false;
-    for (size_t i : params) {
-      if (local_index_[i] == std::numeric_limits<size_t>::max()) continue;
-      mask[local_index_[i]] = true;
-      any = true;
-    }
-    if (any) inner_->step_subset(mask);  // Note [Stepping a subset]
-  }
-  start_broadcasts(params);
+  step_and_broadcast(params);  // Note [ZeRO pipelined broadcasts]
 }
 
 }  // namespace lockstep::distributed

@@ -1,5 +1,5 @@
-// distributed/zero/zero_redundancy_optimizer.cpp — construction, the shard
-// step and the parameter broadcasts, clip_grad_norm_ and the learning rate.
+// distributed/zero/zero_redundancy_optimizer.cpp — construction, step(),
+// clip_grad_norm_ and the learning rate (the broadcasts: zero_broadcasts.cpp).
 //
 // Note [ZeRO clip_grad_norm_]
 // ZeRO stage 1 shards only the optimizer state: after DDP's backward every
@@ -11,7 +11,8 @@
 // last bits.) With overlap_with_ddp the shards have been stepped before
 // backward returns, so there is nothing left to clip: refused.
 // Read before: distributed/zero/zero_redundancy_optimizer.h.
-// Read next: distributed/zero/zero_state_dict.cpp, distributed/zero/zero_overlap.cpp.
+// Read next: distributed/zero/zero_broadcasts.cpp, distributed/zero/zero_state_dict.cpp,
+// distributed/zero/zero_overlap.cpp.
 #include "distributed/zero/zero_redundancy_optimizer.h"
 
 #include <limits>
@@ -55,6 +56,10 @@ ZeroRedundancyOptimizerBase::ZeroRedundancyOptimizerBase(std::vector<Tensor> par
   }
   inner_ = make_inner(std::move(shard));
   LS_CHECK(inner_ != nullptr, name_, ": the inner optimizer factory returned null");
+  shard_position_.assign(params_.size(), 0);
+  for (const auto& owned : partition_.owned) {
+    for (size_t k = 0; k < owned.size(); ++k) shard_position_[owned[k]] = k;
+  }
 }
 
 ZeroRedundancyOptimizerBase::~ZeroRedundancyOptimizerBase() {
@@ -109,106 +114,11 @@ void ZeroRedundancyOptimizerBase::step() {
   for (const Tensor& p : params_) any_grad = any_grad || p.grad().defined();
   LS_CHECK(any_grad, where(), ".step: no parameter has a gradient; call loss.backward() (through the DDP "
            "module) before step()");
-  if (!placeholder_) inner_->step();
   std::vector<size_t> all(params_.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  start_broadcasts(all);
+  step_and_broadcast(all);
   finish_broadcasts();
   ++steps_;
-}
-
-// Note [ZeRO parameter broadcasts]
-// After the owners' steps every rank must hold every owner's values. A large
-// contiguous parameter is broadcast IN PLACE (the owner's tensor is the
-// source, the others' tensors receive): no extra memory — packing everything
-// would allocate a second copy of the whole model at each step and give back
-// the memory the sharded state saved. Small ones (under kPackBytes, biases and
-// norms: many, tiny) are packed per owner and dtype into one flat tensor,
-// broadcast once and copied out, so a step does not pay one collective latency
-// per bias. Receivers' tensors are not read until finish_broadcasts (the
-// non-overlapped step() waits at once; with overlap the next forward comes
-// after step()), so receiving into the parameters directly is safe.
-namespace {
-constexpr int64_t kPackBytes = 256 * 1024;
-}  // namespace
-
-void ZeroRedundancyOptimizerBase::start_broadcasts(const std::vector<size_t>& params) {
-  if (process_group_->size() == 1) return;
-  NoGradGuard no_grad;
-  const int me = process_group_->rank();
-  for (int r = 0; r < process_group_->size(); ++r) {
-    // This owner's small parameters, grouped by dtype and device in order of first appearance.
-    std::vector<std::vector<size_t>> groups;
-    for (size_t i : params) {
-      if (partition_.owner[i] != r) continue;
-      const Tensor& p = params_[i];
-      if (p.is_contiguous() && p.numel() * static_cast<int64_t>(p.element_size()) >= kPackBytes) {
-        ParamBroadcast b;
-        b.flat = p.detach();  // in place (Note [ZeRO parameter broadcasts])
-        b.params = {i};
-        b.root = r;
-        b.in_place = true;
-        b.work = process_group_->broadcast(b.flat, r);
-        pending_.push_back(std::move(b));
-        continue;
-      }
-      bool placed = false;
-      for (auto& g : groups) {
-        const Tensor& q = params_[g.front()];
-        if (q.dtype() == p.dtype() && q.device() == p.device()) {
-          g.push_back(i);
-          placed = true;
-          break;
-        }
-      }
-      if (!placed) groups.push_back({i});
-    }
-    for (auto& g : groups) {
-      int64_t total = 0;
-      for (size_t i : g) total += params_[i].numel();
-      const Tensor& first = params_[g.front()];
-      ParamBroadcast b;
-      b.flat = empty({total}, TensorOptions().dtype(first.dtype()).device(first.device()));
-      if (r == me) {
-        int64_t off = 0;
-        for (size_t i : g) {
-          b.flat.narrow(0, off, params_[i].numel()).copy_(params_[i].detach().reshape({-1}));
-          off += params_[i].numel();
-        }
-      }
-      b.params = std::move(g);
-      b.root = r;
-      b.work = process_group_->broadcast(b.flat, r);
-      pending_.push_back(std::move(b));
-    }
-  }
-}
-
-void ZeroRedundancyOptimizerBase::finish_broadcasts() {
-  NoGradGuard no_grad;
-  const int me = process_group_->rank();
-  std::vector<ParamBroadcast> pending = std::move(pending_);
-  pending_.clear();
-  for (auto& b : pending) {
-    try {
-      b.work->wait(process_group_->timeout());
-    } catch (const std::exception& e) {
-      throw Error(lockstep::detail::str(where(), ": the broadcast of rank ", b.root, "'s updated parameters ",
-                                        "failed: ", e.what(), ". A peer rank has probably died or stopped "
-                                        "training; every rank must call step() after each synced backward"));
-    }
-    if (b.root == me) continue;
-    if (b.in_place) {
-      b.flat.bump_version();  // written behind autograd's back
-      continue;
-    }
-    int64_t off = 0;
-    for (size_t i : b.params) {
-      Tensor p = params_[i].detach();
-      p.copy_(b.flat.narrow(0, off, p.numel()).view(p.sizes()));
-      off += p.numel();
-    }
-  }
 }
 
 double ZeroRedundancyOptimizerBase::clip_grad_norm_(double max_norm, double norm_type) {

@@ -23,7 +23,7 @@
 // as soon as DDP has reduced that bucket and their broadcasts start at once,
 // while the later buckets' reductions are still in flight; opt.step() then
 // only waits for the broadcasts (Note [ZeRO parameter broadcasts] in
-// zero_redundancy_optimizer.cpp: large parameters in place, small ones packed). Why it is exact: Note [ZeRO overlap with
+// zero_broadcasts.cpp: large parameters in place, in pieces, small ones packed). Why it is exact: Note [ZeRO overlap with
 // DDP] in zero_overlap.cpp.
 //
 // ZeRO-2 (ZeroOptions().overlap_with_ddp(true).shard_gradients(true)): on top
@@ -66,10 +66,16 @@ class ZeroOptions {
   // Needs overlap_with_ddp(true). Default false (stage 1).
   ZeroOptions& shard_gradients(bool v) { shard_gradients_ = v; return *this; }
   bool shard_gradients() const { return shard_gradients_; }
+  // Large parameters are stepped and broadcast in pieces of this many MB, each
+  // sent as soon as it is updated (Note [ZeRO pipelined broadcasts]). 0: whole.
+  // Default 4.
+  ZeroOptions& broadcast_piece_mb(double v) { broadcast_piece_mb_ = v; return *this; }
+  double broadcast_piece_mb() const { return broadcast_piece_mb_; }
 
  private:
   bool overlap_with_ddp_ = false;
   bool shard_gradients_ = false;
+  double broadcast_piece_mb_ = 4.0;
 };
 
 // Builds the inner (local) optimizer over one rank's parameters.
@@ -146,8 +152,13 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
     bool in_place = false;
   };
   void check_same_parameters_on_all_ranks();
-  // Starts the broadcasts of `params` grouped by owner (rank order) and dtype.
-  void start_broadcasts(const std::vector<size_t>& params);
+  // Steps this rank's parameters among `params` and starts the broadcasts of
+  // all of them, owner by owner (Note [ZeRO pipelined broadcasts], zero_broadcasts.cpp).
+  void step_and_broadcast(const std::vector<size_t>& params);
+  // Starts the broadcast of pieces [from, to) of parameter i from `root`.
+  void broadcast_pieces(size_t i, int root, int64_t from, int64_t to);
+  int64_t piece_numel(size_t i) const;  // of parameter i (its numel when it is sent whole)
+  bool sent_in_place(size_t i) const;   // large and contiguous: not packed
   void finish_broadcasts();
   std::string where() const;  // "ZeroRedundancyOptimizer (rank r)"
 
@@ -155,6 +166,7 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   ZeroOptions options_;
   ZeroPartition partition_;
   std::vector<size_t> local_index_;  // per parameter: its index in inner_, or npos
+  std::vector<size_t> shard_position_;  // per parameter: its index in its owner's shard
   std::unique_ptr<optim::Optimizer> inner_;
   bool placeholder_ = false;  // inner_ holds a placeholder (empty shard)
   std::vector<ParamBroadcast> pending_;

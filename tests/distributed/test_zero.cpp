@@ -9,6 +9,8 @@
 // Read before: distributed/zero/zero_redundancy_optimizer.h, tests/distributed/zero_test_util.h.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+
 #include "tests/distributed/zero_test_util.h"
 #include "tests/support/multiprocess.h"
 
@@ -215,4 +217,127 @@ TEST_CASE("zero overlap: find_unused_parameters, locally and globally unused bra
     ls::testing::check_same_on_all_ranks(results[2], *pg);
     ls::testing::check_same_on_all_ranks(results[3], *pg);
   }, 120s);
+}
+
+namespace {
+
+// Three parameters of 256 KB and more (broadcast in place, in pieces), registered so that the
+// 2-rank partition gives rank 1 `side` (sometimes unused everywhere) before `big` in its shard.
+struct PiecesNet : ls::nn::Module {
+  std::shared_ptr<ls::nn::Linear> fc1, side, big, bigger, head;
+  PiecesNet() {
+    fc1 = register_module("fc1", std::make_shared<ls::nn::Linear>(16, 256));
+    side = register_module("side", std::make_shared<ls::nn::Linear>(256, 256));    // 65536 weights
+    big = register_module("big", std::make_shared<ls::nn::Linear>(256, 300));      // 76800
+    bigger = register_module("bigger", std::make_shared<ls::nn::Linear>(300, 300));  // 90000
+    head = register_module("head", std::make_shared<ls::nn::Linear>(300, 3));
+  }
+  ls::Tensor forward(const ls::Tensor& x, bool use_side) {
+    ls::Tensor h = fc1->forward(x).relu();                   // (B, 256)
+    if (use_side) h = h + side->forward(h).tanh();
+    return head->forward(bigger->forward(big->forward(h).tanh()).tanh());  // (B, 3)
+  }
+};
+
+}  // namespace
+
+TEST_CASE("zero pipelined broadcasts: large parameters stepped and sent in pieces, one skipped as globally "
+          "unused before a stepped one, equal plain DDP bitwise in every mode") {
+  ls::testing::run_ranks(2, [](int rank) {
+    auto pg = dist::init_process_group("gloo");
+    std::vector<std::vector<ls::Tensor>> results;
+    for (ZeroMode mode : {ZeroMode::Plain, ZeroMode::Zero, ZeroMode::Overlap, ZeroMode::Zero2}) {
+      CAPTURE(ls::testing::zero_mode_name(mode));
+      ls::manual_seed(0);
+      auto model = std::make_shared<PiecesNet>();
+      dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().find_unused_parameters(true));
+      std::unique_ptr<ls::optim::Optimizer> opt;
+      const auto adamw = ls::optim::AdamWOptions(1e-2);
+      if (mode == ZeroMode::Plain) {
+        opt = std::make_unique<ls::optim::AdamW>(model->parameters(), adamw);
+      } else {
+        auto zero = std::make_unique<dist::ZeroRedundancyOptimizer<ls::optim::AdamW>>(
+            model->parameters(), pg, adamw,
+            dist::ZeroOptions()
+                .overlap_with_ddp(ls::testing::zero_overlapped(mode))
+                .shard_gradients(mode == ZeroMode::Zero2)
+                .broadcast_piece_mb(0.05));  // 13056-element pieces: 6-7 per large weight
+        const auto& owned = zero->partition().owned[1];
+        const auto pos = [&](size_t i) { return std::find(owned.begin(), owned.end(), i) - owned.begin(); };
+        CHECK(zero->owner(2) == 1);  // side.weight
+        CHECK(zero->owner(4) == 1);  // big.weight, after it in rank 1's shard
+        CHECK(pos(2) < pos(4));
+        if (ls::testing::zero_overlapped(mode)) dist::hook_with_zero_step(ddp, *zero);
+        opt = std::move(zero);
+      }
+      for (int step = 0; step < 4; ++step) {
+        // Step 0: side used everywhere; 1: on rank 0 only; 2, 3: nowhere (its owner skips it).
+        const bool use_side = step == 0 || (step == 1 && rank == 0);
+        ls::manual_seed(200 + step * 2 + rank);
+        ddp.forward(ls::randn({4, 16}), use_side).pow(2).mean().backward();
+        opt->step();
+        opt->zero_grad();
+      }
+      results.push_back(ls::testing::clone_all(model->parameters()));
+      ls::testing::check_same_on_all_ranks(results.back(), *pg);
+    }
+    for (size_t m = 1; m < results.size(); ++m) {
+      CAPTURE(m);
+      CHECK(ls::testing::all_equal(results[0], results[m]));
+    }
+  }, 120s);
+}
+
+namespace {
+
+// Eight Linear(6, 6) in a row: with tiny buckets, one bucket per layer.
+struct Chain : ls::nn::Module {
+  std::vector<std::shared_ptr<ls::nn::Linear>> layers;
+  Chain() {
+    for (int k = 0; k < 8; ++k) {
+      layers.push_back(register_module("l" + std::to_string(k), std::make_shared<ls::nn::Linear>(6, 6)));
+    }
+  }
+  ls::Tensor forward(const ls::Tensor& x) {
+    ls::Tensor h = x;
+    for (auto& l : layers) h = l->forward(h).tanh();
+    return h;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("reducer: with a bucket-reduced hook, bucket b is handed over when bucket b + 4 is launched, "
+          "during backward; the rest at its end, all in index order") {
+  ls::testing::run_ranks(2, [](int) {
+    auto pg = dist::init_process_group("gloo");
+    ls::manual_seed(0);
+    auto model = std::make_shared<Chain>();
+    dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().bucket_cap_mb(0.0001).first_bucket_mb(0.0001));
+    const size_t buckets = ddp.reducer().num_buckets();
+    REQUIRE(buckets >= 6);
+    const int params = static_cast<int>(model->parameters().size());
+    int accumulated = 0;  // gradients accumulated so far in this backward
+    std::vector<ls::autograd::HookHandle> counters;
+    for (auto& p : model->parameters()) {
+      counters.push_back(p.register_post_accumulate_grad_hook([&](ls::Tensor&) { ++accumulated; }));
+    }
+    std::vector<size_t> order;
+    std::vector<int> accumulated_at;
+    ddp.register_bucket_reduced_hook([&](size_t bucket, const std::vector<size_t>&) {
+      order.push_back(bucket);
+      accumulated_at.push_back(accumulated);
+    });
+    ddp.forward(ls::randn({3, 6})).pow(2).mean().backward();
+    REQUIRE(order.size() == buckets);
+    for (size_t b = 0; b < buckets; ++b) {
+      CAPTURE(b);
+      CHECK(order[b] == b);
+      // Buckets 0 .. buckets-5 went when bucket b + 4 was launched, before the last gradients
+      // had been accumulated; the last four at the end.
+      if (b + 4 < buckets) CHECK(accumulated_at[b] < params);
+      else CHECK(accumulated_at[b] == params);
+    }
+    for (auto& h : counters) h.remove();
+  }, 60s);
 }

@@ -193,3 +193,39 @@ TEST_CASE("optimizer: step_subset over disjoint masks equals one step, and maske
   CHECK(parts.step_count(0) == 3);
   CHECK_THROWS_WITH_AS(parts.step_subset({true}), doctest::Contains("the mask has 1 entries"), ls::Error);
 }
+
+TEST_CASE("optimizer: set_step_chunks updates large parameters in pieces, bitwise equal to one pass, "
+          "reporting every piece in order") {
+  for (int kind = 0; kind < 2; ++kind) {
+    CAPTURE(kind);
+    auto make = [kind](std::vector<ls::Tensor> p) -> std::unique_ptr<ls::optim::Optimizer> {
+      if (kind == 0) return std::make_unique<ls::optim::SGD>(std::move(p), ls::optim::SGDOptions(0.1).momentum(0.9).weight_decay(0.01));
+      return std::make_unique<ls::optim::AdamW>(std::move(p), ls::optim::AdamWOptions(0.01));
+    };
+    std::vector<double> big(1000), small = {0.3, -0.2};
+    for (size_t i = 0; i < big.size(); ++i) big[i] = std::cos(0.37 * static_cast<double>(i));
+    ls::Tensor a = make_param(big, ls::kFloat32), b = make_param(small, ls::kFloat32);
+    ls::Tensor ra = make_param(big, ls::kFloat32), rb = make_param(small, ls::kFloat32);
+    auto opt = make({a, b});
+    auto ref = make({ra, rb});
+    std::vector<std::vector<int64_t>> seen;  // (index, offset, length)
+    opt->set_step_chunks(300, [&](size_t i, int64_t offset, int64_t length) {
+      seen.push_back({static_cast<int64_t>(i), offset, length});
+    });
+    for (int t = 1; t <= 3; ++t) {
+      for (const ls::Tensor& p : {a, b, ra, rb}) set_step_grad(p, t);
+      opt->step();
+      ref->step();
+    }
+    CHECK(values(a) == values(ra));
+    CHECK(values(b) == values(rb));
+    // 300 rounds down to 256: pieces of 256, 256, 256, 232; the small one whole.
+    const std::vector<std::vector<int64_t>> per_step = {{0, 0, 256}, {0, 256, 256}, {0, 512, 256}, {0, 768, 232}, {1, 0, 2}};
+    REQUIRE(seen.size() == 3 * per_step.size());
+    for (size_t k = 0; k < seen.size(); ++k) CHECK(seen[k] == per_step[k % per_step.size()]);
+    opt->set_step_chunks(0, nullptr);  // off again: no more calls
+    for (const ls::Tensor& p : {a, b}) set_step_grad(p, 4);
+    opt->step();
+    CHECK(seen.size() == 3 * per_step.size());
+  }
+}

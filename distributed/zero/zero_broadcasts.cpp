@@ -1,0 +1,187 @@
+// distributed/zero/zero_broadcasts.cpp — the owners' steps and the broadcasts
+// of their updated parameters, and the wait for them.
+//
+// Note [ZeRO parameter broadcasts]
+// After the owners' steps every rank must hold every owner's values. A large
+// contiguous parameter is broadcast IN PLACE (the owner's tensor is the
+// source, the others' tensors receive): no extra memory — packing everything
+// would allocate a second copy of the whole model at each step and give back
+// the memory the sharded state saved. Small ones (under kPackBytes, biases and
+// norms: many, tiny) are packed per owner and dtype into one flat tensor,
+// broadcast once and copied out, so a step does not pay one collective latency
+// per bias. Receivers' tensors are not read until finish_broadcasts (the
+// non-overlapped step() waits at once; with overlap the next forward comes
+// after step()), so receiving into the parameters directly is safe.
+//
+// Note [ZeRO pipelined broadcasts]
+// A large parameter's broadcast can start only once its owner has updated it,
+// and with the overlap the last bucket's is on the critical path: BERT's word
+// embeddings (89 MB) are the last gradient ready, and stepping them, then
+// broadcasting them, in series, was most of the optimizer's time left after
+// backward. So a large parameter travels in pieces of
+// ZeroOptions().broadcast_piece_mb(): the owner's inner optimizer updates it
+// piece by piece (Note [Stepping in chunks], optim/optimizer.h) and the
+// piece's broadcast starts from its callback, while the next piece is being
+// updated; the pieces go to Gloo's worker threads side by side.
+// Every rank issues the same broadcasts in the same order (or they would pair
+// up wrong tensors): owner by owner in rank order; within an owner, its
+// parameters in shard order (the order its inner optimizer steps them), each
+// large one piece by piece, then its small ones packed. Receivers issue that
+// list directly. The owner issues a large parameter's pieces as the callback
+// reports them updated; one its optimizer skips (no gradient: globally
+// unused) or updates in one pass (the reference path) is issued when the
+// callback reaches a later parameter, or after the step — the same list.
+// The pieces' values are those of the whole update (it is element-wise), so
+// the result is unchanged: bitwise plain DDP + the same optimizer.
+// Read before: distributed/zero/zero_redundancy_optimizer.cpp, optim/optimizer.h.
+// Read next: distributed/zero/zero_state_dict.cpp.
+#include <algorithm>
+
+#include "core/factory.h"
+#include "core/grad_mode.h"
+#include "distributed/zero/zero_redundancy_optimizer.h"
+
+namespace lockstep::distributed {
+
+namespace {
+constexpr int64_t kPackBytes = 256 * 1024;
+}  // namespace
+
+bool ZeroRedundancyOptimizerBase::sent_in_place(size_t i) const {
+  const Tensor& p = params_[i];
+  return p.is_contiguous() && p.numel() * static_cast<int64_t>(p.element_size()) >= kPackBytes;
+}
+
+int64_t ZeroRedundancyOptimizerBase::piece_numel(size_t i) const {
+  const Tensor& p = params_[i];
+  const auto bytes = static_cast<int64_t>(options_.broadcast_piece_mb() * (1 << 20));
+  const int64_t piece = bytes / static_cast<int64_t>(p.element_size()) / 64 * 64;  // as update_in_chunks rounds
+  return piece <= 0 || p.numel() <= piece ? p.numel() : piece;
+}
+
+void ZeroRedundancyOptimizerBase::broadcast_pieces(size_t i, int root, int64_t from, int64_t to) {
+  const Tensor flat = params_[i].detach().view({-1});  // (numel), the parameter's storage
+  const int64_t piece = piece_numel(i);
+  for (int64_t k = from; k < to; ++k) {
+    ParamBroadcast b;
+    b.flat = flat.narrow(0, k * piece, std::min(piece, flat.numel() - k * piece));  // in place
+    b.params = {i};
+    b.root = root;
+    b.in_place = true;
+    b.work = process_group_->broadcast(b.flat, root);
+    pending_.push_back(std::move(b));
+  }
+}
+
+void ZeroRedundancyOptimizerBase::step_and_broadcast(const std::vector<size_t>& params) {
+  NoGradGuard no_grad;
+  const int me = process_group_->rank();
+  const int world = process_group_->size();
+  auto pieces_of = [&](size_t i) { return (params_[i].numel() + piece_numel(i) - 1) / piece_numel(i); };
+  for (int r = 0; r < world; ++r) {
+    std::vector<size_t> theirs;  // r's parameters among `params`, in shard order
+    for (size_t i : params) {
+      if (partition_.owner[i] == r) theirs.push_back(i);
+    }
+    std::sort(theirs.begin(), theirs.end(), [&](size_t a, size_t b) { return shard_position_[a] < shard_position_[b]; });
+    std::vector<size_t> large, small;
+    for (size_t i : theirs) (sent_in_place(i) ? large : small).push_back(i);
+    if (r == me && !placeholder_ && !theirs.empty()) {
+      std::vector<bool> mask(inner_->parameters().size(), false);
+      for (size_t i : theirs) mask[local_index_[i]] = true;
+      if (world == 1 || large.empty()) {
+        inner_->step_subset(mask);  // Note [Stepping a subset]
+      } else {
+        size_t next = 0;     // large[next]: the first parameter not wholly issued
+        int64_t issued = 0;  // its pieces issued so far
+        // Issues, in list order, all of large[0, upto), then large[upto]'s pieces before `pieces`.
+        auto issue_through = [&](size_t upto, int64_t pieces) {
+          while (next < upto || (next == upto && next < large.size() && issued < pieces)) {
+            const int64_t end = next < upto ? pieces_of(large[next]) : pieces;
+            broadcast_pieces(large[next], me, issued, end);
+            issued = end;
+            if (issued == pieces_of(large[next])) {
+              ++next;
+              issued = 0;
+            }
+          }
+        };
+        inner_->set_step_chunks(piece_numel(large.front()), [&](size_t local, int64_t offset, int64_t length) {
+          const size_t i = partition_.owned[static_cast<size_t>(me)][local];
+          const auto at = std::find(large.begin() + static_cast<std::ptrdiff_t>(next), large.end(), i);
+          if (at == large.end()) return;  // a small (packed) parameter
+          // The pieces wholly updated by now (a one-pass update reports them all at once).
+          const bool done = offset + length == params_[i].numel();
+          issue_through(static_cast<size_t>(at - large.begin()), done ? pieces_of(i) : (offset + length) / piece_numel(i));
+        });
+        try {
+          inner_->step_subset(mask);  // Note [Stepping a subset], Note [Stepping in chunks]
+        } catch (...) {
+          inner_->set_step_chunks(0, nullptr);
+          throw;
+        }
+        inner_->set_step_chunks(0, nullptr);
+        issue_through(large.size(), 0);  // those it skipped after the last one it stepped
+      }
+    } else if (world > 1) {
+      for (size_t i : large) broadcast_pieces(i, r, 0, pieces_of(i));
+    }
+    if (world == 1) continue;
+    // This owner's small parameters, grouped by dtype and device in order of first appearance.
+    std::vector<std::vector<size_t>> groups;
+    for (size_t i : small) {
+      auto g = std::find_if(groups.begin(), groups.end(), [&](const std::vector<size_t>& grp) {
+        return params_[grp.front()].dtype() == params_[i].dtype() && params_[grp.front()].device() == params_[i].device();
+      });
+      if (g == groups.end()) groups.push_back({i});
+      else g->push_back(i);
+    }
+    for (auto& g : groups) {
+      int64_t total = 0;
+      for (size_t i : g) total += params_[i].numel();
+      const Tensor& first = params_[g.front()];
+      ParamBroadcast b;
+      b.flat = empty({total}, TensorOptions().dtype(first.dtype()).device(first.device()));  // (total)
+      if (r == me) {
+        int64_t off = 0;
+        for (size_t i : g) {
+          b.flat.narrow(0, off, params_[i].numel()).copy_(params_[i].detach().reshape({-1}));
+          off += params_[i].numel();
+        }
+      }
+      b.params = std::move(g);
+      b.root = r;
+      b.work = process_group_->broadcast(b.flat, r);
+      pending_.push_back(std::move(b));
+    }
+  }
+}
+
+void ZeroRedundancyOptimizerBase::finish_broadcasts() {
+  NoGradGuard no_grad;
+  const int me = process_group_->rank();
+  std::vector<ParamBroadcast> pending = std::move(pending_);
+  pending_.clear();
+  for (auto& b : pending) {
+    try {
+      b.work->wait(process_group_->timeout());
+    } catch (const std::exception& e) {
+      throw Error(lockstep::detail::str(where(), ": the broadcast of rank ", b.root, "'s updated parameters ",
+                                        "failed: ", e.what(), ". A peer rank has probably died or stopped "
+                                        "training; every rank must call step() after each synced backward"));
+    }
+    if (b.root == me) continue;
+    if (b.in_place) {
+      b.flat.bump_version();  // written behind autograd's back
+      continue;
+    }
+    int64_t off = 0;
+    for (size_t i : b.params) {
+      Tensor p = params_[i].detach();
+      p.copy_(b.flat.narrow(0, off, p.numel()).view(p.sizes()));
+      off += p.numel();
+    }
+  }
+}
+
+}  // namespace lockstep::distributed
