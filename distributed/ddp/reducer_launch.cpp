@@ -52,13 +52,17 @@ CommHook presummed_reduce_to_owners(std::shared_ptr<ProcessGroup> process_group,
   };
 }
 
+// Why a comm hook and ZeRO-2 exclude each other, and what to do (both refusals say it).
+constexpr const char* kHookVersusZero2 =
+    ": a hook reduces whole buckets, ZeRO-2 reduces each gradient only to its owner. Drop the hook, or use "
+    "ZeRO-1 (shard_gradients(false)), which works with every hook";
+
 }  // namespace
 
 void BucketLauncher::reduce_to_owners(std::vector<int> owner) {
   const int rank = process_group_->rank();
   LS_CHECK(!registered_, "DDP (rank ", rank, "): ZeRO-2 (ZeroOptions().shard_gradients(true)) with a registered "
-           "communication hook: the hook reduces whole buckets, ZeRO-2 reduces each gradient only to its owner. "
-           "Drop the hook, or use ZeRO-1 (shard_gradients(false)), which works with every hook");
+           "communication hook", kHookVersusZero2);
   LS_CHECK(!deterministic_, "DDP (rank ", rank, "): ZeRO-2 (ZeroOptions().shard_gradients(true)) with "
            "DDPOptions().deterministic(true): deterministic mode sums whole buckets in rank order on every rank. "
            "Drop one of the two (ZeRO-1 works with deterministic mode)");
@@ -69,7 +73,7 @@ void BucketLauncher::reduce_to_owners(std::vector<int> owner) {
 BucketLauncher::BucketLauncher(std::shared_ptr<ProcessGroup> process_group, const DDPOptions& options,
                                const int64_t& iteration)
     : process_group_(std::move(process_group)), iteration_(iteration), deterministic_(options.deterministic()) {
-  hook_ = deterministic_ ? presummed_rank_ordered_sum(process_group_) : presummed_allreduce(process_group_, iteration);
+  hook_ = deterministic_ ? presummed_rank_ordered_sum(process_group_) : presummed_allreduce(process_group_, iteration_);
 }
 
 void BucketLauncher::register_hook(CommHook hook, bool started) {
@@ -81,8 +85,7 @@ void BucketLauncher::register_hook(CommHook hook, bool started) {
            "must be called before the first synced forward/backward (buckets already hold gradients "
            "scaled for the default AllReduce). Register it right after constructing DistributedDataParallel");
   LS_CHECK(!to_owners_, "DDP (rank ", rank, "): register_comm_hook after hook_with_zero_step attached a ZeRO-2 "
-           "optimizer (ZeroOptions().shard_gradients(true)): ZeRO-2 reduces each gradient only to its owner, a hook "
-           "reduces whole buckets. Drop the hook, or use ZeRO-1 (shard_gradients(false)), which works with every hook");
+           "optimizer (ZeroOptions().shard_gradients(true))", kHookVersusZero2);
   LS_CHECK(!deterministic_, "DDP (rank ", rank, "): register_comm_hook with DDPOptions().deterministic(true): "
            "deterministic mode reduces every bucket itself (Note [Deterministic reduction]); drop the option, or "
            "register comm_hooks::deterministic_allreduce_hook without it");
