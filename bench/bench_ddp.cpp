@@ -7,7 +7,7 @@
 //       [--backend gloo|mpi|nccl] [--rr 1] [--sync-every 1] [--threads 1] [--warmup 1]
 //       [--broadcast-buffers 1] [--sync-bn 1] [--deterministic 0|1]
 //       [--bucket-view 0|1] [--static-graph 0|1] [--find-unused 0|1] [--rebuild-buckets 0|1]
-//       [--device cpu|cuda] [--optimizer sgd|adamw] [--zero 0|1|2] [--zero-overlap 0|1]
+//       [--device cpu|cuda] [--optimizer sgd|adamw] [--zero 0|1|2] [--zero-overlap 0|1] [--zero-split-mb MB]
 //   mpirun -np 2 build/bin/bench_ddp --backend mpi ...
 //   build/bin/bench_ddp ...                 (no launcher: one process, world 1)
 // Model flags (--model --batch --image --seq --layers) as bench_step (bench/bench_models.h).
@@ -32,7 +32,9 @@
 // its state with ZeroRedundancyOptimizer, --zero-overlap 1 steps the shards from DDP's
 // Reducer bucket by bucket (hook_with_zero_step; --mode ddp/no-overlap only). --zero 2
 // shards the gradients too (ZeroOptions().shard_gradients(true): each gradient reduced
-// only to its owner, buckets freed after backward; always overlapped). The summary adds
+// only to its owner, buckets freed after backward; always overlapped). --zero-split-mb MB:
+// parameters above MB are sliced over every rank (ZeroOptions().split_parameters_mb,
+// default 0: every parameter whole; Note [ZeRO split parameters]). The summary adds
 // opt_state_mb_per_rank and peak_rss_mb_per_rank (arrays, one entry per rank).
 // --rr K wraps K process groups in ProcessGroupRoundRobin (paper Section 3.3, Figure 12).
 // --sync-every S: gradient accumulation, paper Section 3.2.4: S-1 of every S iterations
@@ -60,6 +62,9 @@
 //                 --zero-overlap 1, where it runs from the last bucket's reduction (its shard
 //                 step runs then) to the end of step() (the broadcast wait); per
 //                 iteration the largest of the ranks' (the summary's median is over those);
+//   opt_tail_step_ms  of that, the optimizer's own work: with --zero-overlap 1 the last
+//                 bucket's shard step (its broadcasts started, not waited for), largest rank;
+//                 otherwise opt_ms;
 //   iter_ms       all four.
 // Note [Backward clock]
 // How the end of backward compute is seen: before DDP is built,
@@ -129,6 +134,7 @@ struct Options {
   std::string optimizer = "sgd";  // bench/bench_optimizer.h
   int zero = 0;
   bool zero_overlap = false;
+  double zero_split_mb = ls::distributed::ZeroOptions().split_parameters_mb();
 };
 
 Options parse(int argc, char** argv) {
@@ -167,6 +173,8 @@ Options parse(int argc, char** argv) {
   p.integer("--zero", o.zero, "ZeRO stage: 0 plain, 1 sharded optimizer state (ZeroRedundancyOptimizer), "
             "2 sharded gradients too (always overlapped with DDP)", 0, 2);
   p.switch01("--zero-overlap", o.zero_overlap, "with --zero 1: step each bucket's shard from DDP (hook_with_zero_step)");
+  p.real("--zero-split-mb", o.zero_split_mb, "with --zero 1|2: ZeroOptions().split_parameters_mb, parameters above "
+         "this size sliced over every rank (0: none)", 0.0, 1e6);
   p.parse(argc, argv);
   if (o.zero == 2) {
     if (o.mode != "ddp" && o.mode != "no-overlap") {
@@ -301,7 +309,7 @@ double allreduce_scalar(dist::ProcessGroup& pg, double v, dist::ReduceOp op) {
 }
 
 struct Times {
-  std::vector<double> iter, fwd, bwd, comm, opt, tail;
+  std::vector<double> iter, fwd, bwd, comm, opt, tail, tail_step;
 };
 
 template <class M>
@@ -333,7 +341,8 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
 #if LOCKSTEP_WITH_CUDA
   if (device.is_cuda()) ls::cuda::reset_peak_memory_stats(device.index);
 #endif
-  ls::bench::BenchOptimizer opt = ls::bench::make_bench_optimizer(o.optimizer, o.zero, o.zero_overlap, params, pg);
+  ls::bench::BenchOptimizer opt = ls::bench::make_bench_optimizer(o.optimizer, o.zero, o.zero_overlap, params, pg,
+                                                                  o.zero_split_mb);
   if (o.zero_overlap) dist::hook_with_zero_step(*ddp, *opt.zero);
 
   Times t;
@@ -393,12 +402,16 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
     t.bwd.push_back(b);
     t.comm.push_back(c);
     t.opt.push_back(u);
-    t.tail.push_back(opt.zero && o.zero_overlap ? ms(opt.zero->last_bucket_reduced_at(), t3) : u);
+    const bool overlapped = opt.zero && o.zero_overlap;
+    t.tail.push_back(overlapped ? ms(opt.zero->last_bucket_reduced_at(), t3) : u);
+    t.tail_step.push_back(
+        overlapped ? ms(opt.zero->last_bucket_reduced_at(), opt.zero->last_bucket_stepped_at()) : u);
     timed_s += it * 1e-3;
   }
 
   // The tail ends when the slowest rank has its parameters: the largest of the ranks', per iteration.
   for (double& tail : t.tail) tail = allreduce_scalar(*pg, tail, dist::ReduceOp::MAX);
+  for (double& step : t.tail_step) step = allreduce_scalar(*pg, step, dist::ReduceOp::MAX);
   const double slowest_s = allreduce_scalar(*pg, timed_s, dist::ReduceOp::MAX);
   const double sum = parameter_checksum(params);
   const bool equal = allreduce_scalar(*pg, sum, dist::ReduceOp::MAX) ==
@@ -433,8 +446,8 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         "\"bwd_ms\":%.2f,\"comm_wait_ms\":%.2f,\"opt_ms\":%.2f,\"examples_per_s\":%.2f,"
         "\"sync_bn\":%s,\"bucket_view\":%s,\"static_graph\":%s,\"find_unused\":%s,"
         "\"rebuild_buckets\":%s,\"peak_rss_mb\":%.1f,\"replicas_equal\":%s,\"device\":\"%s\","
-        "\"amp\":\"%s\",\"cuda_peak_mb\":%.1f,\"optimizer\":\"%s\",\"zero\":%d,\"zero_overlap\":%s,"
-        "\"opt_tail_ms\":%.2f,\"opt_state_mb_per_rank\":%s,\"peak_rss_mb_per_rank\":%s}\n",
+        "\"amp\":\"%s\",\"cuda_peak_mb\":%.1f,\"optimizer\":\"%s\",\"zero\":%d,\"zero_overlap\":%s,\"zero_split_mb\":%g,"
+        "\"opt_tail_ms\":%.2f,\"opt_tail_step_ms\":%.2f,\"opt_state_mb_per_rank\":%s,\"peak_rss_mb_per_rank\":%s}\n",
         o.model.model.c_str(), static_cast<long long>(o.model.batch), wl.shape_json.c_str(),
         o.mode.c_str(), o.backend.c_str(), world, o.rr, ddp ? ddp->options().bucket_cap_mb() : o.bucket_mb,
         ddp ? ddp->options().first_bucket_mb() : o.first_bucket_mb, o.autotune ? "true" : "false",
@@ -446,7 +459,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         o.sync_bn ? "true" : "false", o.bucket_view ? "true" : "false",
         o.static_graph ? "true" : "false", o.find_unused ? "true" : "false",
         o.rebuild ? "true" : "false", peak_rss_mb, equal ? "true" : "false", o.device.c_str(), o.amp.c_str(), cuda_peak_mb,
-        o.optimizer.c_str(), o.zero, o.zero_overlap ? "true" : "false", median(t.tail), state_per_rank.c_str(), rss_per_rank.c_str());
+        o.optimizer.c_str(), o.zero, o.zero_overlap ? "true" : "false", o.zero_split_mb, median(t.tail), median(t.tail_step), state_per_rank.c_str(), rss_per_rank.c_str());
     std::fflush(stdout);
   }
   // Replicas that drifted apart under DDP or flat averaging are a bug: fail the run.

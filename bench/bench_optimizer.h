@@ -22,10 +22,12 @@ struct BenchOptimizer {
   distributed::ZeroRedundancyOptimizerBase* zero = nullptr;  // set with --zero 1
 };
 
-// `name`: "sgd" (lr 0.01, momentum 0.9) or "adamw" (lr 1e-4, weight decay 0.01).
+// `name`: "sgd" (lr 0.01, momentum 0.9) or "adamw" (lr 1e-4, weight decay 0.01);
+// split_mb: ZeroOptions().split_parameters_mb (Note [ZeRO split parameters]).
 inline BenchOptimizer make_bench_optimizer(const std::string& name, int zero, bool overlap,
                                            const std::vector<Tensor>& params,
-                                           const std::shared_ptr<distributed::ProcessGroup>& pg) {
+                                           const std::shared_ptr<distributed::ProcessGroup>& pg,
+                                           double split_mb = distributed::ZeroOptions().split_parameters_mb()) {
   const auto sgd = optim::SGDOptions(0.01).momentum(0.9);
   const auto adamw = optim::AdamWOptions(1e-4).weight_decay(0.01);
   BenchOptimizer b;
@@ -34,7 +36,10 @@ inline BenchOptimizer make_bench_optimizer(const std::string& name, int zero, bo
     else b.opt = std::make_unique<optim::AdamW>(params, adamw);
     return b;
   }
-  const auto zo = distributed::ZeroOptions().overlap_with_ddp(overlap || zero == 2).shard_gradients(zero == 2);
+  const auto zo = distributed::ZeroOptions()
+                      .overlap_with_ddp(overlap || zero == 2)
+                      .shard_gradients(zero == 2)
+                      .split_parameters_mb(split_mb);
   std::unique_ptr<distributed::ZeroRedundancyOptimizerBase> z;
   if (name == "sgd") z = std::make_unique<distributed::ZeroRedundancyOptimizer<optim::SGD>>(params, pg, sgd, zo);
   else z = std::make_unique<distributed::ZeroRedundancyOptimizer<optim::AdamW>>(params, pg, adamw, zo);

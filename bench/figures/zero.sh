@@ -2,16 +2,18 @@
 # bench/figures/zero.sh — ZeroRedundancyOptimizer (issue #19): BERT-base and ResNet50 with
 # AdamW under DDP at 1, 2 and 4 ranks: plain (--zero 0), sharded state (--zero 1), sharded
 # state overlapped with DDP's backward (--zero 1 --zero-overlap 1) and sharded gradients too
-# (ZeRO-2, --zero 2), interleaved per world size.
+# (ZeRO-2, --zero 2), interleaved per world size. SPLIT=1 adds the two overlapped modes with
+# the parameters above 16 MB split across the ranks (--zero-split-mb 16, labels
+# zero-overlap-split, zero2-split; Note [ZeRO split parameters]), beside the default (whole).
 # Left: optimizer state per rank (MB, the AdamW moments this rank holds) and the largest peak
 # RSS of any rank; right: median iteration time; one row of panels per model. On this shared
 # 2-core machine 4 ranks oversubscribe the cores (lockstep-run starts them anyway): times
 # there measure contention as much as the optimizer, memory does not depend on load.
 #   default: MODELS="bert resnet50" SEQ=64 BATCH=2 (BERT-base, 133M parameters)
-#            RBATCH=4 (ResNet50, 25.6M parameters) ITERS=3 WARMUP=1 WORLDS="1 2 4"
+#            RBATCH=4 (ResNet50, 25.6M parameters) ITERS=3 WARMUP=1 WORLDS="1 2 4" SPLIT=0
 # Writes OUT/zero.jsonl (one summary record per run), zero.csv, zero.png.
 #
-#   bench/figures/zero.sh        env: BUILD=build OUT=docs/results/figures MODELS SEQ BATCH RBATCH ITERS WARMUP WORLDS
+#   bench/figures/zero.sh        env: BUILD=build OUT=docs/results/figures MODELS SEQ BATCH RBATCH ITERS WARMUP WORLDS SPLIT
 #
 # Read before: bench/bench_ddp.cpp, bench/bench_optimizer.h, distributed/zero/zero_redundancy_optimizer.h.
 # Read next: docs/results/zero.md.
@@ -23,28 +25,31 @@ RBATCH=${RBATCH:-4}
 ITERS=${ITERS:-3}
 WARMUP=${WARMUP:-1}
 WORLDS=${WORLDS:-1 2 4}
+SPLIT=${SPLIT:-0}
+configs=("plain:0:0:0" "zero:1:0:0" "zero-overlap:1:1:0" "zero2:2:0:0")
+if [ "$SPLIT" = 1 ]; then configs+=("zero-overlap-split:1:1:16" "zero2-split:2:0:16"); fi
 need_bin bench_ddp lockstep-run
 file="$OUT/zero.jsonl"
 begin_figure "$file"
 for model in $MODELS; do
   if [ "$model" = bert ]; then shape=(--seq "$SEQ" --batch "$BATCH"); else shape=(--batch "$RBATCH"); fi
   for world in $WORLDS; do
-    for cfg in "plain:0:0" "zero:1:0" "zero-overlap:1:1" "zero2:2:0"; do
-      IFS=: read -r label zero overlap <<< "$cfg"
+    for cfg in "${configs[@]}"; do
+      IFS=: read -r label zero overlap split <<< "$cfg"
       ours_ddp "$file" "\"fig\":\"zero\",\"label\":\"$label\"" "$world" --model "$model" "${shape[@]}" \
-        --iters "$ITERS" --warmup "$WARMUP" --optimizer adamw --zero "$zero" --zero-overlap "$overlap"
+        --iters "$ITERS" --warmup "$WARMUP" --optimizer adamw --zero "$zero" --zero-overlap "$overlap" --zero-split-mb "$split"
     done
   done
 done
 # The table of docs/results/zero.md (no matplotlib needed), then the figure.
 "$PY" - "$file" <<'PYEOF'
 import json, sys
-print("| model | ranks | optimizer | iteration ms | fwd | bwd compute | comm wait | opt step | opt after last bucket | AdamW state MB per rank | peak RSS MB per rank | load |")
+print("| model | ranks | optimizer | iteration ms | fwd | bwd compute | comm wait | opt step | opt after last bucket (its shard step) | AdamW state MB per rank | peak RSS MB per rank | load |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for line in open(sys.argv[1]):
     d = json.loads(line)
     print(f"| {d['model']} | {d['world']} | {d['label']} | {d['iter_ms']:.0f} | {d['fwd_ms']:.0f} | {d['bwd_ms']:.0f} | {d['comm_wait_ms']:.0f} "
-          f"| {d['opt_ms']:.0f} | {d['opt_tail_ms']:.0f} | {', '.join(f'{v:.0f}' for v in d['opt_state_mb_per_rank'])} "
+          f"| {d['opt_ms']:.0f} | {d['opt_tail_ms']:.0f} ({d.get('opt_tail_step_ms', d['opt_tail_ms']):.0f}) | {', '.join(f'{v:.0f}' for v in d['opt_state_mb_per_rank'])} "
           f"| {', '.join(f'{v:.0f}' for v in d['peak_rss_mb_per_rank'])} | {d['load']} |")
 PYEOF
 if "$PY" -c "import matplotlib" 2> /dev/null; then

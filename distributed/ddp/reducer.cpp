@@ -101,7 +101,8 @@ void Reducer::shard_gradients(std::vector<int> owner) {
   LS_CHECK(owner.size() == params_.size(), "DDP (rank ", rank, "): shard_gradients got ", owner.size(),
            " owners for ", params_.size(), " parameters");
   for (int r : owner) {
-    LS_CHECK(r >= 0 && r < process_group_->size(), "DDP (rank ", rank, "): shard_gradients: owner rank ", r,
+    LS_CHECK((r >= 0 && r < process_group_->size()) || r == kEveryRankOwns, "DDP (rank ", rank,
+             "): shard_gradients: owner rank ", r,
              " is not in the group of ", process_group_->size());
   }
   launcher_.reduce_to_owners(owner);  // refuses a comm hook or deterministic mode

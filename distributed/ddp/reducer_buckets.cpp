@@ -48,6 +48,8 @@
 //    owner's gradients one contiguous segment; the launcher reduces each
 //    segment to its owner (ProcessGroup::reduce) instead of AllReducing the
 //    bucket (reducer_launch.cpp);
+//  - a gradient owned by every rank (kEveryRankOwns: a parameter ZeRO splits,
+//    every rank stepping a slice) is AllReduced as one segment, and kept;
 //  - a gradient this rank does not own is dropped from .grad as soon as it
 //    has been copied into its bucket (copy_in), and copy_out writes back only
 //    the owned slices: between iterations a rank holds 1/N of the gradients;
@@ -148,7 +150,7 @@ void BucketStorage::copy_in(size_t index, bool locally_unused, double scale) {
     if (as_view_ && !locally_unused) grad = view(index);
   }
   if (scale != 1.0) native::binary_scalar_(native::BinaryOp::Mul, slot, scale);
-  if (sharded() && owner_[index] != rank_) grad = Tensor();  // another rank's (Note [ZeRO-2 buckets])
+  if (!kept(index)) grad = Tensor();  // another rank's (Note [ZeRO-2 buckets])
 }
 
 void BucketStorage::copy_out(size_t bi, const Tensor& result, const std::vector<int64_t>& global_used) {
@@ -167,7 +169,7 @@ void BucketStorage::copy_out(size_t bi, const Tensor& result, const std::vector<
     // optimizers skip the parameter.
     if (!global_used.empty() && global_used[i] == 0) continue;
     // Another rank's gradient: its slice here is scratch (Note [ZeRO-2 buckets]).
-    if (sharded() && owner_[i] != rank_) continue;
+    if (!kept(i)) continue;
     Tensor& grad = params_[i].mutable_grad();
     if (as_view_) {
       // Usually already the slot; a parameter used on other ranks only gets it now.

@@ -19,6 +19,10 @@
 
 namespace lockstep::distributed {
 
+// A ZeRO-2 owner meaning "every rank": the gradient is AllReduced and kept
+// whole everywhere (ZeRO's split parameters, Note [ZeRO split parameters]).
+inline constexpr int kEveryRankOwns = -1;
+
 class BucketStorage {
  public:
   BucketStorage(std::vector<Tensor> params, bool as_view, int rank)
@@ -37,11 +41,13 @@ class BucketStorage {
   void copy_out(size_t bucket, const Tensor& result, const std::vector<int64_t>& global_used);
 
   // ZeRO-2 (Note [ZeRO-2 buckets], reducer_buckets.cpp): gradient i is reduced
-  // only to rank owner[i]. Rebuilds the current buckets with each bucket's
+  // only to rank owner[i] (kEveryRankOwns: AllReduced, kept by every rank). Rebuilds the current buckets with each bucket's
   // parameters grouped by owner (rank order; later builds do the same), so
   // that every owner's gradients are one contiguous segment of the bucket.
   void shard_by_owner(std::vector<int> owner);
   bool sharded() const { return !owner_.empty(); }
+  // Whether this rank keeps gradient i after its reduction (always, unless ZeRO-2 gives it to another rank).
+  bool kept(size_t i) const { return !sharded() || owner_[i] == rank_ || owner_[i] == kEveryRankOwns; }
   const std::vector<int>& owners() const { return owner_; }
   // Under ZeRO-2, after the bucket's gradients reached their owners: frees
   // its buffer (copy_in allocates it again in the next backward).

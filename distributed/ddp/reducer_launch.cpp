@@ -4,6 +4,7 @@
 #include "distributed/ddp/reducer_launch.h"
 
 #include "distributed/comm_hooks/deterministic_hook.h"
+#include "distributed/ddp/reducer_buckets.h"
 #include "distributed/ddp/reducer_timeline.h"
 
 namespace lockstep::distributed {
@@ -28,7 +29,8 @@ CommHook presummed_rank_ordered_sum(std::shared_ptr<ProcessGroup> process_group)
 
 // Note [ZeRO-2 buckets]: the bucket's parameters are grouped by owner, so each
 // owner's gradients are one segment; reduce (SUM) each to its owner, in slot
-// order (owners ascending), the same on every rank.
+// order (owners ascending), the same on every rank; AllReduce (SUM) the
+// segment every rank owns (kEveryRankOwns).
 CommHook presummed_reduce_to_owners(std::shared_ptr<ProcessGroup> process_group, std::vector<int> owner,
                                     const int64_t& iteration) {
   return [process_group = std::move(process_group), owner = std::move(owner), &iteration](GradBucket& bucket) {
@@ -42,7 +44,8 @@ CommHook presummed_reduce_to_owners(std::shared_ptr<ProcessGroup> process_group,
       while (end < params.size() && owner[params[end]] == root) ++end;
       const int64_t stop = end < params.size() ? offsets[end] : flat.numel();
       Tensor segment = flat.narrow(0, offsets[k], stop - offsets[k]);  // (root's gradients)
-      works.push_back(process_group->reduce(segment, root, ReduceOp::SUM));
+      works.push_back(root == kEveryRankOwns ? process_group->allreduce(segment, ReduceOp::SUM)
+                                             : process_group->reduce(segment, root, ReduceOp::SUM));
       k = end;
     }
     if (!works.empty()) {

@@ -26,7 +26,11 @@
 // Every rank issues the same broadcasts in the same order (or they would pair
 // up wrong tensors): owner by owner in rank order; within an owner, its
 // parameters in shard order (the order its inner optimizer steps them), each
-// large one piece by piece, then its small ones packed. Receivers issue that
+// large one piece by piece, then its small ones packed. A split parameter
+// (Note [ZeRO split parameters], zero_partition.h) is in every owner's list,
+// as that owner's slice: its inner optimizer steps a view of the slice, whose
+// gradient is the same slice of .grad (attach_slice_grads), and the slice is
+// broadcast in place, in pieces, from its owner. Receivers issue that
 // list directly. The owner issues a large parameter's pieces as the callback
 // reports them updated; one its optimizer skips (no gradient: globally
 // unused) or updates in one pass (the reference path) is issued when the
@@ -49,22 +53,29 @@ constexpr int64_t kPackBytes = 256 * 1024;
 
 bool ZeroRedundancyOptimizerBase::sent_in_place(size_t i) const {
   const Tensor& p = params_[i];
-  return p.is_contiguous() && p.numel() * static_cast<int64_t>(p.element_size()) >= kPackBytes;
+  return partition_.split(i) || (p.is_contiguous() && static_cast<int64_t>(p.nbytes()) >= kPackBytes);
 }
 
-int64_t ZeroRedundancyOptimizerBase::piece_numel(size_t i) const {
-  const Tensor& p = params_[i];
+int64_t ZeroRedundancyOptimizerBase::piece_numel(size_t i, int root) const {
+  const int64_t length = partition_.range(i, root).length;
   const auto bytes = static_cast<int64_t>(options_.broadcast_piece_mb() * (1 << 20));
-  const int64_t piece = bytes / static_cast<int64_t>(p.element_size()) / 64 * 64;  // as update_in_chunks rounds
-  return piece <= 0 || p.numel() <= piece ? p.numel() : piece;
+  const int64_t piece = bytes / static_cast<int64_t>(params_[i].element_size()) / 64 * 64;  // as update_in_chunks rounds
+  return piece <= 0 || length <= piece ? length : piece;
+}
+
+int64_t ZeroRedundancyOptimizerBase::pieces_of(size_t i, int root) const {
+  const int64_t piece = piece_numel(i, root);
+  return piece == 0 ? 0 : (partition_.range(i, root).length + piece - 1) / piece;
 }
 
 void ZeroRedundancyOptimizerBase::broadcast_pieces(size_t i, int root, int64_t from, int64_t to) {
   const Tensor flat = params_[i].detach().view({-1});  // (numel), the parameter's storage
-  const int64_t piece = piece_numel(i);
+  const ZeroPartition::Range range = partition_.range(i, root);
+  const int64_t piece = piece_numel(i, root);
   for (int64_t k = from; k < to; ++k) {
+    const int64_t begin = range.begin + k * piece;
     ParamBroadcast b;
-    b.flat = flat.narrow(0, k * piece, std::min(piece, flat.numel() - k * piece));  // in place
+    b.flat = flat.narrow(0, begin, std::min(piece, range.begin + range.length - begin));  // in place
     b.params = {i};
     b.root = root;
     b.in_place = true;
@@ -73,22 +84,47 @@ void ZeroRedundancyOptimizerBase::broadcast_pieces(size_t i, int root, int64_t f
   }
 }
 
+void ZeroRedundancyOptimizerBase::attach_slice_grads(const std::vector<size_t>& params, bool clear) {
+  const ZeroPartition& part = partition_;
+  for (size_t i : params) {
+    Tensor& slice = slices_[i];
+    if (!slice.defined()) continue;
+    const Tensor& grad = params_[i].grad();
+    if (clear || !grad.defined()) {
+      slice.set_grad(Tensor());
+      continue;
+    }
+    LS_CHECK(grad.sizes() == params_[i].sizes() && grad.dtype() == params_[i].dtype(), where(), ".step: parameter ",
+             i, " of shape ", params_[i].shape_str(), " and dtype ", params_[i].dtype(), " has a gradient of shape ",
+             grad.shape_str(), " and dtype ", grad.dtype());
+    const ZeroPartition::Range r = part.range(i, process_group_->rank());
+    slice.set_grad(grad.reshape({-1}).narrow(0, r.begin, r.length));  // (length), a view of .grad
+  }
+}
+
 void ZeroRedundancyOptimizerBase::step_and_broadcast(const std::vector<size_t>& params) {
   NoGradGuard no_grad;
   const int me = process_group_->rank();
   const int world = process_group_->size();
-  auto pieces_of = [&](size_t i) { return (params_[i].numel() + piece_numel(i) - 1) / piece_numel(i); };
   for (int r = 0; r < world; ++r) {
-    std::vector<size_t> theirs;  // r's parameters among `params`, in shard order
+    // r's parameters among `params` (whole, or r's slice of a split one), in
+    // shard order: ascending, as partition_.owned[r] and so r's inner optimizer.
+    std::vector<size_t> theirs;
     for (size_t i : params) {
-      if (partition_.owner[i] == r) theirs.push_back(i);
+      if (partition_.owner[i] == r || partition_.split(i)) theirs.push_back(i);
     }
-    std::sort(theirs.begin(), theirs.end(), [&](size_t a, size_t b) { return shard_position_[a] < shard_position_[b]; });
+    std::sort(theirs.begin(), theirs.end());
     std::vector<size_t> large, small;
     for (size_t i : theirs) (sent_in_place(i) ? large : small).push_back(i);
     if (r == me && !placeholder_ && !theirs.empty()) {
       std::vector<bool> mask(inner_->parameters().size(), false);
       for (size_t i : theirs) mask[local_index_[i]] = true;
+      attach_slice_grads(theirs, false);
+      struct DetachSlices {  // also when a step throws
+        ZeroRedundancyOptimizerBase* self;
+        const std::vector<size_t>& params;
+        ~DetachSlices() { self->attach_slice_grads(params, true); }
+      } detach_slices{this, theirs};
       if (world == 1 || large.empty()) {
         inner_->step_subset(mask);  // Note [Stepping a subset]
       } else {
@@ -97,22 +133,23 @@ void ZeroRedundancyOptimizerBase::step_and_broadcast(const std::vector<size_t>& 
         // Issues, in list order, all of large[0, upto), then large[upto]'s pieces before `pieces`.
         auto issue_through = [&](size_t upto, int64_t pieces) {
           while (next < upto || (next == upto && next < large.size() && issued < pieces)) {
-            const int64_t end = next < upto ? pieces_of(large[next]) : pieces;
+            const int64_t end = next < upto ? pieces_of(large[next], me) : pieces;
             broadcast_pieces(large[next], me, issued, end);
             issued = end;
-            if (issued == pieces_of(large[next])) {
+            if (issued == pieces_of(large[next], me)) {
               ++next;
               issued = 0;
             }
           }
         };
-        inner_->set_step_chunks(piece_numel(large.front()), [&](size_t local, int64_t offset, int64_t length) {
+        inner_->set_step_chunks(piece_numel(large.front(), me), [&](size_t local, int64_t offset, int64_t length) {
           const size_t i = partition_.owned[static_cast<size_t>(me)][local];
           const auto at = std::find(large.begin() + static_cast<std::ptrdiff_t>(next), large.end(), i);
           if (at == large.end()) return;  // a small (packed) parameter
           // The pieces wholly updated by now (a one-pass update reports them all at once).
-          const bool done = offset + length == params_[i].numel();
-          issue_through(static_cast<size_t>(at - large.begin()), done ? pieces_of(i) : (offset + length) / piece_numel(i));
+          const bool done = offset + length == partition_.range(i, me).length;
+          issue_through(static_cast<size_t>(at - large.begin()),
+                        done ? pieces_of(i, me) : (offset + length) / piece_numel(i, me));
         });
         try {
           inner_->step_subset(mask);  // Note [Stepping a subset], Note [Stepping in chunks]
@@ -124,7 +161,7 @@ void ZeroRedundancyOptimizerBase::step_and_broadcast(const std::vector<size_t>& 
         issue_through(large.size(), 0);  // those it skipped after the last one it stepped
       }
     } else if (world > 1) {
-      for (size_t i : large) broadcast_pieces(i, r, 0, pieces_of(i));
+      for (size_t i : large) broadcast_pieces(i, r, 0, pieces_of(i, r));
     }
     if (world == 1) continue;
     // This owner's small parameters, grouped by dtype and device in order of first appearance.

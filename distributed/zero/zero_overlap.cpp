@@ -84,6 +84,7 @@ std::vector<int> gradient_owners(const Reducer& reducer, const ZeroRedundancyOpt
   std::unordered_map<const TensorImpl*, size_t> index;
   for (size_t i = 0; i < zero.parameters().size(); ++i) index[zero.parameters()[i].impl()] = i;
   std::vector<int> owner;
+  static_assert(kEveryRank == kEveryRankOwns, "a split parameter's gradient is kept by every rank");
   for (const Tensor& p : reducer.parameters()) owner.push_back(zero.owner(index.at(p.impl())));  // paired above
   return owner;
 }
@@ -104,6 +105,7 @@ void ZeroRedundancyOptimizerBase::step_reduced_bucket(size_t bucket, const std::
   reduced_buckets_[bucket] = true;
   reduced_since_step_ = true;
   step_and_broadcast(params);  // Note [ZeRO pipelined broadcasts]
+  last_bucket_stepped_at_ = std::chrono::steady_clock::now();
 }
 
 }  // namespace lockstep::distributed

@@ -40,13 +40,28 @@ ZeroRedundancyOptimizerBase::ZeroRedundancyOptimizerBase(std::vector<Tensor> par
            "(ZeRO-2) needs overlap_with_ddp(true): the gradients are sharded by DDP's Reducer, which steps each "
            "bucket's shard as it is reduced (hook_with_zero_step). Add .overlap_with_ddp(true)");
   check_same_parameters_on_all_ranks();
-  partition_ = partition_parameters(params_, process_group_->size());
-  const auto& mine = partition_.owned[static_cast<size_t>(process_group_->rank())];
+  LS_CHECK(options_.split_parameters_mb() >= 0 && options_.broadcast_piece_mb() >= 0, name_,
+           ": ZeroOptions().split_parameters_mb (", options_.split_parameters_mb(), ") and broadcast_piece_mb (",
+           options_.broadcast_piece_mb(), ") must be >= 0 (0: off)");
+  const auto split_bytes = static_cast<int64_t>(options_.split_parameters_mb() * (1 << 20));
+  partition_ = partition_parameters(params_, process_group_->size(), split_bytes);
+  const int me = process_group_->rank();
+  const auto& mine = partition_.owned[static_cast<size_t>(me)];
   local_index_.assign(params_.size(), kNone);
+  slices_.assign(params_.size(), Tensor());
   std::vector<Tensor> shard;
   for (size_t i : mine) {
     local_index_[i] = shard.size();
-    shard.push_back(params_[i]);
+    if (partition_.split(i)) {
+      // Note [ZeRO split parameters]: the inner optimizer steps a view of this
+      // rank's slice (1-D), which writes straight into the parameter.
+      const ZeroPartition::Range r = partition_.range(i, me);
+      slices_[i] = params_[i].detach().view({-1}).narrow(0, r.begin, r.length);  // (length)
+      slices_[i].requires_grad_(params_[i].requires_grad());  // optimizers skip frozen parameters
+      shard.push_back(slices_[i]);
+    } else {
+      shard.push_back(params_[i]);
+    }
   }
   if (shard.empty()) {
     // Optimizers refuse an empty list; a placeholder that never gets a
@@ -56,10 +71,6 @@ ZeroRedundancyOptimizerBase::ZeroRedundancyOptimizerBase(std::vector<Tensor> par
   }
   inner_ = make_inner(std::move(shard));
   LS_CHECK(inner_ != nullptr, name_, ": the inner optimizer factory returned null");
-  shard_position_.assign(params_.size(), 0);
-  for (const auto& owned : partition_.owned) {
-    for (size_t k = 0; k < owned.size(); ++k) shard_position_[owned[k]] = k;
-  }
 }
 
 ZeroRedundancyOptimizerBase::~ZeroRedundancyOptimizerBase() {

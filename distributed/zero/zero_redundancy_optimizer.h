@@ -13,7 +13,9 @@
 // builds an inner optimizer — SGD, Adam or AdamW, from the options given —
 // over its own parameters only, so it keeps ~1/N of the state. step() steps
 // the inner optimizer, then every owner broadcasts its updated parameters
-// (large ones in place, small ones packed), so after step() every
+// (large ones in place, small ones packed; one above split_parameters_mb
+// is split, every rank stepping and sending a slice: Note [ZeRO split
+// parameters], zero_partition.h), so after step() every
 // rank holds bitwise the same parameters, equal to plain DDP + the same
 // optimizer (each parameter's update is the same arithmetic on the same
 // averaged gradient, done once by its owner instead of N times).
@@ -71,11 +73,21 @@ class ZeroOptions {
   // Default 4.
   ZeroOptions& broadcast_piece_mb(double v) { broadcast_piece_mb_ = v; return *this; }
   double broadcast_piece_mb() const { return broadcast_piece_mb_; }
+  // A contiguous parameter of more than this many MB is split across all the
+  // ranks, each stepping and broadcasting a slice of its elements (Note [ZeRO
+  // split parameters], zero_partition.h; under ZeRO-2 its gradient is
+  // AllReduced, kept whole on every rank). 0 (the default): every parameter
+  // whole. Measured on BERT-base at 2 ranks over loopback, 16 MB split the word
+  // embeddings and gained nothing (docs/results/zero.md): the time left after
+  // backward is their broadcast, which splitting does not shorten.
+  ZeroOptions& split_parameters_mb(double v) { split_parameters_mb_ = v; return *this; }
+  double split_parameters_mb() const { return split_parameters_mb_; }
 
  private:
   bool overlap_with_ddp_ = false;
   bool shard_gradients_ = false;
   double broadcast_piece_mb_ = 4.0;
+  double split_parameters_mb_ = 0.0;
 };
 
 // Builds the inner (local) optimizer over one rank's parameters.
@@ -118,6 +130,8 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
 
   const ZeroOptions& zero_options() const { return options_; }
   const ZeroPartition& partition() const { return partition_; }
+  // The rank that steps parameter i, or kEveryRank when it is split (Note
+  // [ZeRO split parameters]: each rank steps partition().range(i, rank)).
   int owner(size_t i) const { return partition_.owner.at(i); }
   // The inner optimizer over this rank's shard (a placeholder parameter when
   // the shard is empty: it never has a gradient). Per-parameter step counts
@@ -133,6 +147,9 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   // the latest backward had been reduced (what remains after it is that
   // bucket's step and the broadcast wait: bench_ddp's opt_tail_ms).
   std::chrono::steady_clock::time_point last_bucket_reduced_at() const { return last_bucket_reduced_at_; }
+  // When that call returned: its shard step done, its broadcasts started (the
+  // optimizer's own work after the last reduction; the rest is the wait).
+  std::chrono::steady_clock::time_point last_bucket_stepped_at() const { return last_bucket_stepped_at_; }
   // Records that hook_with_zero_step attached this optimizer to a DDP module.
   void mark_attached(const std::string& what);
 
@@ -155,10 +172,16 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   // Steps this rank's parameters among `params` and starts the broadcasts of
   // all of them, owner by owner (Note [ZeRO pipelined broadcasts], zero_broadcasts.cpp).
   void step_and_broadcast(const std::vector<size_t>& params);
-  // Starts the broadcast of pieces [from, to) of parameter i from `root`.
+  // Starts the broadcast of pieces [from, to) of root's range of parameter i
+  // (the whole parameter, or root's slice of a split one).
   void broadcast_pieces(size_t i, int root, int64_t from, int64_t to);
-  int64_t piece_numel(size_t i) const;  // of parameter i (its numel when it is sent whole)
+  int64_t piece_numel(size_t i, int root) const;  // of root's range of i (its length when sent whole)
+  int64_t pieces_of(size_t i, int root) const;
   bool sent_in_place(size_t i) const;   // large and contiguous: not packed
+  // Points this rank's slice views of the split parameters among `params` at
+  // the slices of their gradients (undefined without one), or, with
+  // `clear`, drops them again (Note [ZeRO split parameters]).
+  void attach_slice_grads(const std::vector<size_t>& params, bool clear);
   void finish_broadcasts();
   std::string where() const;  // "ZeroRedundancyOptimizer (rank r)"
 
@@ -166,7 +189,7 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   ZeroOptions options_;
   ZeroPartition partition_;
   std::vector<size_t> local_index_;  // per parameter: its index in inner_, or npos
-  std::vector<size_t> shard_position_;  // per parameter: its index in its owner's shard
+  std::vector<Tensor> slices_;       // per parameter: this rank's slice view of a split one
   std::unique_ptr<optim::Optimizer> inner_;
   bool placeholder_ = false;  // inner_ holds a placeholder (empty shard)
   std::vector<ParamBroadcast> pending_;
@@ -177,6 +200,7 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   std::vector<bool> reduced_buckets_;    // buckets stepped since the last step()
   bool reduced_since_step_ = false;
   std::chrono::steady_clock::time_point last_bucket_reduced_at_{};
+  std::chrono::steady_clock::time_point last_bucket_stepped_at_{};
 
   // Note [ZeRO state dicts].
   optim::OptimizerState consolidated_;

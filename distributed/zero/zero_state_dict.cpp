@@ -18,6 +18,11 @@
 //                 "zero.rank", "zero.world_size" and "zero.owned" (the owned
 //                 indices). The union of all shards' "state.*" entries with
 //                 one shard's "param_groups.*" is the consolidated dict.
+// A split parameter (Note [ZeRO split parameters], zero_partition.h) has a
+// slice of its state on every rank: a shard holds that rank's slice (1-D)
+// under the usual keys, plus "zero.slice.<i>" = [begin, length];
+// consolidating, and load_sharded_state_dicts, put the slices together into
+// whole tensors, and loading a whole dict cuts each rank's slice out of it.
 // load_state_dict(d) takes a whole dict (consolidated or plain; no "zero.*"
 // keys): each rank keeps the entries of the parameters it owns under the
 // CURRENT partition, so a dict saved at 2 ranks loads at 1 or 4. It also
@@ -42,6 +47,7 @@ using optim::parse_state_key;
 const std::string kState = "state.";
 const std::string kNumParams = "param_groups.num_params";
 const std::string kZero = "zero.";
+const std::string kSlice = "zero.slice.";  // + index: [begin, length] of a split parameter's slice
 
 Tensor int64_scalar(int64_t v) { return scalar_tensor(static_cast<double>(v), TensorOptions().dtype(kInt64)); }
 
@@ -61,7 +67,12 @@ optim::OptimizerState ZeroRedundancyOptimizerBase::sharded_state_dict() const {
     std::string name;
     if (parse_state_key(key, local, name)) {
       if (placeholder_) continue;
-      out[kState + std::to_string(mine.at(local)) + "." + name] = value;
+      const size_t i = mine.at(local);
+      out[kState + std::to_string(i) + "." + name] = value;
+      if (partition_.split(i)) {
+        const ZeroPartition::Range r = partition_.range(i, process_group_->rank());
+        out[kSlice + std::to_string(i)] = tensor(std::vector<int64_t>{r.begin, r.length}, {2});
+      }
     } else {
       out[key] = value;
     }
@@ -84,7 +95,10 @@ void ZeroRedundancyOptimizerBase::consolidate_state_dict(int to) {
   const optim::OptimizerState mine = sharded_state_dict();
   optim::OptimizerState merged;
   for (const auto& [key, value] : mine) {
-    if (key.rfind(kZero, 0) != 0) merged[key] = value.clone();
+    size_t i = 0;
+    std::string name;
+    if (key.rfind(kZero, 0) == 0 || (parse_state_key(key, i, name) && partition_.split(i))) continue;
+    merged[key] = value.clone();  // a split parameter's slices come below, every rank's
   }
   const auto timeout = process_group_->timeout();
   for (int r = 0; r < world; ++r) {
@@ -127,7 +141,8 @@ void ZeroRedundancyOptimizerBase::consolidate_state_dict(int to) {
     };
     while (k < h.size()) {
       const int64_t i = next(), step = next(), count = next();
-      LS_CHECK(i >= 0 && static_cast<size_t>(i) < params_.size() && partition_.owner[static_cast<size_t>(i)] == r,
+      LS_CHECK(i >= 0 && static_cast<size_t>(i) < params_.size() &&
+                   partition_.range(static_cast<size_t>(i), r).length > 0,
                where(), ".consolidate_state_dict: rank ", r, " sent state for parameter ", i,
                ", which it does not own; do all ranks use the same parameters?");
       const std::string prefix = kState + std::to_string(i) + ".";
@@ -136,10 +151,20 @@ void ZeroRedundancyOptimizerBase::consolidate_state_dict(int to) {
         std::string name(static_cast<size_t>(next()), ' ');
         for (char& c : name) c = static_cast<char>(next());
         const Tensor& p = params_[static_cast<size_t>(i)];
+        const auto like = TensorOptions().dtype(p.dtype()).device(p.device());
+        const bool split = partition_.split(static_cast<size_t>(i));
+        const ZeroPartition::Range slice = partition_.range(static_cast<size_t>(i), r);
         Tensor buffer = r == me ? mine.at(prefix + name).contiguous()
-                                : empty(p.sizes(), TensorOptions().dtype(p.dtype()).device(p.device()));
+                                : empty(split ? std::vector<int64_t>{slice.length} : p.sizes(), like);
         process_group_->broadcast(buffer, r)->wait(timeout);
-        if (me == to) merged[prefix + name] = r == me ? buffer.clone() : buffer;
+        if (me != to) continue;
+        if (!split) {
+          merged[prefix + name] = r == me ? buffer.clone() : buffer;
+          continue;
+        }
+        Tensor& whole = merged[prefix + name];  // r's slice of the split parameter's buffer
+        if (!whole.defined()) whole = zeros(p.sizes(), like);
+        whole.view({-1}).narrow(0, slice.begin, slice.length).copy_(buffer);
       }
     }
   }
@@ -195,9 +220,15 @@ void ZeroRedundancyOptimizerBase::load_state_dict(const optim::OptimizerState& s
     if (parse_state_key(key, i, name)) {
       LS_CHECK(i < params_.size(), op, ": key '", key, "' names parameter ", i, " but there are only ",
                params_.size(), " parameters");
-      if (local_index_[i] != std::numeric_limits<size_t>::max()) {
-        local[kState + std::to_string(local_index_[i]) + "." + name] = value;
+      if (local_index_[i] == std::numeric_limits<size_t>::max()) continue;
+      Tensor v = value;
+      if (partition_.split(i) && value.numel() == params_[i].numel()) {
+        // A whole buffer of a split parameter: this rank's slice of it (a
+        // shard's own slice, of the same partition, is loaded as it is).
+        const ZeroPartition::Range r = partition_.range(i, process_group_->rank());
+        v = value.reshape({-1}).narrow(0, r.begin, r.length).clone();  // (length)
       }
+      local[kState + std::to_string(local_index_[i]) + "." + name] = v;
       continue;
     }
     local[key] = value;
@@ -222,7 +253,26 @@ void ZeroRedundancyOptimizerBase::load_sharded_state_dicts(const std::vector<opt
              int64_of(shard, "zero.world_size", op), "-rank run, the first from a ", world, "-rank run");
     LS_CHECK(ranks.insert(r).second, op, ": rank ", r, "'s shard was given twice");
     for (const auto& [key, value] : shard) {
-      if (key.rfind(kZero, 0) != 0) merged[key] = value;
+      size_t i = 0;
+      std::string name;
+      if (key.rfind(kZero, 0) == 0) continue;
+      auto slice = parse_state_key(key, i, name) && name != "step" ? shard.find(kSlice + std::to_string(i))
+                                                                    : shard.end();
+      if (slice == shard.end()) {
+        merged[key] = value;
+        continue;
+      }
+      // A slice of a split parameter's buffer: into its place in the whole.
+      LS_CHECK(i < params_.size(), op, ": key '", key, "' names parameter ", i, " but there are only ",
+               params_.size(), " parameters");
+      const std::vector<int64_t> range = slice->second.to_vector<int64_t>();
+      const Tensor& p = params_[i];
+      LS_CHECK(range.size() == 2 && range[0] >= 0 && range[1] == value.numel() && range[0] + range[1] <= p.numel(),
+               op, ": rank ", r, "'s slice of '", key, "' (", value.numel(), " elements) does not fit parameter ",
+               i, " of ", p.numel(), " elements; are the shards from this model?");
+      Tensor& whole = merged[key];
+      if (!whole.defined()) whole = zeros(p.sizes(), TensorOptions().dtype(value.dtype()).device(p.device()));
+      whole.view({-1}).narrow(0, range[0], range[1]).copy_(value.reshape({-1}));
     }
   }
   load_state_dict(merged);

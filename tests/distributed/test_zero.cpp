@@ -62,6 +62,57 @@ TEST_CASE("zero partition: greedy largest-first onto the least-loaded rank, ties
   CHECK(e.owned[3].empty());
 }
 
+TEST_CASE("zero partition: parameters above the split size are sliced over every rank, the rest dealt after") {
+  auto t = [](int64_t n) { return ls::zeros({n}); };
+  // 1000 floats (4000 bytes) > 2000 bytes: split; s = ceil(1000 / 3) rounded up to 64 = 384.
+  const std::vector<ls::Tensor> params = {t(10), t(1000), t(400), t(20)};
+  const dist::ZeroPartition p = dist::partition_parameters(params, 3, 2000);
+  CHECK(p.owner[1] == dist::kEveryRank);
+  CHECK(p.split(1));
+  CHECK_FALSE(p.split(2));  // 1600 bytes
+  CHECK(p.range(1, 0).begin == 0);
+  CHECK(p.range(1, 0).length == 384);
+  CHECK(p.range(1, 1).begin == 384);
+  CHECK(p.range(1, 2).begin == 768);
+  CHECK(p.range(1, 2).length == 232);
+  // Slices first (384, 384, 232), then largest first onto the least loaded: 400 to rank 2, 20 and 10 to 0 and 1.
+  CHECK(p.owner[2] == 2);
+  CHECK(p.owner[3] == 0);
+  CHECK(p.owner[0] == 1);
+  CHECK(p.owned[2] == std::vector<size_t>{1, 2});
+  CHECK(p.elements == std::vector<int64_t>{404, 394, 632});
+  CHECK(p.range(2, 2).length == 400);
+  CHECK(p.range(2, 0).length == 0);
+  // One rank, a slice that would be empty (300 elements over 4 ranks: s = 128, rank 3 would start at 384),
+  // or no threshold: nothing is split.
+  CHECK_FALSE(dist::partition_parameters(params, 1, 2000).split(1));
+  CHECK_FALSE(dist::partition_parameters({t(300)}, 4, 100).split(0));
+  CHECK(dist::partition_parameters({t(300)}, 3, 100).split(0));
+  CHECK_FALSE(dist::partition_parameters(params, 3).split(1));
+}
+
+TEST_CASE("zero split parameters: sliced over 2 and 4 ranks, every mode equals plain DDP; pieces within slices") {
+  // TinyCNN's fc.weight (640 floats) is split at 2 and 4 ranks, conv2's weight (288) at 2 only.
+  for (int world : {2, 4}) {
+    ls::testing::run_ranks(world, [](int) {
+      auto pg = dist::init_process_group("gloo");
+      auto model = std::make_shared<ls::testing::TinyCNN>();
+      dist::ZeroRedundancyOptimizer probe(model->parameters(), pg, ls::optim::AdamWOptions(1e-2),
+                                          dist::ZeroOptions().split_parameters_mb(0.001));
+      int split = 0;
+      for (size_t i = 0; i < model->parameters().size(); ++i) split += probe.owner(i) == dist::kEveryRank;
+      CHECK(split == (pg->size() == 2 ? 2 : 1));
+      ZeroRun run;
+      run.split_mb = 0.001;
+      run.steps = 3;
+      check_equals_plain(pg, run);
+      run.opt = ZeroOpt::SGD;
+      run.accumulate = 2;  // and under no_sync
+      check_equals_plain(pg, run);
+    }, 180s);
+  }
+}
+
 TEST_CASE("zero: 2 ranks equal plain DDP for SGD, Adam and AdamW, with and without overlap, bitwise on every rank") {
   ls::testing::run_ranks(2, [](int) {
     auto pg = dist::init_process_group("gloo");
@@ -241,13 +292,17 @@ struct PiecesNet : ls::nn::Module {
 
 }  // namespace
 
-TEST_CASE("zero pipelined broadcasts: large parameters stepped and sent in pieces, one skipped as globally "
-          "unused before a stepped one, equal plain DDP bitwise in every mode") {
+TEST_CASE("zero pipelined broadcasts: large parameters (whole, or split over the ranks) stepped and sent in "
+          "pieces, one skipped as globally unused before a stepped one, equal plain DDP bitwise in every mode") {
   ls::testing::run_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo");
     std::vector<std::vector<ls::Tensor>> results;
-    for (ZeroMode mode : {ZeroMode::Plain, ZeroMode::Zero, ZeroMode::Overlap, ZeroMode::Zero2}) {
+    const std::vector<std::pair<ZeroMode, double>> runs = {
+        {ZeroMode::Plain, 0},   {ZeroMode::Zero, 0},     {ZeroMode::Overlap, 0},  {ZeroMode::Zero2, 0},
+        {ZeroMode::Zero, 0.2},  {ZeroMode::Overlap, 0.2}, {ZeroMode::Zero2, 0.2}};
+    for (const auto& [mode, split_mb] : runs) {
       CAPTURE(ls::testing::zero_mode_name(mode));
+      CAPTURE(split_mb);
       ls::manual_seed(0);
       auto model = std::make_shared<PiecesNet>();
       dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().find_unused_parameters(true));
@@ -261,11 +316,14 @@ TEST_CASE("zero pipelined broadcasts: large parameters stepped and sent in piece
             dist::ZeroOptions()
                 .overlap_with_ddp(ls::testing::zero_overlapped(mode))
                 .shard_gradients(mode == ZeroMode::Zero2)
-                .broadcast_piece_mb(0.05));  // 13056-element pieces: 6-7 per large weight
+                .broadcast_piece_mb(0.05)  // 13056-element pieces: 6-7 per large weight, 3-4 per slice
+                .split_parameters_mb(split_mb));  // 0.2: side, big and bigger's weights are split
         const auto& owned = zero->partition().owned[1];
         const auto pos = [&](size_t i) { return std::find(owned.begin(), owned.end(), i) - owned.begin(); };
-        CHECK(zero->owner(2) == 1);  // side.weight
-        CHECK(zero->owner(4) == 1);  // big.weight, after it in rank 1's shard
+        const int owner = split_mb > 0 ? dist::kEveryRank : 1;
+        CHECK(zero->owner(2) == owner);  // side.weight
+        CHECK(zero->owner(4) == owner);  // big.weight, after it in rank 1's shard
+        CHECK(zero->owner(6) == (split_mb > 0 ? dist::kEveryRank : 0));  // bigger.weight
         CHECK(pos(2) < pos(4));
         if (ls::testing::zero_overlapped(mode)) dist::hook_with_zero_step(ddp, *zero);
         opt = std::move(zero);

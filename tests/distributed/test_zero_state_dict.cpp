@@ -53,7 +53,7 @@ bool same_state(const ls::optim::OptimizerState& a, const ls::optim::OptimizerSt
 
 // At `world` ranks: load the 2-rank run's state (whole, then from its shards),
 // check it round-trips bitwise and that 2 more steps match the 2-rank run's.
-void load_at(int world, const ls::testing::TempDir& dir) {
+void load_at(int world, const ls::testing::TempDir& dir, const dist::ZeroOptions& zo) {
   ls::testing::run_ranks(world, [&](int rank) {
     auto pg = dist::init_process_group("gloo");
     const auto full = ls::nn::load_tensors(dir.file("full.safetensors"));
@@ -63,7 +63,7 @@ void load_at(int world, const ls::testing::TempDir& dir) {
       auto model = std::make_shared<ls::testing::ReorderedMLP>();
       ls::nn::load(*model, dir.file("model.safetensors"));
       dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().bucket_cap_mb(0.0005));
-      dist::ZeroRedundancyOptimizer opt(model->parameters(), pg, ls::optim::AdamWOptions(1e-2));
+      dist::ZeroRedundancyOptimizer opt(model->parameters(), pg, ls::optim::AdamWOptions(1e-2), zo);
       if (from_shards) {
         opt.load_sharded_state_dicts(shards);
       } else {
@@ -86,9 +86,7 @@ void load_at(int world, const ls::testing::TempDir& dir) {
   }, 120s);
 }
 
-}  // namespace
-
-TEST_CASE("zero state dict: consolidated is a plain AdamW's; saved at 2 ranks it loads at 1 and 4, whole or sharded") {
+void save_at_2_and_load(const dist::ZeroOptions& zo) {
   ls::testing::TempDir dir("zero_state_dict");
   ls::testing::run_ranks(2, [&](int rank) {
     auto pg = dist::init_process_group("gloo");
@@ -96,7 +94,12 @@ TEST_CASE("zero state dict: consolidated is a plain AdamW's; saved at 2 ranks it
     auto model = std::make_shared<ls::testing::ReorderedMLP>();
     if (rank == 0) ls::nn::save(*model, dir.file("start.safetensors"));
     dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().bucket_cap_mb(0.0005));
-    dist::ZeroRedundancyOptimizer opt(model->parameters(), pg, ls::optim::AdamWOptions(1e-2));
+    dist::ZeroRedundancyOptimizer opt(model->parameters(), pg, ls::optim::AdamWOptions(1e-2), zo);
+    if (zo.split_parameters_mb() > 0 && zo.split_parameters_mb() < 0.001) {
+      CHECK(opt.owner(2) == dist::kEveryRank);  // fc2.weight, 1024 bytes, sliced over the ranks
+      const auto sharded = opt.sharded_state_dict();
+      CHECK(sharded.count("zero.slice.2") == 0);  // no state before the first step
+    }
     ls::manual_seed(0);
     auto ref_model = std::make_shared<ls::testing::ReorderedMLP>();
     dist::DistributedDataParallel ref_ddp(ref_model, pg, dist::DDPOptions().bucket_cap_mb(0.0005));
@@ -112,7 +115,12 @@ TEST_CASE("zero state dict: consolidated is a plain AdamW's; saved at 2 ranks it
     } else {
       CHECK_THROWS_WITH_AS(opt.state_dict(), doctest::Contains("consolidated on rank 0"), ls::Error);
     }
-    ls::nn::save_tensors(opt.sharded_state_dict(), dir.file("shard" + std::to_string(rank) + ".safetensors"));
+    const auto shard = opt.sharded_state_dict();
+    if (opt.owner(2) == dist::kEveryRank) {  // this rank's slice of fc2.weight's moments: half of its 256
+      CHECK(shard.at("state.2.exp_avg").numel() == 128);
+      CHECK(shard.at("zero.slice.2").to_vector<int64_t>() == std::vector<int64_t>{128 * rank, 128});
+    }
+    ls::nn::save_tensors(shard, dir.file("shard" + std::to_string(rank) + ".safetensors"));
     // A rank's own shard loads back at the same world size.
     opt.load_state_dict(opt.sharded_state_dict());
     opt.consolidate_state_dict(0);
@@ -120,8 +128,20 @@ TEST_CASE("zero state dict: consolidated is a plain AdamW's; saved at 2 ranks it
     if (rank == 0) CHECK_THROWS_WITH_AS(opt.state_dict(), doctest::Contains("stale"), ls::Error);
     if (rank == 0) ls::nn::save(*model, dir.file("final.safetensors"));
   }, 120s);
-  load_at(1, dir);
-  load_at(4, dir);
+  load_at(1, dir, zo);
+  load_at(4, dir, zo);
+}
+
+}  // namespace
+
+TEST_CASE("zero state dict: consolidated is a plain AdamW's; saved at 2 ranks it loads at 1 and 4, whole or sharded") {
+  save_at_2_and_load(dist::ZeroOptions());
+}
+
+TEST_CASE("zero state dict with split parameters: the slices consolidate into a plain AdamW's state and reload "
+          "at 1, 2 and 4 ranks") {
+  // fc2.weight (256 floats, 1024 bytes) is split at 2 and 4 ranks (slices of 128 and 64).
+  save_at_2_and_load(dist::ZeroOptions().split_parameters_mb(0.0005));
 }
 
 TEST_CASE("zero misuse: clear errors for wrong calls and unsupported combinations") {

@@ -25,9 +25,10 @@ inline const char* zero_mode_name(ZeroMode m) {
 inline bool zero_overlapped(ZeroMode m) { return m == ZeroMode::Overlap || m == ZeroMode::Zero2; }
 
 // A plain optimizer, or a ZeroRedundancyOptimizer (overlapped or not), of kind `opt`.
+// split_mb >= 0: ZeroOptions().split_parameters_mb(split_mb) (Note [ZeRO split parameters]).
 inline std::unique_ptr<optim::Optimizer> make_zero_test_optimizer(
     ZeroOpt opt, ZeroMode mode, const std::vector<Tensor>& params,
-    const std::shared_ptr<distributed::ProcessGroup>& pg) {
+    const std::shared_ptr<distributed::ProcessGroup>& pg, double split_mb = -1) {
   const auto sgd = optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-3);
   const auto adam = optim::AdamOptions(1e-2).weight_decay(1e-3);
   const auto adamw = optim::AdamWOptions(1e-2);
@@ -36,8 +37,8 @@ inline std::unique_ptr<optim::Optimizer> make_zero_test_optimizer(
     if (opt == ZeroOpt::Adam) return std::make_unique<optim::Adam>(params, adam);
     return std::make_unique<optim::AdamW>(params, adamw);
   }
-  const auto zo =
-      distributed::ZeroOptions().overlap_with_ddp(zero_overlapped(mode)).shard_gradients(mode == ZeroMode::Zero2);
+  auto zo = distributed::ZeroOptions().overlap_with_ddp(zero_overlapped(mode)).shard_gradients(mode == ZeroMode::Zero2);
+  if (split_mb >= 0) zo.split_parameters_mb(split_mb);
   if (opt == ZeroOpt::SGD) return std::make_unique<distributed::ZeroRedundancyOptimizer<optim::SGD>>(params, pg, sgd, zo);
   if (opt == ZeroOpt::Adam) return std::make_unique<distributed::ZeroRedundancyOptimizer<optim::Adam>>(params, pg, adam, zo);
   return std::make_unique<distributed::ZeroRedundancyOptimizer<optim::AdamW>>(params, pg, adamw, zo);
@@ -52,17 +53,19 @@ struct ZeroRun {
   bool clip = false;    // clip_grad_norm_(0.05) before each step (not with overlap); it does clip
   bool scheduler = true;  // StepLR(step_size 2, gamma 0.5)
   std::function<void(distributed::DistributedDataParallel<TinyCNN>&)> setup;  // e.g. a comm hook
+  double split_mb = -1;   // >= 0: ZeroOptions().split_parameters_mb
 };
 
 // After a synced ZeRO-2 backward (Note [ZeRO-2 buckets]): this rank holds
-// exactly the gradients it owns, and no bucket holds a buffer.
+// exactly the gradients it owns (a split parameter's: every rank), and no
+// bucket holds a buffer.
 template <class M>
 void check_zero2_memory(const distributed::DistributedDataParallel<M>& ddp,
                         const distributed::ZeroRedundancyOptimizerBase& zero, int rank) {
   const std::vector<Tensor>& params = zero.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
     CAPTURE(i);
-    CHECK(params[i].grad().defined() == (zero.owner(i) == rank));
+    CHECK(params[i].grad().defined() == (zero.owner(i) == rank || zero.owner(i) == distributed::kEveryRank));
   }
   for (const distributed::Bucket& b : ddp.reducer().buckets()) CHECK_FALSE(b.flat.defined());
 }
@@ -78,7 +81,7 @@ inline std::vector<Tensor> train_zero(const std::shared_ptr<distributed::Process
   auto model = std::make_shared<TinyCNN>();
   distributed::DistributedDataParallel ddp(model, pg, run.ddp);
   if (run.setup) run.setup(ddp);
-  auto opt = make_zero_test_optimizer(run.opt, run.mode, model->parameters(), pg);
+  auto opt = make_zero_test_optimizer(run.opt, run.mode, model->parameters(), pg, run.split_mb);
   auto* zero = dynamic_cast<distributed::ZeroRedundancyOptimizerBase*>(opt.get());
   if (zero_overlapped(run.mode)) distributed::hook_with_zero_step(ddp, *zero);
   std::unique_ptr<optim::StepLR> sched;
