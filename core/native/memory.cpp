@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/native/cuda_dispatch.h"
+#include "core/native/elementwise_loop.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
 #include "core/shape.h"
@@ -14,6 +15,33 @@ namespace {
 void check_cpu(const Tensor& t, const char* op) {
   LS_CHECK(t.device().is_cpu(), op, ": tensor is on ", t.device().str(),
            " but this kernel runs on the CPU; move the tensor with .to(ls::Device::cpu())");
+}
+
+// Note [Contiguous conversions]
+// A conversion between two contiguous tensors of one shape (to_dtype, the
+// autocast casts of every weight once per step, float32 <-> bfloat16
+// activations) is one flat loop, split over the threads: the general path's
+// offset walk costs ~2 ns an element, ~50 ms a ResNet50 step for its weights'
+// casts alone. The values are the general path's: convert<D> element by
+// element, a bfloat16 rounded through its bits (store_element) so that the
+// loop vectorises.
+void convert_contiguous(const Tensor& dst, const Tensor& src) {
+  const int64_t n = dst.numel();
+  dispatch_all(dst.dtype(), [&]<class D>() {
+    dispatch_all(src.dtype(), [&]<class S>() {
+      D* d = static_cast<D*>(dst.impl()->storage->data()) + dst.storage_offset();
+      const S* s = static_cast<const S*>(src.impl()->storage->data()) + src.storage_offset();
+      parallel_for(0, n, 1 << 15, [&](int64_t lo, int64_t hi) {
+        if constexpr (std::is_same_v<D, BFloat16> && !std::is_same_v<S, BFloat16> && !std::is_same_v<S, Half>) {
+#pragma omp simd
+          for (int64_t i = lo; i < hi; ++i) detail::store_element(d[i], static_cast<float>(s[i]));
+        } else {
+#pragma omp simd
+          for (int64_t i = lo; i < hi; ++i) d[i] = convert<D>(s[i]);
+        }
+      });
+    });
+  });
 }
 }  // namespace
 
@@ -76,6 +104,10 @@ void copy_(const Tensor& dst, const Tensor& src) {
                            src.is_contiguous() && dst.sizes() == src.sizes();
   if (same_layout) {
     if (dst.raw_data() != src.raw_data()) std::memmove(dst.raw_data(), src.raw_data(), dst.nbytes());
+    return;
+  }
+  if (dst.is_contiguous() && src.is_contiguous() && dst.sizes() == src.sizes()) {
+    convert_contiguous(dst, src);  // a dtype conversion: Note [Contiguous conversions]
     return;
   }
   IntList src_strides = broadcast_strides(src.sizes(), src.strides(), dst.sizes());

@@ -8,6 +8,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <limits>
 #include <vector>
 
@@ -253,6 +255,48 @@ TEST_CASE("bf16 elementwise: blocked contiguous runs and strided runs agree, NaN
   const BFloat16* gp = gelu.data_ptr<BFloat16>();
   CHECK(std::isnan(static_cast<float>(gp[5])));
   CHECK(static_cast<float>(gp[700]) == std::numeric_limits<float>::infinity());
+}
+
+TEST_CASE("to_dtype: contiguous conversions equal the element-by-element path, every dtype pair") {
+  // Note [Contiguous conversions] (core/native/memory.cpp): a contiguous source
+  // takes the flat loop, a strided view of the same values the general walk.
+  // 2 x 40000 elements: several parallel_for chunks. Round one: values in
+  // [0, 255] (every target, integers too: a float out of an integer's range
+  // converts undefined); round two: signed, huge, tiny and non-finite values
+  // into the floating types.
+  const std::vector<float> in_range = {0.0f, -0.0f, 1.0f, 1.0f + 0x1p-8f, 1.0f + 0x1p-7f + 0x1p-8f, 7.75f, 255.0f};
+  const std::vector<float> anything = {-1.5f, 1e-40f, -3e38f, 65504.0f, 70000.0f,
+                                       std::numeric_limits<float>::quiet_NaN(),
+                                       std::numeric_limits<float>::infinity(),
+                                       -std::numeric_limits<float>::infinity()};
+  const std::vector<ls::ScalarType> floating = {ls::kFloat32, ls::kFloat64, ls::kFloat16, ls::kBFloat16};
+  ls::manual_seed(9);
+  for (bool integers : {true, false}) {
+    ls::Tensor x = ls::randn({2, 40000});  // float32
+    float* xp = x.data_ptr<float>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      xp[i] = integers ? std::fabs(std::fmod(xp[i] * 100.0f, 255.0f)) : xp[i] * 1000.0f;
+    }
+    for (size_t i = 0; i < in_range.size(); ++i) xp[i * 997] = in_range[i];
+    if (!integers) {
+      for (size_t i = 0; i < anything.size(); ++i) xp[41000 + i * 13] = anything[i];
+    }
+    std::vector<ls::ScalarType> targets = floating;
+    if (integers) targets.insert(targets.end(), {ls::kInt64, ls::kInt32, ls::kUInt8, ls::kBool});
+    for (ls::ScalarType from : floating) {
+      const ls::Tensor src = nv::to_dtype(x, from);
+      const ls::Tensor strided = nv::transpose(nv::contiguous(nv::transpose(src, 0, 1)), 0, 1);
+      REQUIRE(!strided.is_contiguous());
+      for (ls::ScalarType to : targets) {
+        const std::string pair = std::string(ls::dtype_name(from)) + " -> " + ls::dtype_name(to);
+        CAPTURE(pair);
+        // (from == to: to_dtype returns its input; contiguous() copies the view by the walk.)
+        const ls::Tensor flat = nv::to_dtype(src, to), walked = nv::contiguous(nv::to_dtype(strided, to));
+        REQUIRE(flat.nbytes() == walked.nbytes());
+        CHECK(std::memcmp(flat.raw_data(), walked.raw_data(), flat.nbytes()) == 0);
+      }
+    }
+  }
 }
 
 TEST_CASE("dropout on bfloat16 keeps the float32 kernel's mask and scale") {
