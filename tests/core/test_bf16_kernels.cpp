@@ -294,6 +294,23 @@ TEST_CASE("to_dtype: contiguous conversions equal the element-by-element path, e
         const ls::Tensor flat = nv::to_dtype(src, to), walked = nv::contiguous(nv::to_dtype(strided, to));
         REQUIRE(flat.nbytes() == walked.nbytes());
         CHECK(std::memcmp(flat.raw_data(), walked.raw_data(), flat.nbytes()) == 0);
+        // Row by row: a permuted view whose last dim stays contiguous, (4, 100, 200)
+        // read as (100, 4, 200); element (i, j, k) of the copy is (j, i, k) of flat.
+        const ls::Tensor rows =
+            nv::contiguous(nv::to_dtype(nv::permute(nv::reshape(src, {4, 100, 200}), {1, 0, 2}), to));
+        REQUIRE(rows.is_contiguous());
+        const size_t e = rows.nbytes() / static_cast<size_t>(rows.numel());
+        const auto* rp = static_cast<const unsigned char*>(rows.raw_data());
+        const auto* fp = static_cast<const unsigned char*>(flat.raw_data());
+        int64_t differing = 0;
+        for (int64_t i = 0; i < 100; ++i) {
+          for (int64_t j = 0; j < 4; ++j) {
+            for (int64_t k = 0; k < 200; ++k) {
+              differing += std::memcmp(rp + ((i * 4 + j) * 200 + k) * e, fp + ((j * 100 + i) * 200 + k) * e, e) != 0;
+            }
+          }
+        }
+        CHECK(differing == 0);
       }
     }
   }
