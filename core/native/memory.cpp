@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "core/native/cuda_dispatch.h"
-#include "core/native/elementwise_loop.h"
+#include "core/native/copy_kernels.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
 #include "core/shape.h"
@@ -17,55 +17,6 @@ void check_cpu(const Tensor& t, const char* op) {
            " but this kernel runs on the CPU; move the tensor with .to(ls::Device::cpu())");
 }
 
-// Note [Contiguous conversions]
-// A conversion between two contiguous tensors of one shape (to_dtype, the
-// autocast casts of every weight once per step, float32 <-> bfloat16
-// activations) is one flat loop, split over the threads: the general path's
-// offset walk costs ~2 ns an element, ~50 ms a ResNet50 step for its weights'
-// casts alone. The values are the general path's: convert<D> element by
-// element, a bfloat16 rounded through its bits (store_element) so that the
-// loop vectorises. A strided copy whose last dim is contiguous on both sides
-// (a permuted view made contiguous: BERT's attention heads) goes a row at a
-// time, memmove or the same loop per row.
-// d[i] = s[i] converted, i in [0, n).
-template <class D, class S>
-void convert_run(D* d, const S* s, int64_t n) {
-  if constexpr (std::is_same_v<D, S>) {
-    std::memmove(d, s, static_cast<size_t>(n) * sizeof(D));
-  } else if constexpr (std::is_same_v<D, BFloat16> && !std::is_same_v<S, Half>) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) detail::store_element(d[i], static_cast<float>(s[i]));
-  } else {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) d[i] = convert<D>(s[i]);
-  }
-}
-
-void convert_contiguous(const Tensor& dst, const Tensor& src) {
-  const int64_t n = dst.numel();
-  dispatch_all(dst.dtype(), [&]<class D>() {
-    dispatch_all(src.dtype(), [&]<class S>() {
-      D* d = static_cast<D*>(dst.impl()->storage->data()) + dst.storage_offset();
-      const S* s = static_cast<const S*>(src.impl()->storage->data()) + src.storage_offset();
-      parallel_for(0, n, 1 << 15, [&](int64_t lo, int64_t hi) { convert_run(d + lo, s + lo, hi - lo); });
-    });
-  });
-}
-
-// dst = src (broadcast by src_strides), both with unit stride on the last dim.
-void copy_rows(const Tensor& dst, const Tensor& src, const IntList& src_strides) {
-  const IntList outer(dst.sizes().begin(), dst.sizes().end() - 1);
-  const IntList dst_outer(dst.strides().begin(), dst.strides().end() - 1);
-  const IntList src_outer(src_strides.begin(), src_strides.end() - 1);
-  const int64_t row = dst.sizes().back();
-  dispatch_all(dst.dtype(), [&]<class D>() {
-    dispatch_all(src.dtype(), [&]<class S>() {
-      D* d = static_cast<D*>(dst.impl()->storage->data()) + dst.storage_offset();
-      const S* s = static_cast<const S*>(src.impl()->storage->data()) + src.storage_offset();
-      for_each_offset(outer, {dst_outer, src_outer}, [&](const int64_t* off) { convert_run(d + off[0], s + off[1], row); });
-    });
-  });
-}
 }  // namespace
 
 Tensor empty(const IntList& sizes, ScalarType dtype, Device device) {
@@ -129,23 +80,22 @@ void copy_(const Tensor& dst, const Tensor& src) {
     if (dst.raw_data() != src.raw_data()) std::memmove(dst.raw_data(), src.raw_data(), dst.nbytes());
     return;
   }
-  if (dst.is_contiguous() && src.is_contiguous() && dst.sizes() == src.sizes()) {
-    convert_contiguous(dst, src);  // a dtype conversion: Note [Contiguous conversions]
-    return;
+  const IntList src_strides = broadcast_strides(src.sizes(), src.strides(), dst.sizes());
+  switch (copy_path(dst, src, src_strides)) {  // Note [Copy loops], copy_kernels.h
+    case CopyPath::Flat: return copy_flat(dst, src);
+    case CopyPath::Rows: return copy_rows(dst, src, src_strides);
+    case CopyPath::Transposed: return copy_transposed(dst, src, src_strides);
+    case CopyPath::Walk: return copy_walk(dst, src, src_strides);
   }
-  IntList src_strides = broadcast_strides(src.sizes(), src.strides(), dst.sizes());
-  if (dst.dim() >= 2 && dst.strides().back() == 1 && src_strides.back() == 1) {
-    copy_rows(dst, src, src_strides);  // Note [Contiguous conversions]
-    return;
-  }
-  dispatch_all(dst.dtype(), [&]<class D>() {
-    dispatch_all(src.dtype(), [&]<class S>() {
-      D* d = static_cast<D*>(dst.impl()->storage->data()) + dst.storage_offset();
-      const S* s = static_cast<const S*>(src.impl()->storage->data()) + src.storage_offset();
-      for_each_offset(dst.sizes(), {dst.strides(), src_strides},
-                      [&](const int64_t* off) { d[off[0]] = convert<D>(s[off[1]]); });
-    });
-  });
+}
+
+void copy_reference_(const Tensor& dst, const Tensor& src) {
+  check_cpu(dst, "copy_reference_");
+  check_cpu(src, "copy_reference_");
+  LS_CHECK(broadcast_shapes(dst.sizes(), src.sizes(), "copy_reference_") == dst.sizes(),
+           "copy_reference_: source of shape ", src.shape_str(), " cannot be broadcast to destination shape ",
+           dst.shape_str());
+  copy_walk(dst, src, broadcast_strides(src.sizes(), src.strides(), dst.sizes()));
 }
 
 Tensor contiguous(const Tensor& t) {

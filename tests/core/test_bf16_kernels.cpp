@@ -15,6 +15,7 @@
 
 #include "core/factory.h"
 #include "core/native/conv_bf16.h"
+#include "core/native/copy_kernels.h"
 #include "core/native/gemm.h"
 #include "core/native/gemm_bf16.h"
 #include "core/native/native.h"
@@ -257,13 +258,13 @@ TEST_CASE("bf16 elementwise: blocked contiguous runs and strided runs agree, NaN
   CHECK(static_cast<float>(gp[700]) == std::numeric_limits<float>::infinity());
 }
 
-TEST_CASE("to_dtype: contiguous conversions equal the element-by-element path, every dtype pair") {
-  // Note [Contiguous conversions] (core/native/memory.cpp): a contiguous source
-  // takes the flat loop, a strided view of the same values the general walk.
-  // 2 x 40000 elements: several parallel_for chunks. Round one: values in
-  // [0, 255] (every target, integers too: a float out of an integer's range
-  // converts undefined); round two: signed, huge, tiny and non-finite values
-  // into the floating types.
+TEST_CASE("copy_: the flat, row and tiled-transpose loops equal the element walk, every dtype pair") {
+  // Note [Copy loops] (core/native/copy_kernels.h): each view below takes one
+  // loop (checked with copy_path), and its copy must equal, byte for byte,
+  // copy_reference_ (the offset walk) into the same destination. Round one:
+  // values in [0, 255] (every target, integers too: a float out of an integer's
+  // range converts undefined); round two: signed, huge, tiny and non-finite
+  // values into the floating types. 80000 elements: several threads' chunks.
   const std::vector<float> in_range = {0.0f, -0.0f, 1.0f, 1.0f + 0x1p-8f, 1.0f + 0x1p-7f + 0x1p-8f, 7.75f, 255.0f};
   const std::vector<float> anything = {-1.5f, 1e-40f, -3e38f, 65504.0f, 70000.0f,
                                        std::numeric_limits<float>::quiet_NaN(),
@@ -272,7 +273,7 @@ TEST_CASE("to_dtype: contiguous conversions equal the element-by-element path, e
   const std::vector<ls::ScalarType> floating = {ls::kFloat32, ls::kFloat64, ls::kFloat16, ls::kBFloat16};
   ls::manual_seed(9);
   for (bool integers : {true, false}) {
-    ls::Tensor x = ls::randn({2, 40000});  // float32
+    ls::Tensor x = ls::randn({80000});  // float32
     float* xp = x.data_ptr<float>();
     for (int64_t i = 0; i < x.numel(); ++i) {
       xp[i] = integers ? std::fabs(std::fmod(xp[i] * 100.0f, 255.0f)) : xp[i] * 1000.0f;
@@ -285,32 +286,29 @@ TEST_CASE("to_dtype: contiguous conversions equal the element-by-element path, e
     if (integers) targets.insert(targets.end(), {ls::kInt64, ls::kInt32, ls::kUInt8, ls::kBool});
     for (ls::ScalarType from : floating) {
       const ls::Tensor src = nv::to_dtype(x, from);
-      const ls::Tensor strided = nv::transpose(nv::contiguous(nv::transpose(src, 0, 1)), 0, 1);
-      REQUIRE(!strided.is_contiguous());
-      for (ls::ScalarType to : targets) {
-        const std::string pair = std::string(ls::dtype_name(from)) + " -> " + ls::dtype_name(to);
-        CAPTURE(pair);
-        // (from == to: to_dtype returns its input; contiguous() copies the view by the walk.)
-        const ls::Tensor flat = nv::to_dtype(src, to), walked = nv::contiguous(nv::to_dtype(strided, to));
-        REQUIRE(flat.nbytes() == walked.nbytes());
-        CHECK(std::memcmp(flat.raw_data(), walked.raw_data(), flat.nbytes()) == 0);
-        // Row by row: a permuted view whose last dim stays contiguous, (4, 100, 200)
-        // read as (100, 4, 200); element (i, j, k) of the copy is (j, i, k) of flat.
-        const ls::Tensor rows =
-            nv::contiguous(nv::to_dtype(nv::permute(nv::reshape(src, {4, 100, 200}), {1, 0, 2}), to));
-        REQUIRE(rows.is_contiguous());
-        const size_t e = rows.nbytes() / static_cast<size_t>(rows.numel());
-        const auto* rp = static_cast<const unsigned char*>(rows.raw_data());
-        const auto* fp = static_cast<const unsigned char*>(flat.raw_data());
-        int64_t differing = 0;
-        for (int64_t i = 0; i < 100; ++i) {
-          for (int64_t j = 0; j < 4; ++j) {
-            for (int64_t k = 0; k < 200; ++k) {
-              differing += std::memcmp(rp + ((i * 4 + j) * 200 + k) * e, fp + ((j * 100 + i) * 200 + k) * e, e) != 0;
-            }
-          }
+      struct View {
+        const char* what;
+        ls::Tensor t;
+        nv::CopyPath path;
+      };
+      const std::vector<View> views = {
+          {"contiguous", nv::reshape(src, {2, 40000}), nv::CopyPath::Flat},
+          {"permuted rows", nv::permute(nv::reshape(src, {4, 100, 200}), {1, 0, 2}), nv::CopyPath::Rows},
+          {"transposed 37 x 2162 (tiles cut short)", nv::transpose(nv::reshape(nv::narrow(src, 0, 0, 79994), {2162, 37}), 0, 1),
+           nv::CopyPath::Transposed},
+          {"batched transposes", nv::transpose(nv::reshape(src, {8, 100, 100}), 1, 2), nv::CopyPath::Transposed},
+          {"permuted, no unit stride last", nv::permute(nv::reshape(src, {4, 100, 200}), {2, 0, 1}), nv::CopyPath::Walk},
+      };
+      for (const View& v : views) {
+        for (ls::ScalarType to : targets) {
+          const std::string what = std::string(v.what) + ": " + ls::dtype_name(from) + " -> " + ls::dtype_name(to);
+          CAPTURE(what);
+          ls::Tensor fast = nv::empty(v.t.sizes(), to), ref = nv::empty(v.t.sizes(), to);
+          CHECK(nv::copy_path(fast, v.t, v.t.strides()) == v.path);
+          nv::copy_(fast, v.t);
+          nv::copy_reference_(ref, v.t);
+          CHECK(std::memcmp(fast.raw_data(), ref.raw_data(), fast.nbytes()) == 0);
         }
-        CHECK(differing == 0);
       }
     }
   }

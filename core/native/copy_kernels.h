@@ -1,0 +1,42 @@
+// core/native/copy_kernels.h — the CPU loops behind copy_ (and so contiguous,
+// clone and to_dtype): which loop a copy takes, and the loops.
+//
+// Note [Copy loops]
+// A copy converts element by element with convert<D> (core/dtype.h) whatever
+// the layout; only the loop differs, chosen from the two stride patterns:
+//   Flat        both contiguous, one shape: one loop split over the threads
+//               (to_dtype, the autocast casts of every weight once per step);
+//   Rows        the last dim contiguous on both sides: a row at a time, memmove
+//               or the conversion loop (a permuted view made contiguous: BERT's
+//               attention heads);
+//   Transposed  dst contiguous, src's last two dims swapped: 32 x 32 tiles read
+//               down the source's columns (each linear's cached bf16 W^T under
+//               autocast, 110M elements a BERT-base step);
+//   Walk        anything else: the offset walk of for_each_offset, element by
+//               element — the reference the others are tested against
+//               (copy_reference_, tests/core/test_bf16_kernels.cpp).
+// The walk costs ~2 ns an element: before the other loops, the weights' casts
+// and transposes were ~50 ms of a ResNet50 bf16 step and ~90 ms of BERT-base's.
+// A bfloat16 destination is rounded through its bits (store_element) so that the
+// flat and row loops vectorise; the values are convert<D>'s either way.
+// Read before: core/native/native.h (copy_). Read next: core/native/memory.cpp.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace lockstep::native {
+
+enum class CopyPath { Flat, Rows, Transposed, Walk };
+
+// The loop copy_ takes for dst = src, src read with `src_strides` (broadcast to dst's shape).
+CopyPath copy_path(const Tensor& dst, const Tensor& src, const IntList& src_strides);
+
+void copy_flat(const Tensor& dst, const Tensor& src);
+void copy_rows(const Tensor& dst, const Tensor& src, const IntList& src_strides);
+void copy_transposed(const Tensor& dst, const Tensor& src, const IntList& src_strides);
+void copy_walk(const Tensor& dst, const Tensor& src, const IntList& src_strides);
+
+// dst = src by the walk alone, whatever the layouts (the reference, for tests).
+void copy_reference_(const Tensor& dst, const Tensor& src);
+
+}  // namespace lockstep::native
