@@ -1,5 +1,5 @@
 // core/native/memory.cpp — allocating, filling, copying and converting tensors.
-// Read before: core/native/native.h. Read next: core/native/views.cpp.
+// Read before: core/native/native.h. Read next: core/native/copy_kernels.h (the loops of copy_).
 #include <cstring>
 #include <limits>
 
