@@ -142,16 +142,11 @@ Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& 
   IntList sizes = input.sizes();
   sizes.back() = out;
   Tensor y = native::empty(sizes, kBFloat16);  // (*, out)
-  float beta = 0.0f;
-  if (bias.defined()) {  // every row starts as the bias, and the GEMM adds onto it
-    const Tensor b = native::contiguous(b16);
-    BFloat16* yp = y.data_ptr<BFloat16>();
-    for (int64_t i = 0; i < m; ++i) std::memcpy(yp + i * out, b.raw_data(), out * sizeof(BFloat16));
-    beta = 1.0f;
-  }
+  const Tensor b = bias.defined() ? native::contiguous(b16) : Tensor();  // (out), added in the GEMM's sum
   const Tensor wt16 = autocast::cached_cast_transposed(weight, kBFloat16);  // (in, out)
   native::gemm_bf16<BFloat16>(false, false, m, out, in, x16.data_ptr<BFloat16>(), in,
-                              wt16.data_ptr<BFloat16>(), out, beta, y.data_ptr<BFloat16>(), out);
+                              wt16.data_ptr<BFloat16>(), out, 0.0f, y.data_ptr<BFloat16>(), out,
+                              b.defined() ? b.data_ptr<BFloat16>() : nullptr);
   if (compute_requires_grad({input, weight, bias})) {
     auto node = std::make_shared<LinearAutocastBackward>();
     node->input_dtype = input.dtype();

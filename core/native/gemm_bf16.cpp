@@ -42,7 +42,8 @@ void check_args(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int
            " are narrower than the matrices (m=", m, " n=", n, " k=", k, ")");
 }
 
-using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, float>;
+// (trans_a, trans_b, m, n, k, lda, ldb, ldc, C is bf16, beta, with a bias)
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, float, bool>;
 
 struct Cached {
   dnnl::matmul primitive;
@@ -57,7 +58,7 @@ const Cached& primitive(const Key& key) {
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_cache.find(key);
   if (it != g_cache.end()) return it->second;
-  const auto [ta, tb, m, n, k, lda, ldb, ldc, out_bf16, beta] = key;
+  const auto [ta, tb, m, n, k, lda, ldb, ldc, out_bf16, beta, with_bias] = key;
   using dt = dnnl::memory::data_type;
   const dnnl::memory::desc a_md({m, k}, dt::bf16, ta ? dnnl::memory::dims{1, lda}
                                                      : dnnl::memory::dims{lda, 1});
@@ -74,7 +75,11 @@ const Cached& primitive(const Key& key) {
     ops.append_sum(beta);
     attr.set_post_ops(ops);
   }
-  const dnnl::matmul::desc desc(a_md, b_md, c_md);
+  // The bias, one bf16 value per column, broadcast over the rows: oneDNN adds it
+  // to the float32 sum, before the sum post-op and the one rounding into C.
+  const dnnl::memory::desc bias_md = with_bias ? dnnl::memory::desc({1, n}, dt::bf16, dnnl::memory::dims{n, 1})
+                                               : dnnl::memory::desc();
+  const dnnl::matmul::desc desc(a_md, b_md, bias_md, c_md);
   const dnnl::matmul::primitive_desc pd(desc, attr, onednn_detail::cpu_engine());
   ++g_built;
   return g_cache.emplace(key, Cached{dnnl::matmul(pd), pd.scratchpad_desc()}).first->second;
@@ -82,9 +87,10 @@ const Cached& primitive(const Key& key) {
 
 template <class Out>
 void gemm_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a,
-                 int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc) {
+                 int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc,
+                 const BFloat16* bias) {
   constexpr bool out_bf16 = std::is_same_v<Out, BFloat16>;
-  const Key key{trans_a, trans_b, m, n, k, lda, ldb, ldc, out_bf16, beta};
+  const Key key{trans_a, trans_b, m, n, k, lda, ldb, ldc, out_bf16, beta, bias != nullptr};
   const Cached& p = primitive(key);
   using dt = dnnl::memory::data_type;
   dnnl::engine& engine = onednn_detail::cpu_engine();
@@ -100,6 +106,10 @@ void gemm_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
   dnnl::stream& stream = onednn_detail::thread_stream();
   std::unordered_map<int, dnnl::memory> args{
       {DNNL_ARG_SRC, a_mem}, {DNNL_ARG_WEIGHTS, b_mem}, {DNNL_ARG_DST, c_mem}};
+  if (bias != nullptr) {
+    args.insert({DNNL_ARG_BIAS, dnnl::memory({{1, n}, dt::bf16, dnnl::memory::dims{n, 1}}, engine,
+                                             const_cast<BFloat16*>(bias))});
+  }
   Tensor scratch;
   if (p.scratchpad.get_size() > 0) {
     scratch = empty({static_cast<int64_t>(p.scratchpad.get_size())}, kUInt8);
@@ -114,7 +124,7 @@ void gemm_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
 template <class Out>
 void gemm_bf16_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                          const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb,
-                         float beta, Out* c, int64_t ldc) {
+                         float beta, Out* c, int64_t ldc, const BFloat16* bias) {
   check_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   parallel_for(0, m, std::max<int64_t>(1, 4096 / std::max<int64_t>(1, n * k)),
                [&](int64_t lo, int64_t hi) {
@@ -126,6 +136,7 @@ void gemm_bf16_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
           const float y = trans_b ? b[j * ldb + p] : b[p * ldb + j];
           sum += x * y;
         }
+        if (bias != nullptr) sum += static_cast<float>(bias[j]);
         Out& out = c[i * ldc + j];
         out = Out(beta == 0.0f ? sum : sum + beta * static_cast<float>(out));
       }
@@ -135,13 +146,14 @@ void gemm_bf16_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
 
 template <class Out>
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a,
-               int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc) {
+               int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc,
+               const BFloat16* bias) {
   check_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   if (m == 0 || n == 0) return;
   if (k == 0 || gemm_backend() == GemmBackend::Reference) {
-    return gemm_bf16_reference(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    return gemm_bf16_reference(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias);
   }
-  gemm_onednn(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc);
+  gemm_onednn(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias);
 }
 
 template <class Out>
@@ -164,10 +176,10 @@ int64_t gemm_bf16_primitives_built() { return g_built.load(); }
 
 #define LS_INSTANTIATE_GEMM_BF16(Out)                                                          \
   template void gemm_bf16<Out>(bool, bool, int64_t, int64_t, int64_t, const BFloat16*, int64_t, \
-                               const BFloat16*, int64_t, float, Out*, int64_t);                 \
+                               const BFloat16*, int64_t, float, Out*, int64_t, const BFloat16*); \
   template void gemm_bf16_reference<Out>(bool, bool, int64_t, int64_t, int64_t,                 \
                                          const BFloat16*, int64_t, const BFloat16*, int64_t,    \
-                                         float, Out*, int64_t);                                 \
+                                         float, Out*, int64_t, const BFloat16*);                \
   template void gemm_bf16_batched<Out>(int64_t, bool, bool, int64_t, int64_t, int64_t,          \
                                        const BFloat16*, const int64_t*, int64_t,                \
                                        const BFloat16*, const int64_t*, int64_t, float, Out*,   \

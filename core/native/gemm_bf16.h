@@ -1,6 +1,6 @@
 // core/native/gemm_bf16.h — matrix multiply of bfloat16 matrices with float32 accumulation.
 //
-//   C = op(A) * op(B) + beta * C,   A and B bfloat16, C float32 or bfloat16,
+//   C = op(A) * op(B) + bias + beta * C,   A, B and the bias bfloat16, C float32 or bfloat16,
 //
 // on row-major buffers with leading dimensions, exactly as gemm() in gemm.h
 // (alpha is always 1). Every product is accumulated in float32 and rounded to
@@ -26,15 +26,18 @@
 namespace lockstep::native {
 
 // Out is float or BFloat16.
+// bias: null, or n values added to every row of the product (in the float32 sum,
+// before the one rounding; linear's bias under autocast, oneDNN's bias argument).
 template <class Out>
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a,
-               int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc);
+               int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc,
+               const BFloat16* bias = nullptr);
 
 // The definition, in loops (tests compare the fast path with it).
 template <class Out>
 void gemm_bf16_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                          const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb,
-                         float beta, Out* c, int64_t ldc);
+                         float beta, Out* c, int64_t ldc, const BFloat16* bias = nullptr);
 
 // `batch` products of one shape at element offsets, as gemm_batched in gemm.h.
 template <class Out>

@@ -107,6 +107,42 @@ TEST_CASE("gemm_bf16: beta adds onto C, wide leading dims are respected, shapes 
                        doctest::Contains("leading dimensions"), ls::Error);
 }
 
+TEST_CASE("gemm_bf16: a bias is added to every row, in the float32 sum, as the loops do") {
+  // Linear's bias under autocast is oneDNN's bias argument: C = A B + bias, one
+  // rounding at the end. Against the loops (the definition) and against the
+  // former formulation, C preset to the bias and beta = 1.
+  ls::manual_seed(3);
+  const int64_t m = 33, n = 40, k = 50;
+  Pair a = random_pair({m, k});
+  Pair b = random_pair({k, n});
+  Pair bias = random_pair({n});
+  for (bool tb : {false, true}) {
+    CAPTURE(tb);
+    const ls::Tensor bt = tb ? nv::contiguous(nv::transpose(b.bf16, 0, 1)) : b.bf16;  // (n, k) when tb
+    const int64_t ldb = tb ? k : n;
+    ls::Tensor fused = nv::empty({m, n}, ls::kBFloat16), loops = nv::empty({m, n}, ls::kBFloat16);
+    nv::gemm_bf16<BFloat16>(false, tb, m, n, k, a.bf16.data_ptr<BFloat16>(), k, bt.data_ptr<BFloat16>(), ldb,
+                            0.0f, fused.data_ptr<BFloat16>(), n, bias.bf16.data_ptr<BFloat16>());
+    nv::gemm_bf16_reference<BFloat16>(false, tb, m, n, k, a.bf16.data_ptr<BFloat16>(), k, bt.data_ptr<BFloat16>(),
+                                      ldb, 0.0f, loops.data_ptr<BFloat16>(), n, bias.bf16.data_ptr<BFloat16>());
+    ls::Tensor preset = nv::empty({m, n}, ls::kBFloat16);
+    for (int64_t i = 0; i < m; ++i) {
+      std::memcpy(preset.data_ptr<BFloat16>() + i * n, bias.bf16.raw_data(), n * sizeof(BFloat16));
+    }
+    nv::gemm_bf16<BFloat16>(false, tb, m, n, k, a.bf16.data_ptr<BFloat16>(), k, bt.data_ptr<BFloat16>(), ldb,
+                            1.0f, preset.data_ptr<BFloat16>(), n);
+    const ls::Tensor f = nv::to_dtype(fused, ls::kFloat32);
+    // One bf16 rounding apart at most (the sums may run in another order).
+    CHECK(relative_error(f, nv::to_dtype(loops, ls::kFloat32)) < 8e-3);
+    CHECK(relative_error(f, nv::to_dtype(preset, ls::kFloat32)) < 8e-3);
+    // And the bias is really in: without it the product differs by it.
+    ls::Tensor bare = nv::empty({m, n}, ls::kBFloat16);
+    nv::gemm_bf16<BFloat16>(false, tb, m, n, k, a.bf16.data_ptr<BFloat16>(), k, bt.data_ptr<BFloat16>(), ldb,
+                            0.0f, bare.data_ptr<BFloat16>(), n);
+    CHECK(relative_error(nv::to_dtype(bare, ls::kFloat32), f) > 1e-2);
+  }
+}
+
 TEST_CASE("bmm and matmul on bfloat16 tensors: float32 accumulation, one rounding") {
   ls::manual_seed(3);
   Pair a = random_pair({6, 16, 32});
