@@ -113,8 +113,10 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& log_probs, const
           std::fill(row, row + c, T(0));
           continue;
         }
-        for (int64_t j = 0; j < c; ++j) row[j] = std::exp(lpp[i * c + j]) * s;  // softmax * s
-        row[t[i]] -= s;                                                         // - onehot * s
+        const T* lrow = lpp + i * c;
+#pragma omp simd
+        for (int64_t j = 0; j < c; ++j) row[j] = detail::exp_simd(lrow[j]) * s;  // softmax * s
+        row[t[i]] -= s;                                                          // - onehot * s
       }
     });
   });
