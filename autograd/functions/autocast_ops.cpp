@@ -79,7 +79,7 @@ struct LinearAutocastBackward final : BackwardNode {
       dw = as_input_dtype(dw, weight_dtype);
     }
     if (should_compute_output(2)) {
-      db = native::sum(native::to_dtype(native::reshape(g, {m, out}), kFloat32), {0}, false);
+      db = native::sum_rows_to_float(native::reshape(g, {m, out}));  // (out), summed in double
       db = as_input_dtype(db, bias_dtype);
     }
     return {dx, dw, db};

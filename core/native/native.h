@@ -87,6 +87,9 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& input);  // grad * d gelu
 
 // ---- reductions (reduce.cpp); `dims` empty means every dim ----
 Tensor sum(const Tensor& t, const IntList& dims, bool keepdim);   // ints sum in int64
+// (m, n) float32 or bfloat16 -> (n) float32: sum(to_dtype(t, kFloat32), {0}), bit for bit,
+// without the float32 copy (a bias gradient under autocast).
+Tensor sum_rows_to_float(const Tensor& t);
 Tensor mean(const Tensor& t, const IntList& dims, bool keepdim);  // floating only
 Tensor max_all(const Tensor& t);
 Tensor min_all(const Tensor& t);

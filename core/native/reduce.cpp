@@ -290,6 +290,25 @@ Tensor sum(const Tensor& t, const IntList& dims, bool keepdim) {
   return sum_impl(t, dims, keepdim, /*is_mean=*/false);
 }
 
+Tensor sum_rows_to_float(const Tensor& t) {
+  check_defined(t, "sum_rows_to_float");
+  LS_CHECK(t.dim() == 2 && (t.dtype() == kFloat32 || t.dtype() == kBFloat16) && t.device().is_cpu(),
+           "sum_rows_to_float: expected a 2-d float32 or bfloat16 CPU tensor, got ", dtype_name(t.dtype()), " ",
+           t.shape_str());
+  const Tensor x = contiguous(t);
+  const int64_t m = x.size(0), n = x.size(1);
+  std::vector<double> sums(static_cast<size_t>(n));
+  if (x.dtype() == kBFloat16) {
+    sum_3d<double>(x.data_ptr<BFloat16>(), sums.data(), 1, m, n);
+  } else {
+    sum_3d<double>(x.data_ptr<float>(), sums.data(), 1, m, n);
+  }
+  Tensor out = empty({n}, kFloat32);
+  float* o = out.data_ptr<float>();
+  for (int64_t j = 0; j < n; ++j) o[j] = static_cast<float>(sums[static_cast<size_t>(j)]);
+  return out;
+}
+
 Tensor mean(const Tensor& t, const IntList& dims, bool keepdim) {
   LS_DISPATCH_CUDA(t, mean(t, dims, keepdim));
   return sum_impl(t, dims, keepdim, /*is_mean=*/true);

@@ -143,6 +143,20 @@ TEST_CASE("gemm_bf16: a bias is added to every row, in the float32 sum, as the l
   }
 }
 
+TEST_CASE("sum_rows_to_float: the float32 sum over rows, bit for bit, bf16 or float32 input") {
+  // A bias gradient under autocast: sum(to_dtype(g, kFloat32), {0}) without the copy.
+  ls::manual_seed(4);
+  const ls::Tensor g = nv::binary_scalar(nv::BinaryOp::Mul, ls::randn({300, 70}), 1000.0);
+  for (ls::ScalarType dt : {ls::kBFloat16, ls::kFloat32}) {
+    const ls::Tensor x = nv::to_dtype(g, dt);
+    const ls::Tensor fast = nv::sum_rows_to_float(x), ref = nv::sum(nv::to_dtype(x, ls::kFloat32), {0}, false);
+    REQUIRE(fast.sizes() == ref.sizes());
+    CHECK(fast.dtype() == ls::kFloat32);
+    CHECK(std::memcmp(fast.raw_data(), ref.raw_data(), fast.nbytes()) == 0);
+  }
+  CHECK_THROWS_WITH_AS(nv::sum_rows_to_float(ls::randn({2, 3, 4})), doctest::Contains("2-d"), ls::Error);
+}
+
 TEST_CASE("bmm and matmul on bfloat16 tensors: float32 accumulation, one rounding") {
   ls::manual_seed(3);
   Pair a = random_pair({6, 16, 32});
