@@ -16,7 +16,6 @@ void check_cpu(const Tensor& t, const char* op) {
   LS_CHECK(t.device().is_cpu(), op, ": tensor is on ", t.device().str(),
            " but this kernel runs on the CPU; move the tensor with .to(ls::Device::cpu())");
 }
-
 }  // namespace
 
 Tensor empty(const IntList& sizes, ScalarType dtype, Device device) {
