@@ -23,6 +23,7 @@
 // Read before: core/native/batch_norm.cpp (the formulas), core/native/batch_norm_sums.h.
 // Read next: autograd/functions/batch_norm.cpp.
 #include "core/native/batch_norm_bf16.h"
+#include "core/native/bf16_rows.h"
 
 #include <algorithm>
 #include <cmath>
@@ -40,15 +41,6 @@ using namespace batch_norm_detail;  // core/native/batch_norm_sums.h
 
 constexpr int64_t kBlock = kSumBlock;
 
-void widen(const BFloat16* src, float* dst, int64_t m) {
-#pragma omp simd
-  for (int64_t j = 0; j < m; ++j) dst[j] = static_cast<float>(src[j]);
-}
-
-void round_into(const float* src, BFloat16* dst, int64_t m) {
-#pragma omp simd
-  for (int64_t j = 0; j < m; ++j) dst[j].bits = BFloat16::round_bits(src[j]);
-}
 
 // {C, S} of a bf16 (N, C, *) input.
 std::pair<int64_t, int64_t> check_input(const Tensor& input, const char* op) {
@@ -128,7 +120,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
         const float shift = static_cast<float>(xp[ch * s]);
         double sum = 0, sum_sq = 0;
         for_each_block(n, c, s, ch, [&](int64_t base, int64_t j, int64_t m) {
-          widen(xp + base + j, xb, m);
+          widen_bf16(xp + base + j, xb, m);
           run_shifted_sums<float>(xb, m, shift, sum, sum_sq);
         });
         const double mean_d = sum / static_cast<double>(m_total);
@@ -153,9 +145,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
       const Affine<float> affine = affine_coefficients<float>(mean_p[ch], invstd_p[ch], wp, bp, ch);
       const float scale = affine.scale, shift = affine.shift;
       for_each_block(n, c, s, ch, [&](int64_t base, int64_t j, int64_t m) {
-        widen(xp + base + j, xb, m);
+        widen_bf16(xp + base + j, xb, m);
         if (rp != nullptr) {
-          widen(rp + base + j, rb, m);
+          widen_bf16(rp + base + j, rb, m);
 #pragma omp simd
           for (int64_t k = 0; k < m; ++k) yb[k] = std::max(std::fma(xb[k], scale, shift) + rb[k], 0.0f);
         } else if (relu) {
@@ -165,7 +157,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
 #pragma omp simd
           for (int64_t k = 0; k < m; ++k) yb[k] = std::fma(xb[k], scale, shift);
         }
-        round_into(yb, yp + base + j, m);
+        round_to_bf16(yb, yp + base + j, m);
       });
     }
   });
@@ -214,9 +206,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
     alignas(64) float gb[kBlock], xb[kBlock], yb[kBlock], ob[kBlock];
     // Widens block [j, j + m) of run `base` of g, x and (Mask::Output) y.
     auto load = [&](int64_t base, int64_t j, int64_t m) {
-      widen(gyp + base + j, gb, m);
-      widen(xp + base + j, xb, m);
-      if (mask == Mask::Output) widen(ypp + base + j, yb, m);
+      widen_bf16(gyp + base + j, gb, m);
+      widen_bf16(xp + base + j, xb, m);
+      if (mask == Mask::Output) widen_bf16(ypp + base + j, yb, m);
     };
     for (int64_t ch = lo; ch < hi; ++ch) {
       const double mean = mean_p[ch], invstd = invstd_p[ch];
@@ -228,7 +220,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
         if (mask == Mask::Output) {
           grad_sums<float, Mask::Output>(gb, xb, yb, m, t_mean, affine, sum_g, sum_g_xmu,
                                          grp != nullptr ? ob : nullptr);
-          if (grp != nullptr) round_into(ob, grp + base + j, m);  // exact: g or 0
+          if (grp != nullptr) round_to_bf16(ob, grp + base + j, m);  // exact: g or 0
         } else if (mask == Mask::Input) {
           grad_sums<float, Mask::Input>(gb, xb, nullptr, m, t_mean, affine, sum_g, sum_g_xmu);
         } else {
@@ -257,7 +249,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
 #pragma omp simd
           for (int64_t q = 0; q < m; ++q) ob[q] = a * gb[q] + bx * xb[q] + c0;
         }
-        round_into(ob, gxp + base + j, m);
+        round_to_bf16(ob, gxp + base + j, m);
       });
     }
   });

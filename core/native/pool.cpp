@@ -27,7 +27,9 @@
 #include <limits>
 #include <string>
 #include <type_traits>
+#include <vector>
 
+#include "core/native/bf16_rows.h"
 #include "core/native/cuda_dispatch.h"
 #include "core/native/elementwise_loop.h"
 #include "core/native/native.h"
@@ -43,7 +45,10 @@ namespace {
 
 using rules::PoolWindow;
 
-void check_image(const Tensor& input, const char* op) { rules::check_image(input, op, [] {}); }
+// max_pool2d takes bfloat16 images itself (Note [bfloat16 pooling]).
+void check_image(const Tensor& input, const char* op, bool bfloat16_ok = false) {
+  rules::check_image(input, op, [] {}, bfloat16_ok);
+}
 
 // How many (H, W) planes of hw elements a parallel chunk takes at least.
 int64_t plane_grain(int64_t hw) {
@@ -239,46 +244,70 @@ void max_pool_plane(const T* src, const PoolWindow& p, T* dst, int64_t* idx) {
   }
 }
 
+// The float32 forward of planes [lo, hi) of x (planes of win.h x win.w): the
+// separable kernels where they take the window (Note [Separable max-pool] in
+// core/native/fast/pool_max_fast.cpp), max_pool_plane otherwise.
+void max_pool_float_planes(const float* x, const PoolWindow& win, float* y, int64_t* idx,
+                           int64_t lo, int64_t hi, const detail::SeparableMaxPoolOptions& options) {
+  if (!side_by_side_applies(win) && detail::separable_max_pool_applies(win)) {
+    detail::separable_max_pool_planes(x, win, y, idx, lo, hi, options);
+    return;
+  }
+  const int64_t hw = win.h * win.w, ohw = win.oh * win.ow;
+  for (int64_t plane = lo; plane < hi; ++plane) {
+    max_pool_plane(x + plane * hw, win, y + plane * ohw, idx + plane * ohw);
+  }
+}
+
 }  // namespace
 
 // Note [bfloat16 pooling]
-// Pooling a bfloat16 image runs the float32 kernel on the widened image and
-// rounds the result once, the rule of Note [bfloat16 elementwise]: a max is
-// exact, an average or a scattered gradient sum is rounded once. (A native bf16
-// loop would save the two conversion passes; pooling is two ops of a ResNet step.)
+// A bfloat16 image pools plane by plane through the float32 kernels: each plane
+// is widened into a float32 scratch plane that stays in cache, pooled by the
+// float32 code, and the result rounded into the bf16 output. A max is exact
+// (it is one of the bf16 inputs), so the forward equals the float32 forward of
+// the widened image; the backward's scattered sums are float32 and rounded once,
+// as are the adaptive average's. The max-pool's memory traffic is then the bf16
+// image's, half float32's, with no whole-image conversion passes.
 std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList& kernel_size,
                                               const IntList& stride, const IntList& padding) {
   LS_DISPATCH_CUDA(input, max_pool2d_forward(input, kernel_size, stride, padding));
-  if (input.defined() && input.dtype() == kBFloat16) {  // exact: the max of bf16 values
-    auto [y, idx] = max_pool2d_forward(to_dtype(input, kFloat32), kernel_size, stride, padding);
-    return {to_dtype(y, kBFloat16), idx};
-  }
   const char* op = "max_pool2d";
-  check_image(input, op);
+  check_image(input, op, /*bfloat16_ok=*/true);
   const PoolWindow win = rules::max_pool2d_window(input, kernel_size, stride, padding, op);
   const int64_t n = input.size(0), c = input.size(1), h = win.h, w = win.w, oh = win.oh, ow = win.ow;
   const Tensor x = contiguous(input);
   Tensor out = empty({n, c, oh, ow}, x.dtype());  // (N, C, oH, oW)
   Tensor indices = empty({n, c, oh, ow}, kInt64);
-  if (x.dtype() == kFloat32 && !side_by_side_applies(win) &&
-      detail::separable_max_pool_applies(win)) {
-    // Note [Separable max-pool] in core/native/fast/pool_max_fast.cpp.
+  int64_t* ip = indices.data_ptr<int64_t>();
+  if (x.dtype() == kBFloat16) {  // Note [bfloat16 pooling]
+    const BFloat16* xp = x.data_ptr<BFloat16>();
+    BFloat16* yp = out.data_ptr<BFloat16>();
+    parallel_for(0, n * c, plane_grain(h * w), [&](int64_t lo, int64_t hi) {
+      std::vector<float> xs(h * w), ys(oh * ow);  // one plane, (H, W) and (oH, oW)
+      for (int64_t plane = lo; plane < hi; ++plane) {
+        widen_bf16(xp + plane * h * w, xs.data(), h * w);
+        max_pool_float_planes(xs.data(), win, ys.data(), ip + plane * oh * ow, 0, 1, {});
+        round_to_bf16(ys.data(), yp + plane * oh * ow, oh * ow);
+      }
+    });
+    return {out, indices};
+  }
+  if (x.dtype() == kFloat32) {
     const float* xp = x.data_ptr<float>();
     float* yp = out.data_ptr<float>();
-    int64_t* ip = indices.data_ptr<int64_t>();
     detail::SeparableMaxPoolOptions options;
     options.stream_values = detail::use_streaming_stores<float>(out.numel());
     // int64 indices: the bytes of twice as many floats.
     options.stream_indices = detail::use_streaming_stores<float>(2 * indices.numel());
     parallel_for(0, n * c, plane_grain(h * w), [&](int64_t lo, int64_t hi) {
-      detail::separable_max_pool_planes(xp, win, yp, ip, lo, hi, options);
+      max_pool_float_planes(xp, win, yp, ip, lo, hi, options);
     });
     return {out, indices};
   }
   dispatch_floating(x.dtype(), op, [&]<class T>() {
     const T* xp = x.data_ptr<T>();
     T* yp = out.data_ptr<T>();
-    int64_t* ip = indices.data_ptr<int64_t>();
     for_each_plane(n * c, h * w, [&](int64_t plane) {
       max_pool_plane(xp + plane * h * w, win, yp + plane * oh * ow, ip + plane * oh * ow);
     });
@@ -289,22 +318,32 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
                            const IntList& input_sizes) {
   LS_DISPATCH_CUDA(grad_output, max_pool2d_backward(grad_output, indices, input_sizes));
-  if (grad_output.defined() && grad_output.dtype() == kBFloat16) {  // Note [bfloat16 pooling]
-    return to_dtype(max_pool2d_backward(to_dtype(grad_output, kFloat32), indices, input_sizes),
-                    kBFloat16);
-  }
   const char* op = "max_pool2d_backward";
-  check_image(grad_output, op);
+  check_image(grad_output, op, /*bfloat16_ok=*/true);
   rules::check_max_pool_indices(indices, grad_output, op);
   rules::check_pool_input_sizes(input_sizes, grad_output, op);
   const Tensor gy = contiguous(grad_output), idx = contiguous(indices);
   Tensor grad_input = empty(input_sizes, gy.dtype());  // (N, C, H, W), zeroed plane by plane
   const int64_t hw = input_sizes[2] * input_sizes[3];
   const int64_t ohw = gy.size(2) * gy.size(3);
+  const int64_t* ip = idx.data_ptr<int64_t>();
+  if (gy.dtype() == kBFloat16) {  // Note [bfloat16 pooling]
+    const BFloat16* gyp = gy.data_ptr<BFloat16>();
+    BFloat16* gxp = grad_input.data_ptr<BFloat16>();
+    parallel_for(0, gy.size(0) * gy.size(1), plane_grain(hw), [&](int64_t lo, int64_t hi) {
+      std::vector<float> gys(ohw), gxs(hw);  // one plane, (oH, oW) and (H, W)
+      for (int64_t plane = lo; plane < hi; ++plane) {
+        widen_bf16(gyp + plane * ohw, gys.data(), ohw);
+        detail::max_pool_scatter_planes(gys.data(), ip + plane * ohw, gxs.data(), hw, ohw, 0, 1,
+                                        /*streaming=*/false);
+        round_to_bf16(gxs.data(), gxp + plane * hw, hw);
+      }
+    });
+    return grad_input;
+  }
   if (gy.dtype() == kFloat32) {
     const bool streaming = detail::use_streaming_stores<float>(grad_input.numel());
     const float* gyp = gy.data_ptr<float>();
-    const int64_t* ip = idx.data_ptr<int64_t>();
     float* gxp = grad_input.data_ptr<float>();
     parallel_for(0, gy.size(0) * gy.size(1), plane_grain(hw), [&](int64_t lo, int64_t hi) {
       detail::max_pool_scatter_planes(gyp, ip, gxp, hw, ohw, lo, hi, streaming);
@@ -313,7 +352,6 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
   }
   dispatch_floating(gy.dtype(), op, [&]<class T>() {
     const T* gyp = gy.data_ptr<T>();
-    const int64_t* ip = idx.data_ptr<int64_t>();
     T* gxp = grad_input.data_ptr<T>();
     // Planes are disjoint, so parallel planes never write the same element; each
     // is zeroed just before its scatter, while it is in cache.
@@ -325,7 +363,6 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
   });
   return grad_input;
 }
-
 
 Tensor adaptive_avg_pool2d_forward(const Tensor& input, const IntList& output_size) {
   LS_DISPATCH_CUDA(input, adaptive_avg_pool2d_forward(input, output_size));

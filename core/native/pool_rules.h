@@ -16,17 +16,20 @@ namespace lockstep::native::rules {
 
 inline std::string hw_str(int64_t h, int64_t w) { return lockstep::detail::str(h, "x", w); }
 
-// A float (N, C, H, W) tensor. `check_more` runs once it is known to be defined
+// A float32 or float64 (N, C, H, W) tensor, or bfloat16 where the caller
+// takes it (bfloat16_ok). `check_more` runs once it is known to be defined
 // (the CUDA kernels check the device there).
 template <class MoreChecks>
-void check_image(const Tensor& input, const char* op, MoreChecks&& check_more) {
+void check_image(const Tensor& input, const char* op, MoreChecks&& check_more,
+                 bool bfloat16_ok = false) {
   lockstep::detail::check_defined(input, op);
   check_more();
   LS_CHECK(input.dim() == 4, op, ": expected a 4-d input (N, C, H, W) but got shape ",
            input.shape_str(), "; add a batch dim with .unsqueeze(0) for a single image");
-  LS_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64, op,
-           ": expected a float32 or float64 input but got ", input.dtype(),
-           "; convert with .to(ls::kFloat32)");
+  const bool float_dtype = input.dtype() == kFloat32 || input.dtype() == kFloat64 ||
+                           (bfloat16_ok && input.dtype() == kBFloat16);
+  LS_CHECK(float_dtype, op, ": expected a float32", bfloat16_ok ? ", float64 or bfloat16" : " or float64",
+           " input but got ", input.dtype(), "; convert with .to(ls::kFloat32)");
 }
 
 // The sizes of one max_pool2d: plane (H, W) -> (oH, oW), kernel, stride, padding.

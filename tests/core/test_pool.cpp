@@ -447,3 +447,40 @@ TEST_CASE("pool: max_pool2d backward scatter is the same with and without stream
     CHECK(count_value_mismatches(gx.to_vector<float>(), want) == 0);
   }
 }
+
+TEST_CASE("pool: bfloat16 max_pool2d is the float32 op on the widened image, rounded once") {
+  // Note [bfloat16 pooling]: values and indices equal the float32 forward's
+  // exactly (a max is one of the inputs); the backward equals the float32
+  // backward of the widened gradient, rounded once. Side-by-side windows (2x2
+  // stride 2, the small CNN's) and the separable ones, with ties, NaN and -inf.
+  ls::manual_seed(14);
+  std::vector<std::pair<IntList, PoolCase>> cases = kSeparableCases;
+  cases.push_back({{3, 4, 28, 28}, {{2}, {2}, {0}}});  // the small CNN's first pool
+  cases.push_back({{2, 3, 7, 9}, {{2}, {2}, {0}}});    // odd width: the last column unused
+  const int saved_threads = ls::get_num_threads();
+  for (int threads : {1, 2}) {
+    ls::set_num_threads(threads);
+    for (const auto& [sizes, pc] : cases) {
+      CAPTURE(threads);
+      CAPTURE(ls::shape_str(sizes));
+      CAPTURE(ls::shape_str(pc.kernel));
+      Tensor x16 = native::to_dtype(tie_heavy_input(sizes, 0.01, 0.03), ls::kBFloat16);
+      Tensor x32 = native::to_dtype(x16, ls::kFloat32);
+      auto [y16, i16] = native::max_pool2d_forward(x16, pc.kernel, pc.stride, pc.padding);
+      auto [y32, i32] = native::max_pool2d_forward(x32, pc.kernel, pc.stride, pc.padding);
+      REQUIRE(y16.dtype() == ls::kBFloat16);
+      CHECK(i16.to_vector<int64_t>() == i32.to_vector<int64_t>());
+      CHECK(count_value_mismatches(native::to_dtype(y16, ls::kFloat32).to_vector<float>(),
+                                   y32.to_vector<float>()) == 0);
+      Tensor gy16 = native::to_dtype(ls::randn(y16.sizes()), ls::kBFloat16);
+      Tensor gx16 = native::max_pool2d_backward(gy16, i16, x16.sizes());
+      REQUIRE(gx16.dtype() == ls::kBFloat16);
+      Tensor want = native::to_dtype(
+          native::max_pool2d_backward(native::to_dtype(gy16, ls::kFloat32), i32, x32.sizes()),
+          ls::kBFloat16);
+      CHECK(count_value_mismatches(native::to_dtype(gx16, ls::kFloat32).to_vector<float>(),
+                                   native::to_dtype(want, ls::kFloat32).to_vector<float>()) == 0);
+    }
+  }
+  ls::set_num_threads(saved_threads);
+}

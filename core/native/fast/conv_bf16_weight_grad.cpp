@@ -19,7 +19,13 @@
 // pixel p, the input value that p's window reads at kernel offset (i, j) of
 // channel c (0 in the padding). One AMX GEMM with K = N P, float32 output: the
 // same sum of the same products as the primitive's, in another order.
-// Used when P <= kSmallImagePixels or C_in < kFewChannels, groups == 1;
+// Used, with groups == 1, for small images of many channels (P <= 14 x 14 and
+// C_in >= kManyChannels) and for large kernels over few channels (C_in <
+// kFewChannels, kH kW > 9, as the stem). The primitive keeps the rest, which
+// it runs faster than the im2col and the GEMM together: the Fashion-MNIST
+// SmallCNN's layers, batch 64, 1 thread, per call (primitive / im2col + GEMM):
+// 3x3 1 -> 32 at 28x28: 1.6 / 3.5 ms; 3x3 32 -> 64 at 14x14: 2.2 / 8.2 ms, where
+// the im2col alone (4.3 ms: rows of 14) costs more than the whole primitive.
 // LOCKSTEP_BF16_WGRAD_GEMM=0 sends every layer to the primitive (benchmarks).
 //
 // Read before: core/native/conv_bf16.h, core/native/fast/conv_bf16_pointwise.cpp.
@@ -40,7 +46,9 @@ namespace lockstep::native {
 namespace {
 
 constexpr int64_t kSmallImagePixels = 196;  // 14 x 14
+constexpr int64_t kManyChannels = 64;
 constexpr int64_t kFewChannels = 16;
+constexpr int64_t kSmallKernel = 9;  // 3 x 3
 
 // The batch's im2col (C_in kH kW, N P) of a contiguous bf16 x (N, C_in, H, W).
 // Each output row of the window at kernel offset (i, j) reads input row iy at
@@ -91,7 +99,9 @@ bool conv_bf16_weight_grad_as_gemm(const ConvGeometry& g) {
     const char* v = std::getenv("LOCKSTEP_BF16_WGRAD_GEMM");
     return v == nullptr || std::string(v) != "0";
   }();
-  return enabled && g.groups == 1 && (g.oh * g.ow <= kSmallImagePixels || g.c_in < kFewChannels);
+  const bool small_image = g.oh * g.ow <= kSmallImagePixels && g.c_in >= kManyChannels;
+  const bool large_kernel_few_channels = g.c_in < kFewChannels && g.kh * g.kw > kSmallKernel;
+  return enabled && g.groups == 1 && (small_image || large_kernel_few_channels);
 }
 
 Tensor conv2d_bf16_weight_grad_gemm(const ConvGeometry& g, const Tensor& gy, const Tensor& x,
