@@ -188,6 +188,7 @@ Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor&
     return to_dtype(y, kBFloat16);
   }
   if (conv_bf16_is_pointwise_gemm(g)) return conv2d_bf16_pointwise_forward(g, x, w, bias, saved);
+  if (conv_bf16_is_direct(g)) return conv2d_bf16_direct_forward(g, x, w, bias, saved);
   const Primitives& p = primitives(g, bias.defined());
   const Tensor xc = contiguous(x), wc = contiguous(w);
   Tensor y = empty({g.n, g.c_out, g.oh, g.ow}, kBFloat16);
@@ -238,6 +239,9 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
              "saved input (this one was saved by a oneDNN convolution)");
     return conv2d_bf16_pointwise_backward(g, g_y, x, w, gx_dtype, need_input, need_weight,
                                           need_bias);
+  }
+  if (conv_bf16_is_direct(g)) {
+    return conv2d_bf16_direct_backward(g, g_y, x, w, gx_dtype, need_input, need_weight, need_bias);
   }
   const Primitives& p = primitives(g, /*bias=*/false);  // its backward-weights always has a bias
   Tensor keep_gy, keep_w, keep_x, gx, gw, gb;

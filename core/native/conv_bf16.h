@@ -12,7 +12,8 @@
 // Two backends, chosen by conv_backend() (nn_kernels.h):
 //   Reference  the operands converted to float32, the float32 reference
 //              convolution (im2col + GEMM, conv.cpp), y rounded to bf16: the definition;
-//   OneDNN     1x1 layers as AMX GEMMs (conv_bf16_pointwise.cpp); the others on
+//   OneDNN     1x1 layers as AMX GEMMs (conv_bf16_pointwise.cpp); layers over
+//              one to three channels as direct loops (conv_bf16_direct.cpp); the others on
 //              oneDNN's bf16 convolution primitives (brgconv / jit on AMX tiles
 //              here), each pass in the layouts its primitive prefers
 //              (format_tag::any), reordered from and to plain NCHW at the edges.
@@ -57,6 +58,16 @@ bool conv_bf16_is_pointwise_gemm(const ConvGeometry& g);
 Tensor conv2d_bf16_pointwise_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
                                      const Tensor& bias, ConvBf16SavedInput* saved);
 std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_pointwise_backward(
+    const ConvGeometry& g, const Tensor& gy, const ConvBf16SavedInput& x, const Tensor& w,
+    ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias);
+
+// The first layers over one to three channels (C_in kH kW <= 27, stride 1), run
+// as direct float32 loops on NCHW planes (Note [bf16 direct convolution for few
+// input channels] in fast/conv_bf16_direct.cpp), and their passes.
+bool conv_bf16_is_direct(const ConvGeometry& g);
+Tensor conv2d_bf16_direct_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
+                                  const Tensor& bias, ConvBf16SavedInput* saved);
+std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_direct_backward(
     const ConvGeometry& g, const Tensor& gy, const ConvBf16SavedInput& x, const Tensor& w,
     ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias);
 

@@ -457,6 +457,7 @@ TEST_CASE("pool: bfloat16 max_pool2d is the float32 op on the widened image, rou
   std::vector<std::pair<IntList, PoolCase>> cases = kSeparableCases;
   cases.push_back({{3, 4, 28, 28}, {{2}, {2}, {0}}});  // the small CNN's first pool
   cases.push_back({{2, 3, 7, 9}, {{2}, {2}, {0}}});    // odd width: the last column unused
+  cases.push_back({{1, 2, 6, 70}, {{2}, {2}, {0}}});   // 35 outputs a row: 16 + 16 + 3
   const int saved_threads = ls::get_num_threads();
   for (int threads : {1, 2}) {
     ls::set_num_threads(threads);
@@ -472,6 +473,12 @@ TEST_CASE("pool: bfloat16 max_pool2d is the float32 op on the widened image, rou
       CHECK(i16.to_vector<int64_t>() == i32.to_vector<int64_t>());
       CHECK(count_value_mismatches(native::to_dtype(y16, ls::kFloat32).to_vector<float>(),
                                    y32.to_vector<float>()) == 0);
+      // And float32 (for 2x2 stride 2 the AVX-512 kernel, Note [2x2 max-pool]) against
+      // the definition and against float64's per-window loops.
+      check_max_pool(x32, pc);
+      auto [y64, i64] = native::max_pool2d_forward(native::to_dtype(x32, ls::kFloat64), pc.kernel,
+                                                   pc.stride, pc.padding);
+      CHECK(i64.to_vector<int64_t>() == i32.to_vector<int64_t>());
       Tensor gy16 = native::to_dtype(ls::randn(y16.sizes()), ls::kBFloat16);
       Tensor gx16 = native::max_pool2d_backward(gy16, i16, x16.sizes());
       REQUIRE(gx16.dtype() == ls::kBFloat16);

@@ -1,0 +1,307 @@
+// core/native/fast/conv_bf16_direct.cpp — bfloat16 convolutions over one to three input channels,
+// as direct loops.
+//
+// Note [bf16 direct convolution for few input channels]
+// A network's first layer reads a grey or RGB image: C_in kH kW, the taps that
+// sum into one output, is 9 or 27, so the layer is cheap arithmetic on a large
+// output, and memory decides its speed. oneDNN 2.6 has no AMX kernel for it
+// (a 3x3 1 -> 32 layer runs jit_bf16:avx512_core_bf16 forward, writing the
+// blocked aBcd16b layout we then reorder to NCHW, and jit:amx backward-weights
+// reading an NHWC copy of the gradient): at batch 64, 28x28, one thread, the
+// Fashion-MNIST SmallCNN's first layer took 1.0 ms forward + 0.86 ms reorder,
+// and 0.67 ms of gradient reorder + 1.46 ms backward-weights. Here every pass
+// is a loop over NCHW planes in float32, with no reorder:
+//   forward          y[n, o] = b[o] + sum_(c, i, j) w[o, c, i, j] xpad[n, c](i.., j..)
+//   backward-weights dW[o, c, i, j] = sum_n <dy[n, o], xpad[n, c](i.., j..)>
+//   backward-data    dx[n, c] = sum_(o, i, j) w[o, c, i, j] dypad[n, o](kH-1-i.., kW-1-j..)
+// where xpad is the image widened to float32 with its zero padding written out
+// (so every tap is a plain shifted row, vectorised along the row), and dypad the
+// gradient padded by kH - 1 - pH, kW - 1 - pW (stride 1: the backward-data pass is
+// the full correlation with the flipped kernel). Each output plane accumulates
+// in a float32 buffer in cache, in tap order, and is rounded to bf16 once; dW
+// sums each image's dot products in double, images in order, so the result does
+// not depend on the thread count. Taken for stride 1, dilation 1, groups 1,
+// padding below the kernel size and C_in kH kW <= kMaxTaps;
+// LOCKSTEP_BF16_DIRECT_CONV=0 sends these layers to oneDNN (benchmarks).
+//
+// Read before: core/native/conv_bf16.h. Read next: core/native/fast/conv_bf16_weight_grad.cpp.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/native/bf16_rows.h"
+#include "core/native/conv_bf16.h"
+#include "core/native/native.h"
+#include "core/parallel.h"
+#include "core/profiler.h"
+
+namespace lockstep::native {
+
+namespace {
+
+constexpr int64_t kMaxTaps = 27;  // 3 x 3 over RGB
+constexpr int64_t kTapGroup = 4;  // weight-gradient taps summed in one pass over the gradient
+
+// A contiguous (N, C, H, W) bf16 or float32 tensor widened to float32 with
+// pad_h / pad_w zero rows and columns on each side, as a flat buffer of
+// N C (H + 2 pad_h)(W + 2 pad_w) values and `slack` zeros after them (the wide
+// loops below read a little past the last plane).
+Tensor padded_float(const Tensor& t, int64_t pad_h, int64_t pad_w, int64_t slack) {
+  const int64_t n = t.size(0), c = t.size(1), h = t.size(2), w = t.size(3);
+  const int64_t hp = h + 2 * pad_h, wp = w + 2 * pad_w;
+  Tensor out = zeros({n * c * hp * wp + slack}, kFloat32);
+  float* op = out.data_ptr<float>();
+  const bool bf16 = t.dtype() == kBFloat16;
+  const BFloat16* s16 = bf16 ? t.data_ptr<BFloat16>() : nullptr;
+  const float* s32 = bf16 ? nullptr : t.data_ptr<float>();
+  parallel_for(0, n * c, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t plane = lo; plane < hi; ++plane) {
+      for (int64_t y = 0; y < h; ++y) {
+        float* row = op + (plane * hp + y + pad_h) * wp + pad_w;
+        const int64_t at = (plane * h + y) * w;
+        if (bf16) {
+          widen_bf16(s16 + at, row, w);
+        } else {
+          std::copy_n(s32 + at, w, row);
+        }
+      }
+    }
+  });
+  return out;
+}
+
+// The wide form: an output plane (rows, cols) of a stride-1 correlation over a
+// padded plane `width` wide is computed at width columns per row, the last
+// width - cols of them junk that is never read out, so each tap is one
+// contiguous run of len = rows * width values instead of `rows` short rows (a
+// 28-wide row is one vector and a scalar tail of 12).
+
+// 16 float32 lanes (GCC / Clang vector extension: one AVX-512 register here, two
+// or four narrower ones elsewhere), loaded and stored unaligned.
+using Vec = float __attribute__((vector_size(64)));
+constexpr int64_t kLanes = 16;
+constexpr int64_t kVecs = 8;                // registers of a block
+constexpr int64_t kBlock = kVecs * kLanes;  // the wide planes are whole blocks long
+inline Vec load(const float* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, const Vec& v) { std::memcpy(p, &v, sizeof v); }
+
+// acc[q] = init + sum_t v[t] src[off[t] + q] for q < len (a multiple of kBlock),
+// taps in order; each block of kBlock outputs stays in kVecs registers across
+// the taps (eight independent FMA chains: enough to cover the FMA latency).
+inline void sum_taps(float* __restrict acc, const float* __restrict src, const int64_t* off,
+                     const float* v, int64_t taps, float init, int64_t len) {
+  for (int64_t q = 0; q < len; q += kBlock) {
+    Vec a[kVecs];
+#pragma GCC unroll 8
+    for (int64_t k = 0; k < kVecs; ++k) a[k] = Vec{} + init;
+    for (int64_t t = 0; t < taps; ++t) {
+      const float* s = src + off[t] + q;
+      const Vec w = Vec{} + v[t];
+#pragma GCC unroll 8
+      for (int64_t k = 0; k < kVecs; ++k) a[k] += w * load(s + k * kLanes);
+    }
+#pragma GCC unroll 8
+    for (int64_t k = 0; k < kVecs; ++k) store(acc + q + k * kLanes, a[k]);
+  }
+}
+
+// For the kTaps taps t < kTaps: out[t] = sum_q a[q] src[off[t] + q] over q < len
+// (a multiple of kBlock), as kLanes partial sums (lane k sums the q = k mod
+// kLanes). The taps share each load of `a`.
+template <int kTaps>
+void dot_taps(const float* __restrict a, const float* __restrict src, const int64_t* off,
+              int64_t len, Vec* out) {
+  Vec p[kTaps][2] = {};
+  for (int64_t q = 0; q < len; q += 2 * kLanes) {
+    const Vec a0 = load(a + q), a1 = load(a + q + kLanes);
+#pragma GCC unroll 4
+    for (int t = 0; t < kTaps; ++t) {
+      p[t][0] += a0 * load(src + off[t] + q);
+      p[t][1] += a1 * load(src + off[t] + q + kLanes);
+    }
+  }
+  for (int t = 0; t < kTaps; ++t) out[t] = p[t][0] + p[t][1];
+}
+
+// rows x cols of a wide plane (rows `width` apart, rows * width <= len) into a
+// dense bf16 or float32 plane. bf16 rounds the whole wide run at once into
+// `scratch` (len values: one contiguous vector loop, not rows of 28 with scalar
+// tails), then copies the rows out.
+template <class T>
+void write_dense(const float* wide, int64_t rows, int64_t cols, int64_t width, int64_t len,
+                 BFloat16* scratch, T* out) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    round_to_bf16(wide, scratch, len);
+    for (int64_t r = 0; r < rows; ++r) std::copy_n(scratch + r * width, cols, out + r * cols);
+  } else {
+    for (int64_t r = 0; r < rows; ++r) std::copy_n(wide + r * width, cols, out + r * cols);
+  }
+}
+
+// Where tap (c, i, j) of an image's window starts, from its padded image
+// (C_in planes of hp x wp): plane c, row i, column j.
+std::vector<int64_t> tap_offsets(const ConvGeometry& g, int64_t hp, int64_t wp) {
+  std::vector<int64_t> off(g.c_in * g.kh * g.kw);
+  for (int64_t t = 0; t < static_cast<int64_t>(off.size()); ++t) {
+    off[t] = ((t / (g.kh * g.kw)) * hp + (t / g.kw) % g.kh) * wp + t % g.kw;
+  }
+  return off;
+}
+
+}  // namespace
+
+bool conv_bf16_is_direct(const ConvGeometry& g) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("LOCKSTEP_BF16_DIRECT_CONV");
+    return v == nullptr || std::string(v) != "0";
+  }();
+  return enabled && g.groups == 1 && g.stride_h == 1 && g.stride_w == 1 && g.dil_h == 1 &&
+         g.dil_w == 1 && g.pad_h < g.kh && g.pad_w < g.kw && g.c_in * g.kh * g.kw <= kMaxTaps;
+}
+
+Tensor conv2d_bf16_direct_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
+                                  const Tensor& bias, ConvBf16SavedInput* saved) {
+  profiler::Scope prof("conv2d_bf16.direct_forward");
+  const Tensor xc = contiguous(x);
+  if (saved != nullptr) {  // a private bf16 copy: a later in-place change of x cannot reach it
+    const Tensor x16 = to_dtype(xc, kBFloat16);
+    *saved = ConvBf16SavedInput{Tensor(), x16.is_same(x) ? clone(x16) : x16};
+  }
+  const int64_t hp = g.h + 2 * g.pad_h, wp = g.w + 2 * g.pad_w;
+  const Tensor xp = padded_float(xc, g.pad_h, g.pad_w, g.kw + kBlock);  // (N, C_in, Hp, Wp), flat
+  const Tensor wf = contiguous(to_dtype(w, kFloat32));                  // (C_out, C_in kH kW)
+  const Tensor bf = bias.defined() ? contiguous(bias) : Tensor();
+  const int64_t taps = g.c_in * g.kh * g.kw;
+  const int64_t len = (g.oh * wp + kBlock - 1) / kBlock * kBlock;  // wide output plane (oH, Wp)
+  const std::vector<int64_t> off = tap_offsets(g, hp, wp);
+  Tensor y = empty({g.n, g.c_out, g.oh, g.ow}, kBFloat16);
+  const float* xpp = xp.data_ptr<float>();
+  const float* wfp = wf.data_ptr<float>();
+  const float* bp = bf.defined() ? bf.data_ptr<float>() : nullptr;
+  BFloat16* yp = y.data_ptr<BFloat16>();
+  parallel_for(0, g.n * g.c_out, 1, [&](int64_t lo, int64_t hi) {
+    std::vector<float> acc(len);
+    std::vector<BFloat16> rounded(len);
+    for (int64_t plane = lo; plane < hi; ++plane) {
+      const int64_t n = plane / g.c_out, o = plane % g.c_out;
+      sum_taps(acc.data(), xpp + n * g.c_in * hp * wp, off.data(), wfp + o * taps, taps,
+               bp != nullptr ? bp[o] : 0.0f, len);
+      write_dense(acc.data(), g.oh, g.ow, wp, len, rounded.data(), yp + plane * g.oh * g.ow);
+    }
+  });
+  return y;
+}
+
+std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_direct_backward(
+    const ConvGeometry& g, const Tensor& gy, const ConvBf16SavedInput& x, const Tensor& w,
+    ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias) {
+  const int64_t taps = g.c_in * g.kh * g.kw;
+  Tensor gx, gw, gb;
+  if (need_input) {
+    profiler::Scope prof("conv2d_bf16.direct_backward_data");
+    const int64_t eh = g.kh - 1 - g.pad_h, ew = g.kw - 1 - g.pad_w;
+    const int64_t hq = g.oh + 2 * eh, wq = g.ow + 2 * ew;           // the padded gradient plane
+    const int64_t len = (g.h * wq + kBlock - 1) / kBlock * kBlock;  // wide input plane (H, Wq)
+    // (N, C_out, H + kH - 1, W + kW - 1), flat
+    const Tensor gyp = padded_float(gy, eh, ew, g.kw + kBlock);
+    const Tensor wf = contiguous(to_dtype(w, kFloat32));
+    const int64_t taps_t = g.c_out * g.kh * g.kw;  // the transposed taps (o, i, j)
+    std::vector<int64_t> off(taps_t);  // tap (o, i, j) reads gradient plane o at the flipped (i, j)
+    std::vector<float> wt(g.c_in * taps_t);  // (C_in, C_out kH kW): w[o, c, i, j] at [c][o, i, j]
+    const float* wfp = wf.data_ptr<float>();
+    for (int64_t t = 0; t < taps_t; ++t) {
+      const int64_t o = t / (g.kh * g.kw), i = (t / g.kw) % g.kh, j = t % g.kw;
+      off[t] = (o * hq + g.kh - 1 - i) * wq + g.kw - 1 - j;
+      for (int64_t c = 0; c < g.c_in; ++c)
+        wt[c * taps_t + t] = wfp[((o * g.c_in + c) * g.kh + i) * g.kw + j];
+    }
+    const float* gpp = gyp.data_ptr<float>();
+    gx = empty({g.n, g.c_in, g.h, g.w}, gx_dtype);
+    parallel_for(0, g.n * g.c_in, 1, [&](int64_t lo, int64_t hi) {
+      std::vector<float> acc(len);
+      std::vector<BFloat16> rounded(len);
+      for (int64_t plane = lo; plane < hi; ++plane) {
+        const int64_t n = plane / g.c_in, c = plane % g.c_in;
+        sum_taps(acc.data(), gpp + n * g.c_out * hq * wq, off.data(), wt.data() + c * taps_t,
+                 taps_t, 0.0f, len);
+        if (gx_dtype == kBFloat16) {
+          write_dense(acc.data(), g.h, g.w, wq, len, rounded.data(),
+                      gx.data_ptr<BFloat16>() + plane * g.h * g.w);
+        } else {
+          write_dense(acc.data(), g.h, g.w, wq, len, rounded.data(),
+                      gx.data_ptr<float>() + plane * g.h * g.w);
+        }
+      }
+    });
+  }
+  if (need_weight || need_bias) {
+    profiler::Scope prof("conv2d_bf16.direct_backward_weights");
+    LS_CHECK(x.plain.defined() && !x.subsampled,
+             "conv2d_bf16_backward: the direct path needs its "
+             "saved image (this one was saved by another path)");
+    const int64_t hp = g.h + 2 * g.pad_h, wp = g.w + 2 * g.pad_w;
+    // The wide gradient plane (oH, Wp), rounded up to whole blocks; its junk is 0.
+    const int64_t len = (g.oh * wp + kBlock - 1) / kBlock * kBlock;
+    const Tensor xp = padded_float(contiguous(x.plain), g.pad_h, g.pad_w, g.kw + kBlock);
+    const float* xpp = xp.data_ptr<float>();
+    const BFloat16* gyp = gy.data_ptr<BFloat16>();
+    gw = empty({g.c_out, g.c_in, g.kh, g.kw}, kFloat32);
+    gb = empty({g.c_out}, kFloat32);
+    float* gwp = gw.data_ptr<float>();
+    float* gbp = gb.data_ptr<float>();
+    const std::vector<int64_t> off = tap_offsets(g, hp, wp);
+    const int64_t ohw = g.oh * g.ow;
+    parallel_for(0, g.c_out, 1, [&](int64_t lo, int64_t hi) {
+      std::vector<float> dense(ohw), dy(len, 0.0f);  // one gradient plane, dense and wide
+      // Per tap, kLanes partial sums in double: each image's float32 lane sums
+      // are added here, images in order (no per-image horizontal sum).
+      std::vector<double> lanes(taps * kLanes);
+      for (int64_t o = lo; o < hi; ++o) {
+        std::fill(lanes.begin(), lanes.end(), 0.0);
+        double bias_sum = 0.0;
+        for (int64_t n = 0; n < g.n; ++n) {
+          widen_bf16(gyp + (n * g.c_out + o) * ohw, dense.data(), ohw);
+          float plane_sum = 0.0f;
+#pragma omp simd reduction(+ : plane_sum)
+          for (int64_t p = 0; p < ohw; ++p) plane_sum += dense[p];
+          bias_sum += plane_sum;
+          for (int64_t r = 0; r < g.oh; ++r) {
+            std::copy_n(dense.data() + r * g.ow, g.ow, dy.data() + r * wp);
+          }
+          const float* image = xpp + n * g.c_in * hp * wp;
+          for (int64_t t = 0; t < taps; t += kTapGroup) {  // tap groups of 4, then the rest
+            Vec part[kTapGroup];
+            const int64_t m = std::min(kTapGroup, taps - t);
+            if (m == 4) dot_taps<4>(dy.data(), image, off.data() + t, len, part);
+            if (m == 3) dot_taps<3>(dy.data(), image, off.data() + t, len, part);
+            if (m == 2) dot_taps<2>(dy.data(), image, off.data() + t, len, part);
+            if (m == 1) dot_taps<1>(dy.data(), image, off.data() + t, len, part);
+            for (int64_t u = 0; u < m; ++u) {
+              double* lane = lanes.data() + (t + u) * kLanes;
+#pragma omp simd
+              for (int64_t k = 0; k < kLanes; ++k) lane[k] += part[u][k];
+            }
+          }
+        }
+        for (int64_t t = 0; t < taps; ++t) {
+          double sum = 0.0;
+          for (int64_t k = 0; k < kLanes; ++k) sum += lanes[t * kLanes + k];
+          gwp[o * taps + t] = static_cast<float>(sum);
+        }
+        gbp[o] = static_cast<float>(bias_sum);
+      }
+    });
+    if (!need_weight) gw = Tensor();
+    if (!need_bias) gb = Tensor();
+  }
+  return {gx, gw, gb};
+}
+
+}  // namespace lockstep::native
