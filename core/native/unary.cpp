@@ -14,8 +14,19 @@
 //   gelu(x)  = x * Phi(x),            Phi(x) = 0.5 * (1 + erf(x / sqrt(2)))
 //   gelu'(x) = Phi(x) + x * phi(x),   phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
 //
+// Note [bfloat16 ReLU on bits]
+// relu and relu_backward of contiguous bf16 tensors work on the stored 16-bit
+// patterns, 32 to a vector, with no widening: relu(x) is x or +0 (x < 0: sign
+// set, magnitude non-zero, not NaN), relu_backward(g, x) is g or +0 (x > 0: sign
+// clear, magnitude non-zero, not NaN). A NaN result is quieted (bit 6 set), as
+// rounding the float32 result would (BFloat16::round_bits), so both equal the
+// float32 op on the widened inputs, rounded once, bit for bit (tested in
+// tests/core/test_bf16_kernels.cpp). The bf16 passes of the SmallCNN's ReLUs ran
+// 2x faster so (0.98 -> 0.46 ms backward on (64, 32, 28, 28), 1 thread).
+//
 // Read before: core/native/elementwise.cpp. Read next: core/native/reduce.cpp.
 #include <cmath>
+#include <cstdint>
 #include <numbers>
 #include <type_traits>
 
@@ -23,6 +34,7 @@
 #include "core/native/cuda_dispatch.h"
 #include "core/native/native.h"
 #include "core/native/elementwise_rules.h"
+#include "core/parallel.h"
 
 namespace lockstep::native {
 
@@ -94,6 +106,42 @@ Tensor backward_input(const Tensor& grad, const Tensor& input, const char* op) {
   return to_dtype(input, grad.dtype());
 }
 
+// The pieces of a bf16 bit pattern (Note [bfloat16 ReLU on bits]).
+inline bool bf16_bits_nan(uint16_t b) { return (b & 0x7fffu) > 0x7f80u; }
+inline bool bf16_bits_nonzero_number(uint16_t b) { return (b & 0x7fffu) != 0 && !bf16_bits_nan(b); }
+inline uint16_t bf16_bits_quieted(uint16_t b) {
+  return bf16_bits_nan(b) ? static_cast<uint16_t>(b | 0x40u) : b;
+}
+
+Tensor relu_bf16_bits(const Tensor& a) {
+  Tensor out = empty(a.sizes(), kBFloat16);
+  const auto* x = reinterpret_cast<const uint16_t*>(a.data_ptr<BFloat16>());
+  auto* y = reinterpret_cast<uint16_t*>(out.data_ptr<BFloat16>());
+  parallel_for(0, a.numel(), detail::kGrain, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) {
+      const bool negative = (x[i] & 0x8000u) != 0 && bf16_bits_nonzero_number(x[i]);
+      y[i] = negative ? uint16_t{0} : bf16_bits_quieted(x[i]);
+    }
+  });
+  return out;
+}
+
+Tensor relu_backward_bf16_bits(const Tensor& grad, const Tensor& input) {
+  Tensor out = empty(grad.sizes(), kBFloat16);
+  const auto* g = reinterpret_cast<const uint16_t*>(grad.data_ptr<BFloat16>());
+  const auto* x = reinterpret_cast<const uint16_t*>(input.data_ptr<BFloat16>());
+  auto* y = reinterpret_cast<uint16_t*>(out.data_ptr<BFloat16>());
+  parallel_for(0, grad.numel(), detail::kGrain, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) {
+      const bool positive = (x[i] & 0x8000u) == 0 && bf16_bits_nonzero_number(x[i]);
+      y[i] = positive ? bf16_bits_quieted(g[i]) : uint16_t{0};
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
 const char* unary_op_name(UnaryOp op) {
@@ -118,6 +166,9 @@ Tensor unary(UnaryOp op, const Tensor& a) {
   LS_DISPATCH_CUDA(a, unary(op, a));
   const char* name = unary_op_name(op);
   check_defined(a, name);
+  if (op == UnaryOp::Relu && a.dtype() == kBFloat16 && a.is_contiguous()) {
+    return relu_bf16_bits(a);  // Note [bfloat16 ReLU on bits]
+  }
   Tensor out = empty(a.sizes(), a.dtype());
   if (is_integer_safe(op)) {
     LS_CHECK(!(op == UnaryOp::Neg && a.dtype() == kBool),
@@ -162,6 +213,9 @@ Tensor relu_backward(const Tensor& grad, const Tensor& input) {
   LS_DISPATCH_CUDA(grad, relu_backward(grad, input));
   LS_DISPATCH_CUDA(input, relu_backward(grad, input));
   const Tensor x = backward_input(grad, input, "relu_backward");
+  if (grad.dtype() == kBFloat16 && grad.is_contiguous() && x.is_contiguous()) {
+    return relu_backward_bf16_bits(grad, x);  // Note [bfloat16 ReLU on bits]
+  }
   Tensor out = empty(grad.sizes(), grad.dtype());
   dispatch_floating_bf16(grad.dtype(), "relu_backward", [&]<class S, class T>() {
     // The kink at x = 0 takes gradient 0, like PyTorch (threshold_backward).

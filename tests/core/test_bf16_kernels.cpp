@@ -305,6 +305,24 @@ TEST_CASE("bf16 elementwise: blocked contiguous runs and strided runs agree, NaN
     same_bits(blocked, nv::unary(op, at));
   }
   same_bits(nv::gelu_backward(g.bf16, a.bf16), nv::to_dtype(nv::gelu_backward(g.f32, a.f32), ls::kBFloat16));
+  {  // Note [bfloat16 ReLU on bits]: -0, +0, NaN in x and a NaN gradient, against float32
+    ls::Tensor x32 = nv::clone(a.f32), g32 = nv::clone(g.f32);
+    float* xp = x32.data_ptr<float>();
+    xp[10] = -0.0f;
+    xp[11] = 0.0f;
+    xp[12] = -std::numeric_limits<float>::quiet_NaN();
+    g32.data_ptr<float>()[20] = std::numeric_limits<float>::quiet_NaN();
+    xp[20] = 1.0f;
+    const ls::Tensor x16 = nv::to_dtype(x32, ls::kBFloat16), g16 = nv::to_dtype(g32, ls::kBFloat16);
+    same_bits(nv::unary(nv::UnaryOp::Relu, x16),
+              nv::to_dtype(nv::unary(nv::UnaryOp::Relu, nv::to_dtype(x16, ls::kFloat32)), ls::kBFloat16));
+    same_bits(nv::relu_backward(g16, x16),
+              nv::to_dtype(nv::relu_backward(nv::to_dtype(g16, ls::kFloat32),
+                                             nv::to_dtype(x16, ls::kFloat32)),
+                           ls::kBFloat16));
+    const ls::Tensor xt = nv::transpose(nv::contiguous(nv::transpose(x16, 0, 1)), 0, 1);
+    same_bits(nv::unary(nv::UnaryOp::Relu, xt), nv::unary(nv::UnaryOp::Relu, x16));  // strided loop
+  }
   same_bits(nv::binary(nv::BinaryOp::Mul, a.bf16, g.bf16),
             nv::to_dtype(nv::binary(nv::BinaryOp::Mul, a.f32, g.f32), ls::kBFloat16));
   same_bits(nv::binary(nv::BinaryOp::Mul, at, g.bf16), nv::binary(nv::BinaryOp::Mul, a.bf16, g.bf16));
