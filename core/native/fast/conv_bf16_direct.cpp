@@ -26,12 +26,11 @@
 //
 // Read before: core/native/conv_bf16.h. Read next: core/native/fast/conv_bf16_weight_grad.cpp.
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <type_traits>
 #include <vector>
 
+#include "core/env_flag.h"
 #include "core/native/bf16_rows.h"
 #include "core/native/conv_bf16.h"
 #include "core/native/native.h"
@@ -130,18 +129,17 @@ void dot_taps(const float* __restrict a, const float* __restrict src, const int6
   for (int t = 0; t < kTaps; ++t) out[t] = p[t][0] + p[t][1];
 }
 
-// rows x cols of a wide plane (rows `width` apart, rows * width <= len) into a
-// dense bf16 or float32 plane. bf16 rounds the whole wide run at once into
-// `scratch` (len values: one contiguous vector loop, not rows of 28 with scalar
-// tails), then copies the rows out.
+// rows x cols of a wide plane (rows `width` apart) into a dense bf16 or float32
+// plane, row by row (bf16: each row rounded straight into place, one full and
+// one masked AVX-512 step for a 28-wide row, Note [bfloat16 rows in AVX-512]).
 template <class T>
-void write_dense(const float* wide, int64_t rows, int64_t cols, int64_t width, int64_t len,
-                 BFloat16* scratch, T* out) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    round_to_bf16(wide, scratch, len);
-    for (int64_t r = 0; r < rows; ++r) std::copy_n(scratch + r * width, cols, out + r * cols);
-  } else {
-    for (int64_t r = 0; r < rows; ++r) std::copy_n(wide + r * width, cols, out + r * cols);
+void write_dense(const float* wide, int64_t rows, int64_t cols, int64_t width, T* out) {
+  for (int64_t r = 0; r < rows; ++r) {
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      round_to_bf16(wide + r * width, out + r * cols, cols);
+    } else {
+      std::copy_n(wide + r * width, cols, out + r * cols);
+    }
   }
 }
 
@@ -158,10 +156,7 @@ std::vector<int64_t> tap_offsets(const ConvGeometry& g, int64_t hp, int64_t wp) 
 }  // namespace
 
 bool conv_bf16_is_direct(const ConvGeometry& g) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("LOCKSTEP_BF16_DIRECT_CONV");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool enabled = env_flag("LOCKSTEP_BF16_DIRECT_CONV", true);
   return enabled && g.groups == 1 && g.stride_h == 1 && g.stride_w == 1 && g.dil_h == 1 &&
          g.dil_w == 1 && g.pad_h < g.kh && g.pad_w < g.kw && g.c_in * g.kh * g.kw <= kMaxTaps;
 }
@@ -188,12 +183,11 @@ Tensor conv2d_bf16_direct_forward(const ConvGeometry& g, const Tensor& x, const 
   BFloat16* yp = y.data_ptr<BFloat16>();
   parallel_for(0, g.n * g.c_out, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> acc(len);
-    std::vector<BFloat16> rounded(len);
     for (int64_t plane = lo; plane < hi; ++plane) {
       const int64_t n = plane / g.c_out, o = plane % g.c_out;
       sum_taps(acc.data(), xpp + n * g.c_in * hp * wp, off.data(), wfp + o * taps, taps,
                bp != nullptr ? bp[o] : 0.0f, len);
-      write_dense(acc.data(), g.oh, g.ow, wp, len, rounded.data(), yp + plane * g.oh * g.ow);
+      write_dense(acc.data(), g.oh, g.ow, wp, yp + plane * g.oh * g.ow);
     }
   });
   return y;
@@ -226,17 +220,14 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_direct_backward(
     gx = empty({g.n, g.c_in, g.h, g.w}, gx_dtype);
     parallel_for(0, g.n * g.c_in, 1, [&](int64_t lo, int64_t hi) {
       std::vector<float> acc(len);
-      std::vector<BFloat16> rounded(len);
       for (int64_t plane = lo; plane < hi; ++plane) {
         const int64_t n = plane / g.c_in, c = plane % g.c_in;
         sum_taps(acc.data(), gpp + n * g.c_out * hq * wq, off.data(), wt.data() + c * taps_t,
                  taps_t, 0.0f, len);
         if (gx_dtype == kBFloat16) {
-          write_dense(acc.data(), g.h, g.w, wq, len, rounded.data(),
-                      gx.data_ptr<BFloat16>() + plane * g.h * g.w);
+          write_dense(acc.data(), g.h, g.w, wq, gx.data_ptr<BFloat16>() + plane * g.h * g.w);
         } else {
-          write_dense(acc.data(), g.h, g.w, wq, len, rounded.data(),
-                      gx.data_ptr<float>() + plane * g.h * g.w);
+          write_dense(acc.data(), g.h, g.w, wq, gx.data_ptr<float>() + plane * g.h * g.w);
         }
       }
     });
@@ -259,7 +250,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_direct_backward(
     const std::vector<int64_t> off = tap_offsets(g, hp, wp);
     const int64_t ohw = g.oh * g.ow;
     parallel_for(0, g.c_out, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<float> dense(ohw), dy(len, 0.0f);  // one gradient plane, dense and wide
+      std::vector<float> dy(len, 0.0f);  // one gradient plane, wide: its junk columns stay 0
       // Per tap, kLanes partial sums in double: each image's float32 lane sums
       // are added here, images in order (no per-image horizontal sum).
       std::vector<double> lanes(taps * kLanes);
@@ -267,14 +258,14 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_direct_backward(
         std::fill(lanes.begin(), lanes.end(), 0.0);
         double bias_sum = 0.0;
         for (int64_t n = 0; n < g.n; ++n) {
-          widen_bf16(gyp + (n * g.c_out + o) * ohw, dense.data(), ohw);
+          const BFloat16* plane = gyp + (n * g.c_out + o) * ohw;
+          for (int64_t r = 0; r < g.oh; ++r) {
+            widen_bf16(plane + r * g.ow, dy.data() + r * wp, g.ow);
+          }
           float plane_sum = 0.0f;
 #pragma omp simd reduction(+ : plane_sum)
-          for (int64_t p = 0; p < ohw; ++p) plane_sum += dense[p];
+          for (int64_t p = 0; p < len; ++p) plane_sum += dy[p];
           bias_sum += plane_sum;
-          for (int64_t r = 0; r < g.oh; ++r) {
-            std::copy_n(dense.data() + r * g.ow, g.ow, dy.data() + r * wp);
-          }
           const float* image = xpp + n * g.c_in * hp * wp;
           for (int64_t t = 0; t < taps; t += kTapGroup) {  // tap groups of 4, then the rest
             Vec part[kTapGroup];

@@ -16,11 +16,10 @@
 // what the forward keeps for backward-weights; backward-data scatters into the
 // strided pixels of a zeroed dX.
 // Read before: core/native/conv_bf16.h, core/native/gemm_bf16.h.
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <vector>
 
+#include "core/env_flag.h"
 #include "core/native/conv_bf16.h"
 #include "core/native/gemm_bf16.h"
 #include "core/native/native.h"
@@ -31,10 +30,7 @@ namespace lockstep::native {
 
 bool conv_bf16_is_pointwise_gemm(const ConvGeometry& g) {
   // LOCKSTEP_BF16_1X1_GEMM=0 sends 1x1 layers to oneDNN's convolutions instead (benchmarks).
-  static const bool enabled = [] {
-    const char* v = std::getenv("LOCKSTEP_BF16_1X1_GEMM");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool enabled = env_flag("LOCKSTEP_BF16_1X1_GEMM", true);
   return enabled && g.kh == 1 && g.kw == 1 && g.pad_h == 0 && g.pad_w == 0 && g.groups == 1;
 }
 

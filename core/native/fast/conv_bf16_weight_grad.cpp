@@ -31,10 +31,9 @@
 // Read before: core/native/conv_bf16.h, core/native/fast/conv_bf16_pointwise.cpp.
 // Read next: core/native/gemm_bf16.h.
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
+#include "core/env_flag.h"
 #include "core/native/conv_bf16.h"
 #include "core/native/gemm_bf16.h"
 #include "core/native/native.h"
@@ -95,10 +94,7 @@ Tensor batch_columns(const ConvGeometry& g, const BFloat16* x) {
 }  // namespace
 
 bool conv_bf16_weight_grad_as_gemm(const ConvGeometry& g) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("LOCKSTEP_BF16_WGRAD_GEMM");
-    return v == nullptr || std::string(v) != "0";
-  }();
+  static const bool enabled = env_flag("LOCKSTEP_BF16_WGRAD_GEMM", true);
   const bool small_image = g.oh * g.ow <= kSmallImagePixels && g.c_in >= kManyChannels;
   const bool large_kernel_few_channels = g.c_in < kFewChannels && g.kh * g.kw > kSmallKernel;
   return enabled && g.groups == 1 && (small_image || large_kernel_few_channels);

@@ -1,0 +1,27 @@
+// core/env_flag.cpp — env_flag: an on/off switch from the environment.
+//
+// Read before: core/env_flag.h.
+#include "core/env_flag.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+
+namespace lockstep {
+
+bool env_flag(const char* name, bool default_value) {
+  const char* raw = std::getenv(name);
+  if (raw == nullptr || *raw == '\0') return default_value;
+  std::string v = raw;
+  std::transform(v.begin(), v.end(), v.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (v == "1" || v == "on" || v == "true") return true;
+  if (v == "0" || v == "off" || v == "false") return false;
+  throw Error(detail::str(name, " is '", raw, "'; expected 1 / on / true or 0 / off / false (or ",
+                          "unset for the default, ", default_value ? "on" : "off", ")"));
+}
+
+}  // namespace lockstep

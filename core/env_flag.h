@@ -1,0 +1,19 @@
+// core/env_flag.h — on/off switches read from environment variables.
+//
+// Several fast paths can be turned off for A/B benchmarks by an environment
+// variable (LOCKSTEP_BF16_DIRECT_CONV=0 and the like). env_flag reads such a
+// switch once, the same way for all of them: unset or empty gives the default;
+// 1 / on / true and 0 / off / false (any case) turn it on and off; any other
+// value is a mistake the user should hear about, so it throws an Error naming
+// the variable and the values it takes, instead of silently keeping the default.
+//
+// Read next: core/profiler.h (another switch read from the environment).
+#pragma once
+
+namespace lockstep {
+
+// The switch `name`, or `default_value` when the variable is unset or empty.
+// Throws lockstep::Error for a value that is neither on nor off.
+bool env_flag(const char* name, bool default_value);
+
+}  // namespace lockstep
