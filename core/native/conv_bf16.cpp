@@ -18,6 +18,8 @@
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
 #include "core/native/fast/onednn_engine.h"
+#include "core/native/fast/transpose_tiles.h"
+#include "core/parallel.h"
 #include "core/profiler.h"
 
 namespace lockstep::native {
@@ -44,9 +46,47 @@ void add_scratchpad(std::unordered_map<int, memory>& args, const memory::desc& d
   args.insert({DNNL_ARG_SCRATCHPAD, memory(desc, cpu_engine(), keep.raw_data())});
 }
 
+// Whether `d` is a plain 4-d layout `tag` of bf16 elements.
+bool is_bf16_layout(const memory::desc& d, memory::format_tag tag) {
+  return d.data_type() == dt::bf16 && d.dims().size() == 4 &&
+         d == memory::desc(d.dims(), dt::bf16, tag);
+}
+
+// dst = src for bf16 NCHW <-> NHWC (the layout oneDNN's AMX kernels take for
+// these layers), image by image as a (C, H W) <-> (H W, C) transpose in
+// registers (Note [Transposing in registers]): 2-4x oneDNN's jit:uni reorder,
+// e.g. (64, 32, 14, 14) 0.21 -> 0.06-0.09 ms, one thread. False for any other pair.
+bool reorder_channels_last(const memory& src, const memory& dst) {
+  const memory::desc sd = src.get_desc(), dd = dst.get_desc();
+  if (sd.dims() != dd.dims()) return false;
+  const bool to_nhwc = is_bf16_layout(sd, memory::format_tag::nchw) &&
+                       is_bf16_layout(dd, memory::format_tag::nhwc);
+  const bool to_nchw = is_bf16_layout(sd, memory::format_tag::nhwc) &&
+                       is_bf16_layout(dd, memory::format_tag::nchw);
+  if (!to_nhwc && !to_nchw) return false;
+  if (!detail::transpose_block_available(sizeof(BFloat16))) return false;
+  const memory::dims dims = sd.dims();
+  const int64_t n = dims[0], c = dims[1], hw = dims[2] * dims[3];
+  const auto* s = static_cast<const BFloat16*>(src.get_data_handle());
+  auto* d = static_cast<BFloat16*>(dst.get_data_handle());
+  parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const BFloat16* si = s + i * c * hw;
+      BFloat16* di = d + i * c * hw;
+      if (to_nhwc) {
+        detail::transpose_block(si, hw, di, c, hw, c, sizeof(BFloat16));  // d[p][ch] = s[ch][p]
+      } else {
+        detail::transpose_block(si, c, di, hw, c, hw, sizeof(BFloat16));  // d[ch][p] = s[p][ch]
+      }
+    }
+  });
+  return true;
+}
+
 // dst = src in dst's layout and type, one oneDNN reorder.
 void reorder(const memory& src, const memory& dst) {
   profiler::Scope prof("conv2d_bf16.reorder");
+  if (reorder_channels_last(src, dst)) return;
   const dnnl::reorder::primitive_desc pd(src, dst, user_scratchpad());
   std::unordered_map<int, memory> args{{DNNL_ARG_FROM, src}, {DNNL_ARG_TO, dst}};
   Tensor scratch;

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "core/native/elementwise_loop.h"
+#include "core/native/fast/transpose_tiles.h"
 #include "core/parallel.h"
 #include "core/shape.h"
 
@@ -82,6 +83,13 @@ void copy_transposed(const Tensor& dst, const Tensor& src, const IntList& src_st
       D* d = d0 + off[0];
       const auto* s = s0 + off[1];
       parallel_for(0, (rows + kTile - 1) / kTile, 4, [&](int64_t lo, int64_t hi) {
+        if constexpr (std::is_same_v<D, std::remove_cvref_t<decltype(*s)>> &&
+                      (sizeof(D) == 2 || sizeof(D) == 4)) {  // Note [Transposing in registers]
+          const int64_t r0 = lo * kTile, r1 = std::min(rows, hi * kTile);
+          if (detail::transpose_block(s + r0, ld, d + r0 * cols, cols, r1 - r0, cols, sizeof(D))) {
+            return;
+          }
+        }
         for (int64_t i0 = lo * kTile; i0 < std::min(rows, hi * kTile); i0 += kTile) {
           const int64_t i1 = std::min(rows, i0 + kTile);
           for (int64_t j0 = 0; j0 < cols; j0 += kTile) {

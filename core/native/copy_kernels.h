@@ -10,8 +10,9 @@
 //               or the conversion loop (a permuted view made contiguous: BERT's
 //               attention heads);
 //   Transposed  dst contiguous, src's last two dims swapped: 32 x 32 tiles read
-//               down the source's columns (each linear's cached bf16 W^T under
-//               autocast, 110M elements a BERT-base step);
+//               down the source's columns, or, when only bytes move (one dtype
+//               of 2 or 4 bytes), 16 x 16 tiles transposed in AVX-512 registers
+//               (Note [Transposing in registers], fast/transpose_tiles.cpp);
 //   Walk        anything else: the offset walk of for_each_offset, element by
 //               element — the reference the others are tested against
 //               (copy_reference_, tests/core/test_bf16_kernels.cpp).
