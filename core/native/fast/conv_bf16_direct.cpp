@@ -24,9 +24,23 @@
 // padding below the kernel size and C_in kH kW <= kMaxTaps;
 // LOCKSTEP_BF16_DIRECT_CONV=0 sends these layers to oneDNN (benchmarks).
 //
+// Note [bf16 direct weight gradient in pairs]
+// Where the CPU has AVX-512-BF16, the weight gradient's dot products read the
+// bf16 gradient and the padded bf16 image as they are and sum them with
+// vdpbf16ps: each lane adds two exact products (pixels 2i and 2i + 1 of a run
+// of 32) in float32, so the planes stay half the bytes, no widening pass runs
+// and there are half as many instructions. The sums are grouped as before
+// (per image, float32 lanes added into double lanes, images in order), so the
+// result still does not depend on the thread count; vdpbf16ps treats subnormal
+// inputs and results as zero, a difference far below the 1e-4 the test allows
+// against the float32 reference. Without the instruction the planes are float32.
+//
 // Read before: core/native/conv_bf16.h. Read next: core/native/fast/conv_bf16_weight_grad.cpp.
 #include <algorithm>
 #include <cstring>
+#if defined(__AVX512BF16__) || defined(__AVX512BW__)
+#include <immintrin.h>
+#endif
 #include <type_traits>
 #include <vector>
 
@@ -44,27 +58,30 @@ namespace {
 constexpr int64_t kMaxTaps = 27;  // 3 x 3 over RGB
 constexpr int64_t kTapGroup = 4;  // weight-gradient taps summed in one pass over the gradient
 
-// A contiguous (N, C, H, W) bf16 or float32 tensor widened to float32 with
-// pad_h / pad_w zero rows and columns on each side, as a flat buffer of
-// N C (H + 2 pad_h)(W + 2 pad_w) values and `slack` zeros after them (the wide
-// loops below read a little past the last plane).
-Tensor padded_float(const Tensor& t, int64_t pad_h, int64_t pad_w, int64_t slack) {
+// A contiguous (N, C, H, W) bf16 or float32 tensor as `out_dtype` (float32, or
+// bf16 from a bf16 tensor) with pad_h / pad_w zero rows and columns on each
+// side, as a flat buffer of N C (H + 2 pad_h)(W + 2 pad_w) values and `slack`
+// zeros after them (the wide loops below read a little past the last plane).
+Tensor padded(const Tensor& t, int64_t pad_h, int64_t pad_w, int64_t slack,
+              ScalarType out_dtype = kFloat32) {
   const int64_t n = t.size(0), c = t.size(1), h = t.size(2), w = t.size(3);
   const int64_t hp = h + 2 * pad_h, wp = w + 2 * pad_w;
-  Tensor out = zeros({n * c * hp * wp + slack}, kFloat32);
-  float* op = out.data_ptr<float>();
+  Tensor out = zeros({n * c * hp * wp + slack}, out_dtype);
   const bool bf16 = t.dtype() == kBFloat16;
   const BFloat16* s16 = bf16 ? t.data_ptr<BFloat16>() : nullptr;
   const float* s32 = bf16 ? nullptr : t.data_ptr<float>();
+  float* o32 = out_dtype == kFloat32 ? out.data_ptr<float>() : nullptr;
+  BFloat16* o16 = out_dtype == kFloat32 ? nullptr : out.data_ptr<BFloat16>();
   parallel_for(0, n * c, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t plane = lo; plane < hi; ++plane) {
       for (int64_t y = 0; y < h; ++y) {
-        float* row = op + (plane * hp + y + pad_h) * wp + pad_w;
-        const int64_t at = (plane * h + y) * w;
-        if (bf16) {
-          widen_bf16(s16 + at, row, w);
+        const int64_t row = (plane * hp + y + pad_h) * wp + pad_w, at = (plane * h + y) * w;
+        if (o16 != nullptr) {
+          std::copy_n(s16 + at, w, o16 + row);
+        } else if (bf16) {
+          widen_bf16(s16 + at, o32 + row, w);
         } else {
-          std::copy_n(s32 + at, w, row);
+          std::copy_n(s32 + at, w, o32 + row);
         }
       }
     }
@@ -129,6 +146,50 @@ void dot_taps(const float* __restrict a, const float* __restrict src, const int6
   for (int t = 0; t < kTaps; ++t) out[t] = p[t][0] + p[t][1];
 }
 
+#if defined(__AVX512BF16__)
+// dot_taps on bf16 planes (Note [bf16 direct weight gradient in pairs]): the
+// same sums, two products at a time per lane by vdpbf16ps, each product exact
+// in float32. len is a multiple of 64.
+template <int kTaps>
+void dot_taps(const BFloat16* __restrict a, const BFloat16* __restrict src, const int64_t* off,
+              int64_t len, Vec* out) {
+  __m512 p[kTaps][2];
+  for (int t = 0; t < kTaps; ++t) p[t][0] = p[t][1] = _mm512_setzero_ps();
+  for (int64_t q = 0; q < len; q += 64) {
+    const auto a0 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + q));
+    const auto a1 = reinterpret_cast<__m512bh>(_mm512_loadu_si512(a + q + 32));
+#pragma GCC unroll 4
+    for (int t = 0; t < kTaps; ++t) {
+      const BFloat16* s = src + off[t] + q;
+      p[t][0] = _mm512_dpbf16_ps(p[t][0], a0, reinterpret_cast<__m512bh>(_mm512_loadu_si512(s)));
+      p[t][1] =
+          _mm512_dpbf16_ps(p[t][1], a1, reinterpret_cast<__m512bh>(_mm512_loadu_si512(s + 32)));
+    }
+  }
+  for (int t = 0; t < kTaps; ++t) {
+    const __m512 sum = _mm512_add_ps(p[t][0], p[t][1]);
+    std::memcpy(&out[t], &sum, sizeof sum);
+  }
+}
+// The planes of the weight gradient: bf16 where vdpbf16ps exists.
+using WgradPlane = BFloat16;
+#else
+using WgradPlane = float;
+#endif
+
+// A bf16 gradient row into a wide plane of float32 (widened) or bf16 (copied).
+inline void place_row(const BFloat16* src, float* dst, int64_t m) { widen_bf16(src, dst, m); }
+inline void place_row(const BFloat16* src, BFloat16* dst, int64_t m) {
+#if defined(__AVX512BW__)
+  for (int64_t j = 0; j < m; j += 32) {  // masked: a 28-wide row is one step, no memmove call
+    const __mmask32 k = m - j >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << (m - j)) - 1u);
+    _mm512_mask_storeu_epi16(dst + j, k, _mm512_maskz_loadu_epi16(k, src + j));
+  }
+#else
+  std::copy_n(src, m, dst);
+#endif
+}
+
 // rows x cols of a wide plane (rows `width` apart) into a dense bf16 or float32
 // plane, row by row (bf16: each row rounded straight into place, one full and
 // one masked AVX-512 step for a 28-wide row, Note [bfloat16 rows in AVX-512]).
@@ -170,8 +231,8 @@ Tensor conv2d_bf16_direct_forward(const ConvGeometry& g, const Tensor& x, const 
     *saved = ConvBf16SavedInput{Tensor(), x16.is_same(x) ? clone(x16) : x16};
   }
   const int64_t hp = g.h + 2 * g.pad_h, wp = g.w + 2 * g.pad_w;
-  const Tensor xp = padded_float(xc, g.pad_h, g.pad_w, g.kw + kBlock);  // (N, C_in, Hp, Wp), flat
-  const Tensor wf = contiguous(to_dtype(w, kFloat32));                  // (C_out, C_in kH kW)
+  const Tensor xp = padded(xc, g.pad_h, g.pad_w, g.kw + kBlock);  // (N, C_in, Hp, Wp), flat
+  const Tensor wf = contiguous(to_dtype(w, kFloat32));            // (C_out, C_in kH kW)
   const Tensor bf = bias.defined() ? contiguous(bias) : Tensor();
   const int64_t taps = g.c_in * g.kh * g.kw;
   const int64_t len = (g.oh * wp + kBlock - 1) / kBlock * kBlock;  // wide output plane (oH, Wp)
@@ -204,7 +265,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_direct_backward(
     const int64_t hq = g.oh + 2 * eh, wq = g.ow + 2 * ew;           // the padded gradient plane
     const int64_t len = (g.h * wq + kBlock - 1) / kBlock * kBlock;  // wide input plane (H, Wq)
     // (N, C_out, H + kH - 1, W + kW - 1), flat
-    const Tensor gyp = padded_float(gy, eh, ew, g.kw + kBlock);
+    const Tensor gyp = padded(gy, eh, ew, g.kw + kBlock);
     const Tensor wf = contiguous(to_dtype(w, kFloat32));
     const int64_t taps_t = g.c_out * g.kh * g.kw;  // the transposed taps (o, i, j)
     std::vector<int64_t> off(taps_t);  // tap (o, i, j) reads gradient plane o at the flipped (i, j)
@@ -240,8 +301,10 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_direct_backward(
     const int64_t hp = g.h + 2 * g.pad_h, wp = g.w + 2 * g.pad_w;
     // The wide gradient plane (oH, Wp), rounded up to whole blocks; its junk is 0.
     const int64_t len = (g.oh * wp + kBlock - 1) / kBlock * kBlock;
-    const Tensor xp = padded_float(contiguous(x.plain), g.pad_h, g.pad_w, g.kw + kBlock);
-    const float* xpp = xp.data_ptr<float>();
+    using P = WgradPlane;  // Note [bf16 direct weight gradient in pairs]
+    const Tensor xp = padded(contiguous(x.plain), g.pad_h, g.pad_w, g.kw + kBlock,
+                             std::is_same_v<P, float> ? kFloat32 : kBFloat16);
+    const P* xpp = xp.data_ptr<P>();
     const BFloat16* gyp = gy.data_ptr<BFloat16>();
     gw = empty({g.c_out, g.c_in, g.kh, g.kw}, kFloat32);
     gb = empty({g.c_out}, kFloat32);
@@ -250,7 +313,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_direct_backward(
     const std::vector<int64_t> off = tap_offsets(g, hp, wp);
     const int64_t ohw = g.oh * g.ow;
     parallel_for(0, g.c_out, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<float> dy(len, 0.0f);  // one gradient plane, wide: its junk columns stay 0
+      std::vector<P> dy(len, P(0.0f));  // one gradient plane, wide: its junk columns stay 0
       // Per tap, kLanes partial sums in double: each image's float32 lane sums
       // are added here, images in order (no per-image horizontal sum).
       std::vector<double> lanes(taps * kLanes);
@@ -260,13 +323,13 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_direct_backward(
         for (int64_t n = 0; n < g.n; ++n) {
           const BFloat16* plane = gyp + (n * g.c_out + o) * ohw;
           for (int64_t r = 0; r < g.oh; ++r) {
-            widen_bf16(plane + r * g.ow, dy.data() + r * wp, g.ow);
+            place_row(plane + r * g.ow, dy.data() + r * wp, g.ow);
           }
           float plane_sum = 0.0f;
 #pragma omp simd reduction(+ : plane_sum)
-          for (int64_t p = 0; p < len; ++p) plane_sum += dy[p];
+          for (int64_t p = 0; p < ohw; ++p) plane_sum += static_cast<float>(plane[p]);
           bias_sum += plane_sum;
-          const float* image = xpp + n * g.c_in * hp * wp;
+          const P* image = xpp + n * g.c_in * hp * wp;
           for (int64_t t = 0; t < taps; t += kTapGroup) {  // tap groups of 4, then the rest
             Vec part[kTapGroup];
             const int64_t m = std::min(kTapGroup, taps - t);
