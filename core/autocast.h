@@ -38,6 +38,13 @@
 // tensor cores'); float16 autocast would need loss scaling, which bf16's float32
 // exponent range makes unnecessary.
 //
+// CUDA tensors follow the same table in a CUDA build: linear and conv2d record the
+// same nodes' GPU form (autograd/functions/autocast_ops_cuda.cpp) over cuBLAS
+// bf16 GEMMs and cuDNN bf16 convolutions, the other ops' CUDA kernels take bf16
+// (Note [Autocast on CUDA] in core/cuda/autocast_kernels.cu; one difference:
+// conv2d's weight gradient is rounded to bf16 before it is widened to float32).
+// The cast cache below works for tensors on any device.
+//
 // Read before: core/grad_mode.h, core/dtype.h. Read next: autograd/functions/autocast_ops.cpp.
 #pragma once
 
@@ -76,9 +83,10 @@ Tensor cached_cast(const Tensor& t, ScalarType dtype);
 
 // cached_cast(t, dtype) transposed into a contiguous (t.size(1), t.size(0))
 // tensor, cached per guard alike (its own entries, not counted by cache_size).
-// linear's forward reads its weight this way: a GEMM's B operand in its
-// row-major layout, not a transposed view, which the AMX GEMM reads from memory
-// about 2.7x slower in a BERT step (Note [Autocast casts inside the op]).
+// linear's forward reads its weight this way only with LOCKSTEP_BF16_LINEAR_WT_COPY=1
+// (A/B runs): by default the GEMM takes cached_cast's copy as a transposed
+// operand, which is as fast and saves the second cast (Note [linear's weight as a
+// transposed operand] in autograd/functions/autocast_ops.cpp).
 Tensor cached_cast_transposed(const Tensor& t, ScalarType dtype);
 
 // True when autocast is on and t is a floating tensor of another float dtype

@@ -13,7 +13,8 @@
 # test_distributed + bench_step + bench_ddp (240), ctest -L gpu -j 8 (100), then per
 # model (resnet50 b64 224, bert b32x128): bench_step --device cuda (50) and
 # bench/torch_step_cuda.py (50); with GPU_CHECK_BF16=1 also PyTorch under bf16 autocast
-# (lockstep has no autocast yet, so that row has no lockstep number). Finally bench_ddp
+# (lockstep's CUDA autocast is tested by ctest -L gpu, test_cuda_autocast.cpp, but not timed
+# here, so that row has no lockstep number). Finally bench_ddp
 # --backend nccl, world 1 (45). Over everything a budget (BUDGET, default 465 s): a stage
 # gets at most what is left of it, and one that would get under 15 s is skipped, so the
 # script ends inside 8 minutes whatever hangs. A rerun reuses BUILD_DIR (incremental).

@@ -10,18 +10,33 @@
 // cast cache of core/autocast.h) to bf16 and runs the bf16 kernel; backward
 // returns dX in x's own dtype and dW, db in float32 straight from the float32
 // accumulators of the bf16 GEMM / convolution. The node saves only the bf16
-// copies (half the bytes of the float32 operands). linear's forward reads W^T
-// as its own cached row-major copy (autocast::cached_cast_transposed), since
-// the AMX GEMM reads a transposed B operand from memory far slower; backward's
-// dX = G W reads W's cached copy as it is.
+// copies (half the bytes of the float32 operands). linear's forward hands the
+// GEMM W's bf16 copy as a transposed B operand, and backward's dX = G W reads
+// the same copy as it is: one cast of W per guard.
+//
+// Note [linear's weight as a transposed operand]
+// Until 2026-12-03 the forward read W^T from a second cached copy, transposed
+// while cast (autocast::cached_cast_transposed), after a loaded-machine BERT
+// step had run the transposed operand ~2.7x slower. Measured again (one
+// thread, oneDNN 2.6, min of 10 calls), oneDNN's AMX matmul takes a transposed
+// B as fast as a row-major one at every shape of BERT-base and the SmallCNN
+// (M = 64 and 1024 rows: 0.9-1.05x; the 30522-wide MLM decoder 0.57x), while
+// the transposing cast costs 0.7-1.2 ms for a 768 x 768 weight and 71 ms for the
+// decoder, every step. Dropping the copy: BERT-base bf16 forward 1553 -> 931 ms
+// and 1867 -> 1223 ms in two A/B pairs (loaded machine), peak RSS -250 MB;
+// Fashion-MNIST bf16 3791 -> 4475 and 2813 -> 4838 examples/s; the results are
+// bit-identical. LOCKSTEP_BF16_LINEAR_WT_COPY=1 brings the copy back (A/B runs).
 //
 //   linear   y (*, out) bf16 = x (*, in) W^T (in, out) + b     dX = G W      (*, in)
 //                                                              dW = G^T X    (out, in) f32
 //                                                              db = sum_rows G (out)   f32
 //   conv2d   y (N, C_out, oH, oW) bf16                         see core/native/conv_bf16.h
 //
+// CUDA tensors take the same nodes' GPU form: autocast_ops_cuda.cpp (Note
+// [Autocast on CUDA] in core/cuda/autocast_kernels.cu).
+//
 // Read before: autograd/functions/autocast_ops.h, core/native/gemm_bf16.h,
-// core/native/conv_bf16.h. Read next: autograd/functions/linear.cpp.
+// core/native/conv_bf16.h. Read next: autograd/functions/autocast_ops_cuda.cpp.
 #include "autograd/functions/autocast_ops.h"
 
 #include <algorithm>
@@ -32,6 +47,7 @@
 #include "core/native/gemm_bf16.h"
 #include "core/native/linear_rules.h"
 #include "core/native/nn_kernels.h"
+#include "core/env_flag.h"
 #include "core/grad_mode.h"
 #include "core/profiler.h"
 
@@ -39,8 +55,14 @@ namespace lockstep::autograd {
 
 namespace {
 
+// CPU tensors, and CUDA ones in a CUDA build (Note [Autocast on CUDA]).
 bool eligible(const Tensor& t) {
-  return t.defined() && t.is_floating_point() && t.dtype() != kFloat64 && t.device().is_cpu();
+#if LOCKSTEP_WITH_CUDA
+  const bool on_device = t.device().is_cpu() || t.device().is_cuda();
+#else
+  const bool on_device = t.device().is_cpu();
+#endif
+  return t.defined() && t.is_floating_point() && t.dtype() != kFloat64 && on_device;
 }
 
 // A gradient computed in float32 for an input of `dtype`.
@@ -118,6 +140,15 @@ bool autocast_applies(std::initializer_list<const Tensor*> operands) {
   for (const Tensor* t : operands) {
     if (t->defined() && !eligible(*t)) return false;
   }
+#if LOCKSTEP_WITH_CUDA
+  // Operands on two devices: the plain op reports it (its device check names both).
+  const Tensor* first = nullptr;
+  for (const Tensor* t : operands) {
+    if (!t->defined()) continue;
+    if (first != nullptr && t->device() != first->device()) return false;
+    first = t;
+  }
+#endif
   return true;
 }
 
@@ -130,6 +161,9 @@ Tensor bf16_input(const Tensor& t) {
 }
 
 Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+#if LOCKSTEP_WITH_CUDA
+  if (input.defined() && input.device().is_cuda()) return linear_autocast_cuda(input, weight, bias);
+#endif
   profiler::Scope prof("linear_bf16");
   LS_CHECK(input.defined() && weight.defined(), "linear: input and weight must be defined tensors");
   const Tensor x16 = native::contiguous(autocast::cached_cast(input, kBFloat16));  // (*, in)
@@ -143,10 +177,18 @@ Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& 
   sizes.back() = out;
   Tensor y = native::empty(sizes, kBFloat16);  // (*, out)
   const Tensor b = bias.defined() ? native::contiguous(b16) : Tensor();  // (out), added in the GEMM's sum
-  const Tensor wt16 = autocast::cached_cast_transposed(weight, kBFloat16);  // (in, out)
-  native::gemm_bf16<BFloat16>(false, false, m, out, in, x16.data_ptr<BFloat16>(), in,
-                              wt16.data_ptr<BFloat16>(), out, 0.0f, y.data_ptr<BFloat16>(), out,
-                              b.defined() ? b.data_ptr<BFloat16>() : nullptr);
+  // Note [linear's weight as a transposed operand]
+  static const bool copy_transposed = env_flag("LOCKSTEP_BF16_LINEAR_WT_COPY", false);
+  if (copy_transposed) {
+    const Tensor wt16 = autocast::cached_cast_transposed(weight, kBFloat16);  // (in, out)
+    native::gemm_bf16<BFloat16>(false, false, m, out, in, x16.data_ptr<BFloat16>(), in,
+                                wt16.data_ptr<BFloat16>(), out, 0.0f, y.data_ptr<BFloat16>(), out,
+                                b.defined() ? b.data_ptr<BFloat16>() : nullptr);
+  } else {
+    native::gemm_bf16<BFloat16>(false, true, m, out, in, x16.data_ptr<BFloat16>(), in,
+                                w16.data_ptr<BFloat16>(), in, 0.0f, y.data_ptr<BFloat16>(), out,
+                                b.defined() ? b.data_ptr<BFloat16>() : nullptr);
+  }
   if (compute_requires_grad({input, weight, bias})) {
     auto node = std::make_shared<LinearAutocastBackward>();
     node->input_dtype = input.dtype();
@@ -162,6 +204,11 @@ Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& 
 Tensor conv2d_autocast(const Tensor& input, const Tensor& weight, const Tensor& bias,
                        const IntList& stride, const IntList& padding, const IntList& dilation,
                        int64_t groups) {
+#if LOCKSTEP_WITH_CUDA
+  if (input.defined() && input.device().is_cuda()) {
+    return conv2d_autocast_cuda(input, weight, bias, stride, padding, dilation, groups);
+  }
+#endif
   profiler::Scope prof("conv2d_bf16");
   LS_CHECK(input.defined() && weight.defined(), "conv2d: input and weight must be defined tensors");
   // float32 and bf16 inputs go to the kernel as they are (it converts while it

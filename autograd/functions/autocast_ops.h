@@ -5,7 +5,7 @@
 // and the float32 ops convert their bf16 inputs with float_input(). Outside a
 // guard every function here is a no-op test.
 // Read before: core/autocast.h, autograd/functions/functions.h.
-// Read next: autograd/functions/autocast_ops.cpp.
+// Read next: autograd/functions/autocast_ops.cpp, autograd/functions/autocast_ops_cuda.cpp.
 #pragma once
 
 #include "core/autocast.h"
@@ -14,8 +14,8 @@
 namespace lockstep::autograd {
 
 // True when autocast is on and these operands are ones the policy converts:
-// defined floating CPU tensors other than float64 (gradcheck's dtype is never
-// autocast), at least one of them not already bfloat16 or all of them bf16.
+// defined floating tensors other than float64 (gradcheck's dtype is never
+// autocast) on the CPU, or on a GPU in a CUDA build.
 bool autocast_applies(std::initializer_list<const Tensor*> operands);
 
 // A float32 op's input under autocast: t.to(kFloat32) when autocast is on and
@@ -31,5 +31,14 @@ Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& 
 Tensor conv2d_autocast(const Tensor& input, const Tensor& weight, const Tensor& bias,
                        const IntList& stride, const IntList& padding, const IntList& dilation,
                        int64_t groups);
+
+#if LOCKSTEP_WITH_CUDA
+// Their forms for CUDA tensors (autocast_ops_cuda.cpp; Note [Autocast on CUDA] in
+// core/cuda/autocast_kernels.cu): linear_autocast and conv2d_autocast call these.
+Tensor linear_autocast_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias);
+Tensor conv2d_autocast_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                            const IntList& stride, const IntList& padding,
+                            const IntList& dilation, int64_t groups);
+#endif
 
 }  // namespace lockstep::autograd

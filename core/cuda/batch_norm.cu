@@ -332,6 +332,33 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
   return {grad_input, grad_weight, grad_bias};
 }
 
+// A bf16 input: Note [bf16 nn ops through float32] (nn_util.h); the CPU's contract
+// (Note [bfloat16 batch norm]): bf16 out and dx, float32 statistics and dw, db.
+std::tuple<Tensor, Tensor, Tensor> forward_entry(const Tensor& input, const Tensor& weight,
+                                                 const Tensor& bias, const Tensor& running_mean,
+                                                 const Tensor& running_var, bool training,
+                                                 double momentum, double eps, bool relu,
+                                                 const char* op) {
+  auto [out, mean, invstd] = forward_impl(nn_detail::widened(input), weight, bias, running_mean,
+                                          running_var, training, momentum, eps, relu, op);
+  return {nn_detail::is_bf16(input) ? nn_detail::to_bf16(out) : out, mean, invstd};  // f32 stats
+}
+
+std::tuple<Tensor, Tensor, Tensor> backward_entry(const Tensor& grad_output, const Tensor& input,
+                                                  const Tensor& weight, const Tensor& save_mean,
+                                                  const Tensor& save_invstd,
+                                                  const Tensor& relu_output, bool training,
+                                                  bool need_input, bool need_weight,
+                                                  bool need_bias, const char* op) {
+  const bool bf16 = nn_detail::is_bf16(input);
+  LS_CHECK(!bf16 || nn_detail::is_bf16(grad_output), op, ": grad_output must be bfloat16, as "
+           "the input is; convert it with .to(ls::kBFloat16)");
+  auto [dx, dw, db] = backward_impl(
+      nn_detail::widened(grad_output), nn_detail::widened(input), weight, save_mean, save_invstd,
+      nn_detail::widened(relu_output), training, need_input, need_weight, need_bias, op);
+  return {bf16 ? nn_detail::to_bf16(dx) : dx, dw, db};  // dx (N, C, *) bf16; dw, db (C) f32
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const Tensor& weight,
@@ -339,7 +366,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const
                                                       const Tensor& running_mean,
                                                       const Tensor& running_var, bool training,
                                                       double momentum, double eps) {
-  return forward_impl(input, weight, bias, running_mean, running_var, training, momentum, eps,
+  return forward_entry(input, weight, bias, running_mean, running_var, training, momentum, eps,
                       false, "batch_norm");
 }
 
@@ -348,14 +375,14 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_forward(const Tensor& input,
                                                            const Tensor& running_mean,
                                                            const Tensor& running_var, bool training,
                                                            double momentum, double eps) {
-  return forward_impl(input, weight, bias, running_mean, running_var, training, momentum, eps, true,
+  return forward_entry(input, weight, bias, running_mean, running_var, training, momentum, eps, true,
                       "batch_norm_relu");
 }
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
     const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
     const Tensor& save_invstd, bool training, bool need_input, bool need_weight, bool need_bias) {
-  return backward_impl(grad_output, input, weight, save_mean, save_invstd, Tensor(), training,
+  return backward_entry(grad_output, input, weight, save_mean, save_invstd, Tensor(), training,
                        need_input, need_weight, need_bias, "batch_norm_backward");
 }
 
@@ -366,7 +393,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(
   LS_CHECK(output.defined(),
            "batch_norm_relu_backward: output is an undefined tensor; pass the "
            "tensor batch_norm_relu_forward returned");
-  return backward_impl(grad_output, input, weight, save_mean, save_invstd, output, training,
+  return backward_entry(grad_output, input, weight, save_mean, save_invstd, output, training,
                        need_input, need_weight, need_bias, "batch_norm_relu_backward");
 }
 

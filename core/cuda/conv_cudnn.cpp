@@ -26,6 +26,10 @@
 // cores), so they match the CPU reference to float32 rounding, as PyTorch with
 // allow_tf32 = False; LOCKSTEP_CUDA_TF32=1 lets cuDNN pick TF32 kernels.
 // float64 is supported by cuDNN's FMA kernels, which makes gradcheck possible.
+// bfloat16 (conv2d under autocast, core/cuda/autocast_kernels.cu) uses bf16
+// tensor and filter descriptors with a float32 compute type (cuDNN's
+// PSEUDO_BFLOAT16 configuration: float32 accumulation, each output rounded
+// once) and may run on the tensor cores (CUDNN_TENSOR_OP_MATH).
 //
 // Read before: core/native/conv.cpp (the geometry checks, shared through
 // native::make_conv_geometry), core/cuda/nn_util.h. Read next: core/cuda/pool.cu.
@@ -107,13 +111,14 @@ int to_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// The math mode a float32 / float64 pass may use (see the file header).
+// The math mode a float32 / float64 / bfloat16 pass may use (see the file header).
 bool math_allowed(cudnnDataType_t type, cudnnMathType_t math) {
-  if (type == CUDNN_DATA_DOUBLE || nn_detail::tf32_enabled()) return true;
+  if (type != CUDNN_DATA_FLOAT || nn_detail::tf32_enabled()) return true;
   return math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
 }
 
 cudnnMathType_t base_math(cudnnDataType_t type) {
+  if (type == CUDNN_DATA_BFLOAT16) return CUDNN_TENSOR_OP_MATH;
   return type == CUDNN_DATA_FLOAT && !nn_detail::tf32_enabled() ? CUDNN_FMA_MATH
                                                                 : CUDNN_DEFAULT_MATH;
 }
@@ -148,7 +153,14 @@ Plan& plan_for(const native::ConvGeometry& g, ScalarType dtype, Device device) {
   if (it != plans().end()) return *it->second;
   auto plan = std::make_unique<Plan>();
   Plan& p = *plan;
-  p.type = dtype == kFloat64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
+  LS_CHECK(dtype == kFloat32 || dtype == kFloat64 || dtype == kBFloat16, "conv2d (cuDNN): ",
+           "expected float32, float64 or bfloat16 tensors but got ", dtype_name(dtype),
+           "; convert with .to(ls::kFloat32)");
+  p.type = dtype == kFloat64    ? CUDNN_DATA_DOUBLE
+           : dtype == kBFloat16 ? CUDNN_DATA_BFLOAT16
+                                : CUDNN_DATA_FLOAT;
+  // bf16 data accumulates in float32; the other types in their own.
+  const cudnnDataType_t compute = p.type == CUDNN_DATA_BFLOAT16 ? CUDNN_DATA_FLOAT : p.type;
   LS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.x));
   LS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.y));
   LS_CUDNN_CHECK(cudnnCreateTensorDescriptor(&p.bias));
@@ -169,7 +181,7 @@ Plan& plan_for(const native::ConvGeometry& g, ScalarType dtype, Device device) {
     LS_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
         *c, to_int(g.pad_h, "pad_h"), to_int(g.pad_w, "pad_w"), to_int(g.stride_h, "stride_h"),
         to_int(g.stride_w, "stride_w"), to_int(g.dil_h, "dil_h"), to_int(g.dil_w, "dil_w"),
-        CUDNN_CROSS_CORRELATION, p.type));
+        CUDNN_CROSS_CORRELATION, compute));
     LS_CUDNN_CHECK(cudnnSetConvolutionGroupCount(*c, to_int(g.groups, "groups")));
     LS_CUDNN_CHECK(cudnnSetConvolutionMathType(*c, base_math(p.type)));
   }

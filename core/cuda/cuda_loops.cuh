@@ -79,6 +79,32 @@ decltype(auto) dev_dispatch_floating(ScalarType t, const char* op, F&& fn) {
 template <class T>
 inline constexpr bool is_16bit_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 
+// Note [16-bit elements computed in float]
+// bfloat16 is a storage type: a kernel reads it, computes in a float register
+// and rounds once when it stores, as the CPU's bf16 loops do (Note [bfloat16
+// elementwise] in core/native/elementwise_loop.h; Note [Autocast policy] in
+// core/autocast.h). dev_dispatch_compute calls fn.template operator()<S, C>()
+// with S the element type as stored and C the type the functor computes in:
+// C = S for the computing dtypes, float for bfloat16. Functors written for C then
+// run on bf16 tensors through Widened1/2 and WidenedWhere below, which convert
+// each operand S -> C and the result C -> S. float16 stays storage-only (convert
+// it first), as on the CPU.
+template <class S>
+using compute_t = std::conditional_t<is_16bit_v<S>, float, S>;
+
+template <class F>
+decltype(auto) dev_dispatch_compute(ScalarType t, const char* op, F&& fn) {
+  if (t == kBFloat16) return fn.template operator()<__nv_bfloat16, float>();
+  return dev_dispatch(t, op, [&]<class T>() { return fn.template operator()<T, T>(); });
+}
+
+// The floating dtypes and bfloat16, as dev_dispatch_compute.
+template <class F>
+decltype(auto) dev_dispatch_floating_compute(ScalarType t, const char* op, F&& fn) {
+  if (t == kBFloat16) return fn.template operator()<__nv_bfloat16, float>();
+  return dev_dispatch_floating(t, op, [&]<class T>() { return fn.template operator()<T, T>(); });
+}
+
 template <class T>
 __device__ __forceinline__ float to_float(T v) {
   if constexpr (std::is_same_v<T, __half>) {
@@ -106,6 +132,44 @@ __device__ __forceinline__ D convert(S v) {
     return static_cast<D>(v);
   }
 }
+
+// F (computing in C = compute_t<S>) applied to operands stored as S, its result
+// stored as R (S unless the functor returns bool or another type) — see
+// Note [16-bit elements computed in float]. With S == C they are F itself.
+template <class S, class F>
+struct Widened1 {
+  F f;
+  template <class A>
+  __device__ auto operator()(A a) const {
+    return store(f(convert<compute_t<S>>(a)));
+  }
+  template <class V>
+  __device__ static auto store(V v) {
+    if constexpr (std::is_same_v<V, compute_t<S>>) {
+      return convert<S>(v);
+    } else {
+      return v;
+    }
+  }
+};
+
+template <class S, class F>
+struct Widened2 {
+  F f;
+  template <class A, class B>
+  __device__ auto operator()(A a, B b) const {
+    return Widened1<S, F>::store(f(convert<compute_t<S>>(a), convert<compute_t<S>>(b)));
+  }
+};
+
+// The condition of where stays bool; the two values are widened.
+template <class S, class F>
+struct WidenedWhere {
+  F f;
+  __device__ S operator()(bool c, S a, S b) const {
+    return convert<S>(f(c, convert<compute_t<S>>(a), convert<compute_t<S>>(b)));
+  }
+};
 
 // The first element of t, typed for device code (no host access happens).
 template <class T>

@@ -10,6 +10,7 @@
 // Note [CUDA nn kernel conventions] in core/cuda/nn_util.h):
 //   gemm_cublas.cpp   gemm_device, mm, bmm, matmul, linear_forward/_backward (cuBLAS)
 //   conv_cudnn.cpp    conv2d_forward/_backward (cuDNN)
+//   autocast_kernels.cu  linear/conv2d_autocast_forward/_backward (bf16, autocast)
 //   pool.cu           max_pool2d, adaptive_avg_pool2d
 //   batch_norm.cu     batch_norm(_relu)_forward/_backward
 //   layer_norm.cu     layer_norm_forward/_backward
@@ -35,6 +36,13 @@ template <class T>
 void gemm_device(Device device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                  T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
                  int64_t ldc);
+// The same on bfloat16 operands with float32 accumulation (core/native/gemm_bf16.h's
+// contract, alpha = 1, no bias): C is float or BFloat16, rounded once.
+template <class Out>
+void gemm_bf16_device(Device device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                      const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb, float beta,
+                      Out* c, int64_t ldc);
+// mm, bmm and matmul take float32, float64 or bfloat16 (bf16 out, float32 sums).
 Tensor mm(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor matmul(const Tensor& a, const Tensor& b);
@@ -52,6 +60,28 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, co
                                                    const IntList& padding, const IntList& dilation,
                                                    int64_t groups, bool need_input,
                                                    bool need_weight, bool need_bias);
+
+// ---- linear and conv2d under autocast (autocast_kernels.cu, Note [Autocast on CUDA]) ----
+// No CPU twin: autograd/functions/autocast_ops_cuda.cpp calls these directly.
+// linear: x16 (*, in), w16 (out, in), b16 (out) or undefined, all bf16 -> y (*, out) bf16.
+Tensor linear_autocast_forward(const Tensor& x16, const Tensor& w16, const Tensor& b16);
+// grad_output (*, out) (converted to bf16) -> dx (*, in) in dx_dtype, dw (out, in) and
+// db (out) float32.
+std::tuple<Tensor, Tensor, Tensor> linear_autocast_backward(const Tensor& grad_output,
+                                                            const Tensor& x16, const Tensor& w16,
+                                                            ScalarType dx_dtype, bool need_input,
+                                                            bool need_weight, bool need_bias);
+// conv2d: x16 (N, C_in, H, W) and w16 bf16, bias32 (C_out) float32 or undefined
+// -> y (N, C_out, oH, oW) bf16.
+Tensor conv2d_autocast_forward(const Tensor& x16, const Tensor& w16, const Tensor& bias32,
+                               const IntList& stride, const IntList& padding,
+                               const IntList& dilation, int64_t groups);
+// grad_output (converted to bf16) -> dx in dx_dtype, dw float32 (computed in bf16 by
+// cuDNN, widened), db (C_out) float32.
+std::tuple<Tensor, Tensor, Tensor> conv2d_autocast_backward(
+    const Tensor& grad_output, const Tensor& x16, const Tensor& w16, const IntList& stride,
+    const IntList& padding, const IntList& dilation, int64_t groups, ScalarType dx_dtype,
+    bool need_input, bool need_weight, bool need_bias);
 
 // ---- pooling (pool.cu) ----
 std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList& kernel_size,

@@ -68,6 +68,10 @@ std::tuple<Tensor, Tensor> dropout_forward(const Tensor& input, double p) {
   LS_CHECK(input.defined(), op, ": input is an undefined tensor");
   check_p(p, op);
   nn_detail::check_on_device(op, input, {});
+  if (nn_detail::is_bf16(input)) {  // Note [bf16 nn ops through float32]: the same mask
+    auto [out, mask] = dropout_forward(nn_detail::widened(input), p);
+    return {nn_detail::to_bf16(out), mask};
+  }
   LS_CHECK(input.dtype() == kFloat32 || input.dtype() == kFloat64, op,
            ": expected a float32 or float64 input on CUDA, got ", dtype_name(input.dtype()));
   uint64_t key;
@@ -103,6 +107,9 @@ Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p)
   LS_CHECK(mask.dtype() == kBool && mask.sizes() == grad_output.sizes(), op, ": mask ",
            mask.shape_str(), " (", dtype_name(mask.dtype()), ") must be a bool tensor of shape ",
            grad_output.shape_str());
+  if (nn_detail::is_bf16(grad_output)) {  // Note [bf16 nn ops through float32]
+    return nn_detail::to_bf16(dropout_backward(nn_detail::widened(grad_output), mask, p));
+  }
   LS_CHECK(grad_output.dtype() == kFloat32 || grad_output.dtype() == kFloat64, op,
            ": expected a float32 or float64 grad_output on CUDA, got ",
            dtype_name(grad_output.dtype()));

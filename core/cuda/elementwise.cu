@@ -5,7 +5,9 @@
 // whose file comment states them); only the element loop differs: one
 // map1/map2/map3 launch (Note [CUDA strided loops]) with a functor that switches
 // on the op at run time (the switch is uniform across a warp, and it keeps the
-// number of kernel instantiations, and so nvcc's build time, down).
+// number of kernel instantiations, and so nvcc's build time, down). bfloat16
+// operands compute in float and round once (Note [16-bit elements computed in
+// float] in cuda_loops.cuh), as the CPU's loops do.
 // Read before: core/cuda/cuda_loops.cuh, core/native/elementwise.cpp.
 // Read next: core/cuda/unary.cu.
 #include <cmath>
@@ -148,8 +150,8 @@ Tensor scalar_op(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
   const ScalarType dtype = scalar_result_dtype(op, a.dtype(), s);
   const Tensor x = to_dtype(a, dtype);
   Tensor out = native::empty(a.sizes(), dtype, a.device());
-  dev_dispatch(dtype, name, [&]<class T>() {
-    map1<T, T>(out, x, ScalarFn<T>{op, scalar_as<T>(s), scalar_first}, name);
+  dev_dispatch_compute(dtype, name, [&]<class S, class C>() {
+    map1<S, S>(out, x, Widened1<S, ScalarFn<C>>{{op, scalar_as<C>(s), scalar_first}}, name);
   });
   return out;
 }
@@ -165,7 +167,9 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const Tensor x = to_dtype(a, dtype);
   const Tensor y = to_dtype(b, dtype);
   Tensor out = native::empty(shape, dtype, a.device());
-  dev_dispatch(dtype, name, [&]<class T>() { map2<T, T, T>(out, x, y, BinaryFn<T>{op}, name); });
+  dev_dispatch_compute(dtype, name, [&]<class S, class C>() {
+    map2<S, S, S>(out, x, y, Widened2<S, BinaryFn<C>>{{op}}, name);
+  });
   return out;
 }
 
@@ -176,8 +180,8 @@ void binary_(BinaryOp op, const Tensor& self, const Tensor& other) {
   check_binary_inplace(op, self, other, name);
   check_writable(self, name.c_str());
   const Tensor y = to_dtype(other, self.dtype());
-  dev_dispatch(self.dtype(), name.c_str(), [&]<class T>() {
-    map2<T, T, T>(self, self, y, BinaryFn<T>{op}, name.c_str());
+  dev_dispatch_compute(self.dtype(), name.c_str(), [&]<class S, class C>() {
+    map2<S, S, S>(self, self, y, Widened2<S, BinaryFn<C>>{{op}}, name.c_str());
   });
 }
 
@@ -195,8 +199,8 @@ void binary_scalar_(BinaryOp op, const Tensor& self, double s) {
   cuda::DeviceGuard guard(self.device());
   check_scalar_inplace(op, self, s, name);
   check_writable(self, name.c_str());
-  dev_dispatch(self.dtype(), name.c_str(), [&]<class T>() {
-    map1<T, T>(self, self, ScalarFn<T>{op, scalar_as<T>(s), false}, name.c_str());
+  dev_dispatch_compute(self.dtype(), name.c_str(), [&]<class S, class C>() {
+    map1<S, S>(self, self, Widened1<S, ScalarFn<C>>{{op, scalar_as<C>(s), false}}, name.c_str());
   });
 }
 
@@ -209,8 +213,8 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   const Tensor x = to_dtype(a, dtype);
   const Tensor y = to_dtype(b, dtype);
   Tensor out = native::empty(shape, dtype, a.device());
-  dev_dispatch(dtype, "add", [&]<class T>() {
-    map2<T, T, T>(out, x, y, AddAlphaFn<T>{scalar_as<T>(alpha)}, "add");
+  dev_dispatch_compute(dtype, "add", [&]<class S, class C>() {
+    map2<S, S, S>(out, x, y, Widened2<S, AddAlphaFn<C>>{{scalar_as<C>(alpha)}}, "add");
   });
   return out;
 }
@@ -224,7 +228,9 @@ Tensor compare(CompareOp op, const Tensor& a, const Tensor& b) {
   const Tensor x = to_dtype(a, dtype);
   const Tensor y = to_dtype(b, dtype);
   Tensor out = native::empty(shape, kBool, a.device());
-  dev_dispatch(dtype, name, [&]<class T>() { map2<bool, T, T>(out, x, y, CompareFn<T>{op}, name); });
+  dev_dispatch_compute(dtype, name, [&]<class S, class C>() {
+    map2<bool, S, S>(out, x, y, Widened2<S, CompareFn<C>>{{op}}, name);
+  });
   return out;
 }
 
@@ -233,7 +239,9 @@ Tensor compare_scalar(CompareOp op, const Tensor& a, double s) {
   check_defined(a, name);
   cuda::DeviceGuard guard(a.device());
   Tensor out = native::empty(a.sizes(), kBool, a.device());
-  dev_dispatch(a.dtype(), name, [&]<class T>() { map1<bool, T>(out, a, CompareScalarFn<T>{op, s}, name); });
+  dev_dispatch_compute(a.dtype(), name, [&]<class S, class C>() {
+    map1<bool, S>(out, a, Widened1<S, CompareScalarFn<C>>{{op, s}}, name);
+  });
   return out;
 }
 
@@ -248,8 +256,8 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   const Tensor x = to_dtype(a, dtype);
   const Tensor y = to_dtype(b, dtype);
   Tensor out = native::empty(shape, dtype, a.device());
-  dev_dispatch(dtype, "where", [&]<class T>() {
-    map3<T, bool, T, T>(out, condition, x, y, WhereFn<T>{}, "where");
+  dev_dispatch_compute(dtype, "where", [&]<class S, class C>() {
+    map3<S, bool, S, S>(out, condition, x, y, WidenedWhere<S, WhereFn<C>>{{}}, "where");
   });
   return out;
 }

@@ -31,6 +31,9 @@ Tensor add_relu(const Tensor& a, const Tensor& b) {
            ": expected two tensors of the same shape and dtype but got ", a.dtype(), " ",
            a.shape_str(), " and ", b.dtype(), " ", b.shape_str(),
            "; for broadcasting or mixed dtypes use (a + b).relu()");
+  if (nn_detail::is_bf16(a)) {  // Note [bf16 nn ops through float32]
+    return nn_detail::to_bf16(add_relu(nn_detail::widened(a), nn_detail::widened(b)));
+  }
   LS_CHECK(a.dtype() == kFloat32 || a.dtype() == kFloat64, op,
            ": expected float32 or float64 tensors on CUDA but got ", a.dtype());
   const Device device = a.device();

@@ -16,6 +16,10 @@
 // CUBLAS_COMPUTE_32F_FAST_TF32 instead (about 10 bits of mantissa in the
 // products, several times the throughput on an H200). float64 uses COMPUTE_64F.
 // The 64-bit-size entry points (cublasGemmEx_64) take any int64 size.
+// bfloat16 products (gemm_bf16_device; matmul and bmm on bf16 tensors, linear
+// under autocast) read CUDA_R_16BF operands and accumulate with
+// CUBLAS_COMPUTE_32F on the tensor cores; C is CUDA_R_16BF (rounded once) or
+// CUDA_R_32F, the contract of core/native/gemm_bf16.h on the CPU.
 //
 // matmul follows core/native/linalg.cpp (torch.matmul's rules, Note [Strided
 // operands in gemm]): each operand is read in place when one stride of its
@@ -52,17 +56,25 @@ namespace {
 
 template <class T>
 constexpr cudaDataType data_type() {
+  if constexpr (std::is_same_v<T, BFloat16>) return CUDA_R_16BF;
   return std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_64F;
 }
 
+// T is an operand's element type; bf16 operands accumulate in float32.
 template <class T>
 cublasComputeType_t compute_type() {
   if constexpr (std::is_same_v<T, double>) {
     return CUBLAS_COMPUTE_64F;
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return CUBLAS_COMPUTE_32F;
   } else {
     return nn_detail::tf32_enabled() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   }
 }
+
+// alpha and beta have the compute type's scalar type: double for COMPUTE_64F, else float.
+template <class T>
+using scale_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 cublasOperation_t op_of(bool trans) { return trans ? CUBLAS_OP_T : CUBLAS_OP_N; }
 
@@ -82,12 +94,16 @@ void gemm_strided_batched(Device device, int64_t batch, bool trans_a, bool trans
                           const T* b, int64_t ldb, int64_t stride_b, T* c, int64_t ldc,
                           int64_t stride_c) {
   if (batch == 1) {
-    gemm_device<T>(device, trans_a, trans_b, m, n, k, T(1), a, lda, b, ldb, T(0), c, ldc);
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      gemm_bf16_device<BFloat16>(device, trans_a, trans_b, m, n, k, a, lda, b, ldb, 0.0f, c, ldc);
+    } else {
+      gemm_device<T>(device, trans_a, trans_b, m, n, k, T(1), a, lda, b, ldb, T(0), c, ldc);
+    }
     return;
   }
   cuda::DeviceGuard guard(device);
   cublasHandle_t handle = ready_handle(device);
-  const T alpha = T(1), beta = T(0);
+  const scale_t<T> alpha = 1, beta = 0;
   LS_CUBLAS_CHECK(cuda::cublas_library().gemm_strided_batched_ex(
       handle, op_of(trans_b), op_of(trans_a), n, m, k, &alpha, b, data_type<T>(), ldb, stride_b, a,
       data_type<T>(), lda, stride_a, &beta, c, data_type<T>(), ldc, stride_c, batch,
@@ -143,6 +159,16 @@ int64_t batch_stride_of(MatrixOperand& op, const IntList& batch) {
   return op.rows * op.cols;
 }
 
+// The product dtypes: float32, float64 and bfloat16 (float32 accumulation).
+template <class F>
+void dispatch_gemm(ScalarType t, const char* op, F&& fn) {
+  if (t == kBFloat16) {
+    fn.template operator()<BFloat16>();
+  } else {
+    dispatch_floating(t, op, std::forward<F>(fn));
+  }
+}
+
 void check_operands(const char* op, const Tensor& a, const Tensor& b) {
   native::rules::check_matmul_operands(op, a, b,
                                        [&] { nn_detail::check_on_device(op, a, {b}); });
@@ -183,7 +209,7 @@ Tensor multiply(const char* op, const Tensor& a, const Tensor& b) {
   const IntList outer(batch.begin(), batch.begin() + split);
   if (numel_of(outer) > kMaxHostLoop) {  // materialise the operands that need it
     const int64_t stride_a = batch_stride_of(ma, batch), stride_b = batch_stride_of(mb, batch);
-    dispatch_floating(a.dtype(), op, [&]<class T>() {
+    dispatch_gemm(a.dtype(), op, [&]<class T>() {
       gemm_strided_batched<T>(a.device(), numel_of(batch), ma.layout.trans, mb.layout.trans, n, m,
                               k, ma.tensor.data_ptr<T>(), ma.layout.ld, stride_a,
                               mb.tensor.data_ptr<T>(), mb.layout.ld, stride_b, out.data_ptr<T>(),
@@ -198,7 +224,7 @@ Tensor multiply(const char* op, const Tensor& a, const Tensor& b) {
   }
   const IntList strides[3] = {IntList(sa.begin(), sa.begin() + split),
                               IntList(sb.begin(), sb.begin() + split), sc};
-  dispatch_floating(a.dtype(), op, [&]<class T>() {
+  dispatch_gemm(a.dtype(), op, [&]<class T>() {
     const T* ap = ma.tensor.data_ptr<T>();
     const T* bp = mb.tensor.data_ptr<T>();
     T* cp = out.data_ptr<T>();
@@ -231,6 +257,29 @@ template void gemm_device<float>(Device, bool, bool, int64_t, int64_t, int64_t, 
 template void gemm_device<double>(Device, bool, bool, int64_t, int64_t, int64_t, double,
                                   const double*, int64_t, const double*, int64_t, double, double*,
                                   int64_t);
+
+template <class Out>
+void gemm_bf16_device(Device device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                      const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb, float beta,
+                      Out* c, int64_t ldc) {
+  static_assert(std::is_same_v<Out, float> || std::is_same_v<Out, BFloat16>,
+                "gemm_bf16_device: C is float or BFloat16");
+  if (m == 0 || n == 0) return;
+  cuda::DeviceGuard guard(device);
+  cublasHandle_t handle = ready_handle(device);
+  const float alpha = 1.0f;
+  // Note [cuBLAS row-major GEMM]: C^T = op(B)^T op(A)^T; bf16 operands, float32 sums.
+  LS_CUBLAS_CHECK(cuda::cublas_library().gemm_ex(
+      handle, op_of(trans_b), op_of(trans_a), n, m, k, &alpha, b, CUDA_R_16BF, ldb, a, CUDA_R_16BF,
+      lda, &beta, c, data_type<Out>(), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+template void gemm_bf16_device<float>(Device, bool, bool, int64_t, int64_t, int64_t,
+                                      const BFloat16*, int64_t, const BFloat16*, int64_t, float,
+                                      float*, int64_t);
+template void gemm_bf16_device<BFloat16>(Device, bool, bool, int64_t, int64_t, int64_t,
+                                         const BFloat16*, int64_t, const BFloat16*, int64_t, float,
+                                         BFloat16*, int64_t);
 
 Tensor mm(const Tensor& a, const Tensor& b) {
   check_operands("mm", a, b);

@@ -30,6 +30,12 @@ Tensor zeros_on(const IntList& sizes, ScalarType dtype, Device device) {
   return t;
 }
 
+bool is_bf16(const Tensor& t) { return t.defined() && t.dtype() == kBFloat16; }
+
+Tensor widened(const Tensor& t) { return is_bf16(t) ? native::to_dtype(t, kFloat32) : t; }
+
+Tensor to_bf16(const Tensor& t) { return t.defined() ? native::to_dtype(t, kBFloat16) : t; }
+
 bool tf32_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("LOCKSTEP_CUDA_TF32");

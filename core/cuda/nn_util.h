@@ -52,6 +52,21 @@ Tensor zeros_on(const IntList& sizes, ScalarType dtype, Device device);
 // then use TF32 tensor cores (Note [cuBLAS row-major GEMM] in gemm_cublas.cpp).
 bool tf32_enabled();
 
+// Note [bf16 nn ops through float32]
+// Under autocast (core/autocast.h) pooling, dropout, batch norm and add_relu see
+// bfloat16 activations. Their CUDA kernels are written for float32 / float64, so
+// a bf16 call runs them on a float32 copy of its bf16 operands and rounds each
+// activation-shaped result once to bf16; per-channel parameters, statistics and
+// their gradients stay float32. The values are those of the CPU's bf16 kernels
+// (which compute in float32 and round once: Note [bfloat16 batch norm]); the
+// cost is one extra cast pass per operand and result, as these ops are
+// memory-bound. A kernel reading bf16 directly would remove it (not done yet).
+bool is_bf16(const Tensor& t);
+// t as float32 when it is bfloat16; t itself otherwise (also when undefined).
+Tensor widened(const Tensor& t);
+// A float32 result rounded once to bfloat16; undefined stays undefined.
+Tensor to_bf16(const Tensor& t);
+
 // The flat position of the first element of the contiguous int64/int32 device
 // tensor `idx` outside [0, bound) and != `allowed` (pass a value outside the
 // range, e.g. -1, for none), or -1 when every element is in range; `value`

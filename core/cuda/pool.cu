@@ -143,6 +143,11 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
                                               const IntList& stride, const IntList& padding) {
   const char* op = "max_pool2d";
   check_image(input, op);
+  if (nn_detail::is_bf16(input)) {  // Note [bf16 nn ops through float32]: the max is exact
+    auto [out, indices] =
+        max_pool2d_forward(nn_detail::widened(input), kernel_size, stride, padding);
+    return {nn_detail::to_bf16(out), indices};
+  }
   const PoolGeom geom = native::rules::max_pool2d_window(input, kernel_size, stride, padding, op);
   const int64_t n = input.size(0), c = input.size(1), oh = geom.oh, ow = geom.ow;
   const Device device = input.device();
@@ -165,6 +170,10 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
                            const IntList& input_sizes) {
   const char* op = "max_pool2d_backward";
   check_image(grad_output, op);
+  if (nn_detail::is_bf16(grad_output)) {  // Note [bf16 nn ops through float32]
+    return nn_detail::to_bf16(
+        max_pool2d_backward(nn_detail::widened(grad_output), indices, input_sizes));
+  }
   native::rules::check_max_pool_indices(indices, grad_output, op);
   nn_detail::check_on_device(op, grad_output, {indices});
   native::rules::check_pool_input_sizes(input_sizes, grad_output, op);
@@ -188,6 +197,9 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
 Tensor adaptive_avg_pool2d_forward(const Tensor& input, const IntList& output_size) {
   const char* op = "adaptive_avg_pool2d";
   check_image(input, op);
+  if (nn_detail::is_bf16(input)) {  // Note [bf16 nn ops through float32]
+    return nn_detail::to_bf16(adaptive_avg_pool2d_forward(nn_detail::widened(input), output_size));
+  }
   const auto [oh, ow] = native::rules::adaptive_output_size(output_size, op);
   const int64_t n = input.size(0), c = input.size(1), h = input.size(2), w = input.size(3);
   LS_CHECK(h > 0 && w > 0, op, ": input ", input.shape_str(), " has an empty plane");
@@ -209,6 +221,10 @@ Tensor adaptive_avg_pool2d_forward(const Tensor& input, const IntList& output_si
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes) {
   const char* op = "adaptive_avg_pool2d_backward";
   check_image(grad_output, op);
+  if (nn_detail::is_bf16(grad_output)) {  // Note [bf16 nn ops through float32]
+    return nn_detail::to_bf16(
+        adaptive_avg_pool2d_backward(nn_detail::widened(grad_output), input_sizes));
+  }
   native::rules::check_pool_input_sizes(input_sizes, grad_output, op);
   const Device device = grad_output.device();
   const Tensor gy = native::contiguous(grad_output);

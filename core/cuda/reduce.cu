@@ -12,7 +12,8 @@
 //   - B > 1 (columns): one thread per output walks r; neighbouring threads read
 //     neighbouring b, so the loads coalesce.
 // Float sums accumulate in float64 and integer sums in int64, as on the CPU, so
-// results agree with the CPU kernels to rounding. max/min keep the first index
+// results agree with the CPU kernels to rounding; bfloat16 sums go through a
+// float32 copy (one cast pass each way). max/min keep the first index
 // among ties and let NaN win, like the CPU kernels and PyTorch.
 // Read before: core/cuda/cuda_loops.cuh, core/native/reduce.cpp.
 // Read next: core/cuda/softmax.cu.
@@ -154,6 +155,10 @@ Tensor sum_impl(const Tensor& t, const IntList& dims, bool keepdim, bool is_mean
   check_defined(t, op);
   cuda::DeviceGuard guard(t.device());
   if (is_mean) check_mean_dtype(t);
+  if (t.dtype() == kBFloat16) {  // a bf16 gradient's sum_to (autocast)
+    // Summed as float32 (in double), rounded once more to bfloat16.
+    return to_dtype(sum_impl(to_dtype(t, kFloat32), dims, keepdim, is_mean), t.dtype());
+  }
   const std::vector<bool> mask = reduced_mask(t, dims, op);
   int64_t A, R, B;
   const Tensor x = as_3d(t, mask, A, R, B);

@@ -6,6 +6,8 @@
 // float64. The math is CUDA's libdevice (expf, erff, tanh, ...), which is
 // accurate to a few ulp, so results match the CPU within float tolerance, not
 // bit for bit. GELU is the erf form, like the CPU and PyTorch's default.
+// bfloat16 computes in float and rounds once (Note [16-bit elements computed in
+// float] in cuda_loops.cuh).
 // Read before: core/cuda/elementwise.cu, core/native/unary.cpp.
 // Read next: core/cuda/reduce.cu.
 #include <cmath>
@@ -124,10 +126,12 @@ Tensor unary(UnaryOp op, const Tensor& a) {
   if (is_integer_safe(op)) {
     LS_CHECK(!(op == UnaryOp::Neg && a.dtype() == kBool),
              "neg: negating a bool tensor is not supported; convert it with .to(ls::kInt64) first");
-    dev_dispatch(a.dtype(), name, [&]<class T>() { map1<T, T>(out, a, IntegerSafeFn<T>{op}, name); });
+    dev_dispatch_compute(a.dtype(), name, [&]<class S, class C>() {
+      map1<S, S>(out, a, Widened1<S, IntegerSafeFn<C>>{{op}}, name);
+    });
   } else {
-    dev_dispatch_floating(a.dtype(), name, [&]<class T>() {
-      map1<T, T>(out, a, FloatingFn<T>{op}, name);
+    dev_dispatch_floating_compute(a.dtype(), name, [&]<class S, class C>() {
+      map1<S, S>(out, a, Widened1<S, FloatingFn<C>>{{op}}, name);
     });
   }
   return out;
@@ -139,8 +143,8 @@ Tensor pow_scalar(const Tensor& a, double exponent) {
   Tensor out = native::empty(a.sizes(), a.dtype(), a.device());
   const int kind = exponent == 1.0 ? 1 : exponent == 2.0 ? 2 : exponent == 3.0 ? 3
                  : exponent == -1.0 ? -1 : exponent == 0.5 ? 5 : 0;
-  dev_dispatch_floating(a.dtype(), "pow", [&]<class T>() {
-    map1<T, T>(out, a, PowFn<T>{static_cast<T>(exponent), kind}, "pow");
+  dev_dispatch_floating_compute(a.dtype(), "pow", [&]<class S, class C>() {
+    map1<S, S>(out, a, Widened1<S, PowFn<C>>{{static_cast<C>(exponent), kind}}, "pow");
   });
   return out;
 }
@@ -149,8 +153,8 @@ Tensor relu_backward(const Tensor& grad, const Tensor& input) {
   const Tensor x = backward_input(grad, input, "relu_backward");
   cuda::DeviceGuard guard(grad.device());
   Tensor out = native::empty(grad.sizes(), grad.dtype(), grad.device());
-  dev_dispatch_floating(grad.dtype(), "relu_backward", [&]<class T>() {
-    map2<T, T, T>(out, grad, x, ReluBackwardFn<T>{}, "relu_backward");
+  dev_dispatch_floating_compute(grad.dtype(), "relu_backward", [&]<class S, class C>() {
+    map2<S, S, S>(out, grad, x, Widened2<S, ReluBackwardFn<C>>{{}}, "relu_backward");
   });
   return out;
 }
@@ -159,8 +163,8 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& input) {
   const Tensor x = backward_input(grad, input, "gelu_backward");
   cuda::DeviceGuard guard(grad.device());
   Tensor out = native::empty(grad.sizes(), grad.dtype(), grad.device());
-  dev_dispatch_floating(grad.dtype(), "gelu_backward", [&]<class T>() {
-    map2<T, T, T>(out, grad, x, GeluBackwardFn<T>{}, "gelu_backward");
+  dev_dispatch_floating_compute(grad.dtype(), "gelu_backward", [&]<class S, class C>() {
+    map2<S, S, S>(out, grad, x, Widened2<S, GeluBackwardFn<C>>{{}}, "gelu_backward");
   });
   return out;
 }

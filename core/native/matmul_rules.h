@@ -84,11 +84,11 @@ void check_matmul_operands(const char* op, const Tensor& a, const Tensor& b,
   LS_CHECK(a.dtype() == b.dtype(), op, ": dtype mismatch: ", a.shape_str(), " is ",
            dtype_name(a.dtype()), " but ", b.shape_str(), " is ", dtype_name(b.dtype()),
            "; convert one with .to(...)");
-  // bfloat16 products (float32 accumulation, core/native/gemm_bf16.h) have a CPU kernel only.
-  LS_CHECK(a.dtype() == kFloat32 || a.dtype() == kFloat64 ||
-               (a.dtype() == kBFloat16 && a.device().is_cpu()),
-           op, ": expected float32 or float64 tensors (or bfloat16 on the CPU) but got ",
-           dtype_name(a.dtype()), " on ", a.device().str(), "; convert with .to(ls::kFloat32)");
+  // bfloat16 products accumulate in float32: core/native/gemm_bf16.h on the CPU,
+  // gemm_bf16_device (core/cuda/gemm_cublas.cpp) on a GPU.
+  LS_CHECK(a.dtype() == kFloat32 || a.dtype() == kFloat64 || a.dtype() == kBFloat16, op,
+           ": expected float32 or float64 tensors (or bfloat16) but got ", dtype_name(a.dtype()),
+           " on ", a.device().str(), "; convert with .to(ls::kFloat32)");
   LS_CHECK(a.dim() >= 1 && b.dim() >= 1, op, ": cannot multiply ", a.shape_str(), " by ",
            b.shape_str(), ": both operands need at least one dim");
 }
