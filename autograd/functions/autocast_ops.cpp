@@ -43,6 +43,7 @@
 #include <cstring>
 
 #include "autograd/functions/functions.h"
+#include "autograd/functions/linear_autocast_saved.h"
 #include "core/native/conv_bf16.h"
 #include "core/native/gemm_bf16.h"
 #include "core/native/linear_rules.h"
@@ -70,9 +71,7 @@ Tensor as_input_dtype(const Tensor& g, ScalarType dtype) {
   return g.defined() ? native::to_dtype(g, dtype) : g;
 }
 
-struct LinearAutocastBackward final : BackwardNode {
-  SavedVariable input16, weight16;  // bf16 copies; each saved only when the other's grad needs it
-  ScalarType input_dtype = kFloat32, weight_dtype = kFloat32, bias_dtype = kFloat32;
+struct LinearAutocastBackward final : BackwardNode, LinearAutocastSaved {
   std::string name() const override { return "LinearAutocastBackward"; }
 
   variable_list apply(variable_list&& grads) override {
@@ -106,10 +105,7 @@ struct LinearAutocastBackward final : BackwardNode {
     }
     return {dx, dw, db};
   }
-  void release_variables() override {
-    input16.reset();
-    weight16.reset();
-  }
+  void release_variables() override { reset_saved(); }
 };
 
 struct Conv2dAutocastBackward final : BackwardNode {
@@ -191,11 +187,7 @@ Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& 
   }
   if (compute_requires_grad({input, weight, bias})) {
     auto node = std::make_shared<LinearAutocastBackward>();
-    node->input_dtype = input.dtype();
-    node->weight_dtype = weight.dtype();
-    node->bias_dtype = bias.defined() ? bias.dtype() : kFloat32;
-    if (weight.requires_grad()) node->input16 = SavedVariable(x16);
-    if (input.requires_grad()) node->weight16 = SavedVariable(w16);
+    node->save(input, weight, bias, x16, w16);
     record(node, {input, weight, bias}, {y});
   }
   return y;

@@ -24,6 +24,7 @@
 #if LOCKSTEP_WITH_CUDA
 
 #include "autograd/functions/functions.h"
+#include "autograd/functions/linear_autocast_saved.h"
 #include "core/cuda/cuda_native_nn.h"
 #include "core/native/native.h"
 #include "core/profiler.h"
@@ -37,9 +38,7 @@ Tensor in_dtype(const Tensor& g, ScalarType dtype) {
   return g.defined() && g.dtype() != dtype ? native::to_dtype(g, dtype) : g;
 }
 
-struct LinearAutocastCudaBackward final : BackwardNode {
-  SavedVariable input16, weight16;  // bf16; each saved only when the other's grad needs it
-  ScalarType input_dtype = kFloat32, weight_dtype = kFloat32, bias_dtype = kFloat32;
+struct LinearAutocastCudaBackward final : BackwardNode, LinearAutocastSaved {
   std::string name() const override { return "LinearAutocastBackward"; }
 
   variable_list apply(variable_list&& grads) override {
@@ -50,10 +49,7 @@ struct LinearAutocastCudaBackward final : BackwardNode {
         should_compute_output(2));
     return {dx, in_dtype(dw, weight_dtype), in_dtype(db, bias_dtype)};
   }
-  void release_variables() override {
-    input16.reset();
-    weight16.reset();
-  }
+  void release_variables() override { reset_saved(); }
 };
 
 struct Conv2dAutocastCudaBackward final : BackwardNode {
@@ -87,11 +83,7 @@ Tensor linear_autocast_cuda(const Tensor& input, const Tensor& weight, const Ten
   Tensor y = cuda_native::linear_autocast_forward(x16, w16, b16);                     // (*, out)
   if (compute_requires_grad({input, weight, bias})) {
     auto node = std::make_shared<LinearAutocastCudaBackward>();
-    node->input_dtype = input.dtype();
-    node->weight_dtype = weight.dtype();
-    node->bias_dtype = bias.defined() ? bias.dtype() : kFloat32;
-    if (weight.requires_grad()) node->input16 = SavedVariable(x16);
-    if (input.requires_grad()) node->weight16 = SavedVariable(w16);
+    node->save(input, weight, bias, x16, w16);
     record(node, {input, weight, bias}, {y});
   }
   return y;
