@@ -44,12 +44,12 @@
 
 #include "autograd/functions/functions.h"
 #include "autograd/functions/linear_autocast_saved.h"
+#include "core/env_flag.h"
+#include "core/grad_mode.h"
 #include "core/native/conv_bf16.h"
 #include "core/native/gemm_bf16.h"
 #include "core/native/linear_rules.h"
 #include "core/native/nn_kernels.h"
-#include "core/env_flag.h"
-#include "core/grad_mode.h"
 #include "core/profiler.h"
 
 namespace lockstep::autograd {
@@ -119,8 +119,7 @@ struct Conv2dAutocastBackward final : BackwardNode {
     const bool need_x = should_compute_output(0), need_w = should_compute_output(1);
     auto [dx, dw, db] = native::conv2d_bf16_backward(
         geometry, grads[0], input16, need_x ? weight16.unpack(name()) : Tensor(), input_dtype,
-        need_x, need_w,
-        should_compute_output(2));
+        need_x, need_w, should_compute_output(2));
     return {dx, as_input_dtype(dw, weight_dtype), as_input_dtype(db, bias_dtype)};
   }
   void release_variables() override {
@@ -162,9 +161,9 @@ Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& 
 #endif
   profiler::Scope prof("linear_bf16");
   LS_CHECK(input.defined() && weight.defined(), "linear: input and weight must be defined tensors");
-  const Tensor x16 = native::contiguous(autocast::cached_cast(input, kBFloat16));  // (*, in)
+  const Tensor x16 = native::contiguous(autocast::cached_cast(input, kBFloat16));   // (*, in)
   const Tensor w16 = native::contiguous(autocast::cached_cast(weight, kBFloat16));  // (out, in)
-  const Tensor b16 = autocast::cached_cast(bias, kBFloat16);                          // (out)
+  const Tensor b16 = autocast::cached_cast(bias, kBFloat16);                        // (out)
   native::rules::check_linear(
       x16, w16, b16, [] {}, [](ScalarType t) { return t == kBFloat16; },
       ") must be floating tensors under autocast");
@@ -172,19 +171,16 @@ Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& 
   IntList sizes = input.sizes();
   sizes.back() = out;
   Tensor y = native::empty(sizes, kBFloat16);  // (*, out)
-  const Tensor b = bias.defined() ? native::contiguous(b16) : Tensor();  // (out), added in the GEMM's sum
+  const Tensor b =
+      bias.defined() ? native::contiguous(b16) : Tensor();  // (out), added in the GEMM's sum
   // Note [linear's weight as a transposed operand]
   static const bool copy_transposed = env_flag("LOCKSTEP_BF16_LINEAR_WT_COPY", false);
-  if (copy_transposed) {
-    const Tensor wt16 = autocast::cached_cast_transposed(weight, kBFloat16);  // (in, out)
-    native::gemm_bf16<BFloat16>(false, false, m, out, in, x16.data_ptr<BFloat16>(), in,
-                                wt16.data_ptr<BFloat16>(), out, 0.0f, y.data_ptr<BFloat16>(), out,
-                                b.defined() ? b.data_ptr<BFloat16>() : nullptr);
-  } else {
-    native::gemm_bf16<BFloat16>(false, true, m, out, in, x16.data_ptr<BFloat16>(), in,
-                                w16.data_ptr<BFloat16>(), in, 0.0f, y.data_ptr<BFloat16>(), out,
-                                b.defined() ? b.data_ptr<BFloat16>() : nullptr);
-  }
+  // B: W16 (out, in) read transposed, or its transposed copy (in, out) read as it is.
+  const Tensor wb = copy_transposed ? autocast::cached_cast_transposed(weight, kBFloat16) : w16;
+  native::gemm_bf16<BFloat16>(false, !copy_transposed, m, out, in, x16.data_ptr<BFloat16>(), in,
+                              wb.data_ptr<BFloat16>(), copy_transposed ? out : in, 0.0f,
+                              y.data_ptr<BFloat16>(), out,
+                              b.defined() ? b.data_ptr<BFloat16>() : nullptr);
   if (compute_requires_grad({input, weight, bias})) {
     auto node = std::make_shared<LinearAutocastBackward>();
     node->save(input, weight, bias, x16, w16);

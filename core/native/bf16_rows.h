@@ -10,8 +10,8 @@
 // the last m % 16 with masked loads and stores (no scalar tail: a 28-wide row
 // is one full and one masked step). The rounding is the integer form of
 // BFloat16::round_bits, lane for lane, so both paths give the same bits for every
-// input, NaN, infinities and subnormals included (test_bf16_kernels.cpp checks
-// them against each other). The AVX-512-BF16 instruction vcvtneps2bf16 is not
+// input, NaN, infinities and subnormals included (tests/core/test_bf16_rows.cpp
+// checks them against each other). The AVX-512-BF16 instruction vcvtneps2bf16 is not
 // used: it flushes subnormal inputs to zero, which round_bits does not.
 //
 // Read before: core/half.h. Read next: core/native/batch_norm_bf16.cpp, core/native/pool.cpp.

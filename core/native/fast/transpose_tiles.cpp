@@ -21,8 +21,6 @@
 // Read before: core/native/fast/transpose_tiles.h.
 #include "core/native/fast/transpose_tiles.h"
 
-#include <cstring>
-
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #include <immintrin.h>
 #define LOCKSTEP_TRANSPOSE_AVX512 1
