@@ -83,10 +83,11 @@ two_nodes() {
   [ $rc -eq 0 ] || { echo "FAIL: torchrun c10d, 2 nodes ($name)"; cat "$work/$name.node0.log" "$work/$name.node1.log"; exit 1; }
 }
 
-"$bin/lockstep-run" --nproc-per-node 2 -- "${train[@]}" --checkpoint "$work/ref.safetensors" > "$work/ref.log" 2>&1 \
+# Ports picked free, not the default 29500: ctest runs this script for two programs at once.
+"$bin/lockstep-run" --nproc-per-node 2 --master-port "$(free_port)" -- "${train[@]}" --checkpoint "$work/ref.safetensors" > "$work/ref.log" 2>&1 \
   || { echo "FAIL: lockstep-run reference"; cat "$work/ref.log"; exit 1; }
 
-"${torchrun[@]}" --no-python --nproc-per-node 2 "${train[@]}" --checkpoint "$work/static.safetensors" \
+"${torchrun[@]}" --master-port "$(free_port)" --no-python --nproc-per-node 2 "${train[@]}" --checkpoint "$work/static.safetensors" \
   > "$work/static.log" 2>&1 || { echo "FAIL: torchrun (static)"; cat "$work/static.log"; exit 1; }
 same "static" "$work/static.safetensors" "$work/static.log"
 
