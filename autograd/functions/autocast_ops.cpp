@@ -110,6 +110,7 @@ struct LinearAutocastBackward final : BackwardNode, LinearAutocastSaved {
 
 struct Conv2dAutocastBackward final : BackwardNode {
   native::ConvBf16SavedInput input16;  // the forward's own reordered copy (conv_bf16.h)
+  SavedVariable input;                 // instead, when the kernel kept the input itself
   SavedVariable weight16;
   native::ConvGeometry geometry{};
   ScalarType input_dtype = kFloat32, weight_dtype = kFloat32, bias_dtype = kFloat32;
@@ -117,13 +118,16 @@ struct Conv2dAutocastBackward final : BackwardNode {
 
   variable_list apply(variable_list&& grads) override {
     const bool need_x = should_compute_output(0), need_w = should_compute_output(1);
+    native::ConvBf16SavedInput saved = input16;
+    if (input16.aliases_input) saved.plain = input.unpack(name());
     auto [dx, dw, db] = native::conv2d_bf16_backward(
-        geometry, grads[0], input16, need_x ? weight16.unpack(name()) : Tensor(), input_dtype,
+        geometry, grads[0], saved, need_x ? weight16.unpack(name()) : Tensor(), input_dtype,
         need_x, need_w, should_compute_output(2));
     return {dx, as_input_dtype(dw, weight_dtype), as_input_dtype(db, bias_dtype)};
   }
   void release_variables() override {
     input16 = {};
+    input.reset();
     weight16.reset();
   }
 };
@@ -220,6 +224,10 @@ Tensor conv2d_autocast(const Tensor& input, const Tensor& weight, const Tensor& 
     node->input_dtype = input.dtype();
     node->weight_dtype = weight.dtype();
     node->bias_dtype = bias.defined() ? bias.dtype() : kFloat32;
+    if (saved.aliases_input) {  // the caller's tensor: saved with a version check
+      node->input = SavedVariable(saved.plain);
+      saved.plain = Tensor();
+    }
     node->input16 = std::move(saved);
     if (input.requires_grad()) node->weight16 = SavedVariable(w16);
     record(node, {input, weight, bias}, {y});

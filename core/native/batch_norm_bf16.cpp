@@ -19,6 +19,8 @@
 // bit for bit, the float32 kernel run on the widened input and then rounded —
 // which is the reference tests/core/test_batch_norm_bf16.cpp checks them against.
 // batch_norm_add_relu's residual gradient is g or 0, so storing it in bf16 is exact.
+// A channels-last input goes to batch_norm_bf16_nhwc.cpp, which keeps its order
+// (Note [bfloat16 batch norm on channels-last activations]).
 //
 // Read before: core/native/batch_norm.cpp (the formulas), core/native/batch_norm_sums.h.
 // Read next: autograd/functions/batch_norm.cpp.
@@ -29,6 +31,7 @@
 #include <cmath>
 
 #include "core/native/batch_norm_rules.h"
+#include "core/native/memory_format.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
 #include "core/shape.h"
@@ -82,6 +85,10 @@ void for_each_block(int64_t n, int64_t c, int64_t s, int64_t ch, F&& f) {
 
 float& at(const Tensor& t, int64_t i) { return t.data_ptr<float>()[i * t.stride(0)]; }
 
+// Whether the input takes the channels-last kernels (batch_norm_bf16_nhwc.cpp): a
+// channels-last input that is not also contiguous (C == 1 or H W == 1 is both).
+bool nhwc(const Tensor& input) { return is_channels_last(input) && !input.is_contiguous(); }
+
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
@@ -95,6 +102,10 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
   check_param(running_var, "running_var", c, op);
   if (residual.defined()) check_like_input(residual, "the residual", input, op);
   rules::check_statistics_source(input, s, running_mean, running_var, training, op);
+  if (nhwc(input)) {
+    return batch_norm_bf16_nhwc_forward(input, residual, weight, bias, running_mean, running_var,
+                                        training, momentum, eps, relu, op);
+  }
   const int64_t n = input.size(0), m_total = n * s;
   const Tensor x = contiguous(input);
   const Tensor r = residual.defined() ? contiguous(residual) : Tensor();
@@ -181,6 +192,11 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
   lockstep::detail::check_defined(save_invstd, op);
   check_param(save_mean, "save_mean", c, op);
   check_param(save_invstd, "save_invstd", c, op);
+  if (nhwc(input)) {
+    return batch_norm_bf16_nhwc_backward(grad_output, input, weight, bias, save_mean, save_invstd,
+                                         output, mask, training, need_input, need_weight,
+                                         need_bias, grad_residual, op);
+  }
   const int64_t n = input.size(0), m_total = n * s;
   const Tensor gy = contiguous(grad_output), x = contiguous(input);
   const Tensor y = mask == Mask::Output ? contiguous(output) : Tensor();

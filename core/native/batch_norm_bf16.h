@@ -8,9 +8,12 @@
 //   backward   grad_output, input, output (N, C, *) bf16; weight, bias, save_mean,
 //              save_invstd (C) f32  ->  (grad_input bf16, grad_weight f32, grad_bias f32),
 //              and the residual's gradient (bf16) when asked for.
+// A channels-last input (Note [Channels-last activations] in memory_format.h) keeps
+// its order: the activation-shaped results are then channels-last too (Note
+// [bfloat16 batch norm on channels-last activations] in batch_norm_bf16_nhwc.cpp).
 //
 // Read before: core/native/batch_norm.cpp, core/native/batch_norm_sums.h.
-// Read next: autograd/functions/batch_norm.cpp.
+// Read next: core/native/batch_norm_bf16_nhwc.cpp, autograd/functions/batch_norm.cpp.
 #pragma once
 
 #include <tuple>
@@ -30,6 +33,19 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
 // for Mask::Output, `bias` for Mask::Input (undefined: 0). With grad_residual not
 // null, the masked gradient (batch_norm_add_relu's residual gradient) is stored there.
 std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
+    const Tensor& save_mean, const Tensor& save_invstd, const Tensor& output,
+    batch_norm_detail::Mask mask, bool training, bool need_input, bool need_weight,
+    bool need_bias, Tensor* grad_residual, const char* op);
+
+// The two above for a 4-d channels-last input, which they hand over after their
+// checks (batch_norm_bf16_nhwc.cpp); the other activation-shaped operands may be in
+// either order, and the results are channels-last.
+std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_forward(
+    const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+    const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+    double eps, bool relu, const char* op);
+std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_backward(
     const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
     const Tensor& save_mean, const Tensor& save_invstd, const Tensor& output,
     batch_norm_detail::Mask mask, bool training, bool need_input, bool need_weight,

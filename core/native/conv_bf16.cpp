@@ -2,9 +2,11 @@
 //
 // Each pass is one oneDNN primitive built with format_tag::any, so the library
 // picks the activation and weight layouts its AMX kernels want (channels-last
-// or blocked). Our tensors are plain NCHW / OIHW; run() reorders an operand
-// into the primitive's layout only when the two differ, and reorders outputs
-// back. A reorder also converts: the backward-data output lands directly in the
+// or blocked). Our activations are NCHW or channels-last (Note [Channels-last
+// activations] in memory_format.h), weights OIHW; an operand is reordered into
+// the primitive's layout only when the two differ, and an output back. With
+// channels-last activations in and out, the AMX primitives here (brgconv, which
+// picks NHWC) run with no reorder at all. A reorder also converts: the backward-data output lands directly in the
 // input's dtype, the weight gradient comes out of the primitive in float32.
 // Read before: core/native/conv_bf16.h.
 #include "core/native/conv_bf16.h"
@@ -15,6 +17,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/env_flag.h"
+#include "core/native/memory_format.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
 #include "core/native/fast/onednn_engine.h"
@@ -176,6 +180,23 @@ memory plain_memory(const Tensor& t, const memory::dims& dims, memory::format_ta
   return memory(memory::desc(dims, type, tag), cpu_engine(), t.raw_data());
 }
 
+// True when t is stored channels-last and not also NCHW (where both hold, the
+// bytes are the same and either tag describes them).
+bool stored_channels_last(const Tensor& t) { return is_channels_last(t) && !t.is_contiguous(); }
+
+// An activation as oneDNN memory: a channels-last t in place (tag nhwc), any
+// other made contiguous (tag nchw) into `keep`, which must outlive the memory.
+memory activation_memory(const Tensor& t, const memory::dims& dims, Tensor& keep) {
+  keep = stored_channels_last(t) ? t : contiguous(t);
+  return plain_memory(keep, dims, stored_channels_last(t) ? memory::format_tag::nhwc
+                                                          : memory::format_tag::nchw);
+}
+
+// A new (N, C, H, W) activation in the order the convolutions return.
+Tensor new_activation(const IntList& sizes, ScalarType dtype) {
+  return conv_bf16_channels_last() ? empty_channels_last(sizes, dtype) : empty(sizes, dtype);
+}
+
 // `m` in layout `want`: m itself, or a reordered copy in `keep` (a byte tensor
 // that must live until the primitive has run).
 memory as_layout(memory m, const memory::desc& want, Tensor& keep) {
@@ -213,6 +234,11 @@ void check_bf16(const Tensor& t, const char* what) {
 
 }  // namespace
 
+bool conv_bf16_channels_last() {
+  static const bool enabled = env_flag("LOCKSTEP_BF16_CHANNELS_LAST", true);
+  return enabled;
+}
+
 Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
                            const Tensor& bias, ConvBf16SavedInput* saved) {
   LS_CHECK(x.dtype() == kBFloat16 || x.dtype() == kFloat32, "conv2d_bf16: the input must be "
@@ -230,16 +256,16 @@ Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor&
   if (conv_bf16_is_pointwise_gemm(g)) return conv2d_bf16_pointwise_forward(g, x, w, bias, saved);
   if (conv_bf16_is_direct(g)) return conv2d_bf16_direct_forward(g, x, w, bias, saved);
   const Primitives& p = primitives(g, bias.defined());
-  const Tensor xc = contiguous(x), wc = contiguous(w);
-  Tensor y = empty({g.n, g.c_out, g.oh, g.ow}, kBFloat16);
-  Tensor keep_x, keep_w;
-  // One reorder converts and relayouts (float32 NCHW -> bf16 in the primitive's layout).
-  const memory src = as_layout(plain_memory(xc, src_dims(g), memory::format_tag::nchw),
-                               p.fwd.src_desc(), keep_x);
+  const Tensor wc = contiguous(w);
+  Tensor y = new_activation({g.n, g.c_out, g.oh, g.ow}, kBFloat16);
+  Tensor xc, keep_x, keep_w;
+  // One reorder converts and relayouts (float32 NCHW -> bf16 in the primitive's
+  // layout); none when x is bf16 in that layout already.
+  const memory src = as_layout(activation_memory(x, src_dims(g), xc), p.fwd.src_desc(), keep_x);
   if (saved != nullptr) {
-    // keep_x is undefined only when x already was bf16 in the primitive's layout (plain NCHW).
+    // keep_x is undefined only when x already was bf16 in the primitive's layout.
     *saved = keep_x.defined() ? ConvBf16SavedInput{keep_x, Tensor()}
-                              : ConvBf16SavedInput{Tensor(), clone(xc)};
+                              : ConvBf16SavedInput{Tensor(), xc, false, xc.is_same(x)};
   }
   const memory wts =
       as_layout(plain_memory(wc, weight_dims(g), weight_tag(g)), p.fwd.weights_desc(), keep_w);
@@ -249,8 +275,9 @@ Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor&
     args.insert({DNNL_ARG_BIAS, memory(p.fwd.bias_desc(), cpu_engine(), bc.raw_data())});
   }
   profiler::Scope prof("conv2d_bf16.forward");
+  Tensor y_keep;
   run_into(p.fwd_p, p.fwd, args, DNNL_ARG_DST, p.fwd.dst_desc(),
-           plain_memory(y, dst_dims(g), memory::format_tag::nchw));
+           activation_memory(y, dst_dims(g), y_keep));
   return y;
 }
 
@@ -264,12 +291,12 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
   const bool need_x = need_weight || need_bias;
   LS_CHECK(!need_x || x.bytes.defined() || x.plain.defined(), "conv2d_bf16_backward: the weight "
            "gradient needs the saved input, which is empty");
-  const Tensor g_y = contiguous(to_dtype(gy, kBFloat16));  // (N, C_out, oH, oW)
+  const Tensor g_y = to_dtype(gy, kBFloat16);  // (N, C_out, oH, oW), NCHW or channels-last
   if (conv_backend() == ConvBackend::Reference) {
     LS_CHECK(!need_x || (x.plain.defined() && !x.subsampled), "conv2d_bf16_backward: the "
              "reference path needs the whole saved input (this one was saved by a fast path)");
     auto [gx32, gw32, gb32] = conv2d_backward(
-        to_dtype(g_y, kFloat32), need_x ? to_dtype(x.plain, kFloat32) : Tensor(),
+        contiguous(to_dtype(g_y, kFloat32)), need_x ? to_dtype(x.plain, kFloat32) : Tensor(),
         to_dtype(w, kFloat32), stride_of(g), padding_of(g), dilation_of(g), g.groups, need_input,
         need_weight, need_bias);
     return {need_input ? to_dtype(gx32, gx_dtype) : Tensor(), gw32, gb32};
@@ -281,11 +308,12 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
                                           need_bias);
   }
   if (conv_bf16_is_direct(g)) {
-    return conv2d_bf16_direct_backward(g, g_y, x, w, gx_dtype, need_input, need_weight, need_bias);
+    return conv2d_bf16_direct_backward(g, contiguous(g_y), x, w, gx_dtype, need_input, need_weight,
+                                       need_bias);
   }
   const Primitives& p = primitives(g, /*bias=*/false);  // its backward-weights always has a bias
-  Tensor keep_gy, keep_w, keep_x, gx, gw, gb;
-  const memory gy_plain = plain_memory(g_y, dst_dims(g), memory::format_tag::nchw);
+  Tensor gy_user, keep_gy, keep_w, keep_x, gx, gw, gb;
+  const memory gy_plain = activation_memory(g_y, dst_dims(g), gy_user);
   // gy in the layout of the first pass that reads it; the second reuses it when it
   // reads the same layout (the usual case), so gy is reordered once.
   memory gy_mem = gy_plain;
@@ -296,33 +324,37 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
   if (need_input) {
     check_bf16(w, "the weight");
     const Tensor wc = contiguous(w);
-    gx = empty({g.n, g.c_in, g.h, g.w}, gx_dtype);
+    gx = new_activation({g.n, g.c_in, g.h, g.w}, gx_dtype);
+    Tensor gx_keep;
     const memory diff_dst = gy_in(p.bwd_data.diff_dst_desc());
     const memory wts = as_layout(plain_memory(wc, weight_dims(g), weight_tag(g)),
                                  p.bwd_data.weights_desc(), keep_w);
     profiler::Scope prof("conv2d_bf16.backward_data");
     run_into(p.bwd_data_p, p.bwd_data,
              std::unordered_map<int, memory>{{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, wts}},
-             DNNL_ARG_DIFF_SRC, p.bwd_data.diff_src_desc(),
-             plain_memory(gx, src_dims(g), memory::format_tag::nchw));
+             DNNL_ARG_DIFF_SRC, p.bwd_data.diff_src_desc(), activation_memory(gx, src_dims(g), gx_keep));
   }
   if (need_x && conv_bf16_weight_grad_as_gemm(g)) {  // Note [bf16 backward-weights as one GEMM]
-    Tensor x_plain = x.plain.defined() ? contiguous(x.plain) : Tensor();
-    if (!x_plain.defined()) {  // the forward's copy, in its primitive's layout: back to NCHW
-      x_plain = empty({g.n, g.c_in, g.h, g.w}, kBFloat16);
+    // Both operands in the order the convolutions return (the GEMM takes either).
+    const bool cl = conv_bf16_channels_last();
+    const auto in_order = [cl](const Tensor& t) { return cl ? channels_last(t) : contiguous(t); };
+    Tensor x_plain = x.plain.defined() ? in_order(x.plain) : Tensor();
+    if (!x_plain.defined()) {  // the forward's copy, in its primitive's layout
+      x_plain = new_activation({g.n, g.c_in, g.h, g.w}, kBFloat16);
       reorder(memory(p.fwd.src_desc(), cpu_engine(), x.bytes.raw_data()),
-              plain_memory(x_plain, src_dims(g), memory::format_tag::nchw));
+              plain_memory(x_plain, src_dims(g),
+                           cl ? memory::format_tag::nhwc : memory::format_tag::nchw));
     }
-    gw = conv2d_bf16_weight_grad_gemm(g, g_y, x_plain, need_bias ? &gb : nullptr);
+    gw = conv2d_bf16_weight_grad_gemm(g, in_order(g_y), x_plain, need_bias ? &gb : nullptr);
     if (!need_weight) gw = Tensor();
   } else if (need_x) {
     gw = empty({g.c_out, g.c_in_g(), g.kh, g.kw}, kFloat32);
     gb = empty({g.c_out}, kFloat32);
     const memory diff_dst = gy_in(p.bwd_weights.diff_dst_desc());
-    const Tensor x_plain = x.bytes.defined() ? Tensor() : contiguous(x.plain);
+    Tensor x_plain;
     const memory saved = x.bytes.defined()
                              ? memory(p.fwd.src_desc(), cpu_engine(), x.bytes.raw_data())
-                             : plain_memory(x_plain, src_dims(g), memory::format_tag::nchw);
+                             : activation_memory(x.plain, src_dims(g), x_plain);
     const memory src = as_layout(saved, p.bwd_weights.src_desc(), keep_x);
     std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_SRC, src}};
     args.insert({DNNL_ARG_DIFF_BIAS, memory(p.bwd_weights.diff_bias_desc(), cpu_engine(),

@@ -16,7 +16,8 @@
 //              one to three channels as direct loops (conv_bf16_direct.cpp); the others on
 //              oneDNN's bf16 convolution primitives (brgconv / jit on AMX tiles
 //              here), each pass in the layouts its primitive prefers
-//              (format_tag::any), reordered from and to plain NCHW at the edges.
+//              (format_tag::any), reordered from and to our NCHW or
+//              channels-last tensors at the edges only where the two differ.
 //              Primitives are cached per geometry and pass.
 //
 // Read before: core/native/conv_geometry.h, core/native/fast/onednn_engine.h.
@@ -35,11 +36,22 @@ namespace lockstep::native {
 // geometry), or a plain bf16 NCHW image (`plain`: the reference path, tests).
 // Saving the reordered copy spares backward a conversion and a reorder, and it
 // is private memory, so a later in-place change of the op's input cannot reach it.
+// `plain` may be channels-last (Note [Channels-last activations] in memory_format.h).
+// With `aliases_input` it is the caller's own input tensor, not a private copy: the
+// autograd node then keeps it as a SavedVariable, whose version check refuses a
+// backward after an in-place change (as PyTorch's convolution saves its input).
 struct ConvBf16SavedInput {
-  Tensor bytes;             // uint8, the forward primitive's source layout
-  Tensor plain;             // bf16 (N, C_in, H, W), or its strided subsample when `subsampled`
-  bool subsampled = false;  // plain is (N, C_in, oH, oW): a strided 1x1 layer's GEMM operand
+  Tensor bytes;                // uint8, the forward primitive's source layout
+  Tensor plain;                // bf16 (N, C_in, H, W), or its strided subsample when `subsampled`
+  bool subsampled = false;     // plain is (N, C_in, oH, oW): a strided 1x1 layer's GEMM operand
+  bool aliases_input = false;  // plain is the forward's input x itself
 };
+
+// Whether the bf16 convolutions return channels-last activations and input
+// gradients (default; LOCKSTEP_BF16_CHANNELS_LAST=0 returns NCHW, for A/B runs).
+// Either way they take inputs and gradients in either order. The direct
+// first-layer loops (conv_bf16_is_direct) always return NCHW.
+bool conv_bf16_channels_last();
 
 // x may be float32 or bfloat16: it is converted and reordered in one pass.
 // With `saved` not null, also fills it for conv2d_bf16_backward.
@@ -79,7 +91,8 @@ Tensor conv_bf16_channels_major(const BFloat16* src, int64_t n, int64_t c, int64
 // The non-1x1 layers whose weight gradient is one GEMM over the batch instead of
 // oneDNN's backward-weights primitive (Note [bf16 backward-weights as one GEMM]
 // in fast/conv_bf16_weight_grad.cpp): dW (C_out, C_in, kH, kW) float32 from
-// gy (N, C_out, oH, oW) and x (N, C_in, H, W), both bf16 contiguous; with
+// gy (N, C_out, oH, oW) and x (N, C_in, H, W), bf16, both contiguous or both
+// channels-last; with
 // grad_bias not null also the bias gradient (C_out) float32.
 bool conv_bf16_weight_grad_as_gemm(const ConvGeometry& g);
 Tensor conv2d_bf16_weight_grad_gemm(const ConvGeometry& g, const Tensor& gy, const Tensor& x,

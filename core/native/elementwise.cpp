@@ -20,6 +20,7 @@
 #include "core/native/elementwise_loop.h"
 #include "core/native/cuda_dispatch.h"
 #include "core/native/elementwise_rules.h"
+#include "core/native/memory_format.h"
 #include "core/native/native.h"
 
 namespace lockstep::native {
@@ -61,7 +62,7 @@ Tensor scalar_op(BinaryOp op, const Tensor& a, double s, bool scalar_first) {
   check_defined(a, name);
   const ScalarType dtype = scalar_result_dtype(op, a.dtype(), s);
   Tensor x = to_dtype(a, dtype);
-  Tensor out = empty(a.sizes(), dtype);
+  Tensor out = result_like(a.sizes(), dtype, {&a});
   dispatch_with_bf16(dtype, name, [&]<class T>() {
     const T sv = scalar_as<T>(s);
     with_binary_fn<T>(op, [&](auto fn) {
@@ -106,7 +107,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const ScalarType dtype = binary_result_dtype(op, a, b);
   const Tensor x = to_dtype(a, dtype);
   const Tensor y = to_dtype(b, dtype);
-  Tensor out = empty(shape, dtype);
+  Tensor out = result_like(shape, dtype, {&a, &b});
   dispatch_with_bf16(dtype, name, [&]<class T>() {
     with_binary_fn<T>(op, [&](auto fn) { map_elements<T, T, T>(out, {x, y}, fn); });
   });
@@ -161,7 +162,7 @@ Tensor add(const Tensor& a, const Tensor& b, double alpha) {
   const ScalarType dtype = add_alpha_dtype(a, b, alpha);
   const Tensor x = to_dtype(a, dtype);
   const Tensor y = to_dtype(b, dtype);
-  Tensor out = empty(shape, dtype);
+  Tensor out = result_like(shape, dtype, {&a, &b});
   dispatch_with_bf16(dtype, "add", [&]<class T>() {
     const T al = scalar_as<T>(alpha);
     map_elements<T, T, T>(out, {x, y}, [=](T u, T v) { return static_cast<T>(u + al * v); });
@@ -219,7 +220,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   const ScalarType dtype = promote_types(a.dtype(), b.dtype());
   const Tensor x = to_dtype(a, dtype);
   const Tensor y = to_dtype(b, dtype);
-  Tensor out = empty(shape, dtype);
+  Tensor out = result_like(shape, dtype, {&a, &b});
   dispatch_with_bf16(dtype, "where", [&]<class T>() {
     map_elements<T, bool, T, T>(out, {condition, x, y}, [](bool c, T u, T v) { return c ? u : v; });
   });

@@ -57,6 +57,7 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "core/parallel.h"
 #include "core/shape.h"
@@ -120,6 +121,32 @@ template <class T>
     const float small = std::fma(p, x, x);
     return t > 0.927734375f ? large : small;
   }
+}
+
+// Reorders the dims so that out's strides decrease (a stable sort): the loop then
+// walks out in memory order, and a channels-last out with channels-last inputs
+// (Note [Channels-last activations] in core/native/memory_format.h) coalesces to
+// one flat run instead of gathers along W. Any order is correct: every element is
+// computed on its own.
+template <size_t N>
+void order_dims_like_out(IntList& sizes, std::array<IntList, N>& strides) {
+  const size_t nd = sizes.size();
+  bool ordered = true;
+  for (size_t d = 1; d < nd && ordered; ++d) ordered = strides[0][d - 1] >= strides[0][d];
+  if (ordered) return;
+  std::vector<size_t> perm(nd);
+  for (size_t d = 0; d < nd; ++d) perm[d] = d;
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](size_t a, size_t b) { return strides[0][a] > strides[0][b]; });
+  IntList new_sizes(nd);
+  std::array<IntList, N> new_strides;
+  for (size_t k = 0; k < N; ++k) new_strides[k].resize(nd);
+  for (size_t d = 0; d < nd; ++d) {
+    new_sizes[d] = sizes[perm[d]];
+    for (size_t k = 0; k < N; ++k) new_strides[k][d] = strides[k][perm[d]];
+  }
+  sizes = std::move(new_sizes);
+  strides = std::move(new_strides);
 }
 
 // Drops size-1 dims and merges dim d into the dim before it wherever every operand
@@ -246,6 +273,7 @@ void map_elements(const Tensor& out, const std::array<Tensor, sizeof...(In)>& in
   for (size_t k = 1; k < N; ++k) {
     strides[k] = broadcast_strides(inputs[k - 1].sizes(), inputs[k - 1].strides(), sizes);
   }
+  order_dims_like_out(sizes, strides);
   coalesce_dims(sizes, strides);
   const int64_t ndim = static_cast<int64_t>(sizes.size());
   const int64_t inner = sizes[ndim - 1];

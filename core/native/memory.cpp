@@ -5,6 +5,7 @@
 
 #include "core/native/cuda_dispatch.h"
 #include "core/native/copy_kernels.h"
+#include "core/native/memory_format.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
 #include "core/shape.h"
@@ -112,7 +113,9 @@ Tensor clone(const Tensor& t) {
 Tensor to_dtype(const Tensor& t, ScalarType dtype) {
   LS_DISPATCH_CUDA(t, to_dtype(t, dtype));
   if (t.dtype() == dtype) return t;
-  Tensor out = empty(t.sizes(), dtype, t.device());
+  // A channels-last t stays channels-last (Note [Channels-last activations]).
+  Tensor out = t.device().is_cpu() ? result_like(t.sizes(), dtype, {&t})
+                                   : empty(t.sizes(), dtype, t.device());
   copy_(out, t);
   return out;
 }

@@ -3,7 +3,9 @@
 // These are pure functions of tensors (see Note [Where ops live] in
 // core/tensor.h). Each checks its inputs and throws ls::Error naming the op,
 // shapes and dtypes on misuse. Results are new contiguous tensors unless the
-// function is a view (shares storage) or ends in `_` (writes in place).
+// function is a view (shares storage) or ends in `_` (writes in place), or an
+// elementwise op or to_dtype on a channels-last operand, whose result is
+// channels-last too (Note [Channels-last activations] in memory_format.h).
 // Each family lives in its own file beside this header:
 //   memory.cpp      empty, copy_, fill_, contiguous, clone, to_dtype, to_device
 //   views.cpp       view, reshape, transpose, permute, (un)squeeze, narrow, select, expand

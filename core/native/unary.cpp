@@ -32,6 +32,7 @@
 
 #include "core/native/elementwise_loop.h"
 #include "core/native/cuda_dispatch.h"
+#include "core/native/memory_format.h"
 #include "core/native/native.h"
 #include "core/native/elementwise_rules.h"
 #include "core/parallel.h"
@@ -113,8 +114,8 @@ inline uint16_t bf16_bits_quieted(uint16_t b) {
   return bf16_bits_nan(b) ? static_cast<uint16_t>(b | 0x40u) : b;
 }
 
-Tensor relu_bf16_bits(const Tensor& a) {
-  Tensor out = empty(a.sizes(), kBFloat16);
+Tensor relu_bf16_bits(const Tensor& a) {  // a dense (memory_format.h): a flat loop
+  Tensor out = result_like(a.sizes(), kBFloat16, {&a});
   const auto* x = reinterpret_cast<const uint16_t*>(a.data_ptr<BFloat16>());
   auto* y = reinterpret_cast<uint16_t*>(out.data_ptr<BFloat16>());
   parallel_for(0, a.numel(), detail::kGrain, [x, y](int64_t lo, int64_t hi) {
@@ -127,8 +128,8 @@ Tensor relu_bf16_bits(const Tensor& a) {
   return out;
 }
 
-Tensor relu_backward_bf16_bits(const Tensor& grad, const Tensor& input) {
-  Tensor out = empty(grad.sizes(), kBFloat16);
+Tensor relu_backward_bf16_bits(const Tensor& grad, const Tensor& input) {  // one dense layout
+  Tensor out = result_like(grad.sizes(), kBFloat16, {&grad});
   const auto* g = reinterpret_cast<const uint16_t*>(grad.data_ptr<BFloat16>());
   const auto* x = reinterpret_cast<const uint16_t*>(input.data_ptr<BFloat16>());
   auto* y = reinterpret_cast<uint16_t*>(out.data_ptr<BFloat16>());
@@ -168,10 +169,10 @@ Tensor unary(UnaryOp op, const Tensor& a) {
   LS_DISPATCH_CUDA(a, unary(op, a));
   const char* name = unary_op_name(op);
   check_defined(a, name);
-  if (op == UnaryOp::Relu && a.dtype() == kBFloat16 && a.is_contiguous()) {
+  if (op == UnaryOp::Relu && a.dtype() == kBFloat16 && is_dense(a)) {
     return relu_bf16_bits(a);  // Note [bfloat16 ReLU on bits]
   }
-  Tensor out = empty(a.sizes(), a.dtype());
+  Tensor out = result_like(a.sizes(), a.dtype(), {&a});
   if (is_integer_safe(op)) {
     LS_CHECK(!(op == UnaryOp::Neg && a.dtype() == kBool),
              "neg: negating a bool tensor is not supported; convert it with .to(ls::kInt64) first");
@@ -215,10 +216,10 @@ Tensor relu_backward(const Tensor& grad, const Tensor& input) {
   LS_DISPATCH_CUDA(grad, relu_backward(grad, input));
   LS_DISPATCH_CUDA(input, relu_backward(grad, input));
   const Tensor x = backward_input(grad, input, "relu_backward");
-  if (grad.dtype() == kBFloat16 && grad.is_contiguous() && x.is_contiguous()) {
+  if (grad.dtype() == kBFloat16 && same_dense_layout(grad, x)) {
     return relu_backward_bf16_bits(grad, x);  // Note [bfloat16 ReLU on bits]
   }
-  Tensor out = empty(grad.sizes(), grad.dtype());
+  Tensor out = result_like(grad.sizes(), grad.dtype(), {&grad, &x});
   dispatch_floating_bf16(grad.dtype(), "relu_backward", [&]<class S, class T>() {
     // The kink at x = 0 takes gradient 0, like PyTorch (threshold_backward).
     map_elements<S, S, S>(out, {grad, x}, [](T g, T v) { return v > T(0) ? g : T(0); });

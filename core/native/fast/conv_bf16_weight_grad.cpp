@@ -28,6 +28,16 @@
 // the im2col alone (4.3 ms: rows of 14) costs more than the whole primitive.
 // LOCKSTEP_BF16_WGRAD_GEMM=0 sends every layer to the primitive (benchmarks).
 //
+// On channels-last operands (Note [Channels-last activations] in memory_format.h)
+// the same product is taken the other way round: dY is already the (N P, C_out)
+// matrix, and the columns are (N P, kH kW C_in), each row the kH kW windows of one
+// output pixel, each window C_in contiguous input values (one memcpy, or zeros in
+// the padding), so
+//   dW' (C_out, kH kW C_in) = dY^T (C_out, N P) cols (N P, kH kW C_in),
+// one GEMM on dY^T copied channel-major (a register transpose: oneDNN's matmul
+// ran the transposed-A form 1.5x slower here), and dW is dW' with its
+// (kH kW, C_in) blocks transposed into (C_in, kH kW) (a tiled copy).
+//
 // Read before: core/native/conv_bf16.h, core/native/fast/conv_bf16_pointwise.cpp.
 // Read next: core/native/gemm_bf16.h.
 #include <algorithm>
@@ -36,6 +46,7 @@
 #include "core/env_flag.h"
 #include "core/native/conv_bf16.h"
 #include "core/native/gemm_bf16.h"
+#include "core/native/memory_format.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
 #include "core/profiler.h"
@@ -91,6 +102,62 @@ Tensor batch_columns(const ConvGeometry& g, const BFloat16* x) {
   return cols;
 }
 
+// The batch's columns (N P, kH kW C_in) of a channels-last bf16 x: row (n, oy, ox)
+// holds, window by window, the C_in values its kernel offset (i, j) reads.
+Tensor pixel_columns(const ConvGeometry& g, const BFloat16* x) {
+  const int64_t kc = g.kh * g.kw * g.c_in, c = g.c_in;
+  Tensor cols = empty({g.n * g.oh * g.ow, kc}, kBFloat16);
+  BFloat16* cp = cols.data_ptr<BFloat16>();
+  parallel_for(0, g.n * g.oh, 1, [cp, x, &g, kc, c](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {  // r = n * oH + oy: one row of output pixels
+      const int64_t n = r / g.oh, oy = r % g.oh;
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        BFloat16* row = cp + (r * g.ow + ox) * kc;
+        for (int64_t i = 0; i < g.kh; ++i) {
+          const int64_t iy = oy * g.stride_h - g.pad_h + i * g.dil_h;
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const int64_t ix = ox * g.stride_w - g.pad_w + j * g.dil_w;
+            BFloat16* dst = row + (i * g.kw + j) * c;
+            if (iy < 0 || iy >= g.h || ix < 0 || ix >= g.w) {
+              std::memset(static_cast<void*>(dst), 0, c * sizeof(BFloat16));
+            } else {
+              std::memcpy(static_cast<void*>(dst), x + ((n * g.h + iy) * g.w + ix) * c,
+                          c * sizeof(BFloat16));
+            }
+          }
+        }
+      }
+    }
+  });
+  return cols;
+}
+
+// The channels-last form of conv2d_bf16_weight_grad_gemm (the note above).
+Tensor weight_grad_channels_last(const ConvGeometry& g, const Tensor& gy, const Tensor& x,
+                                 Tensor* grad_bias) {
+  const int64_t np = g.n * g.oh * g.ow, kc = g.kh * g.kw * g.c_in;
+  // The (N, H, W, C) buffers behind the channels-last views, as matrices.
+  const Tensor dy = reshape(permute(gy, {0, 2, 3, 1}), {np, g.c_out});  // (N P, C_out), a view
+  Tensor cols;
+  {
+    profiler::Scope p2("conv2d_bf16.wgrad_im2col");
+    cols = pixel_columns(g, permute(x, {0, 2, 3, 1}).data_ptr<BFloat16>());  // (N P, kH kW C_in)
+  }
+  Tensor dy_t;
+  {
+    profiler::Scope p1("conv2d_bf16.wgrad_channels_major");
+    dy_t = contiguous(transpose(dy, 0, 1));  // (C_out, N P): a register transpose
+  }
+  profiler::Scope p3("conv2d_bf16.wgrad_gemm");
+  Tensor gw_t = empty({g.c_out, g.kh * g.kw, g.c_in}, kFloat32);  // dW' (C_out, kH kW, C_in)
+  gemm_bf16<float>(false, false, g.c_out, kc, np, dy_t.data_ptr<BFloat16>(), np,
+                   cols.data_ptr<BFloat16>(), kc, 0.0f, gw_t.data_ptr<float>(), kc);
+  Tensor gw = empty({g.c_out, g.c_in, g.kh * g.kw}, kFloat32);
+  copy_(gw, transpose(gw_t, 1, 2));  // (C_out, C_in, kH kW)
+  if (grad_bias != nullptr) *grad_bias = sum_rows_to_float(dy);  // (C_out)
+  return reshape(gw, {g.c_out, g.c_in, g.kh, g.kw});
+}
+
 }  // namespace
 
 bool conv_bf16_weight_grad_as_gemm(const ConvGeometry& g) {
@@ -103,9 +170,11 @@ bool conv_bf16_weight_grad_as_gemm(const ConvGeometry& g) {
 Tensor conv2d_bf16_weight_grad_gemm(const ConvGeometry& g, const Tensor& gy, const Tensor& x,
                                     Tensor* grad_bias) {
   profiler::Scope prof("conv2d_bf16.backward_weights_im2col_gemm");
-  LS_CHECK(gy.dtype() == kBFloat16 && x.dtype() == kBFloat16 && gy.is_contiguous() &&
-               x.is_contiguous(),
-           "conv2d_bf16_weight_grad_gemm: gy and x must be contiguous bfloat16 tensors");
+  LS_CHECK(gy.dtype() == kBFloat16 && x.dtype() == kBFloat16,
+           "conv2d_bf16_weight_grad_gemm: gy and x must be bfloat16 tensors");
+  if (is_channels_last(gy) && is_channels_last(x)) return weight_grad_channels_last(g, gy, x, grad_bias);
+  LS_CHECK(gy.is_contiguous() && x.is_contiguous(), "conv2d_bf16_weight_grad_gemm: gy and x must "
+           "be both contiguous or both channels-last");
   const int64_t np = g.n * g.oh * g.ow, rows = g.c_in * g.kh * g.kw;
   Tensor dy, cols;
   {

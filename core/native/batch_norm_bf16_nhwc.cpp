@@ -1,0 +1,410 @@
+// core/native/batch_norm_bf16_nhwc.cpp — bfloat16 batch norm on channels-last activations.
+//
+// batch_norm_bf16_forward / _backward (core/native/batch_norm_bf16.cpp) hand a 4-d
+// channels-last input that is not also contiguous (Note [Channels-last activations]
+// in core/native/memory_format.h) to the two kernels here, which keep that order:
+// the output and the activation gradients are channels-last too, and no operand is
+// reordered to NCHW (one that arrives NCHW is copied to channels-last first).
+// Operands, dtypes and formulas are those of Note [bfloat16 batch norm].
+//
+// Note [bfloat16 batch norm on channels-last activations]
+// An (N, C, H, W) channels-last buffer is an (R, C) row-major matrix, R = N H W:
+// row r holds the C channels of one pixel, so a channel's statistics are the sums
+// of one column. The loops run along rows and vectorise across C (each row's C
+// values are adjacent), never along a strided column:
+//   - statistics pass (training forward; backward): the R rows are cut into
+//     blocks of kRows rows, fixed by R alone. Each block sums its rows, one row
+//     after the other, into its own C-wide float32 partial sums (per column:
+//     kRows = 256 sequential float adds, no more than a 16-float SIMD lane makes
+//     in the NCHW kernel's 4096-value summation blocks), and parallel_for hands
+//     out whole blocks.
+//     The partials are then added in double, block 0 first, per column. The
+//     order of every addition is fixed by R and C, so the statistics do not
+//     depend on the thread count, bit for bit.
+//   - elementwise pass (the output; the backward's grad_input): rows split
+//     anyhow among threads, each value from per-channel coefficients.
+// Each row is walked 16 channels at a time in AVX-512 registers (the last step
+// masked; one channel at a time without AVX-512, with the same bits): bf16 loads
+// widen, the arithmetic is float32, and each output is rounded once into bf16
+// (as core/native/bf16_rows.h); the C-wide partial sums and per-channel
+// coefficients stay in L1 between rows. (A first version widened spans of rows
+// into float buffers and ran `omp simd` loops on them, as batch_norm_bf16.cpp
+// does: its backward was 1.4-2x slower than the NCHW kernel's.) 1 thread, min of
+// 10 runs, training batch_norm_relu forward / backward (mask from the output), ms:
+//   (8, 64, 56, 56)   NCHW 1.09 / 2.48   channels-last 0.89 / 1.20
+//   (8, 256, 56, 56)  NCHW 5.53 / 9.65   channels-last 4.02 / 6.46
+//   (8, 512, 28, 28)  NCHW 2.68 / 3.77   channels-last 1.69 / 2.83
+//   (8, 2048, 7, 7)   NCHW 1.19 / 1.90   channels-last 0.50 / 0.54
+// The forward's statistics are shifted one-pass sums (Note [One-pass batch
+// statistics] in batch_norm.cpp), the shift K[c] being the first row's value: the
+// very value the NCHW kernel shifts channel c by, x[0, c, 0, 0]. The backward sums
+// g and g * (x - mean) under the same masks. The per-channel coefficients (scale,
+// shift; a, bx, c0) come from affine_coefficients / grad_input_coefficients
+// (batch_norm_sums.h) as in the NCHW kernel, and the forward's outputs and both
+// masks are the same fmas (Note [ReLU mask from the input]: a channels-last
+// forward and an NCHW backward, or the other way round, agree on the mask);
+// grad_input is fma(a, gm, fma(bx, x, c0)), which GCC may contract differently
+// in the NCHW loop. So the kernels differ in the order of the float sums (and
+// that rounding): the statistics agree to a few float ulps, the bf16 outputs to
+// one bf16 ulp where such a difference moves a rounding (about 1 value in 10^4),
+// and batch_norm_add_relu's residual gradient bit for bit
+// (tests/core/test_batch_norm_bf16_nhwc.cpp).
+//
+// Read before: core/native/batch_norm_bf16.cpp, core/native/batch_norm_sums.h,
+// core/native/memory_format.h. Read next: autograd/functions/batch_norm.cpp.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/native/batch_norm_bf16.h"
+#include "core/native/bf16_rows.h"
+#include "core/native/memory_format.h"
+#include "core/native/native.h"
+#include "core/parallel.h"
+
+namespace lockstep::native {
+
+namespace {
+
+using namespace batch_norm_detail;  // core/native/batch_norm_sums.h
+
+// Rows per statistics block (see the Note); also the elementwise pass's grain.
+constexpr int64_t kRows = 256;
+
+// The row loops below step through a row's C values kLanes at a time, the last
+// step masked, with these few operations: AVX-512 registers of 16 floats where
+// bf16_rows.h has them (loads widen bf16 exactly, stores round as round_bits),
+// else one float at a time — the same bits either way.
+namespace lanes {
+#if LOCKSTEP_BF16_ROWS_AVX512
+using F = __m512;
+using K = __mmask16;
+constexpr int64_t kLanes = 16;
+inline K first(int64_t n) { return detail_bf16_rows::lanes(n); }
+inline F load(const BFloat16* p, K k) {  // 0 in the lanes outside k
+  const __m512i u = _mm512_maskz_cvtepu16_epi32(k, _mm256_maskz_loadu_epi16(k, p));
+  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(k, u, 16));
+}
+inline F load(const float* p, K k) { return _mm512_maskz_loadu_ps(k, p); }
+inline void store(BFloat16* p, K k, F v) {
+  _mm512_mask_cvtepi32_storeu_epi16(p, k, detail_bf16_rows::round_lanes(_mm512_castps_si512(v)));
+}
+inline void store(float* p, K k, F v) { _mm512_mask_storeu_ps(p, k, v); }
+inline F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+inline F add(F a, F b) { return _mm512_add_ps(a, b); }
+inline F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+inline F relu(F v) {  // std::max(v, 0.0f), NaN and -0 included; maskz_: see bf16_rows.h
+  return _mm512_maskz_max_ps(detail_bf16_rows::kAll, _mm512_setzero_ps(), v);
+}
+inline K positive(K k, F v) {  // k and v > 0
+  return _mm512_mask_cmp_ps_mask(k, v, _mm512_setzero_ps(), _CMP_GT_OQ);
+}
+inline F keep(K k, F v) { return _mm512_maskz_mov_ps(k, v); }  // 0 outside k
+#else
+using F = float;
+using K = bool;
+constexpr int64_t kLanes = 1;
+inline K first(int64_t) { return true; }
+inline F load(const BFloat16* p, K) { return static_cast<float>(*p); }
+inline F load(const float* p, K) { return *p; }
+inline void store(BFloat16* p, K, F v) { p->bits = BFloat16::round_bits(v); }
+inline void store(float* p, K, F v) { *p = v; }
+inline F fma(F a, F b, F c) { return std::fma(a, b, c); }
+inline F add(F a, F b) { return a + b; }
+inline F sub(F a, F b) { return a - b; }
+inline F relu(F v) { return std::max(v, 0.0f); }
+inline K positive(K k, F v) { return k && v > 0.0f; }
+inline F keep(K k, F v) { return k ? v : 0.0f; }
+#endif
+}  // namespace lanes
+
+float& at(const Tensor& t, int64_t i) { return t.data_ptr<float>()[i * t.stride(0)]; }
+
+// out[k] = sum over blocks b, in order, of part[b * c + k], in double.
+std::vector<double> combine(const std::vector<float>& part, int64_t blocks, int64_t c) {
+  std::vector<double> out(static_cast<size_t>(c), 0.0);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* p = part.data() + b * c;
+    for (int64_t k = 0; k < c; ++k) out[static_cast<size_t>(k)] += p[k];
+  }
+  return out;
+}
+
+// Adds d = x - k0 and d^2 of rows [lo, hi) of x (R, C) to the column sums sum,
+// sum_sq (C); k0 (C): the shifts.
+void shifted_sums_rows(const BFloat16* x, int64_t lo, int64_t hi, int64_t c, const float* k0,
+                       float* sum, float* sum_sq) {
+  using namespace lanes;
+  for (int64_t r = lo; r < hi; ++r) {
+    const BFloat16* xr = x + r * c;
+    for (int64_t j = 0; j < c; j += kLanes) {
+      const K k = first(c - j);
+      const F d = sub(load(xr + j, k), load(k0 + j, k));
+      store(sum + j, k, add(load(sum + j, k), d));
+      store(sum_sq + j, k, fma(d, d, load(sum_sq + j, k)));
+    }
+  }
+}
+
+// Rows [lo, hi) of y = fma(x, scale, shift), then + residual and / or max(., 0)
+// (the NCHW kernel's expressions); x, res, y (R, C), scale and shift (C).
+enum class Form { Plain, Relu, AddRelu };
+template <Form Fm>
+void forward_rows(const BFloat16* x, const BFloat16* res, BFloat16* y, int64_t lo, int64_t hi,
+                  int64_t c, const float* scale, const float* shift) {
+  using namespace lanes;
+  for (int64_t r = lo; r < hi; ++r) {
+    const int64_t o = r * c;
+    for (int64_t j = 0; j < c; j += kLanes) {
+      const K k = first(c - j);
+      F v = fma(load(x + o + j, k), load(scale + j, k), load(shift + j, k));
+      if constexpr (Fm == Form::AddRelu) v = relu(add(v, load(res + o + j, k)));
+      if constexpr (Fm == Form::Relu) v = relu(v);
+      store(y + o + j, k, v);
+    }
+  }
+}
+
+// The backward's operands, (R, C) bf16 or (C) float32 per-channel constants:
+// scale, shift the forward's (Mask::Input), mean the saved one as float, and
+// dx = a * gm + bx * x + c0 (grad_input_coefficients).
+struct Operands {
+  const BFloat16 *g, *x, *y;
+  const float *scale, *shift, *mean, *a, *bx, *c0;
+};
+
+// gm: g, or 0 where the fused ReLU's output is 0 (mask M: y <= 0, or
+// fma(x, scale, shift) <= 0), for the lanes k of the values at o + j.
+template <Mask M>
+lanes::F masked_g(const Operands& p, int64_t o, int64_t j, lanes::K k, lanes::F vx) {
+  using namespace lanes;
+  K live = k;
+  if constexpr (M == Mask::Output) live = positive(k, load(p.y + o + j, k));
+  if constexpr (M == Mask::Input) {
+    live = positive(k, fma(vx, load(p.scale + j, k), load(p.shift + j, k)));
+  }
+  return keep(live, load(p.g + o + j, k));
+}
+
+// Adds gm and gm * (x - mean) of rows [lo, hi) to the column sums sum_g,
+// sum_g_xmu (C); with gm_out not null, stores gm there (exact in bf16).
+template <Mask M>
+void grad_sums_rows(Operands p, BFloat16* gm_out, int64_t lo, int64_t hi, int64_t c, float* sum_g,
+                    float* sum_g_xmu) {
+  using namespace lanes;
+  for (int64_t r = lo; r < hi; ++r) {
+    const int64_t o = r * c;
+    for (int64_t j = 0; j < c; j += kLanes) {
+      const K k = first(c - j);
+      const F vx = load(p.x + o + j, k);
+      const F gm = masked_g<M>(p, o, j, k, vx);
+      if (gm_out != nullptr) store(gm_out + o + j, k, gm);
+      store(sum_g + j, k, add(load(sum_g + j, k), gm));
+      store(sum_g_xmu + j, k, fma(gm, sub(vx, load(p.mean + j, k)), load(sum_g_xmu + j, k)));
+    }
+  }
+}
+
+// Rows [lo, hi) of dx = a * gm + bx * x + c0 (R, C).
+template <Mask M>
+void grad_input_rows(Operands p, BFloat16* dx, int64_t lo, int64_t hi, int64_t c) {
+  using namespace lanes;
+  for (int64_t r = lo; r < hi; ++r) {
+    const int64_t o = r * c;
+    for (int64_t j = 0; j < c; j += kLanes) {
+      const K k = first(c - j);
+      const F vx = load(p.x + o + j, k);
+      const F gm = masked_g<M>(p, o, j, k, vx);
+      const F bx_c0 = fma(load(p.bx + j, k), vx, load(p.c0 + j, k));
+      store(dx + o + j, k, fma(load(p.a + j, k), gm, bx_c0));
+    }
+  }
+}
+
+// f.template operator()<M>() for the mask chosen at run time.
+template <class F>
+void with_mask(Mask mask, F&& f) {
+  if (mask == Mask::Output) {
+    f.template operator()<Mask::Output>();
+  } else if (mask == Mask::Input) {
+    f.template operator()<Mask::Input>();
+  } else {
+    f.template operator()<Mask::None>();
+  }
+}
+
+void check_nhwc_input(const Tensor& input, const char* op) {
+  LS_CHECK(is_channels_last(input) && input.dtype() == kBFloat16, op,
+           ": the channels-last batch norm kernel takes a channels-last bfloat16 input, but got ",
+           input.dtype(), " ", input.shape_str(),
+           is_channels_last(input) ? " (channels-last)" : " (not channels-last)",
+           "; call batch_norm_bf16_forward / _backward, which pick the kernel for the input's "
+           "order and check its dtype");
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_forward(
+    const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+    const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+    double eps, bool relu, const char* op) {
+  check_nhwc_input(input, op);
+  const int64_t c = input.size(1), rows = input.size(0) * input.size(2) * input.size(3);
+  const Tensor r = residual.defined() ? channels_last(residual) : Tensor();  // (N, C, H, W) NHWC
+  const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
+  const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
+  Tensor out = empty_channels_last(input.sizes(), kBFloat16);  // (N, C, H, W) NHWC
+  Tensor save_mean = empty({c}, kFloat32);                     // (C)
+  Tensor save_invstd = empty({c}, kFloat32);                   // (C)
+  const BFloat16* xp = input.data_ptr<BFloat16>();  // (R, C), as the residual and the output
+  const BFloat16* rp = r.defined() ? r.data_ptr<BFloat16>() : nullptr;
+  BFloat16* yp = out.data_ptr<BFloat16>();
+  const float* wp = w.defined() ? w.data_ptr<float>() : nullptr;
+  const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
+  float* mean_p = save_mean.data_ptr<float>();
+  float* invstd_p = save_invstd.data_ptr<float>();
+  const bool update = training && running_mean.defined();
+  const bool update_var = training && running_var.defined();
+  const size_t cs = static_cast<size_t>(c);
+  if (training) {  // rows >= 2 (check_statistics_source)
+    const int64_t blocks = (rows + kRows - 1) / kRows;
+    std::vector<float> k0(cs);  // (C): row 0, the shifts
+    widen_bf16(xp, k0.data(), c);
+    std::vector<float> part(static_cast<size_t>(blocks * c), 0.0f);     // (blocks, C)
+    std::vector<float> part_sq(static_cast<size_t>(blocks * c), 0.0f);  // (blocks, C)
+    float* sp = part.data();
+    float* qp = part_sq.data();
+    const float* kp = k0.data();
+    parallel_for(0, blocks, 1, [xp, sp, qp, kp, rows, c](int64_t lo, int64_t hi) {
+      for (int64_t blk = lo; blk < hi; ++blk) {
+        shifted_sums_rows(xp, blk * kRows, std::min(rows, (blk + 1) * kRows), c, kp, sp + blk * c,
+                          qp + blk * c);
+      }
+    });
+    const std::vector<double> sum = combine(part, blocks, c), sum_sq = combine(part_sq, blocks, c);
+    for (int64_t ch = 0; ch < c; ++ch) {  // Note [One-pass batch statistics] in batch_norm.cpp
+      const size_t i = static_cast<size_t>(ch);
+      const double mean_d = sum[i] / static_cast<double>(rows);
+      const double mean = static_cast<double>(k0[i]) + mean_d;
+      const double var = std::max(sum_sq[i] / static_cast<double>(rows) - mean_d * mean_d, 0.0);
+      if (update) {
+        float& rm = at(running_mean, ch);
+        rm = static_cast<float>((1 - momentum) * rm + momentum * mean);
+      }
+      if (update_var) {
+        float& rv = at(running_var, ch);
+        rv = static_cast<float>((1 - momentum) * rv + momentum * var *
+                                                         static_cast<double>(rows) /
+                                                         static_cast<double>(rows - 1));
+      }
+      mean_p[ch] = static_cast<float>(mean);
+      invstd_p[ch] = static_cast<float>(1.0 / std::sqrt(var + eps));
+    }
+  } else {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const double mean = at(running_mean, ch), var = at(running_var, ch);
+      mean_p[ch] = static_cast<float>(mean);
+      invstd_p[ch] = static_cast<float>(1.0 / std::sqrt(var + eps));
+    }
+  }
+  std::vector<float> scale(cs), shift(cs);  // (C)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const Affine<float> affine = affine_coefficients<float>(mean_p[ch], invstd_p[ch], wp, bp, ch);
+    scale[static_cast<size_t>(ch)] = affine.scale;
+    shift[static_cast<size_t>(ch)] = affine.shift;
+  }
+  const float* scp = scale.data();
+  const float* shp = shift.data();
+  const Form form = rp != nullptr ? Form::AddRelu : relu ? Form::Relu : Form::Plain;
+  parallel_for(0, rows, kRows, [xp, rp, yp, scp, shp, c, form](int64_t lo, int64_t hi) {
+    if (form == Form::AddRelu) {
+      forward_rows<Form::AddRelu>(xp, rp, yp, lo, hi, c, scp, shp);
+    } else if (form == Form::Relu) {
+      forward_rows<Form::Relu>(xp, rp, yp, lo, hi, c, scp, shp);
+    } else {
+      forward_rows<Form::Plain>(xp, rp, yp, lo, hi, c, scp, shp);
+    }
+  });
+  // The running statistics were written in place (see Note [Saved tensor versions]).
+  if (update) running_mean.impl()->storage->bump_version();
+  if (update_var) running_var.impl()->storage->bump_version();
+  return {out, save_mean, save_invstd};
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_backward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
+    const Tensor& save_mean, const Tensor& save_invstd, const Tensor& output, Mask mask,
+    bool training, bool need_input, bool need_weight, bool need_bias, Tensor* grad_residual,
+    const char* op) {
+  check_nhwc_input(input, op);
+  const int64_t c = input.size(1), rows = input.size(0) * input.size(2) * input.size(3);
+  const Tensor gy = channels_last(grad_output);  // (N, C, H, W) NHWC
+  const Tensor y = mask == Mask::Output ? channels_last(output) : Tensor();
+  const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
+  const Tensor b = mask == Mask::Input && bias.defined() ? contiguous(bias) : Tensor();
+  const Tensor mean_t = contiguous(save_mean), invstd_t = contiguous(save_invstd);
+  const IntList& sizes = input.sizes();
+  Tensor grad_input = need_input ? empty_channels_last(sizes, kBFloat16) : Tensor();
+  Tensor grad_weight = need_weight ? empty({c}, kFloat32) : Tensor();  // (C)
+  Tensor grad_bias = need_bias ? empty({c}, kFloat32) : Tensor();      // (C)
+  if (grad_residual != nullptr) *grad_residual = empty_channels_last(sizes, kBFloat16);
+  const float* wp = w.defined() ? w.data_ptr<float>() : nullptr;
+  const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
+  const float* mean_p = mean_t.data_ptr<float>();
+  const float* invstd_p = invstd_t.data_ptr<float>();
+  BFloat16* gxp = need_input ? grad_input.data_ptr<BFloat16>() : nullptr;
+  BFloat16* grp = grad_residual != nullptr ? grad_residual->data_ptr<BFloat16>() : nullptr;
+  const size_t cs = static_cast<size_t>(c);
+  std::vector<float> scale(cs), shift(cs), a(cs), bx(cs), c0(cs);  // (C)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const Affine<float> affine = affine_coefficients<float>(mean_p[ch], invstd_p[ch], wp, bp, ch);
+    scale[static_cast<size_t>(ch)] = affine.scale;
+    shift[static_cast<size_t>(ch)] = affine.shift;
+  }
+  Operands p{gy.data_ptr<BFloat16>(),  // (R, C), as x, y and the results
+             input.data_ptr<BFloat16>(),
+             y.defined() ? y.data_ptr<BFloat16>() : nullptr,
+             scale.data(), shift.data(), mean_p, a.data(), bx.data(), c0.data()};
+  // The sums: for the parameters' gradients, training's grad_input, and the pass
+  // that writes the residual's gradient. Eval's grad_input alone needs none.
+  const bool sums = need_weight || need_bias || (need_input && training) || grp != nullptr;
+  std::vector<double> sum_g(cs, 0.0), sum_g_xmu(cs, 0.0);  // (C)
+  if (sums) {
+    const int64_t blocks = (rows + kRows - 1) / kRows;
+    std::vector<float> part_g(static_cast<size_t>(blocks * c), 0.0f);    // (blocks, C)
+    std::vector<float> part_xmu(static_cast<size_t>(blocks * c), 0.0f);  // (blocks, C)
+    float* pg = part_g.data();
+    float* px = part_xmu.data();
+    parallel_for(0, blocks, 1, [p, grp, pg, px, rows, c, mask](int64_t lo, int64_t hi) {
+      for (int64_t blk = lo; blk < hi; ++blk) {
+        const int64_t r0 = blk * kRows, r1 = std::min(rows, r0 + kRows);
+        with_mask(mask, [&]<Mask M>() {
+          grad_sums_rows<M>(p, grp, r0, r1, c, pg + blk * c, px + blk * c);
+        });
+      }
+    });
+    sum_g = combine(part_g, blocks, c);
+    sum_g_xmu = combine(part_xmu, blocks, c);
+  }
+  float* gwp = need_weight ? grad_weight.data_ptr<float>() : nullptr;
+  float* gbp = need_bias ? grad_bias.data_ptr<float>() : nullptr;
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const size_t i = static_cast<size_t>(ch);
+    const double sum_g_xhat = sum_g_xmu[i] * static_cast<double>(invstd_p[ch]);
+    if (gbp != nullptr) gbp[ch] = static_cast<float>(sum_g[i]);
+    if (gwp != nullptr) gwp[ch] = static_cast<float>(sum_g_xhat);
+    const GradInput<float> gi = grad_input_coefficients<float>(
+        wp != nullptr ? static_cast<double>(wp[ch]) : 1.0, mean_p[ch], invstd_p[ch], sum_g[i],
+        sum_g_xhat, rows, training);
+    a[i] = gi.a;
+    bx[i] = gi.bx;
+    c0[i] = gi.c0;
+  }
+  if (gxp == nullptr) return {grad_input, grad_weight, grad_bias};
+  parallel_for(0, rows, kRows, [p, gxp, c, mask](int64_t lo, int64_t hi) {
+    with_mask(mask, [&]<Mask M>() { grad_input_rows<M>(p, gxp, lo, hi, c); });
+  });
+  return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace lockstep::native

@@ -1,0 +1,181 @@
+// tests/core/test_channels_last.cpp — Note [Channels-last activations]: the layout
+// helpers, elementwise ops that keep channels-last order, and the bf16
+// convolutions taking and returning either order with the same values.
+//
+// Which order the convolutions return is conv_bf16_channels_last() (read once from
+// LOCKSTEP_BF16_CHANNELS_LAST); CTest runs these cases under both settings.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/autocast.h"
+#include "core/factory.h"
+#include "core/native/conv_bf16.h"
+#include "core/native/memory_format.h"
+#include "core/native/native.h"
+#include "core/native/nn_kernels.h"
+#include "core/nn_ops.h"
+#include "core/rng.h"
+#include "tests/support/compare.h"
+
+namespace ls = lockstep;
+namespace nv = lockstep::native;
+using ls::testing::relative_error;
+
+namespace {
+
+ls::Tensor bf16_randn(const ls::IntList& sizes) { return nv::to_dtype(ls::randn(sizes), ls::kBFloat16); }
+
+// The order the convolutions return, as a check on a result.
+bool in_conv_order(const ls::Tensor& t) {
+  return nv::conv_bf16_channels_last() ? nv::is_channels_last(t) : t.is_contiguous();
+}
+
+}  // namespace
+
+TEST_CASE("channels_last: strides, copies and the tensors that are both orders") {
+  ls::manual_seed(1);
+  const ls::Tensor x = ls::randn({2, 3, 4, 5});
+  CHECK_FALSE(nv::is_channels_last(x));
+  const ls::Tensor cl = nv::channels_last(x);
+  CHECK(nv::is_channels_last(cl));
+  CHECK_FALSE(cl.is_contiguous());
+  CHECK(cl.strides() == ls::IntList{60, 1, 15, 3});
+  CHECK(cl.sizes() == x.sizes());
+  CHECK(nv::equal(cl, x));                       // the same values, another order
+  CHECK(nv::channels_last(cl).is_same(cl));      // already channels-last: itself
+  CHECK(nv::contiguous(cl).is_contiguous());
+  CHECK(nv::equal(nv::contiguous(cl), x));
+  // One channel, or one pixel: the two orders are the same bytes.
+  CHECK(nv::is_channels_last(ls::randn({2, 1, 4, 5})));
+  CHECK(nv::is_channels_last(ls::randn({2, 7, 1, 1})));
+  CHECK(nv::is_dense(cl));
+  CHECK_FALSE(nv::is_dense(x.transpose(2, 3)));
+  CHECK(nv::same_dense_layout(cl, nv::channels_last(ls::randn({2, 3, 4, 5}))));
+  CHECK_FALSE(nv::same_dense_layout(cl, x));
+  CHECK_FALSE(nv::is_channels_last(ls::randn({3, 4, 5})));  // not 4-d
+  CHECK_THROWS_WITH_AS(nv::empty_channels_last({3, 4}, ls::kFloat32),
+                       doctest::Contains("(N, C, H, W)"), ls::Error);
+}
+
+TEST_CASE("channels_last: elementwise results keep the order and equal the NCHW results") {
+  ls::manual_seed(2);
+  for (ls::ScalarType dt : {ls::kFloat32, ls::kBFloat16}) {
+    CAPTURE(std::string(ls::dtype_name(dt)));
+    const ls::Tensor a = nv::to_dtype(ls::randn({2, 5, 3, 4}), dt);
+    const ls::Tensor b = nv::to_dtype(ls::randn({2, 5, 3, 4}), dt);
+    const ls::Tensor a_cl = nv::channels_last(a), b_cl = nv::channels_last(b);
+    const ls::Tensor sum_cl = nv::add(a_cl, b_cl), prod_cl = nv::binary(nv::BinaryOp::Mul, a_cl, b_cl);
+    CHECK(nv::is_channels_last(sum_cl));
+    CHECK(nv::equal(sum_cl, nv::add(a, b)));
+    CHECK(nv::equal(prod_cl, nv::binary(nv::BinaryOp::Mul, a, b)));
+    // Mixed orders: the result takes the channels-last one's; values are the same.
+    CHECK(nv::is_channels_last(nv::add(a, b_cl)));
+    CHECK(nv::equal(nv::add(a, b_cl), nv::add(a, b)));
+    // A broadcast operand (C, 1, 1) with a channels-last one.
+    const ls::Tensor bias = nv::to_dtype(ls::randn({5, 1, 1}), dt);
+    CHECK(nv::equal(nv::add(a_cl, bias), nv::add(a, bias)));
+    const ls::Tensor r = nv::unary(nv::UnaryOp::Relu, a_cl);
+    CHECK(nv::is_channels_last(r));
+    CHECK(nv::equal(r, nv::unary(nv::UnaryOp::Relu, a)));
+    const ls::Tensor rb = nv::relu_backward(b_cl, a_cl);
+    CHECK(nv::is_channels_last(rb));
+    CHECK(nv::equal(rb, nv::relu_backward(b, a)));
+    CHECK(nv::equal(nv::relu_backward(b, a_cl), nv::relu_backward(b, a)));  // mixed orders
+    // In place into a channels-last tensor.
+    ls::Tensor acc = nv::channels_last(nv::clone(a));
+    nv::binary_(nv::BinaryOp::Add, acc, b);
+    CHECK(nv::equal(acc, nv::add(a, b)));
+    // Conversions keep the order.
+    const ls::Tensor f = nv::to_dtype(a_cl, dt == ls::kFloat32 ? ls::kBFloat16 : ls::kFloat32);
+    CHECK(nv::is_channels_last(f));
+    CHECK(nv::equal(f, nv::to_dtype(a, f.dtype())));
+  }
+}
+
+TEST_CASE("conv2d_bf16: either input order and either gradient order give the same bits") {
+  ls::manual_seed(3);
+  struct Case {
+    int64_t n, c_in, h, c_out, k, stride, pad;
+  };
+  // 1x1 (stride 1 and 2: the GEMM paths), 3x3 on oneDNN, 3x3 over 64 channels at
+  // 7x7 (the im2col weight gradient), a 7x7 stem over 3 channels (im2col), and a
+  // direct first layer over 1 channel (always NCHW out).
+  for (const Case& c : {Case{2, 16, 6, 24, 1, 1, 0}, Case{2, 16, 7, 32, 1, 2, 0},
+                        Case{2, 8, 9, 16, 3, 1, 1}, Case{2, 64, 7, 16, 3, 1, 1},
+                        Case{2, 32, 8, 16, 3, 2, 1}, Case{1, 3, 15, 8, 7, 2, 3},
+                        Case{2, 1, 10, 8, 3, 1, 1}}) {
+    CAPTURE(c.c_in);
+    CAPTURE(c.k);
+    CAPTURE(c.stride);
+    const ls::Tensor x = bf16_randn({c.n, c.c_in, c.h, c.h});
+    const ls::Tensor w = bf16_randn({c.c_out, c.c_in, c.k, c.k});
+    const ls::Tensor x_cl = nv::channels_last(x);
+    const nv::ConvGeometry g = nv::make_conv_geometry(x, w, ls::Tensor(), {c.stride, c.stride},
+                                                      {c.pad, c.pad}, {1, 1}, 1, "test");
+    nv::ConvBf16SavedInput saved, saved_cl;
+    const ls::Tensor y = nv::conv2d_bf16_forward(g, x, w, ls::Tensor(), &saved);
+    const ls::Tensor y_cl = nv::conv2d_bf16_forward(g, x_cl, w, ls::Tensor(), &saved_cl);
+    CHECK(nv::equal(y, y_cl));
+    const bool direct = !nv::conv_bf16_is_pointwise_gemm(g) && nv::conv_bf16_is_direct(g);
+    CHECK((direct ? y.is_contiguous() : in_conv_order(y)));
+    CHECK((direct ? y_cl.is_contiguous() : in_conv_order(y_cl)));
+    {  // against the float32 reference
+      const ls::Tensor ref = nv::conv2d_forward(nv::to_dtype(x, ls::kFloat32), nv::to_dtype(w, ls::kFloat32),
+                                                ls::Tensor(), {c.stride, c.stride}, {c.pad, c.pad},
+                                                {1, 1}, 1);
+      CHECK(relative_error(nv::to_dtype(y, ls::kFloat32), ref) < 8e-3);
+    }
+    const ls::Tensor gy = bf16_randn(y.sizes());
+    const ls::Tensor gy_cl = nv::channels_last(gy);
+    auto [gx, gw, gb] = nv::conv2d_bf16_backward(g, gy, saved, w, ls::kBFloat16, true, true, true);
+    auto [gx2, gw2, gb2] =
+        nv::conv2d_bf16_backward(g, gy_cl, saved_cl, w, ls::kBFloat16, true, true, true);
+    CHECK(nv::equal(gx, gx2));
+    CHECK(nv::equal(gw, gw2));
+    CHECK(nv::equal(gb, gb2));
+    CHECK((direct ? gx.is_contiguous() : in_conv_order(gx)));
+    CHECK(gw.is_contiguous());
+    auto [rgx, rgw, rgb] = nv::conv2d_backward(
+        nv::to_dtype(gy, ls::kFloat32), nv::to_dtype(x, ls::kFloat32), nv::to_dtype(w, ls::kFloat32),
+        {c.stride, c.stride}, {c.pad, c.pad}, {1, 1}, 1, true, true, true);
+    CHECK(relative_error(nv::to_dtype(gx, ls::kFloat32), rgx) < 8e-3);
+    CHECK(relative_error(gw, rgw) < 1e-4);
+    CHECK(relative_error(gb, rgb) < 1e-5);
+    // A float32 input gradient, asked for, in the same order.
+    auto [gx32, gw_unused, gb_unused] =
+        nv::conv2d_bf16_backward(g, gy_cl, saved_cl, w, ls::kFloat32, true, false, false);
+    CHECK(gx32.dtype() == ls::kFloat32);
+    CHECK(relative_error(gx32, rgx) < 8e-3);
+  }
+}
+
+TEST_CASE("conv2d under autocast keeps its bf16 input for backward with a version check") {
+  ls::manual_seed(4);
+  ls::Tensor w = ls::randn({8, 16, 1, 1}) * 0.2;
+  w.requires_grad_(true);
+  // A bf16 activation in the order the convolutions return: the kernel keeps it as is.
+  const auto activation = [](const ls::Tensor& t) {
+    return nv::conv_bf16_channels_last() ? nv::channels_last(t) : nv::contiguous(t);
+  };
+  ls::Tensor x = activation(bf16_randn({2, 16, 5, 5}));
+  ls::Tensor loss;
+  {
+    ls::AutocastGuard amp(ls::kBFloat16);
+    loss = ls::conv2d(x, w, ls::Tensor()).to(ls::kFloat32).sum();
+  }
+  nv::binary_scalar_(nv::BinaryOp::Mul, x, 2.0);  // an in-place change the op did not see
+  x.bump_version();
+  CHECK_THROWS_WITH_AS(loss.backward(), doctest::Contains("modified by an in-place operation"),
+                       ls::Error);
+  // Unchanged, the same graph computes the weight gradient of the bf16 product.
+  ls::Tensor x2 = activation(bf16_randn({2, 16, 5, 5}));
+  {
+    ls::AutocastGuard amp(ls::kBFloat16);
+    loss = ls::conv2d(x2, w, ls::Tensor()).to(ls::kFloat32).sum();
+  }
+  loss.backward();
+  REQUIRE(w.grad().defined());
+  const ls::Tensor ref = nv::sum(nv::to_dtype(x2, ls::kFloat32), {0, 2, 3}, false);  // d/dw of sum
+  CHECK(relative_error(nv::reshape(w.grad(), {8, 16}).select(0, 3), ref) < 1e-5);
+}
