@@ -19,7 +19,7 @@
 // bit for bit, the float32 kernel run on the widened input and then rounded —
 // which is the reference tests/core/test_batch_norm_bf16.cpp checks them against.
 // batch_norm_add_relu's residual gradient is g or 0, so storing it in bf16 is exact.
-// A channels-last input goes to batch_norm_bf16_nhwc.cpp, which keeps its order
+// A channels-last input goes to fast/batch_norm_bf16_nhwc.cpp, which keeps its order
 // (Note [bfloat16 batch norm on channels-last activations]).
 //
 // Read before: core/native/batch_norm.cpp (the formulas), core/native/batch_norm_sums.h.
@@ -85,7 +85,7 @@ void for_each_block(int64_t n, int64_t c, int64_t s, int64_t ch, F&& f) {
 
 float& at(const Tensor& t, int64_t i) { return t.data_ptr<float>()[i * t.stride(0)]; }
 
-// Whether the input takes the channels-last kernels (batch_norm_bf16_nhwc.cpp): a
+// Whether the input takes the channels-last kernels (fast/batch_norm_bf16_nhwc.cpp): a
 // channels-last input that is not also contiguous (C == 1 or H W == 1 is both).
 bool nhwc(const Tensor& input) { return is_channels_last(input) && !input.is_contiguous(); }
 

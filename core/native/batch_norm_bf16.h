@@ -10,10 +10,10 @@
 //              and the residual's gradient (bf16) when asked for.
 // A channels-last input (Note [Channels-last activations] in memory_format.h) keeps
 // its order: the activation-shaped results are then channels-last too (Note
-// [bfloat16 batch norm on channels-last activations] in batch_norm_bf16_nhwc.cpp).
+// [bfloat16 batch norm on channels-last activations] in fast/batch_norm_bf16_nhwc.cpp).
 //
 // Read before: core/native/batch_norm.cpp, core/native/batch_norm_sums.h.
-// Read next: core/native/batch_norm_bf16_nhwc.cpp, autograd/functions/batch_norm.cpp.
+// Read next: core/native/fast/batch_norm_bf16_nhwc.cpp, autograd/functions/batch_norm.cpp.
 #pragma once
 
 #include <tuple>
@@ -39,7 +39,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
     bool need_bias, Tensor* grad_residual, const char* op);
 
 // The two above for a 4-d channels-last input, which they hand over after their
-// checks (batch_norm_bf16_nhwc.cpp); the other activation-shaped operands may be in
+// checks (fast/batch_norm_bf16_nhwc.cpp); the other activation-shaped operands may be in
 // either order, and the results are channels-last.
 std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_forward(
     const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,

@@ -180,9 +180,6 @@ memory plain_memory(const Tensor& t, const memory::dims& dims, memory::format_ta
   return memory(memory::desc(dims, type, tag), cpu_engine(), t.raw_data());
 }
 
-// True when t is stored channels-last and not also NCHW (where both hold, the
-// bytes are the same and either tag describes them).
-bool stored_channels_last(const Tensor& t) { return is_channels_last(t) && !t.is_contiguous(); }
 
 // An activation as oneDNN memory: a channels-last t in place (tag nhwc), any
 // other made contiguous (tag nchw) into `keep`, which must outlive the memory.
@@ -192,9 +189,9 @@ memory activation_memory(const Tensor& t, const memory::dims& dims, Tensor& keep
                                                           : memory::format_tag::nchw);
 }
 
-// A new (N, C, H, W) activation in the order the convolutions return.
-Tensor new_activation(const IntList& sizes, ScalarType dtype) {
-  return conv_bf16_channels_last() ? empty_channels_last(sizes, dtype) : empty(sizes, dtype);
+// A new (N, C, H, W) activation, channels-last or NCHW.
+Tensor new_activation(const IntList& sizes, ScalarType dtype, bool channels_last_order) {
+  return channels_last_order ? empty_channels_last(sizes, dtype) : empty(sizes, dtype);
 }
 
 // `m` in layout `want`: m itself, or a reordered copy in `keep` (a byte tensor
@@ -239,6 +236,12 @@ bool conv_bf16_channels_last() {
   return enabled;
 }
 
+bool stored_channels_last(const Tensor& t) { return is_channels_last(t) && !t.is_contiguous(); }
+
+bool conv_bf16_returns_channels_last(const ConvGeometry& g, const Tensor& x) {
+  return conv_bf16_channels_last() && (stored_channels_last(x) || g.c_in <= kImageChannels);
+}
+
 Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
                            const Tensor& bias, ConvBf16SavedInput* saved) {
   LS_CHECK(x.dtype() == kBFloat16 || x.dtype() == kFloat32, "conv2d_bf16: the input must be "
@@ -257,7 +260,7 @@ Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor&
   if (conv_bf16_is_direct(g)) return conv2d_bf16_direct_forward(g, x, w, bias, saved);
   const Primitives& p = primitives(g, bias.defined());
   const Tensor wc = contiguous(w);
-  Tensor y = new_activation({g.n, g.c_out, g.oh, g.ow}, kBFloat16);
+  Tensor y = new_activation({g.n, g.c_out, g.oh, g.ow}, kBFloat16, conv_bf16_returns_channels_last(g, x));
   Tensor xc, keep_x, keep_w;
   // One reorder converts and relayouts (float32 NCHW -> bf16 in the primitive's
   // layout); none when x is bf16 in that layout already.
@@ -324,7 +327,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
   if (need_input) {
     check_bf16(w, "the weight");
     const Tensor wc = contiguous(w);
-    gx = new_activation({g.n, g.c_in, g.h, g.w}, gx_dtype);
+    gx = new_activation({g.n, g.c_in, g.h, g.w}, gx_dtype, stored_channels_last(g_y));
     Tensor gx_keep;
     const memory diff_dst = gy_in(p.bwd_data.diff_dst_desc());
     const memory wts = as_layout(plain_memory(wc, weight_dims(g), weight_tag(g)),
@@ -336,11 +339,11 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
   }
   if (need_x && conv_bf16_weight_grad_as_gemm(g)) {  // Note [bf16 backward-weights as one GEMM]
     // Both operands in the order the convolutions return (the GEMM takes either).
-    const bool cl = conv_bf16_channels_last();
+    const bool cl = stored_channels_last(g_y);
     const auto in_order = [cl](const Tensor& t) { return cl ? channels_last(t) : contiguous(t); };
     Tensor x_plain = x.plain.defined() ? in_order(x.plain) : Tensor();
     if (!x_plain.defined()) {  // the forward's copy, in its primitive's layout
-      x_plain = new_activation({g.n, g.c_in, g.h, g.w}, kBFloat16);
+      x_plain = new_activation({g.n, g.c_in, g.h, g.w}, kBFloat16, cl);
       reorder(memory(p.fwd.src_desc(), cpu_engine(), x.bytes.raw_data()),
               plain_memory(x_plain, src_dims(g),
                            cl ? memory::format_tag::nhwc : memory::format_tag::nchw));

@@ -47,11 +47,21 @@ struct ConvBf16SavedInput {
   bool aliases_input = false;  // plain is the forward's input x itself
 };
 
-// Whether the bf16 convolutions return channels-last activations and input
-// gradients (default; LOCKSTEP_BF16_CHANNELS_LAST=0 returns NCHW, for A/B runs).
-// Either way they take inputs and gradients in either order. The direct
-// first-layer loops (conv_bf16_is_direct) always return NCHW.
-bool conv_bf16_channels_last();
+// Which order the bf16 convolutions return (Note [Channels-last activations] in
+// memory_format.h). They take inputs and gradients in either order and return
+//   forward   y channels-last when x is stored channels-last, or when x is an image
+//             of at most kImageChannels channels (a network's first layer, which
+//             reads NCHW images from the data loader: its output starts the
+//             channels-last chain); otherwise NCHW, so a network of NCHW
+//             activations stays NCHW;
+//   backward  dx in dy's order (dw and db are float32 (C_out, C_in, kH, kW), (C_out)).
+// The direct first-layer loops (conv_bf16_is_direct) always return NCHW.
+// LOCKSTEP_BF16_CHANNELS_LAST=0 makes every forward return NCHW (A/B runs).
+inline constexpr int64_t kImageChannels = 4;
+bool conv_bf16_channels_last();  // the switch: LOCKSTEP_BF16_CHANNELS_LAST, default on
+bool conv_bf16_returns_channels_last(const ConvGeometry& g, const Tensor& x);
+// t is channels-last and not also NCHW (where both hold, the bytes are the same).
+bool stored_channels_last(const Tensor& t);
 
 // x may be float32 or bfloat16: it is converted and reordered in one pass.
 // With `saved` not null, also fills it for conv2d_bf16_backward.

@@ -6,6 +6,8 @@
 // LOCKSTEP_BF16_CHANNELS_LAST); CTest runs these cases under both settings.
 #include <doctest/doctest.h>
 
+#include <cstring>
+#include <limits>
 #include <string>
 
 #include "core/autocast.h"
@@ -26,7 +28,7 @@ namespace {
 
 ls::Tensor bf16_randn(const ls::IntList& sizes) { return nv::to_dtype(ls::randn(sizes), ls::kBFloat16); }
 
-// The order the convolutions return, as a check on a result.
+// The order a convolution returns for a channels-last input, as a check on a result.
 bool in_conv_order(const ls::Tensor& t) {
   return nv::conv_bf16_channels_last() ? nv::is_channels_last(t) : t.is_contiguous();
 }
@@ -118,7 +120,10 @@ TEST_CASE("conv2d_bf16: either input order and either gradient order give the sa
     const ls::Tensor y_cl = nv::conv2d_bf16_forward(g, x_cl, w, ls::Tensor(), &saved_cl);
     CHECK(nv::equal(y, y_cl));
     const bool direct = !nv::conv_bf16_is_pointwise_gemm(g) && nv::conv_bf16_is_direct(g);
-    CHECK((direct ? y.is_contiguous() : in_conv_order(y)));
+    // An NCHW input keeps NCHW, except a network's first layer (few channels),
+    // whose output starts the channels-last chain; a channels-last input stays so.
+    const bool starts_chain = nv::conv_bf16_channels_last() && c.c_in <= nv::kImageChannels;
+    CHECK((direct || !starts_chain ? y.is_contiguous() : nv::is_channels_last(y)));
     CHECK((direct ? y_cl.is_contiguous() : in_conv_order(y_cl)));
     {  // against the float32 reference
       const ls::Tensor ref = nv::conv2d_forward(nv::to_dtype(x, ls::kFloat32), nv::to_dtype(w, ls::kFloat32),
@@ -134,7 +139,8 @@ TEST_CASE("conv2d_bf16: either input order and either gradient order give the sa
     CHECK(nv::equal(gx, gx2));
     CHECK(nv::equal(gw, gw2));
     CHECK(nv::equal(gb, gb2));
-    CHECK((direct ? gx.is_contiguous() : in_conv_order(gx)));
+    CHECK(gx.is_contiguous());  // dx takes dy's order
+    CHECK((direct ? gx2.is_contiguous() : nv::is_channels_last(gx2)));
     CHECK(gw.is_contiguous());
     auto [rgx, rgw, rgb] = nv::conv2d_backward(
         nv::to_dtype(gy, ls::kFloat32), nv::to_dtype(x, ls::kFloat32), nv::to_dtype(w, ls::kFloat32),
@@ -178,4 +184,36 @@ TEST_CASE("conv2d under autocast keeps its bf16 input for backward with a versio
   REQUIRE(w.grad().defined());
   const ls::Tensor ref = nv::sum(nv::to_dtype(x2, ls::kFloat32), {0, 2, 3}, false);  // d/dw of sum
   CHECK(relative_error(nv::reshape(w.grad(), {8, 16}).select(0, 3), ref) < 1e-5);
+}
+
+TEST_CASE("max_pool2d: a channels-last bf16 image pools in its order, bit for bit the NCHW result") {
+  ls::manual_seed(5);
+  struct Case {
+    int64_t n, c, h, w, k, s, p;
+  };
+  // ResNet's stem pool, a 2x2 pool, C not a multiple of 16, and windows cut by the border.
+  for (const Case& c : {Case{2, 20, 9, 11, 3, 2, 1}, Case{1, 64, 8, 8, 2, 2, 0},
+                        Case{2, 3, 7, 5, 3, 1, 1}}) {
+    CAPTURE(c.c);
+    CAPTURE(c.k);
+    // Small integers: many ties, which must take the first maximum in both orders.
+    ls::Tensor x = nv::to_dtype(ls::randint(-3, 4, {c.n, c.c, c.h, c.w}), ls::kBFloat16);
+    nv::fill_(x.select(0, 0).select(0, 1).select(0, 2), std::numeric_limits<double>::quiet_NaN());
+    const ls::Tensor x_cl = nv::channels_last(x);
+    auto [y, idx] = nv::max_pool2d_forward(x, {c.k, c.k}, {c.s, c.s}, {c.p, c.p});
+    auto [y_cl, idx_cl] = nv::max_pool2d_forward(x_cl, {c.k, c.k}, {c.s, c.s}, {c.p, c.p});
+    CHECK(nv::is_channels_last(y_cl));
+    CHECK(nv::is_channels_last(idx_cl));
+    CHECK(nv::equal(nv::contiguous(idx_cl), idx));
+    // Same bits (NaN included): compare the raw bf16 patterns.
+    const ls::Tensor a = nv::contiguous(y), b = nv::contiguous(y_cl);
+    CHECK(std::memcmp(a.raw_data(), b.raw_data(), a.numel() * sizeof(ls::BFloat16)) == 0);
+    const ls::Tensor gy = bf16_randn(y.sizes());
+    const ls::Tensor gx = nv::max_pool2d_backward(gy, idx, x.sizes());
+    const ls::Tensor gx_cl = nv::max_pool2d_backward(nv::channels_last(gy), idx_cl, x.sizes());
+    const ls::Tensor gx_mixed = nv::max_pool2d_backward(gy, idx_cl, x.sizes());  // NCHW dy
+    CHECK(nv::is_channels_last(gx_cl));
+    CHECK(nv::equal(gx_cl, gx));
+    CHECK(nv::equal(gx_mixed, gx));
+  }
 }

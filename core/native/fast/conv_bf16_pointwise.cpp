@@ -24,8 +24,8 @@
 //   backward-weights dW (C_out, C_in) = dY^T (C_out, N P) X (N P, C_in)
 // M = N P is large at every stage (392 at ResNet50's 7x7 with batch 8, where the
 // per-image GEMMs above have N = 49), and dW needs no channel-major copies.
-// These run whenever conv_bf16_channels_last() holds; operands in NCHW are
-// reordered first.
+// The forward runs these when conv_bf16_returns_channels_last(), the backward
+// when dY is channels-last; operands in the other order are reordered first.
 // Read before: core/native/conv_bf16.h, core/native/gemm_bf16.h.
 #include <cstring>
 #include <vector>
@@ -207,7 +207,7 @@ Tensor conv_bf16_channels_major(const BFloat16* src, int64_t n, int64_t c, int64
 Tensor conv2d_bf16_pointwise_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
                                      const Tensor& bias, ConvBf16SavedInput* saved) {
   profiler::Scope prof("conv2d_bf16.forward_gemm");
-  if (conv_bf16_channels_last()) return forward_channels_last(g, x, w, bias, saved);
+  if (conv_bf16_returns_channels_last(g, x)) return forward_channels_last(g, x, w, bias, saved);
   const Tensor x16 = contiguous(to_dtype(x, kBFloat16));  // (N, C_in, H, W)
   const Tensor xs = strided(g) ? subsample(g, x16) : x16;  // (N, C_in, oH, oW)
   if (saved != nullptr) *saved = ConvBf16SavedInput{Tensor(), xs, strided(g), xs.is_same(x)};
@@ -236,7 +236,7 @@ Tensor conv2d_bf16_pointwise_forward(const ConvGeometry& g, const Tensor& x, con
 std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_pointwise_backward(
     const ConvGeometry& g, const Tensor& g_y, const ConvBf16SavedInput& x, const Tensor& w,
     ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias) {
-  if (conv_bf16_channels_last()) {
+  if (stored_channels_last(g_y)) {
     return backward_channels_last(g, g_y, x, w, gx_dtype, need_input, need_weight, need_bias);
   }
   const Tensor gy_c = contiguous(g_y);  // (N, C_out, oH, oW)

@@ -1,4 +1,4 @@
-// core/native/batch_norm_bf16_nhwc.cpp — bfloat16 batch norm on channels-last activations.
+// core/native/fast/batch_norm_bf16_nhwc.cpp — bfloat16 batch norm on channels-last activations.
 //
 // batch_norm_bf16_forward / _backward (core/native/batch_norm_bf16.cpp) hand a 4-d
 // channels-last input that is not also contiguous (Note [Channels-last activations]
