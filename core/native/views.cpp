@@ -6,6 +6,7 @@
 // Read before: core/tensor_impl.h, core/native/memory.cpp. Read next: core/native/index.cpp.
 #include <algorithm>
 
+#include "core/native/memory_format.h"
 #include "core/native/native.h"
 #include "core/shape.h"
 
@@ -77,7 +78,12 @@ Tensor view(const Tensor& t, const IntList& sizes) {
   IntList strides = view_strides(t.sizes(), t.strides(), target);
   LS_CHECK(!strides.empty() || target.empty(), "view: cannot view a tensor of shape ",
            t.shape_str(), " with strides ", shape_str(t.strides()), " as ", shape_str(target),
-           " without copying; use .reshape(...) (copies when needed) or call .contiguous() first");
+           " without copying; use .reshape(...) (copies when needed) or call .contiguous() first",
+           is_channels_last(t) && !t.is_contiguous()
+               ? " (this tensor is stored channels-last, as the bf16 convolutions under autocast "
+                 "return their activations: Note [Channels-last activations] in "
+                 "core/native/memory_format.h)"
+               : "");
   return as_strided(t, target, strides, t.storage_offset());
 }
 

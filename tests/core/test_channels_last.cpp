@@ -56,6 +56,9 @@ TEST_CASE("channels_last: strides, copies and the tensors that are both orders")
   CHECK(nv::same_dense_layout(cl, nv::channels_last(ls::randn({2, 3, 4, 5}))));
   CHECK_FALSE(nv::same_dense_layout(cl, x));
   CHECK_FALSE(nv::is_channels_last(ls::randn({3, 4, 5})));  // not 4-d
+  // A view across the permuted dims needs a copy: the error says why and what to do.
+  CHECK_THROWS_WITH_AS(nv::view(cl, {2, 60}), doctest::Contains("stored channels-last"), ls::Error);
+  CHECK(nv::equal(nv::reshape(cl, {2, 60}), nv::reshape(x, {2, 60})));
   CHECK_THROWS_WITH_AS(nv::empty_channels_last({3, 4}, ls::kFloat32),
                        doctest::Contains("(N, C, H, W)"), ls::Error);
 }
