@@ -85,10 +85,6 @@ void for_each_block(int64_t n, int64_t c, int64_t s, int64_t ch, F&& f) {
 
 float& at(const Tensor& t, int64_t i) { return t.data_ptr<float>()[i * t.stride(0)]; }
 
-// Whether the input takes the channels-last kernels (fast/batch_norm_bf16_nhwc.cpp): a
-// channels-last input that is not also contiguous (C == 1 or H W == 1 is both).
-bool nhwc(const Tensor& input) { return is_channels_last(input) && !input.is_contiguous(); }
-
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
@@ -102,7 +98,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
   check_param(running_var, "running_var", c, op);
   if (residual.defined()) check_like_input(residual, "the residual", input, op);
   rules::check_statistics_source(input, s, running_mean, running_var, training, op);
-  if (nhwc(input)) {
+  if (stored_channels_last(input)) {  // fast/batch_norm_bf16_nhwc.cpp
     return batch_norm_bf16_nhwc_forward(input, residual, weight, bias, running_mean, running_var,
                                         training, momentum, eps, relu, op);
   }
@@ -192,7 +188,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
   lockstep::detail::check_defined(save_invstd, op);
   check_param(save_mean, "save_mean", c, op);
   check_param(save_invstd, "save_invstd", c, op);
-  if (nhwc(input)) {
+  if (stored_channels_last(input)) {  // fast/batch_norm_bf16_nhwc.cpp
     return batch_norm_bf16_nhwc_backward(grad_output, input, weight, bias, save_mean, save_invstd,
                                          output, mask, training, need_input, need_weight,
                                          need_bias, grad_residual, op);

@@ -236,8 +236,6 @@ bool conv_bf16_channels_last() {
   return enabled;
 }
 
-bool stored_channels_last(const Tensor& t) { return is_channels_last(t) && !t.is_contiguous(); }
-
 bool conv_bf16_returns_channels_last(const ConvGeometry& g, const Tensor& x) {
   return conv_bf16_channels_last() && (stored_channels_last(x) || g.c_in <= kImageChannels);
 }

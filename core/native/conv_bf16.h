@@ -60,8 +60,6 @@ struct ConvBf16SavedInput {
 inline constexpr int64_t kImageChannels = 4;
 bool conv_bf16_channels_last();  // the switch: LOCKSTEP_BF16_CHANNELS_LAST, default on
 bool conv_bf16_returns_channels_last(const ConvGeometry& g, const Tensor& x);
-// t is channels-last and not also NCHW (where both hold, the bytes are the same).
-bool stored_channels_last(const Tensor& t);
 
 // x may be float32 or bfloat16: it is converted and reordered in one pass.
 // With `saved` not null, also fills it for conv2d_bf16_backward.

@@ -3,6 +3,7 @@
 #include "core/native/memory_format.h"
 
 #include "core/native/native.h"
+#include "core/shape.h"
 
 namespace lockstep::native {
 
@@ -22,11 +23,19 @@ bool is_channels_last(const Tensor& t) {
   return true;
 }
 
+bool stored_channels_last(const Tensor& t) { return is_channels_last(t) && !t.is_contiguous(); }
+
 Tensor empty_channels_last(const IntList& sizes, ScalarType dtype) {
   LS_CHECK(sizes.size() == 4, "empty_channels_last: expected (N, C, H, W) sizes but got ",
            sizes.size(), " dims");
   // An (N, H, W, C) buffer seen through the permutation (0, 3, 1, 2).
   return permute(empty({sizes[0], sizes[2], sizes[3], sizes[1]}, dtype), {0, 3, 1, 2});
+}
+
+Tensor channels_last_rows(const Tensor& t) {
+  LS_CHECK(is_channels_last(t), "channels_last_rows: expected a channels-last (N, C, H, W) tensor "
+           "but got shape ", t.shape_str(), " with strides ", shape_str(t.strides()));
+  return view(permute(t, {0, 2, 3, 1}), {t.size(0) * t.size(2) * t.size(3), t.size(1)});
 }
 
 Tensor channels_last(const Tensor& t) {
@@ -47,8 +56,7 @@ bool same_dense_layout(const Tensor& a, const Tensor& b) {
 Tensor result_like(const IntList& sizes, ScalarType dtype,
                    std::initializer_list<const Tensor*> operands) {
   for (const Tensor* t : operands) {
-    if (t != nullptr && t->defined() && t->sizes() == sizes && is_channels_last(*t) &&
-        !t->is_contiguous()) {
+    if (t != nullptr && t->defined() && t->sizes() == sizes && stored_channels_last(*t)) {
       return empty_channels_last(sizes, dtype);
     }
   }

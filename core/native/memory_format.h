@@ -34,8 +34,16 @@ IntList channels_last_strides(const IntList& sizes);
 // may have any stride). A tensor with C == 1 or H W == 1 is both this and contiguous.
 bool is_channels_last(const Tensor& t);
 
+// t is channels-last and not also NCHW: the kernels that have a channels-last
+// form take it for such a t (where both hold, the bytes are the same either way).
+bool stored_channels_last(const Tensor& t);
+
 // A new tensor of (N, C, H, W) sizes with channels-last strides.
 Tensor empty_channels_last(const IntList& sizes, ScalarType dtype);
+
+// The (N H W, C) row-major matrix behind a channels-last (N, C, H, W) t: a view
+// (row n H W + y W + x holds pixel (y, x) of image n), for kernels on raw buffers.
+Tensor channels_last_rows(const Tensor& t);
 
 // t's values in channels-last order: t itself when it already is, else a copy.
 Tensor channels_last(const Tensor& t);

@@ -289,13 +289,13 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
   check_image(input, op, /*bfloat16_ok=*/true);
   const PoolWindow win = rules::max_pool2d_window(input, kernel_size, stride, padding, op);
   const int64_t n = input.size(0), c = input.size(1), h = win.h, w = win.w, oh = win.oh, ow = win.ow;
-  if (input.dtype() == kBFloat16 && is_channels_last(input) && !input.is_contiguous()) {
+  if (input.dtype() == kBFloat16 && stored_channels_last(input)) {
     // A channels-last bf16 image pools in its own order (pool_max_channels_last.h).
     Tensor out = empty_channels_last({n, c, oh, ow}, kBFloat16);
     Tensor indices = empty_channels_last({n, c, oh, ow}, kInt64);
-    detail::max_pool_channels_last(permute(input, {0, 2, 3, 1}).data_ptr<BFloat16>(), win, n, c,
-                                   permute(out, {0, 2, 3, 1}).data_ptr<BFloat16>(),
-                                   permute(indices, {0, 2, 3, 1}).data_ptr<int64_t>());
+    detail::max_pool_channels_last(channels_last_rows(input).data_ptr<BFloat16>(), win, n, c,
+                                   channels_last_rows(out).data_ptr<BFloat16>(),
+                                   channels_last_rows(indices).data_ptr<int64_t>());
     return {out, indices};
   }
   const Tensor x = contiguous(input);
@@ -350,15 +350,15 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
   check_image(grad_output, op, /*bfloat16_ok=*/true);
   rules::check_max_pool_indices(indices, grad_output, op);
   rules::check_pool_input_sizes(input_sizes, grad_output, op);
-  if (grad_output.dtype() == kBFloat16 && is_channels_last(indices) && !indices.is_contiguous()) {
+  if (grad_output.dtype() == kBFloat16 && stored_channels_last(indices)) {
     // The forward pooled a channels-last image (pool_max_channels_last.h).
     const Tensor gy = channels_last(grad_output);
     const rules::PoolWindow win{input_sizes[2], input_sizes[3], gy.size(2), gy.size(3), 0, 0, 0, 0, 0, 0};
     Tensor grad_input = empty_channels_last(input_sizes, kBFloat16);
-    detail::max_pool_channels_last_backward(permute(gy, {0, 2, 3, 1}).data_ptr<BFloat16>(),
-                                            permute(indices, {0, 2, 3, 1}).data_ptr<int64_t>(),
+    detail::max_pool_channels_last_backward(channels_last_rows(gy).data_ptr<BFloat16>(),
+                                            channels_last_rows(indices).data_ptr<int64_t>(),
                                             win, gy.size(0), gy.size(1),
-                                            permute(grad_input, {0, 2, 3, 1}).data_ptr<BFloat16>());
+                                            channels_last_rows(grad_input).data_ptr<BFloat16>());
     return grad_input;
   }
   const Tensor gy = contiguous(grad_output), idx = contiguous(indices);

@@ -79,7 +79,7 @@ Tensor view(const Tensor& t, const IntList& sizes) {
   LS_CHECK(!strides.empty() || target.empty(), "view: cannot view a tensor of shape ",
            t.shape_str(), " with strides ", shape_str(t.strides()), " as ", shape_str(target),
            " without copying; use .reshape(...) (copies when needed) or call .contiguous() first",
-           is_channels_last(t) && !t.is_contiguous()
+           stored_channels_last(t)
                ? " (this tensor is stored channels-last, as the bf16 convolutions under autocast "
                  "return their activations: Note [Channels-last activations] in "
                  "core/native/memory_format.h)"

@@ -89,16 +89,11 @@ constexpr int64_t kOneGemmPixels = 1024;
 
 // ---- channels-last (Note [bf16 1x1 convolutions on channels-last activations]) ----
 
-// The (N H W, C) matrix behind a channels-last (N, C, H, W) tensor, a view.
-Tensor pixel_rows(const Tensor& t) {
-  return reshape(permute(t, {0, 2, 3, 1}), {t.size(0) * t.size(2) * t.size(3), t.size(1)});
-}
-
 // x channels-last (N, C, H, W) bf16 -> its pixels (s*i, s*j), channels-last (N, C, oH, oW).
 Tensor subsample_channels_last(const ConvGeometry& g, const Tensor& x) {
   Tensor out = empty_channels_last({g.n, g.c_in, g.oh, g.ow}, kBFloat16);
-  const BFloat16* xp = pixel_rows(x).data_ptr<BFloat16>();
-  BFloat16* op = pixel_rows(out).data_ptr<BFloat16>();
+  const BFloat16* xp = channels_last_rows(x).data_ptr<BFloat16>();
+  BFloat16* op = channels_last_rows(out).data_ptr<BFloat16>();
   const int64_t c = g.c_in;
   parallel_for(0, g.n * g.oh, 1, [xp, op, &g, c](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {  // r = n * oH + i
@@ -117,8 +112,8 @@ Tensor subsample_channels_last(const ConvGeometry& g, const Tensor& x) {
 // gxs channels-last (N, C, oH, oW): backward-data of a strided 1x1 layer.
 template <class S>
 void scatter_channels_last(const ConvGeometry& g, const Tensor& gxs, const Tensor& gx) {
-  const S* src = pixel_rows(gxs).data_ptr<S>();
-  S* dst = pixel_rows(gx).data_ptr<S>();
+  const S* src = channels_last_rows(gxs).data_ptr<S>();
+  S* dst = channels_last_rows(gx).data_ptr<S>();
   const int64_t c = g.c_in;
   parallel_for(0, g.n * g.h, 1, [src, dst, &g, c](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {  // r = n * H + y: one input row
@@ -144,8 +139,8 @@ Tensor forward_channels_last(const ConvGeometry& g, const Tensor& x, const Tenso
   Tensor y = empty_channels_last({g.n, g.c_out, g.oh, g.ow}, kBFloat16);
   const Tensor b16 = bias.defined() ? to_dtype(contiguous(bias), kBFloat16) : Tensor();
   gemm_bf16<BFloat16>(false, /*trans_b=*/true, np, g.c_out, g.c_in,
-                      pixel_rows(xs).data_ptr<BFloat16>(), g.c_in, wc.data_ptr<BFloat16>(),
-                      g.c_in, 0.0f, pixel_rows(y).data_ptr<BFloat16>(), g.c_out,
+                      channels_last_rows(xs).data_ptr<BFloat16>(), g.c_in, wc.data_ptr<BFloat16>(),
+                      g.c_in, 0.0f, channels_last_rows(y).data_ptr<BFloat16>(), g.c_out,
                       b16.defined() ? b16.data_ptr<BFloat16>() : nullptr);
   return y;
 }
@@ -154,7 +149,7 @@ std::tuple<Tensor, Tensor, Tensor> backward_channels_last(
     const ConvGeometry& g, const Tensor& gy, const ConvBf16SavedInput& x, const Tensor& w,
     ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias) {
   const Tensor g_y = channels_last(gy);  // (N, C_out, oH, oW)
-  const Tensor dy = pixel_rows(g_y);     // (N P, C_out)
+  const Tensor dy = channels_last_rows(g_y);     // (N P, C_out)
   const int64_t np = g.n * g.oh * g.ow;
   Tensor gx, gw, gb;
   if (need_input) {
@@ -164,7 +159,7 @@ std::tuple<Tensor, Tensor, Tensor> backward_channels_last(
     dispatch_floating_bf16(gx_dtype, "conv2d_bf16_backward", [&]<class S, class C>() {
       if constexpr (!std::is_same_v<S, double>) {
         gemm_bf16<S>(false, false, np, g.c_in, g.c_out, dy.data_ptr<BFloat16>(), g.c_out,
-                     wc.data_ptr<BFloat16>(), g.c_in, 0.0f, pixel_rows(gxs).data_ptr<S>(), g.c_in);
+                     wc.data_ptr<BFloat16>(), g.c_in, 0.0f, channels_last_rows(gxs).data_ptr<S>(), g.c_in);
         if (strided(g)) {
           gx = empty_channels_last({g.n, g.c_in, g.h, g.w}, gx_dtype);
           scatter_channels_last<S>(g, gxs, gx);
@@ -182,7 +177,7 @@ std::tuple<Tensor, Tensor, Tensor> backward_channels_last(
     const Tensor xs = x.subsampled || !strided(g) ? xc : subsample_channels_last(g, xc);
     gw = empty({g.c_out, g.c_in, 1, 1}, kFloat32);  // (C_out, C_in)
     gemm_bf16<float>(/*trans_a=*/true, false, g.c_out, g.c_in, np, dy.data_ptr<BFloat16>(),
-                     g.c_out, pixel_rows(xs).data_ptr<BFloat16>(), g.c_in, 0.0f,
+                     g.c_out, channels_last_rows(xs).data_ptr<BFloat16>(), g.c_in, 0.0f,
                      gw.data_ptr<float>(), g.c_in);
   }
   if (need_bias) gb = sum_rows_to_float(dy);  // (C_out)

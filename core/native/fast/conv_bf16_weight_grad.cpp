@@ -137,11 +137,11 @@ Tensor weight_grad_channels_last(const ConvGeometry& g, const Tensor& gy, const 
                                  Tensor* grad_bias) {
   const int64_t np = g.n * g.oh * g.ow, kc = g.kh * g.kw * g.c_in;
   // The (N, H, W, C) buffers behind the channels-last views, as matrices.
-  const Tensor dy = reshape(permute(gy, {0, 2, 3, 1}), {np, g.c_out});  // (N P, C_out), a view
+  const Tensor dy = channels_last_rows(gy);  // (N P, C_out), a view
   Tensor cols;
   {
     profiler::Scope p2("conv2d_bf16.wgrad_im2col");
-    cols = pixel_columns(g, permute(x, {0, 2, 3, 1}).data_ptr<BFloat16>());  // (N P, kH kW C_in)
+    cols = pixel_columns(g, channels_last_rows(x).data_ptr<BFloat16>());  // (N P, kH kW C_in)
   }
   Tensor dy_t;
   {
