@@ -150,6 +150,7 @@ int run_main(int argc, char** argv) {
   }
   std::printf("{\"summary\":true,\"threads\":%d,\"reps\":%d,\"step_ms\":%.1f,\"step_gbs\":%.1f}\n",
               opt.threads, opt.reps, step_ms, step_bytes / step_ms / 1e6);
+  return 0;
 }
 
 int main(int argc, char** argv) {

@@ -18,9 +18,10 @@ namespace {
 struct MaxPool2dBackward final : BackwardNode {
   SavedVariable indices;  // (N, C, oH, oW) int64, flat positions in each (H, W) plane
   IntList input_sizes;
+  IntList tile;  // {kH, kW} when the windows tile the input, else empty
   std::string name() const override { return "MaxPool2dBackward"; }
   variable_list apply(variable_list&& grads) override {
-    return {native::max_pool2d_backward(grads[0], indices.unpack(name()), input_sizes)};
+    return {native::max_pool2d_backward(grads[0], indices.unpack(name()), input_sizes, tile)};
   }
   void release_variables() override { indices.reset(); }
 };
@@ -48,6 +49,7 @@ Tensor max_pool2d(const Tensor& input, const IntList& kernel_size, const IntList
     auto node = std::make_shared<MaxPool2dBackward>();
     node->indices = SavedVariable(indices);
     node->input_sizes = input.sizes();
+    node->tile = native::max_pool2d_tile(kernel_size, stride, padding);
     record(node, {input}, {out});
   }
   return out;

@@ -309,7 +309,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
                                           need_bias);
   }
   if (conv_bf16_is_direct(g)) {
-    return conv2d_bf16_direct_backward(g, contiguous(g_y), x, w, gx_dtype, need_input, need_weight,
+    return conv2d_bf16_direct_backward(g, g_y, x, w, gx_dtype, need_input, need_weight,
                                        need_bias);
   }
   const Primitives& p = primitives(g, /*bias=*/false);  // its backward-weights always has a bias

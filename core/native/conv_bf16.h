@@ -55,7 +55,9 @@ struct ConvBf16SavedInput {
 //             channels-last chain); otherwise NCHW, so a network of NCHW
 //             activations stays NCHW;
 //   backward  dx in dy's order (dw and db are float32 (C_out, C_in, kH, kW), (C_out)).
-// The direct first-layer loops (conv_bf16_is_direct) always return NCHW.
+// The direct first-layer loops (conv_bf16_is_direct) follow the same rule: a small
+// CNN's first layer starts its chain too (Note [bf16 direct convolution,
+// channels-last output] in fast/conv_bf16_direct.cpp).
 // LOCKSTEP_BF16_CHANNELS_LAST=0 makes every forward return NCHW (A/B runs).
 inline constexpr int64_t kImageChannels = 4;
 bool conv_bf16_channels_last();  // the switch: LOCKSTEP_BF16_CHANNELS_LAST, default on

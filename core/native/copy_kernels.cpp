@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <type_traits>
 
 #include "core/native/elementwise_loop.h"
 #include "core/native/fast/transpose_tiles.h"
+#include "core/native/native.h"
 #include "core/parallel.h"
 #include "core/shape.h"
 
@@ -44,8 +46,35 @@ IntList drop_last(const IntList& v, size_t k) { return IntList(v.begin(), v.end(
 
 }  // namespace
 
-CopyPath copy_path(const Tensor& dst, const Tensor& src, const IntList& src_strides) {
-  if (dst.is_contiguous() && src.is_contiguous() && dst.sizes() == src.sizes()) return CopyPath::Flat;
+CopyViews in_dst_order(const Tensor& dst, const IntList& src_strides) {
+  const IntList& sizes = dst.sizes();
+  const IntList& strides = dst.strides();
+  std::vector<size_t> order;  // dst's dims of size > 1, outermost in memory first
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] != 1) order.push_back(d);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return strides[a] > strides[b]; });
+  IntList out_sizes, out_dst, out_src;
+  for (size_t d : order) {
+    const bool merges = !out_sizes.empty() && out_dst.back() == strides[d] * sizes[d] &&
+                        out_src.back() == src_strides[d] * sizes[d];
+    if (merges) {
+      out_sizes.back() *= sizes[d];
+      out_dst.back() = strides[d];
+      out_src.back() = src_strides[d];
+    } else {
+      out_sizes.push_back(sizes[d]);
+      out_dst.push_back(strides[d]);
+      out_src.push_back(src_strides[d]);
+    }
+  }
+  if (out_sizes.empty()) out_sizes = {1}, out_dst = {1}, out_src = {1};  // one element
+  return {as_strided(dst, out_sizes, out_dst, dst.storage_offset()), out_src};
+}
+
+CopyPath copy_path(const Tensor& dst, const Tensor& /*src*/, const IntList& src_strides) {
+  if (dst.is_contiguous() && src_strides == contiguous_strides(dst.sizes())) return CopyPath::Flat;
   const size_t nd = src_strides.size();
   if (nd >= 2 && dst.strides().back() == 1 && src_strides.back() == 1) return CopyPath::Rows;
   if (nd >= 2 && dst.is_contiguous() && src_strides[nd - 2] == 1 && src_strides[nd - 1] > 1) {
@@ -77,35 +106,41 @@ void copy_transposed(const Tensor& dst, const Tensor& src, const IntList& src_st
   const int64_t ld = src_strides[nd - 1];  // element (i, j) of a source matrix: i + j * ld
   const IntList outer = drop_last(dst.sizes(), 2), dst_outer = drop_last(dst.strides(), 2);
   const IntList src_outer = drop_last(src_strides, 2);
+  std::vector<int64_t> dst_at, src_at;  // the matrices' offsets, in order
+  for_each_offset(outer, {dst_outer, src_outer}, [&](const int64_t* off) {
+    dst_at.push_back(off[0]);
+    src_at.push_back(off[1]);
+  });
+  // Work item = (matrix, tile of 32 rows): a batch of small matrices (an image's
+  // (C, H W) with few channels) still splits over the threads.
+  const int64_t tiles = (rows + kTile - 1) / kTile;
+  const int64_t items = static_cast<int64_t>(dst_at.size()) * tiles;
   with_pointers(dst, src, [&](auto* d0, const auto* s0) {
     using D = std::remove_pointer_t<decltype(d0)>;
-    for_each_offset(outer, {dst_outer, src_outer}, [&](const int64_t* off) {
-      D* d = d0 + off[0];
-      const auto* s = s0 + off[1];
-      parallel_for(0, (rows + kTile - 1) / kTile, 4, [&](int64_t lo, int64_t hi) {
+    parallel_for(0, items, 4, [&](int64_t lo, int64_t hi) {
+      for (int64_t item = lo; item < hi; ++item) {
+        D* d = d0 + dst_at[static_cast<size_t>(item / tiles)];
+        const auto* s = s0 + src_at[static_cast<size_t>(item / tiles)];
+        const int64_t i0 = item % tiles * kTile, i1 = std::min(rows, i0 + kTile);
         if constexpr (std::is_same_v<D, std::remove_cvref_t<decltype(*s)>> &&
                       (sizeof(D) == 2 || sizeof(D) == 4)) {  // Note [Transposing in registers]
-          const int64_t r0 = lo * kTile, r1 = std::min(rows, hi * kTile);
-          if (detail::transpose_block(s + r0, ld, d + r0 * cols, cols, r1 - r0, cols, sizeof(D))) {
-            return;
+          if (detail::transpose_block(s + i0, ld, d + i0 * cols, cols, i1 - i0, cols, sizeof(D))) {
+            continue;
           }
         }
-        for (int64_t i0 = lo * kTile; i0 < std::min(rows, hi * kTile); i0 += kTile) {
-          const int64_t i1 = std::min(rows, i0 + kTile);
-          for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
-            const int64_t j1 = std::min(cols, j0 + kTile);
-            for (int64_t i = i0; i < i1; ++i) {
-              for (int64_t j = j0; j < j1; ++j) {
-                if constexpr (std::is_same_v<D, std::remove_cvref_t<decltype(*s)>>) {
-                  d[i * cols + j] = s[i + j * ld];
-                } else {
-                  d[i * cols + j] = convert<D>(s[i + j * ld]);
-                }
+        for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+          const int64_t j1 = std::min(cols, j0 + kTile);
+          for (int64_t i = i0; i < i1; ++i) {
+            for (int64_t j = j0; j < j1; ++j) {
+              if constexpr (std::is_same_v<D, std::remove_cvref_t<decltype(*s)>>) {
+                d[i * cols + j] = s[i + j * ld];
+              } else {
+                d[i * cols + j] = convert<D>(s[i + j * ld]);
               }
             }
           }
         }
-      });
+      }
     });
   });
 }

@@ -20,6 +20,11 @@
 // and transposes were ~50 ms of a ResNet50 bf16 step and ~90 ms of BERT-base's.
 // A bfloat16 destination is rounded through its bits (store_element) so that the
 // flat and row loops vectorise; the values are convert<D>'s either way.
+// Before choosing, copy_ puts both sides in the destination's memory order and
+// merges the dims that are contiguous in both (in_dst_order): so a copy between
+// channels-last and NCHW (contiguous() of a channels-last activation, or
+// channels_last() of an NCHW one) is a batch of (C, H W) transposes, and a copy
+// between two channels-last tensors (to_dtype) is flat.
 // Read before: core/native/native.h (copy_), core/native/memory.cpp. Read next: core/native/views.cpp.
 #pragma once
 
@@ -28,6 +33,15 @@
 namespace lockstep::native {
 
 enum class CopyPath { Flat, Rows, Transposed, Walk };
+
+// dst = src as the loops see it: dst viewed in its memory order (dims sorted by
+// dst's strides, outermost first), size-1 dims dropped, dims contiguous in both
+// merged; src_strides permuted and merged alike. Same elements, same pairs.
+struct CopyViews {
+  Tensor dst;
+  IntList src_strides;
+};
+CopyViews in_dst_order(const Tensor& dst, const IntList& src_strides);
 
 // The loop copy_ takes for dst = src, src read with `src_strides` (broadcast to dst's shape).
 CopyPath copy_path(const Tensor& dst, const Tensor& src, const IntList& src_strides);

@@ -80,12 +80,14 @@ void copy_(const Tensor& dst, const Tensor& src) {
     if (dst.raw_data() != src.raw_data()) std::memmove(dst.raw_data(), src.raw_data(), dst.nbytes());
     return;
   }
-  const IntList src_strides = broadcast_strides(src.sizes(), src.strides(), dst.sizes());
-  switch (copy_path(dst, src, src_strides)) {  // Note [Copy loops], copy_kernels.h
-    case CopyPath::Flat: return copy_flat(dst, src);
-    case CopyPath::Rows: return copy_rows(dst, src, src_strides);
-    case CopyPath::Transposed: return copy_transposed(dst, src, src_strides);
-    case CopyPath::Walk: return copy_walk(dst, src, src_strides);
+  if (dst.numel() == 0) return;
+  const auto [d, src_strides] =
+      in_dst_order(dst, broadcast_strides(src.sizes(), src.strides(), dst.sizes()));
+  switch (copy_path(d, src, src_strides)) {  // Note [Copy loops], copy_kernels.h
+    case CopyPath::Flat: return copy_flat(d, src);
+    case CopyPath::Rows: return copy_rows(d, src, src_strides);
+    case CopyPath::Transposed: return copy_transposed(d, src, src_strides);
+    case CopyPath::Walk: return copy_walk(d, src, src_strides);
   }
 }
 

@@ -80,8 +80,15 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_backward_with(
 std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList& kernel_size,
                                               const IntList& stride, const IntList& padding);
 // Routes each grad_output element to its input position: (N, C, H, W) = input_sizes.
+// `tile` = max_pool2d_tile(...) of the forward's window, or empty: when the
+// windows tile the input, a channels-last bf16 gradient is written element by
+// element instead of scattered (Note [Channel-vector max-pool in AVX-512]); an
+// index outside its tile is then an error.
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
-                           const IntList& input_sizes);
+                           const IntList& input_sizes, const IntList& tile = {});
+// {kH, kW} when windows of this kernel, stride and padding tile the input
+// (stride = kernel, no padding), else empty.
+IntList max_pool2d_tile(const IntList& kernel_size, const IntList& stride, const IntList& padding);
 
 // (N, C, H, W) -> (N, C, oh, ow); output window i covers rows
 // [floor(i H / oh), ceil((i + 1) H / oh)), likewise for columns.

@@ -343,8 +343,17 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
   return {out, indices};
 }
 
+IntList max_pool2d_tile(const IntList& kernel_size, const IntList& stride, const IntList& padding) {
+  const char* op = "max_pool2d";
+  const auto [kh, kw] = pair_param(kernel_size, op, "kernel_size");
+  const auto [sh, sw] = stride.empty() ? std::pair{kh, kw} : pair_param(stride, op, "stride");
+  const auto [ph, pw] = pair_param(padding, op, "padding");
+  if (sh != kh || sw != kw || ph != 0 || pw != 0) return {};
+  return {kh, kw};
+}
+
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
-                           const IntList& input_sizes) {
+                           const IntList& input_sizes, const IntList& tile) {
   LS_DISPATCH_CUDA(grad_output, max_pool2d_backward(grad_output, indices, input_sizes));
   const char* op = "max_pool2d_backward";
   check_image(grad_output, op, /*bfloat16_ok=*/true);
@@ -353,7 +362,15 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
   if (grad_output.dtype() == kBFloat16 && stored_channels_last(indices)) {
     // The forward pooled a channels-last image (pool_max_channels_last.h).
     const Tensor gy = channels_last(grad_output);
-    const rules::PoolWindow win{input_sizes[2], input_sizes[3], gy.size(2), gy.size(3), 0, 0, 0, 0, 0, 0};
+    LS_CHECK(tile.empty() || (tile.size() == 2 && tile[0] > 0 && tile[1] > 0), op,
+             ": tile must be empty or {kH, kW} (max_pool2d_tile) but is ", shape_str(tile));
+    // The window as far as backward needs it: the tile, when the windows tile the input.
+    const int64_t kh = tile.empty() ? 0 : tile[0], kw = tile.empty() ? 0 : tile[1];
+    const rules::PoolWindow win{input_sizes[2], input_sizes[3], gy.size(2), gy.size(3), kh, kw, kh, kw, 0, 0};
+    LS_CHECK(win.oh * kh <= win.h && win.ow * kw <= win.w, op, ": ", win.oh, "x", win.ow,
+             " tiles of ", kh, "x", kw, " do not fit in the ", win.h, "x", win.w,
+             " input, so this tile is not the one of the pool that made grad_output; pass that "
+             "pool's max_pool2d_tile, or none");
     Tensor grad_input = empty_channels_last(input_sizes, kBFloat16);
     detail::max_pool_channels_last_backward(channels_last_rows(gy).data_ptr<BFloat16>(),
                                             channels_last_rows(indices).data_ptr<int64_t>(),

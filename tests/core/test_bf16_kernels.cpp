@@ -18,10 +18,12 @@
 #include "core/native/copy_kernels.h"
 #include "core/native/gemm.h"
 #include "core/native/gemm_bf16.h"
+#include "core/native/memory_format.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
 #include "core/native/nn_kernels_transformer.h"
 #include "core/rng.h"
+#include "core/shape.h"
 #include "tests/support/compare.h"
 
 namespace ls = lockstep;
@@ -382,6 +384,50 @@ TEST_CASE("copy_: the flat, row and tiled-transpose loops equal the element walk
           nv::copy_(fast, v.t);
           nv::copy_reference_(ref, v.t);
           CHECK(std::memcmp(fast.raw_data(), ref.raw_data(), fast.nbytes()) == 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("copy_: between channels-last and NCHW a batch of transposes, between two channels-last flat") {
+  // copy_ sees both sides in the destination's memory order (in_dst_order,
+  // Note [Copy loops]), so these copies take the tiled loops rather than the
+  // walk; each must equal copy_reference_ byte for byte. Shapes cover a single
+  // channel, tiles cut short (37 channels, 5 x 7 pixels) and a multiple of 32.
+  ls::manual_seed(10);
+  const std::vector<ls::IntList> shapes = {{3, 1, 4, 5}, {2, 37, 5, 7}, {4, 64, 6, 6}};
+  for (const ls::IntList& shape : shapes) {
+    for (ls::ScalarType from : {ls::kFloat32, ls::kBFloat16}) {
+      for (ls::ScalarType to : {ls::kFloat32, ls::kBFloat16}) {
+        const ls::Tensor nchw = nv::to_dtype(ls::randn(shape), from);
+        const ls::Tensor cl = nv::channels_last(nchw);
+        struct Case {
+          const char* what;
+          ls::Tensor dst, src;
+          nv::CopyPath path;
+        };
+        const bool single_channel = shape[1] == 1;  // then NCHW and channels-last are one layout
+        const std::vector<Case> cases = {
+            {"channels-last -> NCHW", nv::empty(shape, to), cl,
+             single_channel ? nv::CopyPath::Flat : nv::CopyPath::Transposed},
+            {"NCHW -> channels-last", nv::empty_channels_last(shape, to), nchw,
+             single_channel ? nv::CopyPath::Flat : nv::CopyPath::Transposed},
+            {"channels-last -> channels-last", nv::empty_channels_last(shape, to), cl, nv::CopyPath::Flat},
+            {"NCHW -> a narrowed channels-last view", nv::narrow(nv::empty_channels_last({shape[0], shape[1] + 2, shape[2], shape[3]}, to), 1, 1, shape[1]),
+             nchw, nv::CopyPath::Walk},
+        };
+        for (const Case& c : cases) {
+          const std::string what = std::string(c.what) + " " + ls::shape_str(shape) + " " +
+                                   ls::dtype_name(from) + " -> " + ls::dtype_name(to);
+          CAPTURE(what);
+          const auto [d, strides] = nv::in_dst_order(c.dst, c.src.strides());
+          if (c.path != nv::CopyPath::Walk) CHECK(nv::copy_path(d, c.src, strides) == c.path);
+          ls::Tensor ref = nv::empty(shape, to);
+          nv::copy_reference_(ref, c.src);
+          nv::copy_(c.dst, c.src);
+          CHECK(nv::equal(nv::contiguous(c.dst), ref));
+          CHECK(nv::equal(nv::to_dtype(nv::contiguous(c.src), to), ref));
         }
       }
     }

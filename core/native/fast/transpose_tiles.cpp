@@ -11,8 +11,9 @@
 // become one row of 32-bit words (row 2k's element in the low half, 2k + 1's in
 // the high half), so a 16 x 16 transpose of those words yields, in each output
 // register, 32 consecutive two-byte elements of one destination row — a tile
-// of 16 destination rows x 32 columns. Rows and columns left over at the edges
-// (fewer than a tile) are copied one element at a time. Only bytes move, so the
+// of 16 destination rows x 32 columns. A tile cut by an edge loads and stores
+// under masks (missing source rows read as zeros that are never stored), so a
+// (64, 49) image of a 7x7 layer is not a third scalar tail. Only bytes move, so the
 // result equals the element loop exactly (tests/core/test_bf16_kernels.cpp
 // compares every copy path with the offset walk, byte for byte). For the
 // NCHW <-> NHWC bf16 transposes around oneDNN's convolutions, (64, 64, 14, 14)
@@ -20,6 +21,8 @@
 //
 // Read before: core/native/fast/transpose_tiles.h.
 #include "core/native/fast/transpose_tiles.h"
+
+#include <algorithm>
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #include <immintrin.h>
@@ -29,15 +32,6 @@
 namespace lockstep::native::detail {
 
 namespace {
-
-// d[i * ldd + j] = s[i + j * lds] over [i0, i1) x [j0, j1), one element at a time.
-template <class E>
-void transpose_scalar(const E* s, int64_t lds, E* d, int64_t ldd, int64_t i0, int64_t i1,
-                      int64_t j0, int64_t j1) {
-  for (int64_t i = i0; i < i1; ++i) {
-    for (int64_t j = j0; j < j1; ++j) d[i * ldd + j] = s[i + j * lds];
-  }
-}
 
 #ifdef LOCKSTEP_TRANSPOSE_AVX512
 
@@ -70,41 +64,56 @@ inline void transpose_16x16(__m512i r[16]) {
   }
 }
 
+// The first n (<= 16, or <= 32 for the 32-bit masks) lanes.
+inline __mmask16 first16(int64_t n) {
+  return n >= 16 ? static_cast<__mmask16>(0xffff) : static_cast<__mmask16>((1u << n) - 1u);
+}
+inline __mmask32 first32(int64_t n) {
+  return n >= 32 ? ~__mmask32{0} : static_cast<__mmask32>((1u << n) - 1u);
+}
+
 void transpose_4byte(const uint32_t* s, int64_t lds, uint32_t* d, int64_t ldd, int64_t rows,
                      int64_t cols) {
-  const int64_t ti = rows / 16 * 16, tj = cols / 16 * 16;
-  for (int64_t i0 = 0; i0 < ti; i0 += 16) {
-    for (int64_t j0 = 0; j0 < tj; j0 += 16) {
+  for (int64_t i0 = 0; i0 < rows; i0 += 16) {
+    const int64_t ni = std::min<int64_t>(16, rows - i0);  // a tile cut by an edge is masked
+    const __mmask16 ki = first16(ni);
+    for (int64_t j0 = 0; j0 < cols; j0 += 16) {
+      const int64_t nj = std::min<int64_t>(16, cols - j0);
       __m512i r[16];
-      for (int k = 0; k < 16; ++k) r[k] = _mm512_loadu_si512(s + (j0 + k) * lds + i0);
+      for (int k = 0; k < 16; ++k) {
+        r[k] = k < nj ? _mm512_maskz_loadu_epi32(ki, s + (j0 + k) * lds + i0) : _mm512_setzero_si512();
+      }
       transpose_16x16(r);
-      for (int e = 0; e < 16; ++e) _mm512_storeu_si512(d + (i0 + e) * ldd + j0, r[e]);
+      const __mmask16 kj = first16(nj);
+      for (int e = 0; e < ni; ++e) _mm512_mask_storeu_epi32(d + (i0 + e) * ldd + j0, kj, r[e]);
     }
   }
-  transpose_scalar(s, lds, d, ldd, 0, ti, tj, cols);
-  transpose_scalar(s, lds, d, ldd, ti, rows, 0, cols);
 }
 
 void transpose_2byte(const uint16_t* s, int64_t lds, uint16_t* d, int64_t ldd, int64_t rows,
                      int64_t cols) {
   constexpr __mmask16 kAll = 0xffff;  // maskz_ forms: GCC 12 warns inside the plain ones
-  const int64_t ti = rows / 16 * 16, tj = cols / 32 * 32;
-  for (int64_t i0 = 0; i0 < ti; i0 += 16) {
-    for (int64_t j0 = 0; j0 < tj; j0 += 32) {
+  for (int64_t i0 = 0; i0 < rows; i0 += 16) {
+    const int64_t ni = std::min<int64_t>(16, rows - i0);  // a tile cut by an edge is masked
+    const __mmask16 ki = first16(ni);
+    for (int64_t j0 = 0; j0 < cols; j0 += 32) {
+      const int64_t nj = std::min<int64_t>(32, cols - j0);
       __m512i r[16];
       for (int k = 0; k < 16; ++k) {  // source rows 2k, 2k + 1 -> one row of words
-        const auto* lo = reinterpret_cast<const __m256i*>(s + (j0 + 2 * k) * lds + i0);
-        const auto* hi = reinterpret_cast<const __m256i*>(s + (j0 + 2 * k + 1) * lds + i0);
-        const __m512i a = _mm512_maskz_cvtepu16_epi32(kAll, _mm256_loadu_si256(lo));
-        const __m512i b = _mm512_maskz_cvtepu16_epi32(kAll, _mm256_loadu_si256(hi));
+        const __m256i lo = 2 * k < nj ? _mm256_maskz_loadu_epi16(ki, s + (j0 + 2 * k) * lds + i0)
+                                      : _mm256_setzero_si256();
+        const __m256i hi = 2 * k + 1 < nj
+                               ? _mm256_maskz_loadu_epi16(ki, s + (j0 + 2 * k + 1) * lds + i0)
+                               : _mm256_setzero_si256();
+        const __m512i a = _mm512_maskz_cvtepu16_epi32(kAll, lo);
+        const __m512i b = _mm512_maskz_cvtepu16_epi32(kAll, hi);
         r[k] = _mm512_or_si512(a, _mm512_maskz_slli_epi32(kAll, b, 16));
       }
       transpose_16x16(r);
-      for (int e = 0; e < 16; ++e) _mm512_storeu_si512(d + (i0 + e) * ldd + j0, r[e]);
+      const __mmask32 kj = first32(nj);
+      for (int e = 0; e < ni; ++e) _mm512_mask_storeu_epi16(d + (i0 + e) * ldd + j0, kj, r[e]);
     }
   }
-  transpose_scalar(s, lds, d, ldd, 0, ti, tj, cols);
-  transpose_scalar(s, lds, d, ldd, ti, rows, 0, cols);
 }
 
 #endif
