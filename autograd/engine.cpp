@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/grad_mode.h"
+#include "core/native/memory_format.h"
 #include "core/native/native.h"
 #include "core/profiler.h"
 
@@ -46,11 +47,11 @@ struct ReadyQueue {
 };
 
 // Whether nothing but `t` can see its memory: one handle, one view on its
-// storage, contiguous from offset 0, not part of a graph. Such a tensor may be
+// storage, dense (contiguous or channels-last) from offset 0, not part of a graph. Such a tensor may be
 // overwritten without anyone noticing.
 bool is_sole_owner(const Tensor& t) {
   return t.defined() && t.impl_ptr().use_count() == 1 && t.impl()->storage.use_count() == 1 &&
-         t.storage_offset() == 0 && t.is_contiguous() && !t.requires_grad();
+         t.storage_offset() == 0 && native::is_dense(t) && !t.requires_grad();
 }
 
 // Whether dst += other may replace dst + other: dst is unseen by anyone else
@@ -78,7 +79,9 @@ bool can_sum_into(const Tensor& dst, const Tensor& other) {
 // sees it, and the node returns its own gradient added into that tensor; a
 // convolution does the addition inside its GEMM (Note [Convolution gradients
 // summed in place] in core/native/fast/conv_onednn.h), so ResNet50's residual sums
-// cost no separate pass at all.
+// cost no separate pass at all; under bf16 autocast the stride-1 1x1 layers do the
+// same in their GEMM (Note [bf16 convolution gradients summed in place] in
+// core/native/conv_bf16.h). Dense means contiguous or channels-last here.
 //
 // Adds `grad` into slot `input_nr` of `node`'s input buffer.
 void accumulate_input(GraphTask& task, Node* node, uint32_t input_nr, Tensor grad) {

@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 
 #include "autograd/accumulate_grad.h"
+#include "core/profiler.h"
 #include "core/native/native.h"
 
 namespace lockstep::autograd {
@@ -17,7 +18,10 @@ variable_list Node::apply_summing(variable_list&& grad_outputs, variable_list&& 
   variable_list grads = apply(std::move(grad_outputs));
   for (size_t i = 0; i < pending.size() && i < grads.size(); ++i) {
     if (!pending[i].defined()) continue;
-    if (grads[i].defined()) native::binary_(native::BinaryOp::Add, pending[i], grads[i]);
+    if (grads[i].defined()) {
+      profiler::Scope prof("autograd.accumulate");  // the separate pass a summing node avoids
+      native::binary_(native::BinaryOp::Add, pending[i], grads[i]);
+    }
     grads[i] = std::move(pending[i]);
   }
   return grads;

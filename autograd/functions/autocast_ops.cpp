@@ -116,13 +116,26 @@ struct Conv2dAutocastBackward final : BackwardNode {
   ScalarType input_dtype = kFloat32, weight_dtype = kFloat32, bias_dtype = kFloat32;
   std::string name() const override { return "Conv2dAutocastBackward"; }
 
-  variable_list apply(variable_list&& grads) override {
+  variable_list apply(variable_list&& grads) override { return run(grads[0], Tensor()); }
+
+  // Note [bf16 convolution gradients summed in place] (core/native/conv_bf16.h).
+  bool sums_into_pending(size_t input_nr) const override { return input_nr == 0; }
+  variable_list apply_summing(variable_list&& grads, variable_list&& pending) override {
+    if (!should_compute_output(0) ||
+        !native::conv_bf16_can_sum_into(geometry, grads[0], pending[0], input_dtype)) {
+      return BackwardNode::apply_summing(std::move(grads), std::move(pending));
+    }
+    return run(grads[0], pending[0]);
+  }
+
+  // The three gradients; dx added into sum_into when that is defined.
+  variable_list run(const Tensor& gy, const Tensor& sum_into) {
     const bool need_x = should_compute_output(0), need_w = should_compute_output(1);
     native::ConvBf16SavedInput saved = input16;
     if (input16.aliases_input) saved.plain = input.unpack(name());
     auto [dx, dw, db] = native::conv2d_bf16_backward(
-        geometry, grads[0], saved, need_x ? weight16.unpack(name()) : Tensor(), input_dtype,
-        need_x, need_w, should_compute_output(2));
+        geometry, gy, saved, need_x ? weight16.unpack(name()) : Tensor(), input_dtype, need_x,
+        need_w, should_compute_output(2), sum_into);
     return {dx, as_input_dtype(dw, weight_dtype), as_input_dtype(db, bias_dtype)};
   }
   void release_variables() override {

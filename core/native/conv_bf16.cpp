@@ -240,6 +240,15 @@ bool conv_bf16_returns_channels_last(const ConvGeometry& g, const Tensor& x) {
   return conv_bf16_channels_last() && (stored_channels_last(x) || g.c_in <= kImageChannels);
 }
 
+bool conv_bf16_can_sum_into(const ConvGeometry& g, const Tensor& gy, const Tensor& sum,
+                            ScalarType gx_dtype) {
+  return conv_backend() != ConvBackend::Reference && conv_bf16_is_pointwise_gemm(g) &&
+         g.stride_h == 1 && g.stride_w == 1 && stored_channels_last(gy) && sum.defined() &&
+         sum.device().is_cpu() && sum.dtype() == gx_dtype &&
+         (gx_dtype == kBFloat16 || gx_dtype == kFloat32) &&
+         sum.sizes() == IntList{g.n, g.c_in, g.h, g.w} && is_channels_last(sum);
+}
+
 Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
                            const Tensor& bias, ConvBf16SavedInput* saved) {
   LS_CHECK(x.dtype() == kBFloat16 || x.dtype() == kFloat32, "conv2d_bf16: the input must be "
@@ -286,7 +295,10 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
                                                         const ConvBf16SavedInput& x,
                                                         const Tensor& w, ScalarType gx_dtype,
                                                         bool need_input, bool need_weight,
-                                                        bool need_bias) {
+                                                        bool need_bias, const Tensor& sum_into) {
+  LS_CHECK(!sum_into.defined() || (need_input && conv_bf16_can_sum_into(g, gy, sum_into, gx_dtype)),
+           "conv2d_bf16_backward: sum_into is given but this layer cannot add its input gradient "
+           "into it (check conv_bf16_can_sum_into first)");
   LS_CHECK(gx_dtype == kFloat32 || gx_dtype == kBFloat16, "conv2d_bf16_backward: the input "
            "gradient's dtype must be float32 or bfloat16 but is ", dtype_name(gx_dtype));
   const bool need_x = need_weight || need_bias;
@@ -306,7 +318,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
     LS_CHECK(!need_x || x.plain.defined(), "conv2d_bf16_backward: the 1x1 path needs a plain "
              "saved input (this one was saved by a oneDNN convolution)");
     return conv2d_bf16_pointwise_backward(g, g_y, x, w, gx_dtype, need_input, need_weight,
-                                          need_bias);
+                                          need_bias, sum_into);
   }
   if (conv_bf16_is_direct(g)) {
     return conv2d_bf16_direct_backward(g, g_y, x, w, gx_dtype, need_input, need_weight,

@@ -68,11 +68,26 @@ bool conv_bf16_returns_channels_last(const ConvGeometry& g, const Tensor& x);
 Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
                            const Tensor& bias, ConvBf16SavedInput* saved = nullptr);
 
+// With `sum_into` defined (conv_bf16_can_sum_into must hold), dx is added into it
+// and returned as it: Note [bf16 convolution gradients summed in place].
 std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, const Tensor& gy,
                                                         const ConvBf16SavedInput& x,
                                                         const Tensor& w, ScalarType gx_dtype,
                                                         bool need_input, bool need_weight,
-                                                        bool need_bias);
+                                                        bool need_bias,
+                                                        const Tensor& sum_into = Tensor());
+
+// Note [bf16 convolution gradients summed in place]
+// The engine may hand a convolution the gradient already waiting for its input
+// (Note [Gradients summed in place], autograd/engine.cpp): ResNet's block input
+// feeds the block's first 1x1 layer and the shortcut. A stride-1 1x1 layer on
+// channels-last activations computes dx as one GEMM (fast/conv_bf16_pointwise.cpp),
+// which then runs with beta = 1 into the waiting tensor: dx + pending summed in
+// float32 and rounded once, instead of dx rounded, then a separate pass over both
+// tensors. True when that path applies: the layer, gy channels-last, `sum` a
+// channels-last CPU tensor of dx's shape in gx_dtype.
+bool conv_bf16_can_sum_into(const ConvGeometry& g, const Tensor& gy, const Tensor& sum,
+                            ScalarType gx_dtype);
 
 // The 1x1 layers that run as GEMMs on NCHW images instead of oneDNN convolutions
 // (Note [bf16 1x1 convolutions as GEMMs] in conv_bf16_pointwise.cpp), and their passes.
@@ -81,7 +96,8 @@ Tensor conv2d_bf16_pointwise_forward(const ConvGeometry& g, const Tensor& x, con
                                      const Tensor& bias, ConvBf16SavedInput* saved);
 std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_pointwise_backward(
     const ConvGeometry& g, const Tensor& gy, const ConvBf16SavedInput& x, const Tensor& w,
-    ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias);
+    ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias,
+    const Tensor& sum_into = Tensor());
 
 // The first layers over one to three channels (C_in kH kW <= 27, stride 1), run
 // as direct float32 loops on NCHW planes (Note [bf16 direct convolution for few

@@ -16,7 +16,10 @@
 #include <vector>
 
 #include "autograd/engine.h"
+#include "core/autocast.h"
 #include "core/factory.h"
+#include "core/native/memory_format.h"
+#include "core/native/native.h"
 #include "core/native/nn_kernels.h"
 #include "core/nn_ops.h"
 #include "core/rng.h"
@@ -115,6 +118,54 @@ TEST_CASE("engine accumulate: a convolution adds its input gradient into the pen
     for (size_t i = 0; i < got.size(); ++i) err = std::max(err, std::abs(got[i] - want[i]));
     CHECK(err < (c.dtype == ls::kFloat32 ? 1e-4 : 1e-12));
     CHECK(w.grad().defined() == false);  // w does not require grad
+  }
+  ls::profiler::reset();
+}
+
+TEST_CASE("engine accumulate: under bf16 autocast a 1x1 convolution adds its input gradient in its GEMM") {
+  // Note [bf16 convolution gradients summed in place] (core/native/conv_bf16.h):
+  // a channels-last bf16 activation feeds a stride-1 1x1 convolution and a
+  // shortcut, as a ResNet block's input does. The convolution's GEMM sums dx into
+  // the shortcut's gradient (no separate pass); a strided 1x1 layer cannot, and the
+  // engine adds. Both against the sum computed separately.
+  for (int64_t stride : {1, 2}) {
+    CAPTURE(stride);
+    ls::manual_seed(4);
+    ls::Tensor x0 = ls::native::channels_last(ls::native::to_dtype(ls::randn({2, 16, 6, 6}), ls::kBFloat16));
+    ls::Tensor w = ls::randn({24, 16, 1, 1});
+    ls::Tensor x = x0.detach();
+    x.requires_grad_();
+    ls::Tensor conv, shortcut, gy;
+    {
+      ls::AutocastGuard amp(ls::kBFloat16);
+      ls::Tensor u = x * 1.5;  // bf16, channels-last: u's node receives two gradients
+      conv = ls::conv2d(u, w, {}, {stride}, {0}, {1}, 1);
+      shortcut = u * 2.0;  // created later: its gradient arrives first
+    }
+    REQUIRE(ls::native::is_channels_last(conv));
+    gy = ls::native::channels_last(ls::native::to_dtype(ls::randn(conv.sizes()), ls::kBFloat16));
+    ls::profiler::reset();
+    ls::profiler::enable();
+    // The shortcut's gradient channels-last too, as BatchNormAddRelu's residual gradient is.
+    const ls::Tensor gs = ls::native::channels_last(ls::randn(shortcut.sizes()));
+    ((conv.to(ls::kFloat32) * gy.to(ls::kFloat32)).sum() + (shortcut.to(ls::kFloat32) * gs).sum())
+        .backward();
+    ls::profiler::disable();
+    CHECK(profiled("autograd.accumulate") == (stride != 1));
+    auto [gu, gw, gb] = ls::native::conv2d_backward(
+        gy.to(ls::kFloat32), ls::native::to_dtype(x0 * 1.5, ls::kFloat32),
+        ls::native::to_dtype(ls::native::to_dtype(w, ls::kBFloat16), ls::kFloat32), {stride}, {0},
+        {1}, 1, true, false, false);
+    const ls::Tensor gs16 = ls::native::to_dtype(ls::native::to_dtype(gs, ls::kBFloat16), ls::kFloat32);
+    const std::vector<float> want = ls::native::contiguous((gu + gs16 * 2.0) * 1.5).to_vector<float>();
+    const std::vector<float> got = ls::native::contiguous(x.grad().to(ls::kFloat32)).to_vector<float>();
+    REQUIRE(got.size() == want.size());
+    double err = 0, scale = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      err = std::max(err, std::abs(double(got[i]) - want[i]));
+      scale = std::max(scale, std::abs(double(want[i])));
+    }
+    CHECK(err < 2e-2 * scale);  // a few bf16 roundings of the sum
   }
   ls::profiler::reset();
 }

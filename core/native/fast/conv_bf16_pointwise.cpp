@@ -147,7 +147,8 @@ Tensor forward_channels_last(const ConvGeometry& g, const Tensor& x, const Tenso
 
 std::tuple<Tensor, Tensor, Tensor> backward_channels_last(
     const ConvGeometry& g, const Tensor& gy, const ConvBf16SavedInput& x, const Tensor& w,
-    ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias) {
+    ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias,
+    const Tensor& sum_into) {
   const Tensor g_y = channels_last(gy);  // (N, C_out, oH, oW)
   const Tensor dy = channels_last_rows(g_y);     // (N P, C_out)
   const int64_t np = g.n * g.oh * g.ow;
@@ -155,11 +156,15 @@ std::tuple<Tensor, Tensor, Tensor> backward_channels_last(
   if (need_input) {
     profiler::Scope prof("conv2d_bf16.backward_data_gemm");
     const Tensor wc = contiguous(w);  // (C_out, C_in)
-    Tensor gxs = empty_channels_last({g.n, g.c_in, g.oh, g.ow}, gx_dtype);  // at the strided pixels
+    // At the strided pixels; or the waiting gradient itself, summed into by the GEMM
+    // (Note [bf16 convolution gradients summed in place], stride 1 only).
+    Tensor gxs = sum_into.defined() ? sum_into
+                                    : empty_channels_last({g.n, g.c_in, g.oh, g.ow}, gx_dtype);
+    const float beta = sum_into.defined() ? 1.0f : 0.0f;
     dispatch_floating_bf16(gx_dtype, "conv2d_bf16_backward", [&]<class S, class C>() {
       if constexpr (!std::is_same_v<S, double>) {
         gemm_bf16<S>(false, false, np, g.c_in, g.c_out, dy.data_ptr<BFloat16>(), g.c_out,
-                     wc.data_ptr<BFloat16>(), g.c_in, 0.0f, channels_last_rows(gxs).data_ptr<S>(), g.c_in);
+                     wc.data_ptr<BFloat16>(), g.c_in, beta, channels_last_rows(gxs).data_ptr<S>(), g.c_in);
         if (strided(g)) {
           gx = empty_channels_last({g.n, g.c_in, g.h, g.w}, gx_dtype);
           scatter_channels_last<S>(g, gxs, gx);
@@ -230,10 +235,13 @@ Tensor conv2d_bf16_pointwise_forward(const ConvGeometry& g, const Tensor& x, con
 
 std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_pointwise_backward(
     const ConvGeometry& g, const Tensor& g_y, const ConvBf16SavedInput& x, const Tensor& w,
-    ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias) {
+    ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias,
+    const Tensor& sum_into) {
   if (stored_channels_last(g_y)) {
-    return backward_channels_last(g, g_y, x, w, gx_dtype, need_input, need_weight, need_bias);
+    return backward_channels_last(g, g_y, x, w, gx_dtype, need_input, need_weight, need_bias,
+                                  sum_into);
   }
+  LS_CHECK(!sum_into.defined(), "conv2d_bf16_pointwise_backward: sum_into needs a channels-last gy");
   const Tensor gy_c = contiguous(g_y);  // (N, C_out, oH, oW)
   const int64_t p = g.oh * g.ow;
   const std::vector<int64_t> zero(static_cast<size_t>(g.n), 0);
