@@ -334,7 +334,10 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
     if (gy_mem.get_desc() != want) gy_mem = as_layout(gy_plain, want, keep_gy);
     return gy_mem;
   };
-  if (need_input) {
+  if (need_input && conv_bf16_input_grad_as_forward(g, g_y, gx_dtype)) {
+    check_bf16(w, "the weight");
+    gx = conv2d_bf16_input_grad_as_forward(g, g_y, w);
+  } else if (need_input) {
     check_bf16(w, "the weight");
     const Tensor wc = contiguous(w);
     gx = new_activation({g.n, g.c_in, g.h, g.w}, gx_dtype, stored_channels_last(g_y));

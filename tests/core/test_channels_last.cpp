@@ -159,6 +159,31 @@ TEST_CASE("conv2d_bf16: either input order and either gradient order give the sa
   }
 }
 
+TEST_CASE("conv2d_bf16: a stride-1 input gradient as a forward convolution, rectangular kernel") {
+  // Note [bf16 input gradient as a forward convolution]: the kernel transposed and
+  // flipped, padding kH - 1 - pH by kW - 1 - pW; a 3x5 kernel with padding (2, 1)
+  // and (0, 3) tells the two axes and both flips apart.
+  ls::manual_seed(8);
+  for (const ls::IntList& pad : {ls::IntList{2, 1}, ls::IntList{0, 3}}) {
+    CAPTURE(pad[0]);
+    const ls::Tensor x = nv::channels_last(bf16_randn({2, 8, 9, 11}));
+    const ls::Tensor w = bf16_randn({12, 8, 3, 5});
+    const nv::ConvGeometry g = nv::make_conv_geometry(nv::to_dtype(x, ls::kFloat32), nv::to_dtype(w, ls::kFloat32),
+                                                      ls::Tensor(), {1, 1}, pad, {1, 1}, 1, "test");
+    const ls::Tensor gy = nv::channels_last(bf16_randn({2, 12, g.oh, g.ow}));
+    // With channels-last off the forward would return NCHW: the primitive keeps dx then.
+    REQUIRE(nv::conv_bf16_input_grad_as_forward(g, gy, ls::kBFloat16) == nv::conv_bf16_channels_last());
+    if (!nv::conv_bf16_channels_last()) continue;
+    const ls::Tensor gx = nv::conv2d_bf16_input_grad_as_forward(g, gy, w);
+    CHECK(nv::is_channels_last(gx));
+    CHECK(gx.sizes() == x.sizes());
+    auto [rgx, rgw, rgb] = nv::conv2d_backward(nv::to_dtype(gy, ls::kFloat32), nv::to_dtype(x, ls::kFloat32),
+                                               nv::to_dtype(w, ls::kFloat32), {1, 1}, pad, {1, 1}, 1,
+                                               true, false, false);
+    CHECK(relative_error(nv::to_dtype(gx, ls::kFloat32), rgx) < 8e-3);
+  }
+}
+
 TEST_CASE("conv2d under autocast keeps its bf16 input for backward with a version check") {
   ls::manual_seed(4);
   ls::Tensor w = ls::randn({8, 16, 1, 1}) * 0.2;
