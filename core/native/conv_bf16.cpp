@@ -135,8 +135,10 @@ struct Primitives {
 using Key = std::vector<int64_t>;
 
 Key key_of(const ConvGeometry& g, bool bias) {
+  // oH, oW too: they fix the right padding, which the other fields do not when a
+  // caller chooses the output size (the input-gradient phases of conv_bf16_input_grad.cpp).
   return {g.n, g.c_in, g.h, g.w, g.c_out, g.kh, g.kw, g.stride_h, g.stride_w, g.pad_h,
-          g.pad_w, g.dil_h, g.dil_w, g.groups, bias ? 1 : 0};
+          g.pad_w, g.dil_h, g.dil_w, g.groups, g.oh, g.ow, bias ? 1 : 0};
 }
 
 const Primitives& primitives(const ConvGeometry& g, bool bias) {
@@ -187,6 +189,21 @@ memory activation_memory(const Tensor& t, const memory::dims& dims, Tensor& keep
   keep = stored_channels_last(t) ? t : contiguous(t);
   return plain_memory(keep, dims, stored_channels_last(t) ? memory::format_tag::nhwc
                                                           : memory::format_tag::nchw);
+}
+
+// A (C_out, C_in, kH, kW) weight as oneDNN memory: contiguous (tag oihw), or the
+// transpose of a contiguous (C_in, C_out, kH, kW) tensor read in place (tag iohw:
+// the input-gradient phases of fast/conv_bf16_input_grad.cpp hand such a view, and
+// the reorder into the primitive's layout transposes it for free); any other made
+// contiguous into `keep`, which must outlive the memory.
+memory weight_memory(const Tensor& w, const ConvGeometry& g, Tensor& keep) {
+  if (g.groups == 1 && !w.is_contiguous() && permute(w, {1, 0, 2, 3}).is_contiguous()) {
+    keep = w;
+    return memory(memory::desc(weight_dims(g), dt::bf16, memory::format_tag::iohw), cpu_engine(),
+                  keep.raw_data());
+  }
+  keep = contiguous(w);
+  return plain_memory(keep, weight_dims(g), weight_tag(g));
 }
 
 // A new (N, C, H, W) activation, channels-last or NCHW.
@@ -266,7 +283,6 @@ Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor&
   if (conv_bf16_is_pointwise_gemm(g)) return conv2d_bf16_pointwise_forward(g, x, w, bias, saved);
   if (conv_bf16_is_direct(g)) return conv2d_bf16_direct_forward(g, x, w, bias, saved);
   const Primitives& p = primitives(g, bias.defined());
-  const Tensor wc = contiguous(w);
   Tensor y = new_activation({g.n, g.c_out, g.oh, g.ow}, kBFloat16, conv_bf16_returns_channels_last(g, x));
   Tensor xc, keep_x, keep_w;
   // One reorder converts and relayouts (float32 NCHW -> bf16 in the primitive's
@@ -277,8 +293,8 @@ Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor&
     *saved = keep_x.defined() ? ConvBf16SavedInput{keep_x, Tensor()}
                               : ConvBf16SavedInput{Tensor(), xc, false, xc.is_same(x)};
   }
-  const memory wts =
-      as_layout(plain_memory(wc, weight_dims(g), weight_tag(g)), p.fwd.weights_desc(), keep_w);
+  Tensor w_plain;
+  const memory wts = as_layout(weight_memory(w, g, w_plain), p.fwd.weights_desc(), keep_w);
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wts}};
   const Tensor bc = bias.defined() ? contiguous(bias) : Tensor();
   if (bias.defined()) {

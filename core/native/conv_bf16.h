@@ -109,8 +109,9 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_direct_backward(
     const ConvGeometry& g, const Tensor& gy, const ConvBf16SavedInput& x, const Tensor& w,
     ScalarType gx_dtype, bool need_input, bool need_weight, bool need_bias);
 
-// The stride-1 layers whose input gradient is a forward convolution of dy (Note
-// [bf16 input gradient as a forward convolution] in fast/conv_bf16_input_grad.cpp),
+// The layers whose input gradient is made of forward convolutions of dy, one per
+// stride phase (Note [bf16 input gradient as a forward convolution] in
+// fast/conv_bf16_input_grad.cpp),
 // and that gradient, bf16 in dy's order.
 bool conv_bf16_input_grad_as_forward(const ConvGeometry& g, const Tensor& gy, ScalarType gx_dtype);
 Tensor conv2d_bf16_input_grad_as_forward(const ConvGeometry& g, const Tensor& gy, const Tensor& w);

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/autocast.h"
+#include "core/env_flag.h"
 #include "core/factory.h"
 #include "core/native/conv_bf16.h"
 #include "core/native/memory_format.h"
@@ -159,28 +160,41 @@ TEST_CASE("conv2d_bf16: either input order and either gradient order give the sa
   }
 }
 
-TEST_CASE("conv2d_bf16: a stride-1 input gradient as a forward convolution, rectangular kernel") {
+TEST_CASE("conv2d_bf16: the input gradient as forward convolutions, rectangular kernel, strides") {
   // Note [bf16 input gradient as a forward convolution]: the kernel transposed and
-  // flipped, padding kH - 1 - pH by kW - 1 - pW; a 3x5 kernel with padding (2, 1)
-  // and (0, 3) tells the two axes and both flips apart.
+  // flipped, padding kH - 1 - pH by kW - 1 - pW at stride 1; at stride (2, 3) six
+  // phase convolutions, each over its own taps, filling every 2nd row and 3rd
+  // column. A 3x5 kernel on 9 x 11 tells the two axes, the flips and uneven phases apart.
   ls::manual_seed(8);
-  for (const ls::IntList& pad : {ls::IntList{2, 1}, ls::IntList{0, 3}}) {
-    CAPTURE(pad[0]);
-    const ls::Tensor x = nv::channels_last(bf16_randn({2, 8, 9, 11}));
-    const ls::Tensor w = bf16_randn({12, 8, 3, 5});
-    const nv::ConvGeometry g = nv::make_conv_geometry(nv::to_dtype(x, ls::kFloat32), nv::to_dtype(w, ls::kFloat32),
-                                                      ls::Tensor(), {1, 1}, pad, {1, 1}, 1, "test");
-    const ls::Tensor gy = nv::channels_last(bf16_randn({2, 12, g.oh, g.ow}));
-    // With channels-last off the forward would return NCHW: the primitive keeps dx then.
-    REQUIRE(nv::conv_bf16_input_grad_as_forward(g, gy, ls::kBFloat16) == nv::conv_bf16_channels_last());
-    if (!nv::conv_bf16_channels_last()) continue;
-    const ls::Tensor gx = nv::conv2d_bf16_input_grad_as_forward(g, gy, w);
-    CHECK(nv::is_channels_last(gx));
-    CHECK(gx.sizes() == x.sizes());
-    auto [rgx, rgw, rgb] = nv::conv2d_backward(nv::to_dtype(gy, ls::kFloat32), nv::to_dtype(x, ls::kFloat32),
-                                               nv::to_dtype(w, ls::kFloat32), {1, 1}, pad, {1, 1}, 1,
-                                               true, false, false);
-    CHECK(relative_error(nv::to_dtype(gx, ls::kFloat32), rgx) < 8e-3);
+  struct Case {
+    ls::IntList stride, pad;
+  };
+  for (const Case& c : {Case{{1, 1}, {2, 1}}, Case{{1, 1}, {0, 3}}, Case{{2, 3}, {1, 2}},
+                        Case{{2, 2}, {1, 1}}}) {
+    CAPTURE(c.stride[1]);
+    CAPTURE(c.pad[0]);
+    for (bool cl : {true, false}) {
+      CAPTURE(cl);
+      ls::Tensor x = bf16_randn({2, 8, 9, 11});
+      if (cl) x = nv::channels_last(x);
+      const ls::Tensor w = bf16_randn({12, 8, 3, 5});
+      const nv::ConvGeometry g = nv::make_conv_geometry(nv::to_dtype(x, ls::kFloat32), nv::to_dtype(w, ls::kFloat32),
+                                                        ls::Tensor(), c.stride, c.pad, {1, 1}, 1, "test");
+      ls::Tensor gy = bf16_randn({2, 12, g.oh, g.ow});
+      if (cl) gy = nv::channels_last(gy);
+      // With channels-last off the forward would return NCHW: the primitive keeps dx then.
+      const bool enabled = ls::env_flag("LOCKSTEP_BF16_DGRAD_FORWARD", true);  // the A/B switch
+      REQUIRE(nv::conv_bf16_input_grad_as_forward(g, gy, ls::kBFloat16) ==
+              (enabled && (nv::conv_bf16_channels_last() || !cl)));
+      if (!nv::conv_bf16_input_grad_as_forward(g, gy, ls::kBFloat16)) continue;
+      const ls::Tensor gx = nv::conv2d_bf16_input_grad_as_forward(g, gy, w);
+      CHECK((cl ? nv::is_channels_last(gx) : gx.is_contiguous()));  // dy's order
+      CHECK(gx.sizes() == x.sizes());
+      auto [rgx, rgw, rgb] = nv::conv2d_backward(nv::to_dtype(gy, ls::kFloat32), nv::to_dtype(x, ls::kFloat32),
+                                                 nv::to_dtype(w, ls::kFloat32), c.stride, c.pad, {1, 1}, 1,
+                                                 true, false, false);
+      CHECK(relative_error(nv::to_dtype(gx, ls::kFloat32), rgx) < 8e-3);
+    }
   }
 }
 

@@ -277,8 +277,12 @@ void direct_pixels_channels_last(const float* image, const int64_t* off, int64_t
 
 bool conv_bf16_is_direct(const ConvGeometry& g) {
   static const bool enabled = env_flag("LOCKSTEP_BF16_DIRECT_CONV", true);
+  // The loops pad both sides alike: the output must be the floor rule's (not a
+  // caller's choice with another right padding, as conv_bf16_input_grad.cpp makes).
+  const bool symmetric = g.oh == g.h + 2 * g.pad_h - g.kh + 1 && g.ow == g.w + 2 * g.pad_w - g.kw + 1;
   return enabled && g.groups == 1 && g.stride_h == 1 && g.stride_w == 1 && g.dil_h == 1 &&
-         g.dil_w == 1 && g.pad_h < g.kh && g.pad_w < g.kw && g.c_in * g.kh * g.kw <= kMaxTaps;
+         g.dil_w == 1 && g.pad_h < g.kh && g.pad_w < g.kw && symmetric &&
+         g.c_in * g.kh * g.kw <= kMaxTaps;
 }
 
 Tensor conv2d_bf16_direct_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
