@@ -42,8 +42,8 @@
 // channels at a time, bias + sum over taps of w[:, t] x[t] (the image value
 // broadcast, tap order, one FMA each: the bits of the NCHW planes above), rounded
 // and stored as rows; 35% faster than the planes at batch 64, 1 -> 32 at 28x28,
-// where there is no transpose to pay. Without it, each image's planes are summed
-// into a bf16 scratch buffer in cache and transposed into its rows. The weight
+// where there is no transpose to pay. Without it, the NCHW planes are made
+// channels-last by copy_'s transpose. The weight
 // gradient reads a channels-last gradient image by image, its channels
 // transposed into planes in cache, then sums as before (same bits as from NCHW);
 // backward-data takes the gradient made NCHW and returns dx in dy's order.
@@ -303,13 +303,11 @@ Tensor conv2d_bf16_direct_forward(const ConvGeometry& g, const Tensor& x, const 
   const float* xpp = xp.data_ptr<float>();
   const float* wfp = wf.data_ptr<float>();
   const float* bp = bf.defined() ? bf.data_ptr<float>() : nullptr;
-  if (conv_bf16_returns_channels_last(g, x)) {
-    // Note [bf16 direct convolution, channels-last output]: an image's planes in
-    // a scratch buffer in cache, then transposed into the (oH oW, C_out) rows.
+  const bool rows_out = conv_bf16_returns_channels_last(g, x);
+#if LOCKSTEP_BF16_ROWS_AVX512
+  if (rows_out) {  // Note [bf16 direct convolution, channels-last output]
     Tensor y = empty_channels_last({g.n, g.c_out, g.oh, g.ow}, kBFloat16);
     BFloat16* yp = channels_last_rows(y).data_ptr<BFloat16>();
-    const int64_t pixels = g.oh * g.ow;
-#if LOCKSTEP_BF16_ROWS_AVX512
     std::vector<float> wt(taps * g.c_out);  // (taps, C_out)
     for (int64_t o = 0; o < g.c_out; ++o) {
       for (int64_t t = 0; t < taps; ++t) wt[t * g.c_out + o] = wfp[o * taps + t];
@@ -331,27 +329,8 @@ Tensor conv2d_bf16_direct_forward(const ConvGeometry& g, const Tensor& x, const 
       }
     });
     return y;
-#endif
-    parallel_for(0, g.n, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<float> acc(len);
-      std::vector<BFloat16> planes(g.c_out * pixels);  // (C_out, oH oW)
-      for (int64_t n = lo; n < hi; ++n) {
-        for (int64_t o = 0; o < g.c_out; ++o) {
-          sum_taps(acc.data(), xpp + n * g.c_in * hp * wp, off.data(), wfp + o * taps, taps,
-                   bp != nullptr ? bp[o] : 0.0f, len);
-          write_dense(acc.data(), g.oh, g.ow, wp, planes.data() + o * pixels);
-        }
-        BFloat16* rows = yp + n * pixels * g.c_out;
-        if (!detail::transpose_block(planes.data(), pixels, rows, g.c_out, pixels, g.c_out,
-                                     sizeof(BFloat16))) {
-          for (int64_t q = 0; q < pixels; ++q) {
-            for (int64_t o = 0; o < g.c_out; ++o) rows[q * g.c_out + o] = planes[o * pixels + q];
-          }
-        }
-      }
-    });
-    return y;
   }
+#endif
   Tensor y = empty({g.n, g.c_out, g.oh, g.ow}, kBFloat16);
   BFloat16* yp = y.data_ptr<BFloat16>();
   parallel_for(0, g.n * g.c_out, 1, [&](int64_t lo, int64_t hi) {
@@ -363,7 +342,7 @@ Tensor conv2d_bf16_direct_forward(const ConvGeometry& g, const Tensor& x, const 
       write_dense(acc.data(), g.oh, g.ow, wp, yp + plane * g.oh * g.ow);
     }
   });
-  return y;
+  return rows_out ? channels_last(y) : y;  // without AVX-512: the planes, then copy_'s transpose
 }
 
 std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_direct_backward(
