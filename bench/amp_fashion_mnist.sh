@@ -36,6 +36,7 @@ for s in $seeds; do
   i=$((i + 1))
 done
 echo "# amp_fashion_mnist: epochs=$epochs seeds=($seeds) limit=${LIMIT:-0} load: $(cut -d' ' -f1-3 /proc/loadavg)"
+source bench/machine.sh && machine_line
 # "epoch E train_loss L test_accuracy A seconds S examples/s R" -> "E A R"
 field() { awk '$1 == "epoch" && /train_loss/ { for (k = 1; k < NF; k++) { if ($k == "test_accuracy") a = $(k + 1); if ($k == "examples/s") r = $(k + 1) } print $2, a, r }' "$1"; }
 printf "%-5s %-6s %-14s %-14s %-12s %-12s\n" seed epoch fp32_accuracy bf16_accuracy fp32_ex/s bf16_ex/s

@@ -36,6 +36,7 @@ for b in bench_ddp lockstep-run; do
 done
 # shellcheck source=bench/torch/venv.sh
 source "$HERE/torch/venv.sh"
+source "$HERE/machine.sh"
 torch_python || die "no Python with torch (bench/torch/venv.sh creates the venv)"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
@@ -57,6 +58,7 @@ theirs() {  # mode -> ms
 }
 
 echo "# compare_ddp: $model batch/rank=$batch world=2 threads/rank=$threads rounds=$rounds iters=$iters amp=$amp bucket_mb=$bucket torch=$("$TORCH_PY" -c 'import torch; print(torch.__version__)') load: $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 for ((r = 1; r <= rounds; ++r)); do
   sides=(ours theirs)
   ((r % 2 == 0)) && sides=(theirs ours)

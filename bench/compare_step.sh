@@ -55,6 +55,7 @@ CLOCK=${CLOCK:-wall}
 AMP=${AMP:-none}
 source "$HERE/openblas_coretype.sh"  # a PyTorch linked to OpenBLAS: its best kernels
 source "$HERE/torch/venv.sh"
+source "$HERE/machine.sh"
 
 case "$CLOCK" in
   wall) STEP_KEY=step_ms ;;
@@ -131,6 +132,7 @@ echo "# compare_step: $MODEL batch=$BATCH image=$IMAGE seq=$SEQ layers=$LAYERS" 
      "threads=$THREADS rounds=$ROUNDS iters=$ITERS clock=$CLOCK amp=$AMP" \
      "torch=$("$TORCH_PY" -c 'import torch; print(torch.__version__)') layouts: $LAYOUTS" \
      "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+machine_line
 for round in $(seq 1 "$ROUNDS"); do
   if (( round % 2 )); then
     run_ours "$round"; run_torch_layouts "$round"
