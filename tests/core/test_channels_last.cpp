@@ -105,11 +105,13 @@ TEST_CASE("conv2d_bf16: either input order and either gradient order give the sa
     int64_t n, c_in, h, c_out, k, stride, pad;
   };
   // 1x1 (stride 1 and 2: the GEMM paths), 3x3 on oneDNN, 3x3 over 64 channels at
-  // 7x7 (the im2col weight gradient), a 7x7 stem over 3 channels (im2col), and a
+  // 7x7 and a 7x7 stem over 3 channels (the im2col weight gradient with AMX), 3x3
+  // stride 2 over 64 channels onto 7x7 (im2col on every CPU), and a
   // direct first layer over 1 channel (its channels-last output and gradient are
   // transposed through a scratch buffer).
   for (const Case& c : {Case{2, 16, 6, 24, 1, 1, 0}, Case{2, 16, 7, 32, 1, 2, 0},
                         Case{2, 8, 9, 16, 3, 1, 1}, Case{2, 64, 7, 16, 3, 1, 1},
+                        Case{2, 64, 14, 16, 3, 2, 1},
                         Case{2, 32, 8, 16, 3, 2, 1}, Case{1, 3, 15, 8, 7, 2, 3},
                         Case{2, 1, 10, 8, 3, 1, 1}}) {
     CAPTURE(c.c_in);

@@ -26,6 +26,13 @@
 // SmallCNN's layers, batch 64, 1 thread, per call (primitive / im2col + GEMM):
 // 3x3 1 -> 32 at 28x28: 1.6 / 3.5 ms; 3x3 32 -> 64 at 14x14: 2.2 / 8.2 ms, where
 // the im2col alone (4.3 ms: rows of 14) costs more than the whole primitive.
+// Without AMX (oneDNN's jit_bf16:avx512_core_bf16 kernels, e.g. AMD Zen 4) the
+// primitive keeps every layer but the strided ones with small outputs: per call,
+// ResNet50 batch 8, 1 thread, primitive / this file's GEMM alone (ONEDNN_VERBOSE):
+// 3x3 512 stride 2, 14x14 -> 7x7: 38.4 / 9.6 ms; 3x3 512 at 7x7: 9.5 / 9.6;
+// 3x3 256 at 14x14: 8.0 / 9.2; the stem: 11.1 / 15.9, the im2col on top of
+// each GEMM; whole-step backward-weights 179-181 ms with every layer on the
+// primitive against 222-245 with the AMX rule above.
 // LOCKSTEP_BF16_WGRAD_GEMM=0 sends every layer to the primitive (benchmarks).
 //
 // On channels-last operands (Note [Channels-last activations] in memory_format.h)
@@ -45,6 +52,7 @@
 
 #include "core/env_flag.h"
 #include "core/native/conv_bf16.h"
+#include "core/native/fast/onednn_engine.h"
 #include "core/native/gemm_bf16.h"
 #include "core/native/memory_format.h"
 #include "core/native/native.h"
@@ -56,6 +64,7 @@ namespace lockstep::native {
 namespace {
 
 constexpr int64_t kSmallImagePixels = 196;  // 14 x 14
+constexpr int64_t kTinyImagePixels = 49;    // 7 x 7
 constexpr int64_t kManyChannels = 64;
 constexpr int64_t kFewChannels = 16;
 constexpr int64_t kSmallKernel = 9;  // 3 x 3
@@ -162,7 +171,13 @@ Tensor weight_grad_channels_last(const ConvGeometry& g, const Tensor& gy, const 
 
 bool conv_bf16_weight_grad_as_gemm(const ConvGeometry& g) {
   static const bool enabled = env_flag("LOCKSTEP_BF16_WGRAD_GEMM", true);
-  const bool small_image = g.oh * g.ow <= kSmallImagePixels && g.c_in >= kManyChannels;
+  static const bool amx = onednn_detail::has_amx();
+  const bool many_channels = g.c_in >= kManyChannels;
+  if (!amx) {
+    const bool strided = g.stride_h > 1 || g.stride_w > 1;
+    return enabled && g.groups == 1 && many_channels && strided && g.oh * g.ow <= kTinyImagePixels;
+  }
+  const bool small_image = g.oh * g.ow <= kSmallImagePixels && many_channels;
   const bool large_kernel_few_channels = g.c_in < kFewChannels && g.kh * g.kw > kSmallKernel;
   return enabled && g.groups == 1 && (small_image || large_kernel_few_channels);
 }

@@ -68,6 +68,15 @@ dnnl::engine& cpu_engine() {
   return engine;
 }
 
+bool has_amx() {
+  static const bool amx = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto want = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_amx);
+    return (isa & want) == want;
+  }();
+  return amx;
+}
+
 dnnl::stream& thread_stream() {
   thread_local dnnl::stream stream(cpu_engine());
   return stream;

@@ -13,4 +13,9 @@ namespace lockstep::native::onednn_detail {
 dnnl::engine& cpu_engine();
 dnnl::stream& thread_stream();
 
+// Whether oneDNN runs its AMX kernels on this CPU (amx_bf16; without it the bf16
+// primitives are its AVX-512-BF16 ones, whose strengths differ: Note [bf16
+// backward-weights as one GEMM] in conv_bf16_weight_grad.cpp).
+bool has_amx();
+
 }  // namespace lockstep::native::onednn_detail
