@@ -32,6 +32,7 @@
 #include "core/native/nn_kernels.h"
 #include "core/native/fast/pool_max_2x2.h"
 #include "core/native/fast/pool_max_fast.h"
+#include "core/native/pool_planes.h"
 #include "core/native/pool_rules.h"
 #include "core/native/fast/streaming_store.h"
 #include "core/parallel.h"
@@ -47,18 +48,8 @@ void check_image(const Tensor& input, const char* op, bool bfloat16_ok = false) 
   rules::check_image(input, op, [] {}, bfloat16_ok);
 }
 
-// How many (H, W) planes of hw elements a parallel chunk takes at least.
-int64_t plane_grain(int64_t hw) {
-  return std::max<int64_t>(1, detail::kGrain / std::max<int64_t>(hw, 1));
-}
-
-// Calls fn(plane) for each of the `planes` (H, W) planes of hw elements, in parallel.
-template <class F>
-void for_each_plane(int64_t planes, int64_t hw, F&& fn) {
-  parallel_for(0, planes, plane_grain(hw), [&](int64_t lo, int64_t hi) {
-    for (int64_t plane = lo; plane < hi; ++plane) fn(plane);
-  });
-}
+using pool_detail::for_each_plane;
+using pool_detail::plane_grain;
 
 // Note [Max-pool fast path]
 // Output (oy, ox) is the first maximum over its window in row-major order, or

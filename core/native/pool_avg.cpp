@@ -11,14 +11,11 @@
 // pooling], pool.cpp).
 //
 // Read before: core/native/nn_kernels.h, core/native/pool.cpp.
-#include <algorithm>
-
 #include "core/native/cuda_dispatch.h"
-#include "core/native/elementwise_loop.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
+#include "core/native/pool_planes.h"
 #include "core/native/pool_rules.h"
-#include "core/parallel.h"
 
 namespace lockstep::native {
 
@@ -28,15 +25,7 @@ namespace {
 int64_t window_start(int64_t i, int64_t in, int64_t out) { return i * in / out; }
 int64_t window_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
 
-// Calls fn(plane) for each of the `planes` (H, W) planes of hw elements, in
-// parallel chunks of at least detail::kGrain elements.
-template <class F>
-void for_each_plane(int64_t planes, int64_t hw, F&& fn) {
-  const int64_t grain = std::max<int64_t>(1, detail::kGrain / std::max<int64_t>(hw, 1));
-  parallel_for(0, planes, grain, [&](int64_t lo, int64_t hi) {
-    for (int64_t plane = lo; plane < hi; ++plane) fn(plane);
-  });
-}
+using pool_detail::for_each_plane;
 
 }  // namespace
 

@@ -54,9 +54,6 @@
 // Read before: core/native/conv_bf16.h. Read next: core/native/fast/conv_bf16_direct_loops.h,
 // core/native/fast/conv_bf16_direct_backward.cpp.
 #include <vector>
-#if defined(__AVX512BW__)
-#include <immintrin.h>
-#endif
 
 #include "core/env_flag.h"
 #include "core/native/bf16_rows.h"

@@ -171,7 +171,7 @@ Tensor weight_grad_channels_last(const ConvGeometry& g, const Tensor& gy, const 
 
 bool conv_bf16_weight_grad_as_gemm(const ConvGeometry& g) {
   static const bool enabled = env_flag("LOCKSTEP_BF16_WGRAD_GEMM", true);
-  static const bool amx = onednn_detail::has_amx();
+  const bool amx = onednn_detail::has_amx();
   const bool many_channels = g.c_in >= kManyChannels;
   if (!amx) {
     const bool strided = g.stride_h > 1 || g.stride_w > 1;
