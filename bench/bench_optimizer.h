@@ -13,6 +13,8 @@
 
 #include "core/factory.h"
 #include "distributed/distributed.h"
+#include "distributed/process_group/process_group_gloo.h"
+#include "distributed/store/prefix_store.h"
 #include "optim/optim.h"
 
 namespace lockstep::bench {
@@ -22,12 +24,22 @@ struct BenchOptimizer {
   distributed::ZeroRedundancyOptimizerBase* zero = nullptr;  // set with --zero 1
 };
 
+// A second Gloo group over pg's ranks, from pg's store, for ZeRO's broadcasts
+// (ZeroOptions().broadcast_group, Note [ZeRO broadcast group]). Collective.
+inline std::shared_ptr<distributed::ProcessGroup> zero_broadcast_group(const distributed::ProcessGroup& pg) {
+  LS_CHECK(pg.backend_name() == "gloo" && pg.store() != nullptr, "bench_ddp: --zero-broadcast-group 1 builds a "
+           "second Gloo group from the first one's store; the ", pg.backend_name(), " backend has none here. "
+           "Use --backend gloo --rr 1, or --zero-broadcast-group 0");
+  auto store = std::make_shared<distributed::PrefixStore>("lockstep/zero_broadcasts", pg.store());
+  return std::make_shared<distributed::ProcessGroupGloo>(std::move(store), pg.rank(), pg.size());
+}
+
 // `name`: "sgd" (lr 0.01, momentum 0.9) or "adamw" (lr 1e-4, weight decay 0.01);
-// split_mb: ZeroOptions().split_parameters_mb (Note [ZeRO split parameters]).
+// `zo`: the ZeRO options beyond the stage (split parameters, pieces, broadcast group).
 inline BenchOptimizer make_bench_optimizer(const std::string& name, int zero, bool overlap,
                                            const std::vector<Tensor>& params,
                                            const std::shared_ptr<distributed::ProcessGroup>& pg,
-                                           double split_mb = distributed::ZeroOptions().split_parameters_mb()) {
+                                           distributed::ZeroOptions zo = {}) {
   const auto sgd = optim::SGDOptions(0.01).momentum(0.9);
   const auto adamw = optim::AdamWOptions(1e-4).weight_decay(0.01);
   BenchOptimizer b;
@@ -36,10 +48,7 @@ inline BenchOptimizer make_bench_optimizer(const std::string& name, int zero, bo
     else b.opt = std::make_unique<optim::AdamW>(params, adamw);
     return b;
   }
-  const auto zo = distributed::ZeroOptions()
-                      .overlap_with_ddp(overlap || zero == 2)
-                      .shard_gradients(zero == 2)
-                      .split_parameters_mb(split_mb);
+  zo.overlap_with_ddp(overlap || zero == 2).shard_gradients(zero == 2);
   std::unique_ptr<distributed::ZeroRedundancyOptimizerBase> z;
   if (name == "sgd") z = std::make_unique<distributed::ZeroRedundancyOptimizer<optim::SGD>>(params, pg, sgd, zo);
   else z = std::make_unique<distributed::ZeroRedundancyOptimizer<optim::AdamW>>(params, pg, adamw, zo);

@@ -101,6 +101,7 @@ void Adam::step() {
     }
 
     // Reference path (non-contiguous parameters, other devices): the same math with tensor ops.
+    before_whole(i, p.numel());
     if (k.decay != 1.0) p.mul_(k.decay);
     Tensor grad = k.l2 != 0.0 ? g + k.l2 * p : g;
     m.mul_(options_.beta1()).add_(grad, 1.0 - options_.beta1());

@@ -64,21 +64,24 @@ void Optimizer::step_subset(const std::vector<bool>& mask) {
   step_mask_ = nullptr;
 }
 
-void Optimizer::set_step_chunks(int64_t numel, StepChunkFn fn) {
+void Optimizer::set_step_chunks(int64_t numel, StepChunkFn fn, StepChunkFn before) {
   LS_CHECK(numel >= 0, name_, ".set_step_chunks: the piece size must be >= 0, got ", numel);
   chunk_numel_ = fn ? numel : 0;
   chunk_fn_ = std::move(fn);
+  before_chunk_fn_ = std::move(before);
 }
 
 void Optimizer::update_in_chunks(size_t i, int64_t numel, const std::function<void(int64_t, int64_t)>& update) {
   const int64_t piece = chunk_numel_ / 64 * 64;  // Note [Stepping in chunks]
   if (piece <= 0 || numel <= piece) {
+    before_whole(i, numel);
     update(0, numel);
     stepped_whole(i, numel);
     return;
   }
   for (int64_t offset = 0; offset < numel; offset += piece) {
     const int64_t length = std::min(piece, numel - offset);
+    if (before_chunk_fn_) before_chunk_fn_(i, offset, length);
     update(offset, length);
     chunk_fn_(i, offset, length);
   }
@@ -86,6 +89,10 @@ void Optimizer::update_in_chunks(size_t i, int64_t numel, const std::function<vo
 
 void Optimizer::stepped_whole(size_t i, int64_t numel) const {
   if (chunk_fn_) chunk_fn_(i, 0, numel);
+}
+
+void Optimizer::before_whole(size_t i, int64_t numel) const {
+  if (before_chunk_fn_) before_chunk_fn_(i, 0, numel);
 }
 
 Tensor flat_piece(const Tensor& t, int64_t offset, int64_t length) {

@@ -53,6 +53,11 @@
 // parameter as soon as it is updated, while the next piece is computed (Note
 // [ZeRO pipelined broadcasts]). The updates are element-wise, and pieces start
 // at multiples of 64 elements, so the result is bitwise that of one pass.
+// An optional second callback, before(index, offset, length), runs before
+// each piece (or a whole update) reads the gradient: ZeRO waits there for
+// that piece of the gradient to arrive (Note [Handing a bucket over in
+// pieces], distributed/ddp/reducer_handover.cpp). The gradient must then be
+// contiguous (a non-contiguous one is copied before any piece is read).
 // Read before: nn/module.h, core/grad_mode.h.
 // Read next: optim/sgd.h, optim/adam.h, optim/lr_scheduler.h.
 #pragma once
@@ -88,7 +93,7 @@ class Optimizer {
   void zero_grad(bool set_to_none = true);
   // Note [Stepping in chunks]. numel 0 or an empty fn: off (the default).
   using StepChunkFn = std::function<void(size_t index, int64_t offset, int64_t length)>;
-  void set_step_chunks(int64_t numel, StepChunkFn fn);
+  void set_step_chunks(int64_t numel, StepChunkFn fn, StepChunkFn before = nullptr);
 
   // The learning rate; schedulers (optim/lr_scheduler.h) call set_lr before each step.
   virtual double lr() const = 0;
@@ -128,6 +133,8 @@ class Optimizer {
   // update done in one pass by other means (the reference paths).
   void update_in_chunks(size_t i, int64_t numel, const std::function<void(int64_t, int64_t)>& update);
   void stepped_whole(size_t i, int64_t numel) const;
+  // The reference paths call this before they read parameter i's gradient.
+  void before_whole(size_t i, int64_t numel) const;
 
   std::vector<Tensor> params_;
   std::vector<ParamState> state_;  // one per parameter, same order
@@ -135,6 +142,7 @@ class Optimizer {
   const std::vector<bool>* step_mask_ = nullptr;  // set during step_subset
   int64_t chunk_numel_ = 0;                        // Note [Stepping in chunks]
   StepChunkFn chunk_fn_;
+  StepChunkFn before_chunk_fn_;
 };
 
 // The elements [offset, offset + length) of contiguous `t`, flat (t itself when that is all of it).

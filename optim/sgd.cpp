@@ -68,6 +68,7 @@ void SGD::step() {
     }
 
     // Reference path (non-contiguous parameters, other devices): the same math with tensor ops.
+    before_whole(i, p.numel());
     Tensor d = options_.weight_decay() != 0.0 ? g + options_.weight_decay() * p : g;
     if (use_momentum) {
       Tensor& buf = s.buffers["momentum_buffer"];

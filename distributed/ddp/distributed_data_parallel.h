@@ -166,8 +166,8 @@ class DistributedDataParallel {
 
   // Note [After a bucket is reduced] (reducer.cpp); used by hook_with_zero_step
   // (distributed/zero/zero_overlap.h).
-  void register_bucket_reduced_hook(Reducer::BucketReducedHook hook) {
-    core_.reducer().register_bucket_reduced_hook(std::move(hook));
+  void register_bucket_reduced_hook(Reducer::BucketReducedHook hook, int64_t piece_bytes = 0) {
+    core_.reducer().register_bucket_reduced_hook(std::move(hook), piece_bytes);
   }
 
   // ZeRO-2: gradient i reduced only to rank owner[i] (Reducer::shard_gradients);

@@ -81,11 +81,15 @@ void Reducer::finalize_early(size_t launched) {
   while (next_finalize_ + kFinalizeLag <= launched) finalize_bucket(next_finalize_++, {});
 }
 
-void Reducer::register_bucket_reduced_hook(BucketReducedHook hook) {
+void Reducer::register_bucket_reduced_hook(BucketReducedHook hook, int64_t piece_bytes) {
   LS_CHECK(hook != nullptr, "DDP (rank ", process_group_->rank(), "): register_bucket_reduced_hook was given an "
            "empty hook");
   LS_CHECK(bucket_reduced_ == nullptr, "DDP (rank ", process_group_->rank(), "): a bucket-reduced hook is "
            "already registered (one ZeroRedundancyOptimizer per DDP module)");
+  LS_CHECK(piece_bytes >= 0, "DDP (rank ", process_group_->rank(), "): register_bucket_reduced_hook: the piece "
+           "size must be >= 0 bytes, got ", piece_bytes);
+  launcher_.reduce_in_pieces(piece_bytes);  // Note [Handing a bucket over in pieces]
+  hand_over_in_pieces_ = piece_bytes > 0;
   bucket_reduced_ = std::move(hook);
 }
 
@@ -230,13 +234,18 @@ void Reducer::finalize_backward() {
 
 // The copy-out: the averaged slices into .grad (Note [Gradients as bucket views]).
 void Reducer::finalize_bucket(size_t bi, const std::vector<int64_t>& global_used) {
+  if (hand_over_in_pieces_ && global_used.empty() && finalize_in_pieces(bi)) return;
   Bucket& b = storage_.buckets()[bi];
   Tensor result;
   wait_or_fail([&] { result = b.future.wait(process_group_->timeout()); }, bi);
+  last_reduced_at_ = std::chrono::steady_clock::now();
   observe_.bucket_reduced(bi);
   b.future = TensorFuture();
   storage_.copy_out(bi, result, global_used);
-  if (bucket_reduced_) or_fail([&] { bucket_reduced_(bi, b.param_indices); });  // Note [After a bucket is reduced]
+  if (bucket_reduced_) {  // Note [After a bucket is reduced]
+    const GradientWait reduced = [at = last_reduced_at_](size_t, int64_t) { return at; };
+    or_fail([&] { bucket_reduced_(bi, b.param_indices, reduced); });
+  }
   storage_.release(bi);  // under ZeRO-2 only (Note [ZeRO-2 buckets])
 }
 

@@ -48,6 +48,7 @@
 // autograd/accumulate_grad.h. Read next: distributed/ddp/reducer.cpp.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -101,13 +102,23 @@ class Reducer {
   bool has_comm_hook() const { return launcher_.has_registered_hook(); }
 
   // Note [After a bucket is reduced]: hook(bucket index, its parameters'
-  // indices) runs in finalize_backward right after that bucket's averaged
-  // gradients are in .grad, bucket by bucket in index order, on every rank
-  // alike; it may start collectives. Once. ZeRO's overlap with DDP steps each
-  // bucket's shard from it (distributed/zero/zero_overlap.h).
-  using BucketReducedHook = std::function<void(size_t, const std::vector<size_t>&)>;
-  void register_bucket_reduced_hook(BucketReducedHook hook);
+  // indices, wait) runs right after that bucket's averaged gradients are in
+  // .grad, bucket by bucket in index order, on every rank alike; it may start
+  // collectives. Once. ZeRO's overlap with DDP steps each bucket's shard from
+  // it (distributed/zero/zero_overlap.h). wait(k, end) returns once elements
+  // [0, end) of the bucket's k-th parameter's .grad hold their averages: at
+  // once, unless the hook was registered with piece_bytes > 0 (Note [Handing a
+  // bucket over in pieces], reducer_handover.cpp): then DDP's own reductions go
+  // in pieces of that size, the hook gets a bucket whose reduction may still be
+  // in flight, and must call wait before it reads a gradient.
+  // wait returns when the last collective it covered had completed.
+  using GradientWait = std::function<std::chrono::steady_clock::time_point(size_t slot, int64_t end)>;
+  using BucketReducedHook = std::function<void(size_t, const std::vector<size_t>&, const GradientWait&)>;
+  void register_bucket_reduced_hook(BucketReducedHook hook, int64_t piece_bytes = 0);
   bool has_bucket_reduced_hook() const { return bucket_reduced_ != nullptr; }
+  // When the reduction of the bucket most recently handed to the hook had
+  // completed (its last collective; bench_ddp's optimizer tail starts there).
+  std::chrono::steady_clock::time_point last_reduced_at() const { return last_reduced_at_; }
 
   // ZeRO-2 (Note [ZeRO-2 buckets], reducer_buckets.cpp): gradient i is
   // reduced only to rank owner[i] (DDP's parameter order), the others drop it,
@@ -150,6 +161,9 @@ class Reducer {
   TensorFuture launch(size_t bucket_index, Tensor flat);
   void finalize_backward();
   void finalize_bucket(size_t bucket_index, const std::vector<int64_t>& global_used);
+  // reducer_handover.cpp: finalize_bucket with the hook started on the first
+  // piece (Note [Handing a bucket over in pieces]); false if it cannot be.
+  bool finalize_in_pieces(size_t bucket_index);
   // Note [Finalizing buckets during backward]: after launching bucket b, hand
   // bucket b - kFinalizeLag to the bucket-reduced hook already.
   void finalize_early(size_t launched);
@@ -182,6 +196,8 @@ class Reducer {
   std::unique_ptr<ReadinessPolicy> readiness_;
   std::vector<autograd::HookHandle> hooks_;
   BucketReducedHook bucket_reduced_;
+  bool hand_over_in_pieces_ = false;  // register_bucket_reduced_hook(hook, piece_bytes > 0)
+  std::chrono::steady_clock::time_point last_reduced_at_{};
   double divisor_;
 
   // Per-iteration state.

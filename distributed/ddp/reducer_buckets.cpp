@@ -186,6 +186,43 @@ void BucketStorage::copy_out(size_t bi, const Tensor& result, const std::vector<
   }
 }
 
+bool BucketStorage::prepare_pieces(size_t bi) {
+  Bucket& b = buckets_[bi];
+  for (size_t k = 0; k < b.param_indices.size(); ++k) {
+    const size_t i = b.param_indices[k];
+    const Tensor& grad = params_[i].grad();
+    if (kept(i) && !as_view_ && grad.defined() && !grad.is_contiguous()) return false;
+  }
+  b.flat.bump_version();
+  for (size_t k = 0; k < b.param_indices.size(); ++k) {
+    const size_t i = b.param_indices[k];
+    if (!kept(i)) continue;  // Note [ZeRO-2 buckets]
+    Tensor& grad = params_[i].mutable_grad();
+    if (as_view_) {
+      if (!grad.defined() || !is_view(i, grad)) grad = view(i);
+    } else if (!grad.defined()) {
+      grad = native::empty(params_[i].sizes(), b.flat.dtype(), b.flat.device());  // filled piece by piece
+    } else {
+      grad.bump_version();
+    }
+  }
+  return true;
+}
+
+void BucketStorage::copy_out_range(size_t bi, int64_t from, int64_t to) {
+  NoGradGuard no_grad;
+  const Bucket& b = buckets_[bi];
+  if (as_view_) return;  // the slices are the .grad
+  for (size_t k = 0; k < b.param_indices.size(); ++k) {
+    const int64_t lo = std::max(from, b.offsets[k]);
+    const int64_t hi = std::min(to, b.offsets[k] + b.lengths[k]);
+    const size_t i = b.param_indices[k];
+    if (lo >= hi || !kept(i)) continue;
+    Tensor grad = native::view(params_[i].grad(), {params_[i].numel()});  // (numel), contiguous (prepare_pieces)
+    native::copy_(grad.narrow(0, lo - b.offsets[k], hi - lo), b.flat.narrow(0, lo, hi - lo));
+  }
+}
+
 Tensor BucketStorage::view(size_t index) const {
   const Location loc = locations_[index];
   return native::view(buckets_[loc.bucket].slice(loc.slot), params_[index].sizes());  // (param shape)

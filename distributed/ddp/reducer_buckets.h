@@ -39,6 +39,14 @@ class BucketStorage {
   // its flat buffer, then each slice into its parameter's .grad, except the
   // globally unused ones (global_used[i] == 0; empty: all used).
   void copy_out(size_t bucket, const Tensor& result, const std::vector<int64_t>& global_used);
+  // The same in pieces, every parameter used (Note [Handing a bucket over in
+  // pieces], reducer_handover.cpp): prepare_pieces gives every kept parameter a
+  // contiguous .grad to fill (its own, a new uninitialized one, or its bucket
+  // view) and says false if one is not contiguous (then use copy_out);
+  // copy_out_range copies the bucket's elements [from, to), already reduced in
+  // place in its flat buffer, into them.
+  bool prepare_pieces(size_t bucket);
+  void copy_out_range(size_t bucket, int64_t from, int64_t to);
 
   // ZeRO-2 (Note [ZeRO-2 buckets], reducer_buckets.cpp): gradient i is reduced
   // only to rank owner[i] (kEveryRankOwns: AllReduced, kept by every rank). Rebuilds the current buckets with each bucket's

@@ -3,6 +3,8 @@
 // Read before: distributed/ddp/reducer_launch.h.
 #include "distributed/ddp/reducer_launch.h"
 
+#include <algorithm>
+
 #include "distributed/comm_hooks/deterministic_hook.h"
 #include "distributed/ddp/reducer_buckets.h"
 #include "distributed/ddp/reducer_timeline.h"
@@ -11,12 +13,44 @@ namespace lockstep::distributed {
 
 namespace {
 
-// The paper's reduction: the bucket holds grad / world; SUM it over the ranks.
-CommHook presummed_allreduce(std::shared_ptr<ProcessGroup> process_group, const int64_t& iteration) {
-  return [process_group = std::move(process_group), &iteration](GradBucket& bucket) {
-    auto work = process_group->allreduce(bucket.buffer(), ReduceOp::SUM);
-    timeline::async_end_when(timeline_key(iteration, bucket.index()), [work] { return work->is_completed(); });
-    return TensorFuture::from_work(std::move(work), bucket.buffer());
+// Elements of `flat` per piece when its reduction goes in pieces of `bytes`
+// (Note [Handing a bucket over in pieces], reducer.cpp); 0: in one.
+int64_t piece_numel(const Tensor& flat, int64_t bytes) {
+  if (bytes <= 0) return 0;
+  const int64_t n = std::max<int64_t>(64, bytes / static_cast<int64_t>(flat.element_size()) / 64 * 64);
+  return flat.numel() > n ? n : 0;
+}
+
+// `reduce` over [begin, end) of `flat`, in pieces of `piece` elements (0: one
+// call), appended to `pieces` with their ends (Note [A flat result in pieces]).
+void reduce_range(Tensor& flat, int64_t begin, int64_t end, int64_t piece,
+                  const std::function<std::shared_ptr<Work>(Tensor&)>& reduce,
+                  std::vector<TensorFuture::Piece>& pieces) {
+  const int64_t step = piece > 0 ? piece : end - begin;
+  for (int64_t at = begin; at < end; at += step) {
+    Tensor part = flat.narrow(0, at, std::min(step, end - at));  // (piece)
+    pieces.push_back({std::min(at + step, end), reduce(part)});
+  }
+}
+
+// The paper's reduction: the bucket holds grad / world; SUM it over the ranks
+// (in pieces when a bucket-reduced hook asked for them).
+CommHook presummed_allreduce(std::shared_ptr<ProcessGroup> process_group, const int64_t& iteration,
+                             const int64_t& piece_bytes) {
+  return [process_group = std::move(process_group), &iteration, &piece_bytes](GradBucket& bucket) {
+    Tensor& flat = bucket.buffer();  // (numel of the bucket)
+    const int64_t piece = piece_numel(flat, piece_bytes);
+    if (piece == 0) {
+      auto work = process_group->allreduce(flat, ReduceOp::SUM);
+      timeline::async_end_when(timeline_key(iteration, bucket.index()), [work] { return work->is_completed(); });
+      return TensorFuture::from_work(std::move(work), flat);
+    }
+    std::vector<TensorFuture::Piece> pieces;
+    reduce_range(flat, 0, flat.numel(), piece,
+                 [&](Tensor& t) { return process_group->allreduce(t, ReduceOp::SUM); }, pieces);
+    timeline::async_end_when(timeline_key(iteration, bucket.index()),
+                             [w = pieces.back().work] { return w->is_completed(); });
+    return TensorFuture::from_pieces(std::move(pieces), flat);
   };
 }
 
@@ -32,26 +66,29 @@ CommHook presummed_rank_ordered_sum(std::shared_ptr<ProcessGroup> process_group)
 // order (owners ascending), the same on every rank; AllReduce (SUM) the
 // segment every rank owns (kEveryRankOwns).
 CommHook presummed_reduce_to_owners(std::shared_ptr<ProcessGroup> process_group, std::vector<int> owner,
-                                    const int64_t& iteration) {
-  return [process_group = std::move(process_group), owner = std::move(owner), &iteration](GradBucket& bucket) {
+                                    const int64_t& iteration, const int64_t& piece_bytes) {
+  return [process_group = std::move(process_group), owner = std::move(owner), &iteration,
+          &piece_bytes](GradBucket& bucket) {
     const std::vector<size_t>& params = bucket.parameter_indices();
     const std::vector<int64_t>& offsets = bucket.offsets();
     Tensor& flat = bucket.buffer();  // (numel of the bucket)
-    std::vector<std::shared_ptr<Work>> works;
+    const int64_t piece = piece_numel(flat, piece_bytes);
+    std::vector<TensorFuture::Piece> pieces;
     for (size_t k = 0; k < params.size();) {
       const int root = owner[params[k]];
       size_t end = k;
       while (end < params.size() && owner[params[end]] == root) ++end;
       const int64_t stop = end < params.size() ? offsets[end] : flat.numel();
-      Tensor segment = flat.narrow(0, offsets[k], stop - offsets[k]);  // (root's gradients)
-      works.push_back(root == kEveryRankOwns ? process_group->allreduce(segment, ReduceOp::SUM)
-                                             : process_group->reduce(segment, root, ReduceOp::SUM));
+      reduce_range(flat, offsets[k], stop, piece, [&](Tensor& segment) {  // (root's gradients, or a piece)
+        return root == kEveryRankOwns ? process_group->allreduce(segment, ReduceOp::SUM)
+                                      : process_group->reduce(segment, root, ReduceOp::SUM);
+      }, pieces);
       k = end;
     }
-    if (!works.empty()) {
-      timeline::async_end_when(timeline_key(iteration, bucket.index()), [w = works.back()] { return w->is_completed(); });
-    }
-    return TensorFuture::from_works(std::move(works), flat);
+    if (pieces.empty()) return TensorFuture::ready(flat);
+    timeline::async_end_when(timeline_key(iteration, bucket.index()),
+                             [w = pieces.back().work] { return w->is_completed(); });
+    return TensorFuture::from_pieces(std::move(pieces), flat);
   };
 }
 
@@ -69,14 +106,21 @@ void BucketLauncher::reduce_to_owners(std::vector<int> owner) {
   LS_CHECK(!deterministic_, "DDP (rank ", rank, "): ZeRO-2 (ZeroOptions().shard_gradients(true)) with "
            "DDPOptions().deterministic(true): deterministic mode sums whole buckets in rank order on every rank. "
            "Drop one of the two (ZeRO-1 works with deterministic mode)");
-  hook_ = presummed_reduce_to_owners(process_group_, std::move(owner), iteration_);
+  hook_ = presummed_reduce_to_owners(process_group_, std::move(owner), iteration_, piece_bytes_);
   to_owners_ = true;
 }
 
 BucketLauncher::BucketLauncher(std::shared_ptr<ProcessGroup> process_group, const DDPOptions& options,
                                const int64_t& iteration)
     : process_group_(std::move(process_group)), iteration_(iteration), deterministic_(options.deterministic()) {
-  hook_ = deterministic_ ? presummed_rank_ordered_sum(process_group_) : presummed_allreduce(process_group_, iteration_);
+  hook_ = deterministic_ ? presummed_rank_ordered_sum(process_group_)
+                         : presummed_allreduce(process_group_, iteration_, piece_bytes_);
+}
+
+void BucketLauncher::reduce_in_pieces(int64_t bytes) {
+  LS_CHECK(bytes >= 0, "DDP (rank ", process_group_->rank(), "): the reduction's piece size must be >= 0 bytes, "
+           "got ", bytes);
+  piece_bytes_ = bytes;
 }
 
 void BucketLauncher::register_hook(CommHook hook, bool started) {

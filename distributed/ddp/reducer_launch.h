@@ -48,6 +48,11 @@ class BucketLauncher {
   // becomes a reduce of each owner's segment to that owner (owner[i] for
   // DDP parameter i). Refused with a registered hook or deterministic mode.
   void reduce_to_owners(std::vector<int> owner);
+  // DDP's own reduction (AllReduce or ZeRO-2's reduces; not a registered hook
+  // or deterministic mode) goes in collectives of `bytes` each, so that a
+  // bucket can be handed over piece by piece (Note [Handing a bucket over in
+  // pieces], reducer.cpp). 0 (the default): one collective a bucket (segment).
+  void reduce_in_pieces(int64_t bytes);
   // What a gradient is multiplied by when it is copied into its bucket: the
   // paper's 1/world (`divisor`) for DDP's own reduction, 1 for a registered hook.
   double copy_scale(double divisor) const { return registered_ ? 1.0 : 1.0 / divisor; }
@@ -61,6 +66,7 @@ class BucketLauncher {
   const int64_t& iteration_;
   bool deterministic_;
   bool to_owners_ = false;
+  int64_t piece_bytes_ = 0;  // reduce_in_pieces
   CommHook hook_;
   bool registered_ = false;
 };

@@ -23,6 +23,11 @@ std::exception_ptr Work::exception() const {
   return error_;
 }
 
+std::chrono::steady_clock::time_point Work::completed_at() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return completed_at_;
+}
+
 void Work::wait(std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!done_cv_.wait_for(lock, timeout, [&] { return completed_; })) {
@@ -38,6 +43,7 @@ void Work::mark_completed(std::vector<Tensor> result) {
     std::lock_guard<std::mutex> lock(mutex_);
     result_ = std::move(result);
     completed_ = true;
+    completed_at_ = std::chrono::steady_clock::now();
   }
   done_cv_.notify_all();
 }
@@ -47,6 +53,7 @@ void Work::mark_failed(std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mutex_);
     error_ = std::move(error);
     completed_ = true;
+    completed_at_ = std::chrono::steady_clock::now();
   }
   done_cv_.notify_all();
 }

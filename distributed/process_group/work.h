@@ -36,6 +36,8 @@ class Work {
   // The tensors the collective produced (for allreduce: the reduced tensor).
   const std::vector<Tensor>& result() const { return result_; }
   const std::string& description() const { return description_; }
+  // When the backend marked it completed (or failed); the epoch before that.
+  std::chrono::steady_clock::time_point completed_at() const;
 
   // Called by the backend.
   void mark_completed(std::vector<Tensor> result = {});
@@ -46,6 +48,7 @@ class Work {
   mutable std::mutex mutex_;
   std::condition_variable done_cv_;
   bool completed_ = false;
+  std::chrono::steady_clock::time_point completed_at_{};
   std::exception_ptr error_;
   std::vector<Tensor> result_;
 };

@@ -29,6 +29,10 @@
 //  - every rank calls the hook for the same buckets in the same order, from
 //    the compute thread, so the broadcasts pair up; no_sync backwards do not
 //    reach finalize, so nothing is stepped during accumulation.
+// Handed over in pieces (Note [Handing a bucket over in pieces]), the hook may
+// get the bucket before its reduction is done; the owner's optimizer then
+// waits for each piece of a gradient before it reads it, so it reads the same
+// values — and nothing else changes.
 // ZeRO-2 changes only which ranks receive a gradient: the owner's .grad holds
 // the same average (Note [ZeRO-2 buckets]), the others' are never read here.
 // The learning rate a scheduler set after the previous step() is the one
@@ -37,6 +41,7 @@
 // Read next: docs/ddp.md (section on ZeRO).
 #include "distributed/zero/zero_overlap.h"
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace lockstep::distributed {
@@ -72,11 +77,17 @@ Reducer::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancy
              "reduction would step it; pass exactly the DDP module's trainable parameters");
   }
   zero.mark_attached(who);
-  return [&zero, to_zero = std::move(to_zero)](size_t bucket, const std::vector<size_t>& ddp_indices) {
+  return [&zero, to_zero = std::move(to_zero)](size_t bucket, const std::vector<size_t>& ddp_indices,
+                                               const Reducer::GradientWait& wait) {
     std::vector<size_t> params;
     params.reserve(ddp_indices.size());
     for (size_t k : ddp_indices) params.push_back(to_zero[k]);
-    zero.step_reduced_bucket(bucket, params);
+    // The optimizer's parameter i is the bucket's params[slot] (Note [Handing a bucket over in pieces]).
+    const ZeroRedundancyOptimizerBase::GradientWait wait_for = [&](size_t i, int64_t end) {
+      const auto slot = static_cast<size_t>(std::find(params.begin(), params.end(), i) - params.begin());
+      return wait(slot, end);
+    };
+    zero.step_reduced_bucket(bucket, params, wait_for);
   };
 }
 
@@ -96,16 +107,19 @@ void ZeroRedundancyOptimizerBase::mark_attached(const std::string& what) {
   attached_ = what;
 }
 
-void ZeroRedundancyOptimizerBase::step_reduced_bucket(size_t bucket, const std::vector<size_t>& params) {
-  last_bucket_reduced_at_ = std::chrono::steady_clock::now();
+void ZeroRedundancyOptimizerBase::step_reduced_bucket(size_t bucket, const std::vector<size_t>& params,
+                                                      const GradientWait& wait) {
   if (reduced_buckets_.size() <= bucket) reduced_buckets_.resize(bucket + 1, false);
   LS_CHECK(!reduced_buckets_[bucket], where(), ": DDP reduced bucket ", bucket, " again with no step() since "
            "the previous backward, so the forward in between ran on parameters whose broadcasts were never "
            "waited for. With overlap_with_ddp call optimizer.step() after every synced backward");
   reduced_buckets_[bucket] = true;
   reduced_since_step_ = true;
-  step_and_broadcast(params);  // Note [ZeRO pipelined broadcasts]
-  last_bucket_stepped_at_ = std::chrono::steady_clock::now();
+  step_and_broadcast(params, wait);  // Note [ZeRO pipelined broadcasts]
+  const auto stepped = std::chrono::steady_clock::now();
+  last_bucket_reduced_at_ = {};
+  for (size_t i : params) last_bucket_reduced_at_ = std::max(last_bucket_reduced_at_, wait(i, params_[i].numel()));
+  last_bucket_stepped_at_ = std::max(stepped, last_bucket_reduced_at_);
 }
 
 }  // namespace lockstep::distributed

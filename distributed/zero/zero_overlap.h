@@ -42,7 +42,9 @@ template <class M>
 void hook_with_zero_step(DistributedDataParallel<M>& ddp, ZeroRedundancyOptimizerBase& zero) {
   Reducer::BucketReducedHook hook = detail::zero_step_hook(ddp.reducer(), zero);
   if (zero.zero_options().shard_gradients()) ddp.shard_gradients(detail::gradient_owners(ddp.reducer(), zero));
-  ddp.register_bucket_reduced_hook(std::move(hook));
+  const ZeroOptions& o = zero.zero_options();
+  const auto piece_bytes = static_cast<int64_t>(o.hand_over_in_pieces() ? o.broadcast_piece_mb() * (1 << 20) : 0);
+  ddp.register_bucket_reduced_hook(std::move(hook), piece_bytes);  // Note [Handing a bucket over in pieces]
 }
 
 }  // namespace lockstep::distributed

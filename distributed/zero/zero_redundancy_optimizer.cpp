@@ -39,6 +39,11 @@ ZeroRedundancyOptimizerBase::ZeroRedundancyOptimizerBase(std::vector<Tensor> par
   LS_CHECK(!options_.shard_gradients() || options_.overlap_with_ddp(), name_, ": ZeroOptions().shard_gradients(true) "
            "(ZeRO-2) needs overlap_with_ddp(true): the gradients are sharded by DDP's Reducer, which steps each "
            "bucket's shard as it is reduced (hook_with_zero_step). Add .overlap_with_ddp(true)");
+  broadcaster_ = options_.broadcast_group() ? options_.broadcast_group() : process_group_;
+  LS_CHECK(broadcaster_->rank() == process_group_->rank() && broadcaster_->size() == process_group_->size(), name_,
+           ": ZeroOptions().broadcast_group is rank ", broadcaster_->rank(), " of ", broadcaster_->size(),
+           " but the optimizer's group is rank ", process_group_->rank(), " of ", process_group_->size(),
+           "; it must be a second group over the same ranks (Note [ZeRO broadcast group])");
   check_same_parameters_on_all_ranks();
   LS_CHECK(options_.split_parameters_mb() >= 0 && options_.broadcast_piece_mb() >= 0, name_,
            ": ZeroOptions().split_parameters_mb (", options_.split_parameters_mb(), ") and broadcast_piece_mb (",
@@ -77,7 +82,7 @@ ZeroRedundancyOptimizerBase::~ZeroRedundancyOptimizerBase() {
   // Broadcasts still in flight reference our tensors: let them finish.
   for (auto& b : pending_) {
     try {
-      b.work->wait(process_group_->timeout());
+      b.work->wait(broadcaster_->timeout());
     } catch (...) {
     }
   }

@@ -26,7 +26,10 @@
 // while the later buckets' reductions are still in flight; opt.step() then
 // only waits for the broadcasts (Note [ZeRO parameter broadcasts] in
 // zero_broadcasts.cpp: large parameters in place, in pieces, small ones packed). Why it is exact: Note [ZeRO overlap with
-// DDP] in zero_overlap.cpp.
+// DDP] in zero_overlap.cpp. With ZeroOptions().broadcast_group(pg2) the
+// broadcasts go on a second group and each bucket is handed over piece by
+// piece as it is reduced (Note [Handing a bucket over in pieces],
+// distributed/ddp/reducer_handover.cpp; Note [ZeRO broadcast group]).
 //
 // ZeRO-2 (ZeroOptions().overlap_with_ddp(true).shard_gradients(true)): on top
 // of that, DDP reduces each gradient only to its owner and the other ranks
@@ -46,6 +49,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,12 +86,30 @@ class ZeroOptions {
   // backward is their broadcast, which splitting does not shorten.
   ZeroOptions& split_parameters_mb(double v) { split_parameters_mb_ = v; return *this; }
   double split_parameters_mb() const { return split_parameters_mb_; }
+  // With overlap: DDP reduces in pieces of broadcast_piece_mb() and hands each
+  // bucket over before its reduction is done, the owner stepping (and
+  // sending) each piece as soon as it is reduced (Note [Handing a bucket over
+  // in pieces], distributed/ddp/reducer_handover.cpp). Default: on when a
+  // broadcast_group is set, off otherwise — on one shared group the pieces'
+  // broadcasts queue behind the reductions and it measured slower
+  // (docs/results/zero.md).
+  ZeroOptions& hand_over_in_pieces(bool v) { hand_over_in_pieces_ = v; return *this; }
+  bool hand_over_in_pieces() const { return hand_over_in_pieces_.value_or(broadcast_group_ != nullptr); }
+  // The group the updated parameters are broadcast on: the same ranks as the
+  // optimizer's group, but its own connections and worker threads, so the
+  // broadcasts do not queue behind DDP's reductions on the shared group (Note
+  // [ZeRO broadcast group], zero_broadcasts.cpp). Null (the default): the
+  // optimizer's group.
+  ZeroOptions& broadcast_group(std::shared_ptr<ProcessGroup> pg) { broadcast_group_ = std::move(pg); return *this; }
+  const std::shared_ptr<ProcessGroup>& broadcast_group() const { return broadcast_group_; }
 
  private:
   bool overlap_with_ddp_ = false;
   bool shard_gradients_ = false;
   double broadcast_piece_mb_ = 4.0;
   double split_parameters_mb_ = 0.0;
+  std::optional<bool> hand_over_in_pieces_;  // unset: broadcast_group_ != nullptr
+  std::shared_ptr<ProcessGroup> broadcast_group_;
 };
 
 // Builds the inner (local) optimizer over one rank's parameters.
@@ -140,15 +162,21 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   const optim::Optimizer& local_optimizer() const { return *inner_; }
   ProcessGroup& process_group() const { return *process_group_; }
 
-  // Called by the Reducer after it has reduced a bucket (zero_overlap.cpp);
-  // `params` are indices into this optimizer's parameter list.
-  void step_reduced_bucket(size_t bucket_index, const std::vector<size_t>& params);
-  // With overlap: when the last call above began, i.e. when the last bucket of
-  // the latest backward had been reduced (what remains after it is that
-  // bucket's step and the broadcast wait: bench_ddp's opt_tail_ms).
+  // Blocks until elements [0, end) of parameter i's gradient are reduced and
+  // in .grad; returns when the collectives that brought them had completed.
+  using GradientWait = std::function<std::chrono::steady_clock::time_point(size_t i, int64_t end)>;
+  // Called by the Reducer when it hands a bucket over (zero_overlap.cpp);
+  // `params` are indices into this optimizer's parameter list, whose
+  // gradients may still be arriving: `wait` before reading one (Note
+  // [Handing a bucket over in pieces]).
+  void step_reduced_bucket(size_t bucket_index, const std::vector<size_t>& params, const GradientWait& wait);
+  // With overlap: when the last bucket of the latest backward had been
+  // reduced (its last collective completed; what remains after it is the
+  // rest of that bucket's step and the broadcast wait: bench_ddp's opt_tail_ms).
   std::chrono::steady_clock::time_point last_bucket_reduced_at() const { return last_bucket_reduced_at_; }
-  // When that call returned: its shard step done, its broadcasts started (the
-  // optimizer's own work after the last reduction; the rest is the wait).
+  // When that bucket's step was done and its broadcasts started, or its
+  // reduction, whichever was later (the optimizer's own work after the last
+  // reduction; the rest is the wait).
   std::chrono::steady_clock::time_point last_bucket_stepped_at() const { return last_bucket_stepped_at_; }
   // Records that hook_with_zero_step attached this optimizer to a DDP module.
   void mark_attached(const std::string& what);
@@ -171,7 +199,9 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   void check_same_parameters_on_all_ranks();
   // Steps this rank's parameters among `params` and starts the broadcasts of
   // all of them, owner by owner (Note [ZeRO pipelined broadcasts], zero_broadcasts.cpp).
-  void step_and_broadcast(const std::vector<size_t>& params);
+  // `wait`: null when every gradient is there (step() without overlap).
+  void step_and_broadcast(const std::vector<size_t>& params, const GradientWait& wait = nullptr);
+  ProcessGroup& broadcaster() const { return *broadcaster_; }  // Note [ZeRO broadcast group]
   // Starts the broadcast of pieces [from, to) of root's range of parameter i
   // (the whole parameter, or root's slice of a split one).
   void broadcast_pieces(size_t i, int root, int64_t from, int64_t to);
@@ -186,6 +216,7 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   std::string where() const;  // "ZeroRedundancyOptimizer (rank r)"
 
   std::shared_ptr<ProcessGroup> process_group_;
+  std::shared_ptr<ProcessGroup> broadcaster_;  // options_.broadcast_group(), or process_group_
   ZeroOptions options_;
   ZeroPartition partition_;
   std::vector<size_t> local_index_;  // per parameter: its index in inner_, or npos

@@ -22,27 +22,7 @@ using ls::testing::ZeroMode;
 using ls::testing::ZeroOpt;
 using ls::testing::ZeroRun;
 
-namespace {
-
-// ZeRO (every mode in `modes`) against plain DDP for `run` (its mode is
-// replaced). ZeRO-2 reduces each gradient to its owner, adding the ranks'
-// values in another order than the AllReduce: bitwise at 2 ranks (a + b = b + a),
-// within 1e-6 beyond (Note [ZeRO-2 buckets]).
-void check_equals_plain(const std::shared_ptr<dist::ProcessGroup>& pg, ZeroRun run,
-                        std::vector<ZeroMode> modes = {ZeroMode::Zero, ZeroMode::Overlap, ZeroMode::Zero2}) {
-  run.mode = ZeroMode::Plain;
-  const auto plain = ls::testing::train_zero(pg, run);
-  for (ZeroMode mode : modes) {
-    run.mode = mode;
-    const auto sharded = ls::testing::train_zero(pg, run);
-    CAPTURE(ls::testing::zero_mode_name(mode));
-    CHECK(ls::testing::max_abs_diff(plain, sharded) <= 1e-6);
-    if (mode != ZeroMode::Zero2 || pg->size() == 2) CHECK(ls::testing::all_equal(plain, sharded));
-    ls::testing::check_same_on_all_ranks(sharded, *pg);
-  }
-}
-
-}  // namespace
+using ls::testing::check_equals_plain;
 
 TEST_CASE("zero partition: greedy largest-first onto the least-loaded rank, ties to lower indices and ranks") {
   auto t = [](int64_t n) { return ls::zeros({n}); };
@@ -382,7 +362,7 @@ TEST_CASE("reducer: with a bucket-reduced hook, bucket b is handed over when buc
     }
     std::vector<size_t> order;
     std::vector<int> accumulated_at;
-    ddp.register_bucket_reduced_hook([&](size_t bucket, const std::vector<size_t>&) {
+    ddp.register_bucket_reduced_hook([&](size_t bucket, const std::vector<size_t>&, const dist::Reducer::GradientWait&) {
       order.push_back(bucket);
       accumulated_at.push_back(accumulated);
     });

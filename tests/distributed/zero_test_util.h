@@ -28,7 +28,8 @@ inline bool zero_overlapped(ZeroMode m) { return m == ZeroMode::Overlap || m == 
 // split_mb >= 0: ZeroOptions().split_parameters_mb(split_mb) (Note [ZeRO split parameters]).
 inline std::unique_ptr<optim::Optimizer> make_zero_test_optimizer(
     ZeroOpt opt, ZeroMode mode, const std::vector<Tensor>& params,
-    const std::shared_ptr<distributed::ProcessGroup>& pg, double split_mb = -1) {
+    const std::shared_ptr<distributed::ProcessGroup>& pg, double split_mb = -1, double piece_mb = -1,
+    std::shared_ptr<distributed::ProcessGroup> broadcast_group = nullptr, int pieces = -1) {
   const auto sgd = optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-3);
   const auto adam = optim::AdamOptions(1e-2).weight_decay(1e-3);
   const auto adamw = optim::AdamWOptions(1e-2);
@@ -39,6 +40,9 @@ inline std::unique_ptr<optim::Optimizer> make_zero_test_optimizer(
   }
   auto zo = distributed::ZeroOptions().overlap_with_ddp(zero_overlapped(mode)).shard_gradients(mode == ZeroMode::Zero2);
   if (split_mb >= 0) zo.split_parameters_mb(split_mb);
+  if (piece_mb >= 0) zo.broadcast_piece_mb(piece_mb);
+  zo.broadcast_group(std::move(broadcast_group));
+  if (pieces >= 0) zo.hand_over_in_pieces(pieces == 1);
   if (opt == ZeroOpt::SGD) return std::make_unique<distributed::ZeroRedundancyOptimizer<optim::SGD>>(params, pg, sgd, zo);
   if (opt == ZeroOpt::Adam) return std::make_unique<distributed::ZeroRedundancyOptimizer<optim::Adam>>(params, pg, adam, zo);
   return std::make_unique<distributed::ZeroRedundancyOptimizer<optim::AdamW>>(params, pg, adamw, zo);
@@ -54,6 +58,9 @@ struct ZeroRun {
   bool scheduler = true;  // StepLR(step_size 2, gamma 0.5)
   std::function<void(distributed::DistributedDataParallel<TinyCNN>&)> setup;  // e.g. a comm hook
   double split_mb = -1;   // >= 0: ZeroOptions().split_parameters_mb
+  double piece_mb = -1;   // >= 0: ZeroOptions().broadcast_piece_mb (also DDP's reduction pieces)
+  std::shared_ptr<distributed::ProcessGroup> broadcast_group;  // ZeroOptions().broadcast_group
+  int pieces = -1;        // >= 0: ZeroOptions().hand_over_in_pieces(pieces == 1)
 };
 
 // After a synced ZeRO-2 backward (Note [ZeRO-2 buckets]): this rank holds
@@ -81,7 +88,8 @@ inline std::vector<Tensor> train_zero(const std::shared_ptr<distributed::Process
   auto model = std::make_shared<TinyCNN>();
   distributed::DistributedDataParallel ddp(model, pg, run.ddp);
   if (run.setup) run.setup(ddp);
-  auto opt = make_zero_test_optimizer(run.opt, run.mode, model->parameters(), pg, run.split_mb);
+  auto opt = make_zero_test_optimizer(run.opt, run.mode, model->parameters(), pg, run.split_mb, run.piece_mb,
+                                      run.broadcast_group, run.pieces);
   auto* zero = dynamic_cast<distributed::ZeroRedundancyOptimizerBase*>(opt.get());
   if (zero_overlapped(run.mode)) distributed::hook_with_zero_step(ddp, *zero);
   std::unique_ptr<optim::StepLR> sched;
@@ -113,6 +121,24 @@ inline std::vector<Tensor> train_zero(const std::shared_ptr<distributed::Process
     if (sched) sched->step();
   }
   return clone_all(model->parameters());
+}
+
+// ZeRO (every mode in `modes`) against plain DDP for `run` (its mode is
+// replaced). ZeRO-2 reduces each gradient to its owner, adding the ranks'
+// values in another order than the AllReduce: bitwise at 2 ranks (a + b = b + a),
+// within 1e-6 beyond (Note [ZeRO-2 buckets]).
+inline void check_equals_plain(const std::shared_ptr<distributed::ProcessGroup>& pg, ZeroRun run,
+                               std::vector<ZeroMode> modes = {ZeroMode::Zero, ZeroMode::Overlap, ZeroMode::Zero2}) {
+  run.mode = ZeroMode::Plain;
+  const auto plain = train_zero(pg, run);
+  for (ZeroMode mode : modes) {
+    run.mode = mode;
+    const auto sharded = train_zero(pg, run);
+    CAPTURE(zero_mode_name(mode));
+    CHECK(max_abs_diff(plain, sharded) <= 1e-6);
+    if (mode != ZeroMode::Zero2 || pg->size() == 2) CHECK(all_equal(plain, sharded));
+    check_same_on_all_ranks(sharded, *pg);
+  }
 }
 
 }  // namespace lockstep::testing

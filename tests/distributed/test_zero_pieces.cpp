@@ -1,0 +1,143 @@
+// tests/distributed/test_zero_pieces.cpp — a bucket handed to the bucket-reduced
+// hook while its reduction still arrives in pieces (Note [Handing a bucket over
+// in pieces], distributed/ddp/reducer_handover.cpp), and ZeRO stepping each
+// piece as it arrives, with its broadcasts on a group of their own (Note [ZeRO
+// broadcast group]): the gradients and parameters of plain DDP, bitwise.
+// Read before: distributed/ddp/reducer.h, tests/distributed/zero_test_util.h.
+#include <doctest/doctest.h>
+
+#include "distributed/process_group/process_group_gloo.h"
+#include "distributed/store/prefix_store.h"
+#include "tests/distributed/zero_test_util.h"
+#include "tests/support/multiprocess.h"
+
+namespace ls = lockstep;
+namespace dist = lockstep::distributed;
+using namespace std::chrono_literals;
+using ls::testing::ZeroMode;
+using ls::testing::ZeroRun;
+
+namespace {
+
+struct Wide : ls::nn::Module {
+  std::shared_ptr<ls::nn::Linear> fc1 = register_module("fc1", std::make_shared<ls::nn::Linear>(32, 40));
+  std::shared_ptr<ls::nn::Linear> fc2 = register_module("fc2", std::make_shared<ls::nn::Linear>(40, 3));
+  ls::Tensor forward(const ls::Tensor& x) { return fc2->forward(fc1->forward(x).tanh()); }
+};
+
+// A second Gloo group over the same ranks, for the broadcasts.
+std::shared_ptr<dist::ProcessGroup> second_group(const dist::ProcessGroup& pg, const std::string& prefix) {
+  return std::make_shared<dist::ProcessGroupGloo>(std::make_shared<dist::PrefixStore>(prefix, pg.store()), pg.rank(),
+                                                  pg.size());
+}
+
+}  // namespace
+
+TEST_CASE("reducer: a hook registered with a piece size gets each bucket while it is reduced in pieces; "
+          "wait(k, end) fills .grad up to end with plain DDP's averages") {
+  ls::testing::run_ranks(2, [](int rank) {
+    auto pg = dist::init_process_group("gloo");
+    const ls::Tensor x = [&] { ls::manual_seed(10 + rank); return ls::randn({5, 32}); }();
+    // Plain DDP: the averaged gradients to expect.
+    ls::manual_seed(0);
+    auto ref_model = std::make_shared<Wide>();
+    dist::DistributedDataParallel ref(ref_model, pg);
+    ref.forward(x).pow(2).mean().backward();
+    std::vector<ls::Tensor> expected;
+    for (auto& p : ref_model->parameters()) expected.push_back(p.grad().clone().reshape({-1}));
+
+    ls::manual_seed(0);
+    auto model = std::make_shared<Wide>();
+    dist::DistributedDataParallel ddp(model, pg);
+    const std::vector<ls::Tensor> params = model->parameters();
+    size_t most_pieces = 0;
+    int prefixes_checked = 0;
+    ddp.register_bucket_reduced_hook([&](size_t bucket, const std::vector<size_t>& indices,
+                                         const dist::Reducer::GradientWait& wait) {
+      most_pieces = std::max(most_pieces, ddp.reducer().buckets()[bucket].future.pieces().size());
+      for (size_t k = 0; k < indices.size(); ++k) {
+        const int64_t n = params[indices[k]].numel();
+        for (int64_t end : {int64_t{1}, n / 2, n}) {
+          wait(k, end);
+          const ls::Tensor got = params[indices[k]].grad().reshape({-1}).narrow(0, 0, end);
+          CHECK(ls::testing::all_equal({got}, {expected[indices[k]].narrow(0, 0, end)}));
+          ++prefixes_checked;
+        }
+      }
+    }, /*piece_bytes=*/1024);  // 256 floats: fc1.weight's 1280 elements in 5 pieces
+    ddp.forward(x).pow(2).mean().backward();
+    CHECK(most_pieces >= 5);
+    CHECK(prefixes_checked == 3 * static_cast<int>(params.size()));
+    std::vector<ls::Tensor> grads;
+    for (auto& p : params) grads.push_back(p.grad().reshape({-1}));
+    CHECK(ls::testing::all_equal(grads, expected));
+
+    // A wait outside the bucket is refused, naming it; DDP stops after a failing hook.
+    ls::manual_seed(0);
+    auto other = std::make_shared<Wide>();
+    dist::DistributedDataParallel bad(other, pg);
+    bad.register_bucket_reduced_hook([](size_t, const std::vector<size_t>& indices,
+                                        const dist::Reducer::GradientWait& wait) { wait(indices.size(), 1); }, 1024);
+    CHECK_THROWS_WITH_AS(bad.forward(x).pow(2).mean().backward(), doctest::Contains("a bucket-reduced hook waited for"),
+                         ls::Error);
+  }, 60s);
+}
+
+TEST_CASE("zero hand-over in pieces: 2 ranks, overlap and ZeRO-2, whole and split parameters, with and without a "
+          "broadcast group, equal plain DDP bitwise") {
+  ls::testing::run_ranks(2, [](int) {
+    auto pg = dist::init_process_group("gloo");
+    auto broadcasts = second_group(*pg, "zero_broadcasts");
+    for (double split_mb : {0.0, 0.001}) {
+      for (bool own_group : {false, true}) {
+        CAPTURE(split_mb);
+        CAPTURE(own_group);
+        ZeroRun run;
+        run.piece_mb = 0.001;  // 256 floats: TinyCNN's fc.weight (640) reduced and stepped in 3 pieces
+        run.split_mb = split_mb;
+        run.broadcast_group = own_group ? broadcasts : nullptr;
+        run.pieces = 1;  // also on the shared group (off there by default)
+        ls::testing::check_equals_plain(pg, run, {ZeroMode::Overlap, ZeroMode::Zero2});
+      }
+    }
+    // Without the overlap: step() steps in pieces and broadcasts on the second group.
+    ZeroRun plain_step;
+    plain_step.piece_mb = 0.001;
+    plain_step.broadcast_group = broadcasts;
+    ls::testing::check_equals_plain(pg, plain_step, {ZeroMode::Zero});
+  }, 120s);
+}
+
+TEST_CASE("zero hand-over in pieces: 4 ranks, SGD and AdamW, overlap and ZeRO-2 on a broadcast group, equal plain "
+          "DDP (ZeRO-2 within 1e-6)") {
+  ls::testing::run_ranks(4, [](int) {
+    auto pg = dist::init_process_group("gloo");
+    auto broadcasts = second_group(*pg, "zero_broadcasts");
+    for (auto opt : {ls::testing::ZeroOpt::SGD, ls::testing::ZeroOpt::AdamW}) {
+      ZeroRun run;
+      run.opt = opt;
+      run.piece_mb = 0.001;
+      run.broadcast_group = broadcasts;
+      ls::testing::check_equals_plain(pg, run, {ZeroMode::Overlap, ZeroMode::Zero2});
+    }
+  }, 120s);
+}
+
+TEST_CASE("zero broadcast group: pieces on by default with one; a group of another size is refused, naming both") {
+  ls::testing::run_ranks(2, [](int rank) {
+    auto pg = dist::init_process_group("gloo");
+    auto store = std::make_shared<dist::PrefixStore>("alone", pg->store());
+    auto alone = std::make_shared<dist::ProcessGroupGloo>(std::make_shared<dist::PrefixStore>(
+        std::to_string(rank), store), 0, 1);
+    // The pieces are on by default only with a broadcast group of their own.
+    CHECK_FALSE(dist::ZeroOptions().hand_over_in_pieces());
+    CHECK(dist::ZeroOptions().broadcast_group(alone).hand_over_in_pieces());
+    CHECK_FALSE(dist::ZeroOptions().broadcast_group(alone).hand_over_in_pieces(false).hand_over_in_pieces());
+    CHECK(dist::ZeroOptions().hand_over_in_pieces(true).hand_over_in_pieces());
+    auto model = std::make_shared<Wide>();
+    CHECK_THROWS_WITH_AS(dist::ZeroRedundancyOptimizer(model->parameters(), pg, ls::optim::AdamWOptions(1e-3),
+                                                       dist::ZeroOptions().broadcast_group(alone)),
+                         doctest::Contains("broadcast_group is rank 0 of 1 but the optimizer's group is rank"),
+                         ls::Error);
+  }, 60s);
+}
