@@ -35,10 +35,11 @@
 // shards the gradients too (ZeroOptions().shard_gradients(true): each gradient reduced
 // only to its owner, buckets freed after backward; always overlapped). --zero-split-mb MB:
 // parameters above MB are sliced over every rank (ZeroOptions().split_parameters_mb,
-// default 0: every parameter whole; Note [ZeRO split parameters]). --zero-pieces 0|1
-// (default: on with --zero-broadcast-group 1): with the overlap, buckets handed over piece by piece as they are reduced
-// (Note [Handing a bucket over in pieces]); --zero-broadcast-group 1: the updated
-// parameters broadcast on a second Gloo group (Note [ZeRO broadcast group]). The summary adds
+// default 0: every parameter whole; Note [ZeRO split parameters]). With the overlap,
+// --zero-broadcast-group 0|1 (default 1): the updated parameters broadcast on a second Gloo
+// group (Note [ZeRO broadcast group]); --zero-pieces -1|0|1 (default -1: on with that group):
+// buckets handed over piece by piece as they are reduced (Note [Handing a bucket over in
+// pieces]). The summary adds
 // opt_state_mb_per_rank and peak_rss_mb_per_rank (arrays, one entry per rank).
 // --rr K wraps K process groups in ProcessGroupRoundRobin (paper Section 3.3, Figure 12).
 // --sync-every S: gradient accumulation, paper Section 3.2.4: S-1 of every S iterations
@@ -139,8 +140,8 @@ struct Options {
   int zero = 0;
   bool zero_overlap = false;
   double zero_split_mb = ls::distributed::ZeroOptions().split_parameters_mb();
-  int zero_pieces = -1;  // -1: ZeroOptions' default (on with a broadcast group)
-  bool zero_broadcast_group = false;
+  int zero_pieces = -1;  // -1: ZeroOptions' default (on with a broadcast group of its own)
+  bool zero_broadcast_group = true;
 };
 
 Options parse(int argc, char** argv) {
@@ -182,10 +183,10 @@ Options parse(int argc, char** argv) {
   p.real("--zero-split-mb", o.zero_split_mb, "with --zero 1|2: ZeroOptions().split_parameters_mb, parameters above "
          "this size sliced over every rank (0: none)", 0.0, 1e6);
   p.integer("--zero-pieces", o.zero_pieces, "with the overlap: ZeroOptions().hand_over_in_pieces, each bucket "
-            "reduced in pieces and stepped piece by piece as they arrive (-1: its default, on with "
-            "--zero-broadcast-group 1)", -1, 1);
-  p.switch01("--zero-broadcast-group", o.zero_broadcast_group, "with --zero 1|2: ZeroOptions().broadcast_group, the "
-             "updated parameters broadcast on a second Gloo group");
+            "reduced in pieces and stepped piece by piece as they arrive (-1: its default, on with a broadcast "
+            "group of its own)", -1, 1);
+  p.switch01("--zero-broadcast-group", o.zero_broadcast_group, "with the overlap: ZeroOptions().own_broadcast_group, "
+             "the updated parameters broadcast on a second Gloo group");
   p.parse(argc, argv);
   if (o.zero == 2) {
     if (o.mode != "ddp" && o.mode != "no-overlap") {
@@ -352,11 +353,11 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
 #if LOCKSTEP_WITH_CUDA
   if (device.is_cuda()) ls::cuda::reset_peak_memory_stats(device.index);
 #endif
-  auto zo = dist::ZeroOptions().split_parameters_mb(o.zero_split_mb);
+  auto zo = dist::ZeroOptions().split_parameters_mb(o.zero_split_mb).own_broadcast_group(o.zero_broadcast_group);
   if (o.zero_pieces >= 0) zo.hand_over_in_pieces(o.zero_pieces == 1);
-  if (o.zero > 0 && o.zero_broadcast_group) zo.broadcast_group(ls::bench::zero_broadcast_group(*pg));
-  const bool zero_pieces = zo.hand_over_in_pieces();
   ls::bench::BenchOptimizer opt = ls::bench::make_bench_optimizer(o.optimizer, o.zero, o.zero_overlap, params, pg, zo);
+  const bool zero_pieces = opt.zero && opt.zero->hands_over_in_pieces();
+  const bool zero_group = opt.zero && opt.zero->has_own_broadcast_group();
   if (o.zero_overlap) dist::hook_with_zero_step(*ddp, *opt.zero);
 
   Times t;
@@ -474,7 +475,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         o.static_graph ? "true" : "false", o.find_unused ? "true" : "false",
         o.rebuild ? "true" : "false", peak_rss_mb, equal ? "true" : "false", o.device.c_str(), o.amp.c_str(), cuda_peak_mb,
         o.optimizer.c_str(), o.zero, o.zero_overlap ? "true" : "false", o.zero_split_mb,
-        o.zero_overlap && zero_pieces ? "true" : "false", o.zero_broadcast_group ? "true" : "false", median(t.tail), median(t.tail_step), state_per_rank.c_str(), rss_per_rank.c_str());
+        zero_pieces ? "true" : "false", zero_group ? "true" : "false", median(t.tail), median(t.tail_step), state_per_rank.c_str(), rss_per_rank.c_str());
     std::fflush(stdout);
   }
   // Replicas that drifted apart under DDP or flat averaging are a bug: fail the run.

@@ -13,8 +13,6 @@
 
 #include "core/factory.h"
 #include "distributed/distributed.h"
-#include "distributed/process_group/process_group_gloo.h"
-#include "distributed/store/prefix_store.h"
 #include "optim/optim.h"
 
 namespace lockstep::bench {
@@ -23,16 +21,6 @@ struct BenchOptimizer {
   std::unique_ptr<optim::Optimizer> opt;
   distributed::ZeroRedundancyOptimizerBase* zero = nullptr;  // set with --zero 1
 };
-
-// A second Gloo group over pg's ranks, from pg's store, for ZeRO's broadcasts
-// (ZeroOptions().broadcast_group, Note [ZeRO broadcast group]). Collective.
-inline std::shared_ptr<distributed::ProcessGroup> zero_broadcast_group(const distributed::ProcessGroup& pg) {
-  LS_CHECK(pg.backend_name() == "gloo" && pg.store() != nullptr, "bench_ddp: --zero-broadcast-group 1 builds a "
-           "second Gloo group from the first one's store; the ", pg.backend_name(), " backend has none here. "
-           "Use --backend gloo --rr 1, or --zero-broadcast-group 0");
-  auto store = std::make_shared<distributed::PrefixStore>("lockstep/zero_broadcasts", pg.store());
-  return std::make_shared<distributed::ProcessGroupGloo>(std::move(store), pg.rank(), pg.size());
-}
 
 // `name`: "sgd" (lr 0.01, momentum 0.9) or "adamw" (lr 1e-4, weight decay 0.01);
 // `zo`: the ZeRO options beyond the stage (split parameters, pieces, broadcast group).

@@ -5,19 +5,20 @@
 # (ZeRO-2, --zero 2), interleaved per world size. SPLIT=1 adds the two overlapped modes with
 # the parameters above 16 MB split across the ranks (--zero-split-mb 16, labels
 # zero-overlap-split, zero2-split; Note [ZeRO split parameters]), beside the default (whole).
-# GROUP=1 adds the two overlapped modes with their broadcasts on a second Gloo group, each
-# bucket handed over piece by piece as it is reduced (--zero-broadcast-group 1, labels
-# zero-overlap-group, zero2-group; Note [ZeRO broadcast group]), and the same pieces on the
-# shared group (--zero-pieces 1, labels zero-overlap-pieces, zero2-pieces).
+# The overlapped modes broadcast on a second Gloo group and hand each bucket over piece by
+# piece as it is reduced (the defaults; Note [ZeRO broadcast group]). SHARED=1 adds them on
+# the shared group, whole (--zero-broadcast-group 0, labels zero-overlap-shared,
+# zero2-shared: how they ran before) and in pieces (--zero-pieces 1, labels
+# zero-overlap-shared-pieces, zero2-shared-pieces).
 # Left: optimizer state per rank (MB, the AdamW moments this rank holds) and the largest peak
 # RSS of any rank; right: median iteration time; one row of panels per model. On this shared
 # 2-core machine 4 ranks oversubscribe the cores (lockstep-run starts them anyway): times
 # there measure contention as much as the optimizer, memory does not depend on load.
 #   default: MODELS="bert resnet50" SEQ=64 BATCH=2 (BERT-base, 133M parameters)
-#            RBATCH=4 (ResNet50, 25.6M parameters) ITERS=3 WARMUP=1 WORLDS="1 2 4" SPLIT=0 GROUP=0
+#            RBATCH=4 (ResNet50, 25.6M parameters) ITERS=3 WARMUP=1 WORLDS="1 2 4" SPLIT=0 SHARED=0
 # Writes OUT/zero.jsonl (one summary record per run), zero.csv, zero.png.
 #
-#   bench/figures/zero.sh        env: BUILD=build OUT=docs/results/figures MODELS SEQ BATCH RBATCH ITERS WARMUP WORLDS SPLIT GROUP
+#   bench/figures/zero.sh        env: BUILD=build OUT=docs/results/figures MODELS SEQ BATCH RBATCH ITERS WARMUP WORLDS SPLIT SHARED
 #
 # Read before: bench/bench_ddp.cpp, bench/bench_optimizer.h, distributed/zero/zero_redundancy_optimizer.h.
 # Read next: docs/results/zero.md.
@@ -30,12 +31,13 @@ ITERS=${ITERS:-3}
 WARMUP=${WARMUP:-1}
 WORLDS=${WORLDS:-1 2 4}
 SPLIT=${SPLIT:-0}
-GROUP=${GROUP:-0}
-# label:zero stage:overlap:split MB:pieces (-1 default, 0, 1):broadcast group
-configs=("plain:0:0:0:-1:0" "zero:1:0:0:-1:0" "zero-overlap:1:1:0:-1:0" "zero2:2:0:0:-1:0")
-if [ "$SPLIT" = 1 ]; then configs+=("zero-overlap-split:1:1:16:-1:0" "zero2-split:2:0:16:-1:0"); fi
-if [ "$GROUP" = 1 ]; then
-  configs+=("zero-overlap-pieces:1:1:0:1:0" "zero2-pieces:2:0:0:1:0" "zero-overlap-group:1:1:0:-1:1" "zero2-group:2:0:0:-1:1")
+SHARED=${SHARED:-0}
+# label:zero stage:overlap:split MB:pieces (-1 default, 0, 1):own broadcast group
+configs=("plain:0:0:0:-1:1" "zero:1:0:0:-1:1" "zero-overlap:1:1:0:-1:1" "zero2:2:0:0:-1:1")
+if [ "$SPLIT" = 1 ]; then configs+=("zero-overlap-split:1:1:16:-1:1" "zero2-split:2:0:16:-1:1"); fi
+if [ "$SHARED" = 1 ]; then
+  configs+=("zero-overlap-shared:1:1:0:-1:0" "zero2-shared:2:0:0:-1:0"
+            "zero-overlap-shared-pieces:1:1:0:1:0" "zero2-shared-pieces:2:0:0:1:0")
 fi
 need_bin bench_ddp lockstep-run
 file="$OUT/zero.jsonl"

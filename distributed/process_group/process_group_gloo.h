@@ -109,6 +109,9 @@ class ProcessGroupGloo : public ProcessGroup {
 
   // The address this rank's Gloo device listens on ("127.0.0.1", "eth0", ...).
   const std::string& device_description() const { return device_description_; }
+  // The options it was made with (a second group over the same ranks reuses them:
+  // Note [ZeRO broadcast group], distributed/zero/zero_broadcasts.cpp).
+  const Options& options() const { return options_; }
 
  private:
   struct Pending;  // one queued collective: fingerprint + the Gloo calls to make

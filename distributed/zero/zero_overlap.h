@@ -42,8 +42,8 @@ template <class M>
 void hook_with_zero_step(DistributedDataParallel<M>& ddp, ZeroRedundancyOptimizerBase& zero) {
   Reducer::BucketReducedHook hook = detail::zero_step_hook(ddp.reducer(), zero);
   if (zero.zero_options().shard_gradients()) ddp.shard_gradients(detail::gradient_owners(ddp.reducer(), zero));
-  const ZeroOptions& o = zero.zero_options();
-  const auto piece_bytes = static_cast<int64_t>(o.hand_over_in_pieces() ? o.broadcast_piece_mb() * (1 << 20) : 0);
+  const double piece_mb = zero.hands_over_in_pieces() ? zero.zero_options().broadcast_piece_mb() : 0.0;
+  const auto piece_bytes = static_cast<int64_t>(piece_mb * (1 << 20));
   ddp.register_bucket_reduced_hook(std::move(hook), piece_bytes);  // Note [Handing a bucket over in pieces]
 }
 

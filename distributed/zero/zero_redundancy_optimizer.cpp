@@ -39,7 +39,7 @@ ZeroRedundancyOptimizerBase::ZeroRedundancyOptimizerBase(std::vector<Tensor> par
   LS_CHECK(!options_.shard_gradients() || options_.overlap_with_ddp(), name_, ": ZeroOptions().shard_gradients(true) "
            "(ZeRO-2) needs overlap_with_ddp(true): the gradients are sharded by DDP's Reducer, which steps each "
            "bucket's shard as it is reduced (hook_with_zero_step). Add .overlap_with_ddp(true)");
-  broadcaster_ = options_.broadcast_group() ? options_.broadcast_group() : process_group_;
+  broadcaster_ = options_.broadcast_group() ? options_.broadcast_group() : make_broadcast_group();
   LS_CHECK(broadcaster_->rank() == process_group_->rank() && broadcaster_->size() == process_group_->size(), name_,
            ": ZeroOptions().broadcast_group is rank ", broadcaster_->rank(), " of ", broadcaster_->size(),
            " but the optimizer's group is rank ", process_group_->rank(), " of ", process_group_->size(),

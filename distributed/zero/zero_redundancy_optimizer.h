@@ -26,10 +26,10 @@
 // while the later buckets' reductions are still in flight; opt.step() then
 // only waits for the broadcasts (Note [ZeRO parameter broadcasts] in
 // zero_broadcasts.cpp: large parameters in place, in pieces, small ones packed). Why it is exact: Note [ZeRO overlap with
-// DDP] in zero_overlap.cpp. With ZeroOptions().broadcast_group(pg2) the
-// broadcasts go on a second group and each bucket is handed over piece by
-// piece as it is reduced (Note [Handing a bucket over in pieces],
-// distributed/ddp/reducer_handover.cpp; Note [ZeRO broadcast group]).
+// DDP] in zero_overlap.cpp. On a Gloo group the broadcasts then go on a
+// second group of their own, and each bucket is handed over piece by piece as
+// it is reduced (Note [ZeRO broadcast group] in zero_broadcasts.cpp, Note
+// [Handing a bucket over in pieces] in distributed/ddp/reducer_handover.cpp).
 //
 // ZeRO-2 (ZeroOptions().overlap_with_ddp(true).shard_gradients(true)): on top
 // of that, DDP reduces each gradient only to its owner and the other ranks
@@ -86,30 +86,37 @@ class ZeroOptions {
   // backward is their broadcast, which splitting does not shorten.
   ZeroOptions& split_parameters_mb(double v) { split_parameters_mb_ = v; return *this; }
   double split_parameters_mb() const { return split_parameters_mb_; }
+  // The group the updated parameters are broadcast on: the same ranks as the
+  // optimizer's group, with connections and worker threads of its own, so that
+  // the broadcasts do not queue behind DDP's reductions (Note [ZeRO broadcast
+  // group], zero_broadcasts.cpp). Null (the default): with overlap_with_ddp on
+  // a Gloo group of 2+ ranks, the constructor makes one from the group's store
+  // (unless own_broadcast_group(false)); otherwise the optimizer's group.
+  ZeroOptions& broadcast_group(std::shared_ptr<ProcessGroup> pg) { broadcast_group_ = std::move(pg); return *this; }
+  const std::shared_ptr<ProcessGroup>& broadcast_group() const { return broadcast_group_; }
+  // false: never make a broadcast group; broadcast on the optimizer's group
+  // unless broadcast_group() is given. Default true.
+  ZeroOptions& own_broadcast_group(bool v) { own_broadcast_group_ = v; return *this; }
+  bool own_broadcast_group() const { return own_broadcast_group_; }
   // With overlap: DDP reduces in pieces of broadcast_piece_mb() and hands each
   // bucket over before its reduction is done, the owner stepping (and
   // sending) each piece as soon as it is reduced (Note [Handing a bucket over
-  // in pieces], distributed/ddp/reducer_handover.cpp). Default: on when a
-  // broadcast_group is set, off otherwise — on one shared group the pieces'
-  // broadcasts queue behind the reductions and it measured slower
-  // (docs/results/zero.md).
+  // in pieces], distributed/ddp/reducer_handover.cpp). Unset (the default): on
+  // when the broadcasts have a group of their own (given or made), off on the
+  // shared group, where the pieces' broadcasts queue behind the reductions and
+  // it measured slower (docs/results/zero.md). The optimizer's
+  // hands_over_in_pieces() says what it resolved to.
   ZeroOptions& hand_over_in_pieces(bool v) { hand_over_in_pieces_ = v; return *this; }
-  bool hand_over_in_pieces() const { return hand_over_in_pieces_.value_or(broadcast_group_ != nullptr); }
-  // The group the updated parameters are broadcast on: the same ranks as the
-  // optimizer's group, but its own connections and worker threads, so the
-  // broadcasts do not queue behind DDP's reductions on the shared group (Note
-  // [ZeRO broadcast group], zero_broadcasts.cpp). Null (the default): the
-  // optimizer's group.
-  ZeroOptions& broadcast_group(std::shared_ptr<ProcessGroup> pg) { broadcast_group_ = std::move(pg); return *this; }
-  const std::shared_ptr<ProcessGroup>& broadcast_group() const { return broadcast_group_; }
+  std::optional<bool> hand_over_in_pieces() const { return hand_over_in_pieces_; }
 
  private:
   bool overlap_with_ddp_ = false;
   bool shard_gradients_ = false;
   double broadcast_piece_mb_ = 4.0;
   double split_parameters_mb_ = 0.0;
-  std::optional<bool> hand_over_in_pieces_;  // unset: broadcast_group_ != nullptr
   std::shared_ptr<ProcessGroup> broadcast_group_;
+  bool own_broadcast_group_ = true;
+  std::optional<bool> hand_over_in_pieces_;  // unset: with a broadcast group of its own
 };
 
 // Builds the inner (local) optimizer over one rank's parameters.
@@ -151,6 +158,16 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   void load_sharded_state_dicts(const std::vector<optim::OptimizerState>& shards);
 
   const ZeroOptions& zero_options() const { return options_; }
+  // Where the updated parameters are broadcast (Note [ZeRO broadcast group]):
+  // options' broadcast_group, one this optimizer made, or process_group().
+  ProcessGroup& broadcast_group() const { return *broadcaster_; }
+  bool has_own_broadcast_group() const { return broadcaster_ != process_group_; }
+  // Whether hook_with_zero_step has DDP hand buckets over in pieces (Note
+  // [Handing a bucket over in pieces]): ZeroOptions' choice, or by default
+  // has_own_broadcast_group().
+  bool hands_over_in_pieces() const {
+    return options_.overlap_with_ddp() && options_.hand_over_in_pieces().value_or(has_own_broadcast_group());
+  }
   const ZeroPartition& partition() const { return partition_; }
   // The rank that steps parameter i, or kEveryRank when it is split (Note
   // [ZeRO split parameters]: each rank steps partition().range(i, rank)).
@@ -202,6 +219,8 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   // `wait`: null when every gradient is there (step() without overlap).
   void step_and_broadcast(const std::vector<size_t>& params, const GradientWait& wait = nullptr);
   ProcessGroup& broadcaster() const { return *broadcaster_; }  // Note [ZeRO broadcast group]
+  // The broadcast group when none is given (zero_broadcasts.cpp). Collective.
+  std::shared_ptr<ProcessGroup> make_broadcast_group() const;
   // Starts the broadcast of pieces [from, to) of root's range of parameter i
   // (the whole parameter, or root's slice of a split one).
   void broadcast_pieces(size_t i, int root, int64_t from, int64_t to);
@@ -216,7 +235,7 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   std::string where() const;  // "ZeroRedundancyOptimizer (rank r)"
 
   std::shared_ptr<ProcessGroup> process_group_;
-  std::shared_ptr<ProcessGroup> broadcaster_;  // options_.broadcast_group(), or process_group_
+  std::shared_ptr<ProcessGroup> broadcaster_;  // Note [ZeRO broadcast group]
   ZeroOptions options_;
   ZeroPartition partition_;
   std::vector<size_t> local_index_;  // per parameter: its index in inner_, or npos

@@ -83,59 +83,77 @@ TEST_CASE("reducer: a hook registered with a piece size gets each bucket while i
   }, 60s);
 }
 
-TEST_CASE("zero hand-over in pieces: 2 ranks, overlap and ZeRO-2, whole and split parameters, with and without a "
-          "broadcast group, equal plain DDP bitwise") {
+TEST_CASE("zero hand-over in pieces: 2 ranks, overlap and ZeRO-2, whole and split parameters, on the group made "
+          "for the broadcasts, on one given, and on the shared group, equal plain DDP bitwise") {
   ls::testing::run_ranks(2, [](int) {
     auto pg = dist::init_process_group("gloo");
-    auto broadcasts = second_group(*pg, "zero_broadcasts");
+    auto given = second_group(*pg, "zero_broadcasts");
     for (double split_mb : {0.0, 0.001}) {
-      for (bool own_group : {false, true}) {
+      for (int group = 0; group < 3; ++group) {  // made by the optimizer, given, shared
         CAPTURE(split_mb);
-        CAPTURE(own_group);
+        CAPTURE(group);
         ZeroRun run;
-        run.piece_mb = 0.001;  // 256 floats: TinyCNN's fc.weight (640) reduced and stepped in 3 pieces
         run.split_mb = split_mb;
-        run.broadcast_group = own_group ? broadcasts : nullptr;
-        run.pieces = 1;  // also on the shared group (off there by default)
+        run.zero_options = [&](dist::ZeroOptions& zo) {
+          zo.broadcast_piece_mb(0.001);  // 256 floats: TinyCNN's fc.weight (640) reduced and stepped in 3 pieces
+          zo.hand_over_in_pieces(true);  // also on the shared group (off there by default)
+          if (group == 1) zo.broadcast_group(given);
+          if (group == 2) zo.own_broadcast_group(false);
+        };
         ls::testing::check_equals_plain(pg, run, {ZeroMode::Overlap, ZeroMode::Zero2});
       }
     }
-    // Without the overlap: step() steps in pieces and broadcasts on the second group.
+    // Without the overlap: step() steps in pieces and broadcasts on the given group.
     ZeroRun plain_step;
-    plain_step.piece_mb = 0.001;
-    plain_step.broadcast_group = broadcasts;
+    plain_step.zero_options = [&](dist::ZeroOptions& zo) { zo.broadcast_piece_mb(0.001).broadcast_group(given); };
     ls::testing::check_equals_plain(pg, plain_step, {ZeroMode::Zero});
   }, 120s);
 }
 
-TEST_CASE("zero hand-over in pieces: 4 ranks, SGD and AdamW, overlap and ZeRO-2 on a broadcast group, equal plain "
-          "DDP (ZeRO-2 within 1e-6)") {
+TEST_CASE("zero hand-over in pieces: 4 ranks, SGD and AdamW, overlap and ZeRO-2 by default (their own broadcast "
+          "group, pieces), equal plain DDP (ZeRO-2 within 1e-6)") {
   ls::testing::run_ranks(4, [](int) {
     auto pg = dist::init_process_group("gloo");
-    auto broadcasts = second_group(*pg, "zero_broadcasts");
     for (auto opt : {ls::testing::ZeroOpt::SGD, ls::testing::ZeroOpt::AdamW}) {
       ZeroRun run;
       run.opt = opt;
-      run.piece_mb = 0.001;
-      run.broadcast_group = broadcasts;
+      run.zero_options = [](dist::ZeroOptions& zo) { zo.broadcast_piece_mb(0.001); };
       ls::testing::check_equals_plain(pg, run, {ZeroMode::Overlap, ZeroMode::Zero2});
     }
   }, 120s);
 }
 
-TEST_CASE("zero broadcast group: pieces on by default with one; a group of another size is refused, naming both") {
+TEST_CASE("zero broadcast group: made with the overlap on Gloo, pieces on by default with it; a group of another "
+          "size is refused, naming both") {
   ls::testing::run_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo");
+    auto model = std::make_shared<Wide>();
+    const auto adamw = ls::optim::AdamWOptions(1e-3);
+    CHECK_FALSE(dist::ZeroOptions().hand_over_in_pieces().has_value());
+    {
+      dist::ZeroRedundancyOptimizer overlapped(model->parameters(), pg, adamw, dist::ZeroOptions().overlap_with_ddp(true));
+      CHECK(overlapped.has_own_broadcast_group());
+      CHECK(&overlapped.broadcast_group() != pg.get());
+      CHECK(overlapped.broadcast_group().size() == 2);
+      CHECK(overlapped.hands_over_in_pieces());
+    }
+    {
+      dist::ZeroRedundancyOptimizer shared(model->parameters(), pg, adamw,
+                                           dist::ZeroOptions().overlap_with_ddp(true).own_broadcast_group(false));
+      CHECK_FALSE(shared.has_own_broadcast_group());
+      CHECK_FALSE(shared.hands_over_in_pieces());
+      dist::ZeroRedundancyOptimizer forced(
+          model->parameters(), pg, adamw,
+          dist::ZeroOptions().overlap_with_ddp(true).own_broadcast_group(false).hand_over_in_pieces(true));
+      CHECK(forced.hands_over_in_pieces());
+      dist::ZeroRedundancyOptimizer not_overlapped(model->parameters(), pg, adamw);
+      CHECK_FALSE(not_overlapped.has_own_broadcast_group());
+      CHECK_FALSE(not_overlapped.hands_over_in_pieces());
+    }
     auto store = std::make_shared<dist::PrefixStore>("alone", pg->store());
     auto alone = std::make_shared<dist::ProcessGroupGloo>(std::make_shared<dist::PrefixStore>(
         std::to_string(rank), store), 0, 1);
-    // The pieces are on by default only with a broadcast group of their own.
-    CHECK_FALSE(dist::ZeroOptions().hand_over_in_pieces());
-    CHECK(dist::ZeroOptions().broadcast_group(alone).hand_over_in_pieces());
-    CHECK_FALSE(dist::ZeroOptions().broadcast_group(alone).hand_over_in_pieces(false).hand_over_in_pieces());
-    CHECK(dist::ZeroOptions().hand_over_in_pieces(true).hand_over_in_pieces());
-    auto model = std::make_shared<Wide>();
-    CHECK_THROWS_WITH_AS(dist::ZeroRedundancyOptimizer(model->parameters(), pg, ls::optim::AdamWOptions(1e-3),
+    CHECK_THROWS_WITH_AS(dist::ZeroRedundancyOptimizer(model->parameters(), pg, adamw,
                                                        dist::ZeroOptions().broadcast_group(alone)),
                          doctest::Contains("broadcast_group is rank 0 of 1 but the optimizer's group is rank"),
                          ls::Error);

@@ -28,8 +28,8 @@ inline bool zero_overlapped(ZeroMode m) { return m == ZeroMode::Overlap || m == 
 // split_mb >= 0: ZeroOptions().split_parameters_mb(split_mb) (Note [ZeRO split parameters]).
 inline std::unique_ptr<optim::Optimizer> make_zero_test_optimizer(
     ZeroOpt opt, ZeroMode mode, const std::vector<Tensor>& params,
-    const std::shared_ptr<distributed::ProcessGroup>& pg, double split_mb = -1, double piece_mb = -1,
-    std::shared_ptr<distributed::ProcessGroup> broadcast_group = nullptr, int pieces = -1) {
+    const std::shared_ptr<distributed::ProcessGroup>& pg, double split_mb = -1,
+    const std::function<void(distributed::ZeroOptions&)>& customize = nullptr) {
   const auto sgd = optim::SGDOptions(0.05).momentum(0.9).weight_decay(1e-3);
   const auto adam = optim::AdamOptions(1e-2).weight_decay(1e-3);
   const auto adamw = optim::AdamWOptions(1e-2);
@@ -40,9 +40,7 @@ inline std::unique_ptr<optim::Optimizer> make_zero_test_optimizer(
   }
   auto zo = distributed::ZeroOptions().overlap_with_ddp(zero_overlapped(mode)).shard_gradients(mode == ZeroMode::Zero2);
   if (split_mb >= 0) zo.split_parameters_mb(split_mb);
-  if (piece_mb >= 0) zo.broadcast_piece_mb(piece_mb);
-  zo.broadcast_group(std::move(broadcast_group));
-  if (pieces >= 0) zo.hand_over_in_pieces(pieces == 1);
+  if (customize) customize(zo);
   if (opt == ZeroOpt::SGD) return std::make_unique<distributed::ZeroRedundancyOptimizer<optim::SGD>>(params, pg, sgd, zo);
   if (opt == ZeroOpt::Adam) return std::make_unique<distributed::ZeroRedundancyOptimizer<optim::Adam>>(params, pg, adam, zo);
   return std::make_unique<distributed::ZeroRedundancyOptimizer<optim::AdamW>>(params, pg, adamw, zo);
@@ -58,9 +56,7 @@ struct ZeroRun {
   bool scheduler = true;  // StepLR(step_size 2, gamma 0.5)
   std::function<void(distributed::DistributedDataParallel<TinyCNN>&)> setup;  // e.g. a comm hook
   double split_mb = -1;   // >= 0: ZeroOptions().split_parameters_mb
-  double piece_mb = -1;   // >= 0: ZeroOptions().broadcast_piece_mb (also DDP's reduction pieces)
-  std::shared_ptr<distributed::ProcessGroup> broadcast_group;  // ZeroOptions().broadcast_group
-  int pieces = -1;        // >= 0: ZeroOptions().hand_over_in_pieces(pieces == 1)
+  std::function<void(distributed::ZeroOptions&)> zero_options;  // more ZeroOptions (pieces, broadcast group)
 };
 
 // After a synced ZeRO-2 backward (Note [ZeRO-2 buckets]): this rank holds
@@ -88,8 +84,7 @@ inline std::vector<Tensor> train_zero(const std::shared_ptr<distributed::Process
   auto model = std::make_shared<TinyCNN>();
   distributed::DistributedDataParallel ddp(model, pg, run.ddp);
   if (run.setup) run.setup(ddp);
-  auto opt = make_zero_test_optimizer(run.opt, run.mode, model->parameters(), pg, run.split_mb, run.piece_mb,
-                                      run.broadcast_group, run.pieces);
+  auto opt = make_zero_test_optimizer(run.opt, run.mode, model->parameters(), pg, run.split_mb, run.zero_options);
   auto* zero = dynamic_cast<distributed::ZeroRedundancyOptimizerBase*>(opt.get());
   if (zero_overlapped(run.mode)) distributed::hook_with_zero_step(ddp, *zero);
   std::unique_ptr<optim::StepLR> sched;
