@@ -84,7 +84,7 @@ TEST_CASE("reducer: a hook registered with a piece size gets each bucket while i
 }
 
 TEST_CASE("zero hand-over in pieces: 2 ranks, overlap and ZeRO-2, whole and split parameters, on the group made "
-          "for the broadcasts, on one given, and on the shared group, equal plain DDP bitwise") {
+          "for the broadcasts, on one given, and on the shared group, with gradient views, equal plain DDP bitwise") {
   ls::testing::run_ranks(2, [](int) {
     auto pg = dist::init_process_group("gloo");
     auto given = second_group(*pg, "zero_broadcasts");
@@ -103,6 +103,11 @@ TEST_CASE("zero hand-over in pieces: 2 ranks, overlap and ZeRO-2, whole and spli
         ls::testing::check_equals_plain(pg, run, {ZeroMode::Overlap, ZeroMode::Zero2});
       }
     }
+    // Gradients as bucket views: the pieces arrive in .grad itself (ZeRO-1 only; ZeRO-2 refuses views).
+    ZeroRun views;
+    views.ddp = dist::DDPOptions().bucket_cap_mb(0.002).gradient_as_bucket_view(true);
+    views.zero_options = [](dist::ZeroOptions& zo) { zo.broadcast_piece_mb(0.001); };
+    ls::testing::check_equals_plain(pg, views, {ZeroMode::Overlap});
     // Without the overlap: step() steps in pieces and broadcasts on the given group.
     ZeroRun plain_step;
     plain_step.zero_options = [&](dist::ZeroOptions& zo) { zo.broadcast_piece_mb(0.001).broadcast_group(given); };
