@@ -22,6 +22,10 @@
 // DDP] in zero_overlap.cpp. With ZeroOptions().shard_gradients(true) (ZeRO-2)
 // DDP also reduces each gradient only to its owner (Note [ZeRO-2 buckets]);
 // comm hooks, deterministic mode and gradient_as_bucket_view are refused then.
+// When the optimizer hands_over_in_pieces() (by default with a broadcast group
+// of its own) DDP reduces in pieces and hands each bucket over as the pieces
+// arrive (Note [Handing a bucket over in pieces]); with a comm hook,
+// deterministic mode or find_unused_parameters buckets go whole, as before.
 // Read before: distributed/zero/zero_redundancy_optimizer.h, distributed/ddp/reducer.h.
 // Read next: distributed/zero/zero_overlap.cpp.
 #pragma once
