@@ -111,6 +111,7 @@
 #include "core/parallel.h"
 #include "distributed/distributed.h"
 #include "bench/bench_optimizer.h"
+#include "bench/flat_reducer.h"
 #include "optim/sgd.h"
 #include "tools/cli.h"
 #if LOCKSTEP_WITH_CUDA
@@ -265,38 +266,6 @@ std::shared_ptr<BackwardClock> install_backward_clock(const std::vector<ls::Tens
   return clock;
 }
 
-// flat mode: one buffer holding every gradient, AllReduced after backward.
-class FlatReducer {
- public:
-  FlatReducer(std::vector<ls::Tensor> params, ls::Device device) : params_(std::move(params)) {
-    int64_t n = 0;
-    for (const ls::Tensor& p : params_) n += p.numel();
-    flat_ = ls::zeros({n}, ls::TensorOptions().device(device));  // (total params) beside the parameters
-  }
-  void reduce(dist::ProcessGroup& pg) {
-    ls::NoGradGuard no_grad;
-    int64_t offset = 0;
-    for (const ls::Tensor& p : params_) {
-      const int64_t n = p.numel();
-      if (p.grad().defined()) flat_.narrow(0, offset, n).copy_(p.grad().reshape({-1}));
-      else flat_.narrow(0, offset, n).zero_();
-      offset += n;
-    }
-    pg.allreduce(flat_)->wait(pg.timeout());
-    flat_.mul_(1.0 / pg.size());
-    offset = 0;
-    for (ls::Tensor& p : params_) {
-      const int64_t n = p.numel();
-      if (p.grad().defined()) p.mutable_grad().copy_(flat_.narrow(0, offset, n).view(p.sizes()));
-      offset += n;
-    }
-  }
-
- private:
-  std::vector<ls::Tensor> params_;
-  ls::Tensor flat_;  // (total params)
-};
-
 double ms(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
@@ -348,8 +317,8 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
             .find_unused_parameters(o.find_unused)
             .rebuild_buckets(o.rebuild));
   }
-  std::unique_ptr<FlatReducer> flat;
-  if (o.mode == "flat") flat = std::make_unique<FlatReducer>(params, device);
+  std::unique_ptr<ls::bench::FlatReducer> flat;
+  if (o.mode == "flat") flat = std::make_unique<ls::bench::FlatReducer>(params, device);
 #if LOCKSTEP_WITH_CUDA
   if (device.is_cuda()) ls::cuda::reset_peak_memory_stats(device.index);
 #endif

@@ -33,24 +33,25 @@ void reduce_range(Tensor& flat, int64_t begin, int64_t end, int64_t piece,
   }
 }
 
+// The bucket's future once `pieces` (in order, covering it) are issued; the
+// timeline's span ends with the last one.
+TensorFuture pieces_future(std::vector<TensorFuture::Piece> pieces, const Tensor& flat, const int64_t& iteration,
+                           size_t bucket) {
+  if (pieces.empty()) return TensorFuture::ready(flat);  // an empty bucket
+  timeline::async_end_when(timeline_key(iteration, bucket), [w = pieces.back().work] { return w->is_completed(); });
+  return TensorFuture::from_pieces(std::move(pieces), flat);
+}
+
 // The paper's reduction: the bucket holds grad / world; SUM it over the ranks
 // (in pieces when a bucket-reduced hook asked for them).
 CommHook presummed_allreduce(std::shared_ptr<ProcessGroup> process_group, const int64_t& iteration,
                              const int64_t& piece_bytes) {
   return [process_group = std::move(process_group), &iteration, &piece_bytes](GradBucket& bucket) {
     Tensor& flat = bucket.buffer();  // (numel of the bucket)
-    const int64_t piece = piece_numel(flat, piece_bytes);
-    if (piece == 0) {
-      auto work = process_group->allreduce(flat, ReduceOp::SUM);
-      timeline::async_end_when(timeline_key(iteration, bucket.index()), [work] { return work->is_completed(); });
-      return TensorFuture::from_work(std::move(work), flat);
-    }
     std::vector<TensorFuture::Piece> pieces;
-    reduce_range(flat, 0, flat.numel(), piece,
+    reduce_range(flat, 0, flat.numel(), piece_numel(flat, piece_bytes),
                  [&](Tensor& t) { return process_group->allreduce(t, ReduceOp::SUM); }, pieces);
-    timeline::async_end_when(timeline_key(iteration, bucket.index()),
-                             [w = pieces.back().work] { return w->is_completed(); });
-    return TensorFuture::from_pieces(std::move(pieces), flat);
+    return pieces_future(std::move(pieces), flat, iteration, bucket.index());
   };
 }
 
@@ -85,10 +86,7 @@ CommHook presummed_reduce_to_owners(std::shared_ptr<ProcessGroup> process_group,
       }, pieces);
       k = end;
     }
-    if (pieces.empty()) return TensorFuture::ready(flat);
-    timeline::async_end_when(timeline_key(iteration, bucket.index()),
-                             [w = pieces.back().work] { return w->is_completed(); });
-    return TensorFuture::from_pieces(std::move(pieces), flat);
+    return pieces_future(std::move(pieces), flat, iteration, bucket.index());
   };
 }
 
