@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/torch_step_cuda.py — PyTorch's training step on the GPU, beside bench_step --device cuda.
 
-    python3 bench/torch_step_cuda.py --model resnet50 --batch 64 --image 224 --iters 10 [--dtype fp32|bf16]
+    python3 bench/torch_step_cuda.py --model resnet50 --batch 64 --image 224 --iters 10 [--dtype fp32|tf32|bf16]
     python3 bench/torch_step_cuda.py --model bert --batch 32 --seq 128 --iters 10
 
 The same models, inputs and step as bench_step (bench/bench_models.h, and the CPU reference
@@ -9,9 +9,12 @@ bench/torch/models.py): ResNet50 (torchvision's if installed, else the identical
 definition below) on randn (B, 3, S, S) with labels in [0, 1000); BERT-base encoder + MLM head
 (vocab 30522, hidden 768, 12 layers, 12 heads, FFN 3072, GELU, dropout 0.1, post-norm
 TransformerEncoderLayer) on random ids (B, T) with cross-entropy over every position. Seed 0.
-SGD lr 0.01 momentum 0.9. Eager mode (no torch.compile), PyTorch's default math settings
-(reported as allow_tf32_matmul / allow_tf32_cudnn); --dtype bf16 runs forward + loss under
-torch.autocast("cuda", dtype=torch.bfloat16).
+SGD lr 0.01 momentum 0.9. Eager mode (no torch.compile). --dtype fp32 turns TF32 off for
+matmuls and cuDNN both (PyTorch's default leaves it on for cuDNN: that would compare TF32
+convolutions with lockstep's float32 ones); --dtype tf32 turns it on for both, the setting
+to compare with lockstep under LOCKSTEP_CUDA_TF32=1; --dtype bf16 runs forward + loss under
+torch.autocast("cuda", dtype=torch.bfloat16) (TF32 off). The settings are reported as
+allow_tf32_matmul / allow_tf32_cudnn.
 
 Timing as bench_step: the device is synchronised before t0 and after forward + loss (fwd_ms),
 zero_grad + backward (bwd_ms) and the optimizer step (opt_ms); warm-up steps are printed
@@ -150,8 +153,10 @@ def main():
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    p.add_argument("--dtype", default="fp32", choices=["fp32", "tf32", "bf16"])
     a = p.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = a.dtype == "tf32"
+    torch.backends.cudnn.allow_tf32 = a.dtype == "tf32"
     if not torch.cuda.is_available():
         sys.exit("torch_step_cuda.py: torch.cuda.is_available() is False (no GPU, or a CPU-only PyTorch)")
     dev = torch.device("cuda", 0)
