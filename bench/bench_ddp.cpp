@@ -34,8 +34,8 @@
 // Reducer bucket by bucket (hook_with_zero_step; --mode ddp/no-overlap only). --zero 2
 // shards the gradients too (ZeroOptions().shard_gradients(true): each gradient reduced
 // only to its owner, buckets freed after backward; always overlapped). --zero-split-mb MB:
-// parameters above MB are sliced over every rank (ZeroOptions().split_parameters_mb,
-// default 0: every parameter whole; Note [ZeRO split parameters]). With the overlap,
+// parameters above MB are sliced over every rank (ZeroOptions().split_parameters_mb;
+// default -1: the optimizer's, 32 with the overlap, 0 without; Note [ZeRO split parameters]). With the overlap,
 // --zero-broadcast-group 0|1 (default 1): the updated parameters broadcast on a second Gloo
 // group (Note [ZeRO broadcast group]); --zero-pieces -1|0|1 (default -1: on with that group):
 // buckets handed over piece by piece as they are reduced (Note [Handing a bucket over in
@@ -140,7 +140,7 @@ struct Options {
   std::string optimizer = "sgd";  // bench/bench_optimizer.h
   int zero = 0;
   bool zero_overlap = false;
-  double zero_split_mb = ls::distributed::ZeroOptions().split_parameters_mb();
+  double zero_split_mb = -1;  // -1: ZeroOptions' default (kAutoSplitMB with the overlap, else 0)
   int zero_pieces = -1;  // -1: ZeroOptions' default (on with a broadcast group of its own)
   bool zero_broadcast_group = true;
 };
@@ -182,7 +182,7 @@ Options parse(int argc, char** argv) {
             "2 sharded gradients too (always overlapped with DDP)", 0, 2);
   p.switch01("--zero-overlap", o.zero_overlap, "with --zero 1: step each bucket's shard from DDP (hook_with_zero_step)");
   p.real("--zero-split-mb", o.zero_split_mb, "with --zero 1|2: ZeroOptions().split_parameters_mb, parameters above "
-         "this size sliced over every rank (0: none)", 0.0, 1e6);
+         "this size sliced over every rank (0: none; -1: its default, 32 with the overlap, 0 without)", -1.0, 1e6);
   p.integer("--zero-pieces", o.zero_pieces, "with the overlap: ZeroOptions().hand_over_in_pieces, each bucket "
             "reduced in pieces and stepped piece by piece as they arrive (-1: its default, on with a broadcast "
             "group of its own)", -1, 1);
@@ -322,11 +322,13 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
 #if LOCKSTEP_WITH_CUDA
   if (device.is_cuda()) ls::cuda::reset_peak_memory_stats(device.index);
 #endif
-  auto zo = dist::ZeroOptions().split_parameters_mb(o.zero_split_mb).own_broadcast_group(o.zero_broadcast_group);
+  auto zo = dist::ZeroOptions().own_broadcast_group(o.zero_broadcast_group);
+  if (o.zero_split_mb >= 0) zo.split_parameters_mb(o.zero_split_mb);
   if (o.zero_pieces >= 0) zo.hand_over_in_pieces(o.zero_pieces == 1);
   ls::bench::BenchOptimizer opt = ls::bench::make_bench_optimizer(o.optimizer, o.zero, o.zero_overlap, params, pg, zo);
   const bool zero_pieces = opt.zero && opt.zero->hands_over_in_pieces();
   const bool zero_group = opt.zero && opt.zero->has_own_broadcast_group();
+  const double zero_split_mb = opt.zero ? opt.zero->split_parameters_mb() : 0.0;
   if (o.zero_overlap) dist::hook_with_zero_step(*ddp, *opt.zero);
 
   Times t;
@@ -443,7 +445,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         o.sync_bn ? "true" : "false", o.bucket_view ? "true" : "false",
         o.static_graph ? "true" : "false", o.find_unused ? "true" : "false",
         o.rebuild ? "true" : "false", peak_rss_mb, equal ? "true" : "false", o.device.c_str(), o.amp.c_str(), cuda_peak_mb,
-        o.optimizer.c_str(), o.zero, o.zero_overlap ? "true" : "false", o.zero_split_mb,
+        o.optimizer.c_str(), o.zero, o.zero_overlap ? "true" : "false", zero_split_mb,
         zero_pieces ? "true" : "false", zero_group ? "true" : "false", median(t.tail), median(t.tail_step), state_per_rank.c_str(), rss_per_rank.c_str());
     std::fflush(stdout);
   }

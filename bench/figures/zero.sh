@@ -2,9 +2,9 @@
 # bench/figures/zero.sh — ZeroRedundancyOptimizer (issue #19): BERT-base and ResNet50 with
 # AdamW under DDP at 1, 2 and 4 ranks: plain (--zero 0), sharded state (--zero 1), sharded
 # state overlapped with DDP's backward (--zero 1 --zero-overlap 1) and sharded gradients too
-# (ZeRO-2, --zero 2), interleaved per world size. SPLIT=1 adds the two overlapped modes with
-# the parameters above 16 MB split across the ranks (--zero-split-mb 16, labels
-# zero-overlap-split, zero2-split; Note [ZeRO split parameters]), beside the default (whole).
+# (ZeRO-2, --zero 2), interleaved per world size. The overlapped modes split the parameters
+# above 32 MB across the ranks (their default; Note [ZeRO split parameters]); SPLIT=1 adds
+# them with every parameter whole (--zero-split-mb 0, labels zero-overlap-whole, zero2-whole).
 # The overlapped modes broadcast on a second Gloo group and hand each bucket over piece by
 # piece as it is reduced (the defaults; Note [ZeRO broadcast group]). SHARED=1 adds them on
 # the shared group, whole (--zero-broadcast-group 0, labels zero-overlap-shared,
@@ -33,8 +33,9 @@ WORLDS=${WORLDS:-1 2 4}
 SPLIT=${SPLIT:-0}
 SHARED=${SHARED:-0}
 # label:zero stage:overlap:split MB:pieces (-1 default, 0, 1):own broadcast group
-configs=("plain:0:0:0:-1:1" "zero:1:0:0:-1:1" "zero-overlap:1:1:0:-1:1" "zero2:2:0:0:-1:1")
-if [ "$SPLIT" = 1 ]; then configs+=("zero-overlap-split:1:1:16:-1:1" "zero2-split:2:0:16:-1:1"); fi
+# (split -1: the optimizer's default, 32 MB with the overlap, 0 without)
+configs=("plain:0:0:-1:-1:1" "zero:1:0:-1:-1:1" "zero-overlap:1:1:-1:-1:1" "zero2:2:0:-1:-1:1")
+if [ "$SPLIT" = 1 ]; then configs+=("zero-overlap-whole:1:1:0:-1:1" "zero2-whole:2:0:0:-1:1"); fi
 if [ "$SHARED" = 1 ]; then
   configs+=("zero-overlap-shared:1:1:0:-1:0" "zero2-shared:2:0:0:-1:0"
             "zero-overlap-shared-pieces:1:1:0:1:0" "zero2-shared-pieces:2:0:0:1:0")

@@ -45,10 +45,10 @@ ZeroRedundancyOptimizerBase::ZeroRedundancyOptimizerBase(std::vector<Tensor> par
            " but the optimizer's group is rank ", process_group_->rank(), " of ", process_group_->size(),
            "; it must be a second group over the same ranks (Note [ZeRO broadcast group])");
   check_same_parameters_on_all_ranks();
-  LS_CHECK(options_.split_parameters_mb() >= 0 && options_.broadcast_piece_mb() >= 0, name_,
-           ": ZeroOptions().split_parameters_mb (", options_.split_parameters_mb(), ") and broadcast_piece_mb (",
+  LS_CHECK(split_parameters_mb() >= 0 && options_.broadcast_piece_mb() >= 0, name_,
+           ": ZeroOptions().split_parameters_mb (", split_parameters_mb(), ") and broadcast_piece_mb (",
            options_.broadcast_piece_mb(), ") must be >= 0 (0: off)");
-  const auto split_bytes = static_cast<int64_t>(options_.split_parameters_mb() * (1 << 20));
+  const auto split_bytes = static_cast<int64_t>(split_parameters_mb() * (1 << 20));
   partition_ = partition_parameters(params_, process_group_->size(), split_bytes);
   const int me = process_group_->rank();
   const auto& mine = partition_.owned[static_cast<size_t>(me)];

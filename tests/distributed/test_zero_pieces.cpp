@@ -128,19 +128,38 @@ TEST_CASE("zero hand-over in pieces: 4 ranks, SGD and AdamW, overlap and ZeRO-2 
   }, 120s);
 }
 
-TEST_CASE("zero broadcast group: made with the overlap on Gloo, pieces on by default with it; a group of another "
-          "size is refused, naming both") {
+TEST_CASE("zero broadcast group: made with the overlap on Gloo, pieces on by default with it, parameters above "
+          "32 MB split by default with the overlap only; a group of another size is refused, naming both") {
   ls::testing::run_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo");
     auto model = std::make_shared<Wide>();
     const auto adamw = ls::optim::AdamWOptions(1e-3);
     CHECK_FALSE(dist::ZeroOptions().hand_over_in_pieces().has_value());
+    CHECK_FALSE(dist::ZeroOptions().split_parameters_mb().has_value());
     {
       dist::ZeroRedundancyOptimizer overlapped(model->parameters(), pg, adamw, dist::ZeroOptions().overlap_with_ddp(true));
       CHECK(overlapped.has_own_broadcast_group());
       CHECK(&overlapped.broadcast_group() != pg.get());
       CHECK(overlapped.broadcast_group().size() == 2);
       CHECK(overlapped.hands_over_in_pieces());
+      CHECK(overlapped.split_parameters_mb() == dist::ZeroOptions::kAutoSplitMB);
+    }
+    {
+      // Note [ZeRO split parameters]: one parameter just above 32 MB (and a bias) is split
+      // by default with the overlap, dealt whole without it or when told 0.
+      auto big = ls::zeros({(32 << 20) / 4 + 64}).requires_grad_(true);  // (8388672), 32 MB + 256 bytes
+      auto bias = ls::zeros({16}).requires_grad_(true);                  // (16)
+      const auto overlap = dist::ZeroOptions().overlap_with_ddp(true).own_broadcast_group(false);
+      dist::ZeroRedundancyOptimizer split(std::vector<ls::Tensor>{big, bias}, pg, adamw, overlap);
+      CHECK(split.owner(0) == dist::kEveryRank);
+      CHECK(split.owner(1) != dist::kEveryRank);
+      dist::ZeroRedundancyOptimizer whole(std::vector<ls::Tensor>{big, bias}, pg, adamw,
+                                          dist::ZeroOptions(overlap).split_parameters_mb(0));
+      CHECK(whole.owner(0) != dist::kEveryRank);
+      CHECK(whole.split_parameters_mb() == 0);
+      dist::ZeroRedundancyOptimizer plain(std::vector<ls::Tensor>{big, bias}, pg, adamw);
+      CHECK(plain.owner(0) != dist::kEveryRank);
+      CHECK(plain.split_parameters_mb() == 0);
     }
     {
       dist::ZeroRedundancyOptimizer shared(model->parameters(), pg, adamw,

@@ -95,7 +95,7 @@ void save_at_2_and_load(const dist::ZeroOptions& zo) {
     if (rank == 0) ls::nn::save(*model, dir.file("start.safetensors"));
     dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().bucket_cap_mb(0.0005));
     dist::ZeroRedundancyOptimizer opt(model->parameters(), pg, ls::optim::AdamWOptions(1e-2), zo);
-    if (zo.split_parameters_mb() > 0 && zo.split_parameters_mb() < 0.001) {
+    if (opt.split_parameters_mb() > 0 && opt.split_parameters_mb() < 0.001) {
       CHECK(opt.owner(2) == dist::kEveryRank);  // fc2.weight, 1024 bytes, sliced over the ranks
       const auto sharded = opt.sharded_state_dict();
       CHECK(sharded.count("zero.slice.2") == 0);  // no state before the first step

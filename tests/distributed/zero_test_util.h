@@ -129,7 +129,8 @@ inline void check_equals_plain(const std::shared_ptr<distributed::ProcessGroup>&
   for (ZeroMode mode : modes) {
     run.mode = mode;
     const auto sharded = train_zero(pg, run);
-    CAPTURE(zero_mode_name(mode));
+    const std::string mode_name = zero_mode_name(mode);
+    CAPTURE(mode_name);
     CHECK(max_abs_diff(plain, sharded) <= 1e-6);
     if (mode != ZeroMode::Zero2 || pg->size() == 2) CHECK(all_equal(plain, sharded));
     check_same_on_all_ranks(sharded, *pg);
