@@ -46,9 +46,10 @@ if [ "${1:-}" = "--hash" ]; then
   exit 0
 fi
 
+mkdir -p "$BUILD_DIR"
 cmake -S "$ROOT" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DLOCKSTEP_CUDA=ON \
-  -DLOCKSTEP_NATIVE=OFF -DCMAKE_CXX_FLAGS="-march=x86-64-v3" > "$BUILD_DIR.configure.log" 2>&1 ||
-  { cat "$BUILD_DIR.configure.log"; exit 1; }
+  -DLOCKSTEP_NATIVE=OFF -DCMAKE_CXX_FLAGS="-march=x86-64-v3" > "$BUILD_DIR/configure.log" 2>&1 ||
+  { cat "$BUILD_DIR/configure.log"; exit 1; }
 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${PROGRAMS[@]}"
 
 stage=$(mktemp -d)
