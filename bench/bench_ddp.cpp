@@ -8,7 +8,7 @@
 //       [--broadcast-buffers 1] [--sync-bn 1] [--deterministic 0|1]
 //       [--bucket-view 0|1] [--static-graph 0|1] [--find-unused 0|1] [--rebuild-buckets 0|1]
 //       [--device cpu|cuda] [--optimizer sgd|adamw] [--zero 0|1|2] [--zero-overlap 0|1] [--zero-split-mb MB]
-//       [--zero-pieces -1|0|1] [--zero-broadcast-group 0|1]
+//       [--zero-pieces -1|0|1] [--zero-broadcast-group 0|1] [--zero-defer 0|1]
 //   mpirun -np 2 build/bin/bench_ddp --backend mpi ...
 //   build/bin/bench_ddp ...                 (no launcher: one process, world 1)
 // Model flags (--model --batch --image --seq --layers) as bench_step (bench/bench_models.h).
@@ -39,7 +39,9 @@
 // --zero-broadcast-group 0|1 (default 1): the updated parameters broadcast on a second Gloo
 // group (Note [ZeRO broadcast group]); --zero-pieces -1|0|1 (default -1: on with that group):
 // buckets handed over piece by piece as they are reduced (Note [Handing a bucket over in
-// pieces]). The summary adds
+// pieces]). --zero-defer 0|1 (default 1): step() leaves each parameter to wait for its own
+// broadcast when the next forward touches it (ZeroOptions().defer_broadcast_waits; 0: step()
+// waits for them all; Note [ZeRO broadcasts overlap the next forward]). The summary adds
 // opt_state_mb_per_rank and peak_rss_mb_per_rank (arrays, one entry per rank).
 // --rr K wraps K process groups in ProcessGroupRoundRobin (paper Section 3.3, Figure 12).
 // --sync-every S: gradient accumulation, paper Section 3.2.4: S-1 of every S iterations
@@ -143,6 +145,7 @@ struct Options {
   double zero_split_mb = -1;  // -1: ZeroOptions' default (kAutoSplitMB with the overlap, else 0)
   int zero_pieces = -1;  // -1: ZeroOptions' default (on with a broadcast group of its own)
   bool zero_broadcast_group = true;
+  bool zero_defer = true;
 };
 
 Options parse(int argc, char** argv) {
@@ -188,6 +191,8 @@ Options parse(int argc, char** argv) {
             "group of its own)", -1, 1);
   p.switch01("--zero-broadcast-group", o.zero_broadcast_group, "with the overlap: ZeroOptions().own_broadcast_group, "
              "the updated parameters broadcast on a second Gloo group");
+  p.switch01("--zero-defer", o.zero_defer, "with --zero 1|2: ZeroOptions().defer_broadcast_waits, each parameter "
+             "waiting for its broadcast when the next forward touches it (0: step() waits for all)");
   p.parse(argc, argv);
   if (o.zero == 2) {
     if (o.mode != "ddp" && o.mode != "no-overlap") {
@@ -322,7 +327,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
 #if LOCKSTEP_WITH_CUDA
   if (device.is_cuda()) ls::cuda::reset_peak_memory_stats(device.index);
 #endif
-  auto zo = dist::ZeroOptions().own_broadcast_group(o.zero_broadcast_group);
+  auto zo = dist::ZeroOptions().own_broadcast_group(o.zero_broadcast_group).defer_broadcast_waits(o.zero_defer);
   if (o.zero_split_mb >= 0) zo.split_parameters_mb(o.zero_split_mb);
   if (o.zero_pieces >= 0) zo.hand_over_in_pieces(o.zero_pieces == 1);
   ls::bench::BenchOptimizer opt = ls::bench::make_bench_optimizer(o.optimizer, o.zero, o.zero_overlap, params, pg, zo);
@@ -433,7 +438,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         "\"sync_bn\":%s,\"bucket_view\":%s,\"static_graph\":%s,\"find_unused\":%s,"
         "\"rebuild_buckets\":%s,\"peak_rss_mb\":%.1f,\"replicas_equal\":%s,\"device\":\"%s\","
         "\"amp\":\"%s\",\"cuda_peak_mb\":%.1f,\"optimizer\":\"%s\",\"zero\":%d,\"zero_overlap\":%s,\"zero_split_mb\":%g,"
-        "\"zero_pieces\":%s,\"zero_broadcast_group\":%s,\"opt_tail_ms\":%.2f,\"opt_tail_step_ms\":%.2f,\"opt_state_mb_per_rank\":%s,\"peak_rss_mb_per_rank\":%s}\n",
+        "\"zero_pieces\":%s,\"zero_broadcast_group\":%s,\"zero_defer\":%s,\"opt_tail_ms\":%.2f,\"opt_tail_step_ms\":%.2f,\"opt_state_mb_per_rank\":%s,\"peak_rss_mb_per_rank\":%s}\n",
         o.model.model.c_str(), static_cast<long long>(o.model.batch), wl.shape_json.c_str(),
         o.mode.c_str(), o.backend.c_str(), world, o.rr, ddp ? ddp->options().bucket_cap_mb() : o.bucket_mb,
         ddp ? ddp->options().first_bucket_mb() : o.first_bucket_mb, o.autotune ? "true" : "false",
@@ -446,7 +451,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         o.static_graph ? "true" : "false", o.find_unused ? "true" : "false",
         o.rebuild ? "true" : "false", peak_rss_mb, equal ? "true" : "false", o.device.c_str(), o.amp.c_str(), cuda_peak_mb,
         o.optimizer.c_str(), o.zero, o.zero_overlap ? "true" : "false", zero_split_mb,
-        zero_pieces ? "true" : "false", zero_group ? "true" : "false", median(t.tail), median(t.tail_step), state_per_rank.c_str(), rss_per_rank.c_str());
+        zero_pieces ? "true" : "false", zero_group ? "true" : "false", opt.zero && o.zero_defer ? "true" : "false", median(t.tail), median(t.tail_step), state_per_rank.c_str(), rss_per_rank.c_str());
     std::fflush(stdout);
   }
   // Replicas that drifted apart under DDP or flat averaging are a bug: fail the run.

@@ -1,5 +1,5 @@
-// core/storage.cpp — allocation and release of a StorageImpl.
-// Read before: core/storage.h.
+// core/storage.cpp — allocation and release of a StorageImpl, and its pending write.
+// Read before: core/storage.h, core/pending_write.h.
 #include "core/storage.h"
 
 namespace lockstep {
@@ -11,6 +11,30 @@ StorageImpl::StorageImpl(size_t nbytes, Device device)
 
 StorageImpl::StorageImpl(void* external, size_t nbytes, Device device)
     : data_(external), nbytes_(nbytes), device_(device) {}
+
+void StorageImpl::attach_pending_write(std::shared_ptr<PendingWrite> write) {
+  finish_pending_write();
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  pending_write_ = std::move(write);
+  has_pending_write_.store(pending_write_ != nullptr, std::memory_order_release);
+}
+
+void StorageImpl::finish_pending_write() const {
+  if (PendingWriteBypass::active()) return;
+  std::shared_ptr<PendingWrite> write;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    write = pending_write_;
+  }
+  if (write == nullptr) return;
+  write->wait();  // throws if it failed: stays attached
+  if (!write->done()) return;  // called from the write's own finish: it is still landing
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  if (pending_write_ == write) {
+    pending_write_.reset();
+    has_pending_write_.store(false, std::memory_order_release);
+  }
+}
 
 StorageImpl::~StorageImpl() {
   if (allocator_ != nullptr) allocator_->deallocate_on(data_, nbytes_, device_);

@@ -55,7 +55,8 @@ void check_fingerprints(const Fingerprint* all, int size, int my_rank, const std
 // True when LOCKSTEP_DISTRIBUTED_DEBUG asks for a fingerprint on every collective.
 bool debug_checks_enabled();
 
-// Throws unless t is a defined, contiguous CPU tensor (what every backend moves).
+// Throws unless t is a defined, contiguous CPU tensor (what every backend moves);
+// waits for a pending write into it (Note [Pending writes], core/pending_write.h).
 void check_tensor(const Tensor& t, const char* collective, const char* what = "tensor");
 // Throws unless 0 <= r < size.
 void check_rank(int r, int size, const char* collective, const char* what);

@@ -114,6 +114,9 @@ void ZeroRedundancyOptimizerBase::step_reduced_bucket(size_t bucket, const std::
            "the previous backward, so the forward in between ran on parameters whose broadcasts were never "
            "waited for. With overlap_with_ddp call optimizer.step() after every synced backward");
   reduced_buckets_[bucket] = true;
+  // The first bucket of a backward: the last step's broadcasts must be done
+  // before this rank overwrites its parameters (the forward waited for most).
+  if (!reduced_since_step_) finish_broadcasts();
   reduced_since_step_ = true;
   step_and_broadcast(params, wait);  // Note [ZeRO pipelined broadcasts]
   const auto stepped = std::chrono::steady_clock::now();

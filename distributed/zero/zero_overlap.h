@@ -9,8 +9,10 @@
 //   for (...) { ddp.forward(x)...backward(); opt.step(); opt.zero_grad(); }
 //
 // backward() returns with every shard stepped and its broadcast started;
-// opt.step() waits for the broadcasts (it must be called after every synced
-// backward, before the next forward: the next backward refuses otherwise).
+// opt.step() leaves each parameter to wait for its own broadcast when the next
+// forward touches it (Note [ZeRO broadcasts overlap the next forward]; it must
+// be called after every synced backward, before the next forward: the next
+// backward refuses otherwise).
 // The optimizer and the DDP module must hold the same parameters (refused
 // otherwise), and the optimizer must outlive the DDP module's backward passes.
 // Combinations: no_sync (step only after the synced backward; a step with no

@@ -86,6 +86,12 @@ ZeroRedundancyOptimizerBase::~ZeroRedundancyOptimizerBase() {
     } catch (...) {
     }
   }
+  for (const Storage& s : written_) {
+    try {
+      s->finish_pending_write();
+    } catch (...) {
+    }
+  }
 }
 
 std::string ZeroRedundancyOptimizerBase::where() const {
@@ -120,7 +126,7 @@ void ZeroRedundancyOptimizerBase::step() {
     LS_CHECK(reduced_since_step_, where(), ".step (overlap_with_ddp): no synced backward since the last step, "
              "so there is nothing to step. Call backward() through the DDP module first; inside ddp.no_sync() "
              "call step() only after the synced backward that ends the accumulation");
-    finish_broadcasts();
+    end_step_broadcasts();
     reduced_since_step_ = false;
     reduced_buckets_.clear();
     ++steps_;
@@ -132,8 +138,9 @@ void ZeroRedundancyOptimizerBase::step() {
            "module) before step()");
   std::vector<size_t> all(params_.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  finish_broadcasts();  // the last step's, if the forward left any (this rank overwrites its own next)
   step_and_broadcast(all);
-  finish_broadcasts();
+  end_step_broadcasts();
   ++steps_;
 }
 

@@ -6,6 +6,7 @@
 //                                                                  ls::optim::AdamWOptions(1e-3));
 //   loss.backward();   // DDP: every rank holds every averaged gradient
 //   opt.step();        // each rank steps its shard, then the shards are broadcast
+//   ddp.forward(x);    // each parameter waits for its broadcast when first touched
 //
 // With plain DDP every rank keeps the whole optimizer state (AdamW: two
 // fp32 moments per parameter, 8 bytes per element). Here each rank owns a
@@ -18,13 +19,17 @@
 // parameters], zero_partition.h), so after step() every
 // rank holds bitwise the same parameters, equal to plain DDP + the same
 // optimizer (each parameter's update is the same arithmetic on the same
-// averaged gradient, done once by its owner instead of N times).
+// averaged gradient, done once by its owner instead of N times). step()
+// does not wait for the broadcasts: each parameter does, when it is first
+// touched, so they travel under the next forward (Note [ZeRO broadcasts
+// overlap the next forward], zero_broadcasts.cpp; Note [Pending writes],
+// core/pending_write.h).
 //
 // Overlap with DDP (ZeroOptions().overlap_with_ddp(true), then
 // hook_with_zero_step(ddp, opt)): each bucket's owned parameters are stepped
 // as soon as DDP has reduced that bucket and their broadcasts start at once,
 // while the later buckets' reductions are still in flight; opt.step() then
-// only waits for the broadcasts (Note [ZeRO parameter broadcasts] in
+// only hands the broadcasts to the parameters (Note [ZeRO parameter broadcasts] in
 // zero_broadcasts.cpp: large parameters in place, in pieces, small ones packed). Why it is exact: Note [ZeRO overlap with
 // DDP] in zero_overlap.cpp. On a Gloo group the broadcasts then go on a
 // second group of their own, and each bucket is handed over piece by piece as
@@ -112,6 +117,14 @@ class ZeroOptions {
   // hands_over_in_pieces() says what it resolved to.
   ZeroOptions& hand_over_in_pieces(bool v) { hand_over_in_pieces_ = v; return *this; }
   std::optional<bool> hand_over_in_pieces() const { return hand_over_in_pieces_; }
+  // step() returns once the broadcasts of the updated parameters are started;
+  // each parameter waits for its own when it is first touched — by the next
+  // forward, layer by layer (Note [ZeRO broadcasts overlap the next forward],
+  // zero_broadcasts.cpp; Note [Pending writes], core/pending_write.h). false:
+  // step() waits for all of them. Either way a parameter read after step()
+  // holds its updated value. Default true.
+  ZeroOptions& defer_broadcast_waits(bool v) { defer_broadcast_waits_ = v; return *this; }
+  bool defer_broadcast_waits() const { return defer_broadcast_waits_; }
 
  private:
   bool overlap_with_ddp_ = false;
@@ -121,6 +134,7 @@ class ZeroOptions {
   std::shared_ptr<ProcessGroup> broadcast_group_;
   bool own_broadcast_group_ = true;
   std::optional<bool> hand_over_in_pieces_;  // unset: with a broadcast group of its own
+  bool defer_broadcast_waits_ = true;
 };
 
 // Builds the inner (local) optimizer over one rank's parameters.
@@ -137,8 +151,9 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   ~ZeroRedundancyOptimizerBase() override;
 
   // Without overlap: steps this rank's shard, then broadcasts every shard.
-  // With overlap: the shards were stepped during backward; waits for their
-  // broadcasts. Collective.
+  // With overlap: the shards were stepped during backward. Then the
+  // broadcasts are attached to the parameters, each waiting for its own when
+  // first touched (ZeroOptions().defer_broadcast_waits), or waited for. Collective.
   void step() override;
   double lr() const override { return inner_->lr(); }
   void set_lr(double lr) override { inner_->set_lr(lr); }
@@ -240,7 +255,12 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   // the slices of their gradients (undefined without one), or, with
   // `clear`, drops them again (Note [ZeRO split parameters]).
   void attach_slice_grads(const std::vector<size_t>& params, bool clear);
+  // Waits for every broadcast started (pending_) or attached to the
+  // parameters (written_), and detaches them.
   void finish_broadcasts();
+  // The end of step(): attaches pending_ to the parameters' storages
+  // (defer_broadcast_waits) or waits for it (Note [ZeRO broadcasts overlap the next forward]).
+  void end_step_broadcasts();
   std::string where() const;  // "ZeroRedundancyOptimizer (rank r)"
 
   std::shared_ptr<ProcessGroup> process_group_;
@@ -251,7 +271,8 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   std::vector<Tensor> slices_;       // per parameter: this rank's slice view of a split one
   std::unique_ptr<optim::Optimizer> inner_;
   bool placeholder_ = false;  // inner_ holds a placeholder (empty shard)
-  std::vector<ParamBroadcast> pending_;
+  std::vector<ParamBroadcast> pending_;  // started, not yet attached or waited for
+  std::vector<Storage> written_;         // storages with a broadcast attached (Note [Pending writes])
   int64_t steps_ = 0;  // completed step() calls
 
   // Overlap (zero_overlap.cpp).
