@@ -2,6 +2,8 @@
 // Read before: core/storage.h, core/pending_write.h.
 #include "core/storage.h"
 
+#include "core/error.h"
+
 namespace lockstep {
 
 StorageImpl::StorageImpl(size_t nbytes, Device device)
@@ -15,6 +17,9 @@ StorageImpl::StorageImpl(void* external, size_t nbytes, Device device)
 void StorageImpl::attach_pending_write(std::shared_ptr<PendingWrite> write) {
   finish_pending_write();
   std::lock_guard<std::mutex> lock(pending_mutex_);
+  LS_CHECK(pending_write_ == nullptr || pending_write_->done(), "StorageImpl::attach_pending_write: a write is "
+           "still landing in this storage and this thread (a PendingWriteBypass thread) cannot wait for it; "
+           "attach from the thread that issued the write");
   pending_write_ = std::move(write);
   has_pending_write_.store(pending_write_ != nullptr, std::memory_order_release);
 }

@@ -253,7 +253,8 @@ def zero(rows, axes):
     colors = {"plain": "black", "zero": "tab:blue", "zero-overlap": "tab:orange", "zero2": "tab:green",
               "zero-overlap-shared": "tab:red", "zero2-shared": "tab:purple",
               "zero-overlap-shared-pieces": "tab:brown", "zero2-shared-pieces": "tab:pink",
-              "zero-overlap-whole": "tab:olive", "zero2-whole": "tab:cyan"}
+              "zero-overlap-whole": "tab:olive", "zero2-whole": "tab:cyan",
+              "zero-wait": "tab:gray", "zero-overlap-wait": "gold", "zero2-wait": "lime"}
     models = sorted({r["model"] for r in rows})
     for m, model in enumerate(models):
         mem, time = axes[2 * m], axes[2 * m + 1]

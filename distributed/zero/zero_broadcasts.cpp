@@ -31,7 +31,7 @@
 // any the forward did not touch. ZeroOptions().defer_broadcast_waits(false):
 // step() waits for all of them, as before. Measured on BERT-base at 2 ranks
 // (docs/results/zero.md): the broadcasts hide under the forward, which takes
-// as long as plain DDP's; ZeRO-1's iteration went from 1.06x plain's to 0.94x.
+// as long as plain DDP's; ZeRO-1's iteration went from 1.10x plain's to 0.97x.
 //
 // Note [ZeRO pipelined broadcasts]
 // A large parameter's broadcast can start only once its owner has updated it,

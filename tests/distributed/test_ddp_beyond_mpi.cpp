@@ -18,7 +18,11 @@
 //    test_ddp_autotune, test_sync_batch_norm);
 //  - deterministic worker (3 ranks): the same deterministic check where it
 //    matters — without the option, MPI's AllReduce at 3 ranks gives other bits
-//    at bucket_cap_mb 0 than at 25.
+//    at bucket_cap_mb 0 than at 25;
+//  - ZeRO worker (2 ranks): ZeroRedundancyOptimizer in every mode, with step()
+//    waiting for the broadcasts and with the waits left to the next forward
+//    (Note [Pending writes]: MPI's worker thread carries them out), equal to
+//    plain DDP bitwise (Gloo tests: test_zero, test_zero_deferred).
 // Read before: tests/distributed/test_process_group_mpi.cpp (the same launch scheme),
 // tests/distributed/ddp_beyond_util.h.
 #include <doctest/doctest.h>
@@ -33,6 +37,7 @@
 
 #include "autograd/checkpoint.h"
 #include "tests/distributed/ddp_beyond_util.h"
+#include "tests/distributed/zero_test_util.h"
 #include "tests/support/errors.h"
 
 namespace ls = lockstep;
@@ -331,6 +336,17 @@ TEST_CASE("mpi worker: ddp deterministic alone" * doctest::skip()) {
   report_done(pg->rank(), pg->size());
 }
 
+TEST_CASE("mpi worker: zero every mode, step() waiting and deferred" * doctest::skip()) {
+  auto pg = dist::init_process_group("mpi");
+  ls::testing::ZeroRun run;
+  run.steps = 3;
+  run.zero_options = [](dist::ZeroOptions& o) { o.defer_broadcast_waits(false); };
+  ls::testing::check_equals_plain(pg, run);
+  run.zero_options = nullptr;  // deferred, the default
+  ls::testing::check_equals_plain(pg, run);
+  report_done(pg->rank(), pg->size());
+}
+
 TEST_CASE("ddp beyond: bucket views, rebuild, comm hooks and join over mpi under mpirun -np 2") {
   run_under_mpirun("mpi worker: ddp bucket views*", 2);
 }
@@ -341,4 +357,8 @@ TEST_CASE("ddp beyond: static graph, deterministic, autotune and SyncBatchNorm o
 
 TEST_CASE("ddp beyond: deterministic bitwise equal across bucket sizes over mpi under mpirun -np 3") {
   run_under_mpirun("mpi worker: ddp deterministic alone", 3);
+}
+
+TEST_CASE("zero: every mode equals plain DDP over mpi under mpirun -np 2, broadcasts waited in step() or deferred") {
+  run_under_mpirun("mpi worker: zero every mode*", 2);
 }
