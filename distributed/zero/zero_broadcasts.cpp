@@ -309,7 +309,10 @@ void ZeroRedundancyOptimizerBase::end_step_broadcasts() {
       receives[k] = receives[k] || b.root != me;
       continue;
     }
-    if (b.root == me) continue;  // the owner sent a packed copy: its parameters are free
+    if (b.root == me) {  // the owner sent a packed copy: its parameters are free
+      sent_.push_back(b);
+      continue;
+    }
     int64_t offset = 0;
     for (size_t i : b.params) {
       const size_t k = of_storage(params_[i]);
@@ -352,6 +355,9 @@ void ZeroRedundancyOptimizerBase::finish_broadcasts() {
     }
   }
   if (failed) std::rethrow_exception(failed);
+  std::vector<ParamBroadcast> sent = std::move(sent_);
+  sent_.clear();
+  for (const ParamBroadcast& b : sent) wait_for(b.work, b.root, broadcaster().timeout(), where());
   const int me = process_group_->rank();
   std::vector<ParamBroadcast> pending = std::move(pending_);
   pending_.clear();

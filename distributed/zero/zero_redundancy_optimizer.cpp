@@ -80,10 +80,12 @@ ZeroRedundancyOptimizerBase::ZeroRedundancyOptimizerBase(std::vector<Tensor> par
 
 ZeroRedundancyOptimizerBase::~ZeroRedundancyOptimizerBase() {
   // Broadcasts still in flight reference our tensors: let them finish.
-  for (auto& b : pending_) {
-    try {
-      b.work->wait(broadcaster_->timeout());
-    } catch (...) {
+  for (const auto* list : {&pending_, &sent_}) {
+    for (const auto& b : *list) {
+      try {
+        b.work->wait(broadcaster_->timeout());
+      } catch (...) {
+      }
     }
   }
   for (const Storage& s : written_) {

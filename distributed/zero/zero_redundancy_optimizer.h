@@ -255,8 +255,8 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   // the slices of their gradients (undefined without one), or, with
   // `clear`, drops them again (Note [ZeRO split parameters]).
   void attach_slice_grads(const std::vector<size_t>& params, bool clear);
-  // Waits for every broadcast started (pending_) or attached to the
-  // parameters (written_), and detaches them.
+  // Waits for every broadcast started (pending_), attached to the
+  // parameters (written_) or sent packed (sent_), and detaches them.
   void finish_broadcasts();
   // The end of step(): attaches pending_ to the parameters' storages
   // (defer_broadcast_waits) or waits for it (Note [ZeRO broadcasts overlap the next forward]).
@@ -273,6 +273,7 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   bool placeholder_ = false;  // inner_ holds a placeholder (empty shard)
   std::vector<ParamBroadcast> pending_;  // started, not yet attached or waited for
   std::vector<Storage> written_;         // storages with a broadcast attached (Note [Pending writes])
+  std::vector<ParamBroadcast> sent_;     // after step(): this rank's packed sends, not attached to anything
   int64_t steps_ = 0;  // completed step() calls
 
   // Overlap (zero_overlap.cpp).

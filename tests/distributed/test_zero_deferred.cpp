@@ -2,11 +2,16 @@
 // next forward]: step() returns with each parameter's broadcast attached to its
 // storage (Note [Pending writes]); the first touch — an op, a read, a collective
 // — waits for it and sees the updated values; results equal step() waiting for
-// every broadcast, and plain DDP, bitwise.
+// every broadcast, and plain DDP, bitwise; a peer that dies leaves the next
+// forward with the optimizer's error, not a hang or stale values.
 // Read before: distributed/zero/zero_broadcasts.cpp, tests/distributed/zero_test_util.h.
 #include <doctest/doctest.h>
 
+#include <csignal>
+#include <string>
+
 #include "tests/distributed/zero_test_util.h"
+#include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"
 
 namespace ls = lockstep;
@@ -89,4 +94,37 @@ TEST_CASE("zero deferred broadcasts: after step() the parameters a rank receives
       CHECK_FALSE(pending(params[i]));
     }
   }, 60s);
+}
+
+TEST_CASE("zero deferred broadcasts: a peer that dies before its broadcasts fails the next forward with the "
+          "optimizer's error, naming the rank, without a hang") {
+  auto results = ls::testing::launch_ranks(2, [](int rank) {
+    auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(10s));
+    ls::manual_seed(0);
+    auto net = std::make_shared<TwoLayer>();
+    dist::ZeroRedundancyOptimizer zero(net->parameters(), pg, ls::optim::AdamWOptions(1e-2));
+    ls::manual_seed(7);
+    const ls::Tensor x = ls::randn({4, 300});
+    std::string message;
+    int step = 0;
+    try {
+      for (; step < 3; ++step) {
+        zero.zero_grad();
+        net->forward(x).pow(2).sum().backward();
+        if (rank == 1 && step == 1) std::raise(SIGKILL);  // before its step(): its broadcasts never start
+        zero.step();  // rank 0: returns with its receives pending
+      }
+    } catch (const std::exception& e) {
+      message = e.what();
+    }
+    // Step 1's forward (when rank 1's step-0 sends were still on its queue as it
+    // died) or step 2's (the receives step 1's step() left pending) touched a
+    // parameter rank 1 owns.
+    CHECK((step == 1 || step == 2));
+    CHECK_MESSAGE(ls::testing::contains(message, "ZeroRedundancyOptimizer (rank 0): the broadcast of rank 1's "
+                                                 "updated parameters failed"), message);
+    CHECK_MESSAGE(ls::testing::contains(message, "A peer rank has probably died"), message);
+  }, 60s);
+  CHECK(results[1].signal == SIGKILL);
+  CHECK_MESSAGE(results[0].ok(), results[0].describe());
 }
