@@ -80,6 +80,7 @@
 // Read before: distributed/zero/zero_redundancy_optimizer.cpp, optim/optimizer.h.
 // Read next: distributed/zero/zero_state_dict.cpp.
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/factory.h"
 #include "core/grad_mode.h"
@@ -292,14 +293,16 @@ void ZeroRedundancyOptimizerBase::end_step_broadcasts() {
   std::vector<Storage> storages;
   std::vector<std::vector<Landing>> landings;
   std::vector<bool> receives;
+  std::unordered_map<const StorageImpl*, size_t> index;  // storage -> its k above
   auto of_storage = [&](const Tensor& p) -> size_t {
     const Storage& s = p.impl()->storage;
-    const auto at = std::find(storages.begin(), storages.end(), s);
-    if (at != storages.end()) return static_cast<size_t>(at - storages.begin());
-    storages.push_back(s);
-    landings.emplace_back();
-    receives.push_back(false);
-    return storages.size() - 1;
+    const auto [at, added] = index.emplace(s.get(), storages.size());
+    if (added) {
+      storages.push_back(s);
+      landings.emplace_back();
+      receives.push_back(false);
+    }
+    return at->second;
   };
   const int me = process_group_->rank();
   for (const ParamBroadcast& b : pending_) {
