@@ -265,6 +265,11 @@ void ZeroRedundancyOptimizerBase::step_and_broadcast(const std::vector<size_t>& 
 }
 
 namespace {
+// A packed broadcast's values for one parameter: flat[offset, offset + numel) shaped like it.
+Tensor packed_values(const Tensor& flat, int64_t offset, const Tensor& param) {
+  return flat.narrow(0, offset, param.numel()).view(param.sizes());
+}
+
 // Waits for one broadcast, naming it when it failed.
 void wait_for(const std::shared_ptr<Work>& work, int root, std::chrono::milliseconds timeout, const std::string& where) {
   try {
@@ -336,7 +341,7 @@ void ZeroRedundancyOptimizerBase::end_step_broadcasts() {
       for (const Landing& l : landing) {
         wait_for(l.work, l.root, timeout, at);
         if (l.param.defined()) {
-          native::copy_(l.param, l.flat.narrow(0, l.offset, l.param.numel()).view(l.param.sizes()));
+          native::copy_(l.param, packed_values(l.flat, l.offset, l.param));
         }
       }
     });
@@ -374,7 +379,7 @@ void ZeroRedundancyOptimizerBase::finish_broadcasts() {
     int64_t off = 0;
     for (size_t i : b.params) {
       Tensor p = params_[i].detach();
-      p.copy_(b.flat.narrow(0, off, p.numel()).view(p.sizes()));
+      p.copy_(packed_values(b.flat, off, p));  // bumps the version: written behind autograd's back
       off += p.numel();
     }
   }

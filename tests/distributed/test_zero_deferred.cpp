@@ -24,11 +24,7 @@ using ls::testing::ZeroRun;
 namespace {
 
 // fc1.weight (300 x 300 floats, 352 KiB) is broadcast in place, the rest packed.
-struct TwoLayer : ls::nn::Module {
-  std::shared_ptr<ls::nn::Linear> fc1 = register_module("fc1", std::make_shared<ls::nn::Linear>(300, 300));
-  std::shared_ptr<ls::nn::Linear> fc2 = register_module("fc2", std::make_shared<ls::nn::Linear>(300, 3));
-  ls::Tensor forward(const ls::Tensor& x) { return fc2->forward(fc1->forward(x).tanh()); }
-};
+std::shared_ptr<ls::testing::TanhMLP> two_layer() { return std::make_shared<ls::testing::TanhMLP>(300, 300, 3); }
 
 bool pending(const ls::Tensor& p) { return p.impl()->storage->has_pending_write(); }
 
@@ -51,8 +47,8 @@ TEST_CASE("zero deferred broadcasts: after step() the parameters a rank receives
   ls::testing::run_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo");
     ls::manual_seed(0);
-    auto net = std::make_shared<TwoLayer>();
-    auto ref_net = std::make_shared<TwoLayer>();
+    auto net = two_layer();
+    auto ref_net = two_layer();
     ref_net->load_state_dict(net->state_dict());
     dist::ZeroRedundancyOptimizer zero(net->parameters(), pg, ls::optim::AdamWOptions(1e-2));
     ls::optim::AdamW ref(ref_net->parameters(), ls::optim::AdamWOptions(1e-2));
@@ -101,7 +97,7 @@ TEST_CASE("zero deferred broadcasts: a peer that dies before its broadcasts fail
   auto results = ls::testing::launch_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(10s));
     ls::manual_seed(0);
-    auto net = std::make_shared<TwoLayer>();
+    auto net = two_layer();
     dist::ZeroRedundancyOptimizer zero(net->parameters(), pg, ls::optim::AdamWOptions(1e-2));
     ls::manual_seed(7);
     const ls::Tensor x = ls::randn({4, 300});

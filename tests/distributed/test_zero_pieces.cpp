@@ -19,11 +19,7 @@ using ls::testing::ZeroRun;
 
 namespace {
 
-struct Wide : ls::nn::Module {
-  std::shared_ptr<ls::nn::Linear> fc1 = register_module("fc1", std::make_shared<ls::nn::Linear>(32, 40));
-  std::shared_ptr<ls::nn::Linear> fc2 = register_module("fc2", std::make_shared<ls::nn::Linear>(40, 3));
-  ls::Tensor forward(const ls::Tensor& x) { return fc2->forward(fc1->forward(x).tanh()); }
-};
+std::shared_ptr<ls::testing::TanhMLP> wide() { return std::make_shared<ls::testing::TanhMLP>(32, 40, 3); }
 
 // A second Gloo group over the same ranks, for the broadcasts.
 std::shared_ptr<dist::ProcessGroup> second_group(const dist::ProcessGroup& pg, const std::string& prefix) {
@@ -40,14 +36,14 @@ TEST_CASE("reducer: a hook registered with a piece size gets each bucket while i
     const ls::Tensor x = [&] { ls::manual_seed(10 + rank); return ls::randn({5, 32}); }();
     // Plain DDP: the averaged gradients to expect.
     ls::manual_seed(0);
-    auto ref_model = std::make_shared<Wide>();
+    auto ref_model = wide();
     dist::DistributedDataParallel ref(ref_model, pg);
     ref.forward(x).pow(2).mean().backward();
     std::vector<ls::Tensor> expected;
     for (auto& p : ref_model->parameters()) expected.push_back(p.grad().clone().reshape({-1}));
 
     ls::manual_seed(0);
-    auto model = std::make_shared<Wide>();
+    auto model = wide();
     dist::DistributedDataParallel ddp(model, pg);
     const std::vector<ls::Tensor> params = model->parameters();
     size_t most_pieces = 0;
@@ -74,7 +70,7 @@ TEST_CASE("reducer: a hook registered with a piece size gets each bucket while i
 
     // A wait outside the bucket is refused, naming it; DDP stops after a failing hook.
     ls::manual_seed(0);
-    auto other = std::make_shared<Wide>();
+    auto other = wide();
     dist::DistributedDataParallel bad(other, pg);
     bad.register_bucket_reduced_hook([](size_t, const std::vector<size_t>& indices,
                                         const dist::Reducer::GradientWait& wait) { wait(indices.size(), 1); }, 1024);
@@ -132,7 +128,7 @@ TEST_CASE("zero broadcast group: made with the overlap on Gloo, pieces on by def
           "32 MB split by default with the overlap only; a group of another size is refused, naming both") {
   ls::testing::run_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo");
-    auto model = std::make_shared<Wide>();
+    auto model = wide();
     const auto adamw = ls::optim::AdamWOptions(1e-3);
     CHECK_FALSE(dist::ZeroOptions().hand_over_in_pieces().has_value());
     CHECK_FALSE(dist::ZeroOptions().split_parameters_mb().has_value());

@@ -24,6 +24,15 @@ inline const char* zero_mode_name(ZeroMode m) {
 }
 inline bool zero_overlapped(ZeroMode m) { return m == ZeroMode::Overlap || m == ZeroMode::Zero2; }
 
+// Linear(in, hidden) -> tanh -> Linear(hidden, out): x (B, in) -> (B, out).
+struct TanhMLP : nn::Module {
+  std::shared_ptr<nn::Linear> fc1, fc2;
+  TanhMLP(int64_t in, int64_t hidden, int64_t out)
+      : fc1(register_module("fc1", std::make_shared<nn::Linear>(in, hidden))),
+        fc2(register_module("fc2", std::make_shared<nn::Linear>(hidden, out))) {}
+  Tensor forward(const Tensor& x) { return fc2->forward(fc1->forward(x).tanh()); }
+};
+
 // A plain optimizer, or a ZeroRedundancyOptimizer (overlapped or not), of kind `opt`.
 // split_mb >= 0: ZeroOptions().split_parameters_mb(split_mb) (Note [ZeRO split parameters]).
 inline std::unique_ptr<optim::Optimizer> make_zero_test_optimizer(
