@@ -62,7 +62,7 @@ class DDPOptions {
   // Sum every gradient element in rank order 0..N-1 (AllGather + local sum), so
   // results are bitwise identical across bucket_cap_mb values, backends and
   // runs, at N/2 times the AllReduce traffic (Note [Deterministic reduction] in
-  // distributed/comm_hooks/deterministic_hook.h). Default false.
+  // distributed/ddp/deterministic_reduction.h). Default false.
   DDPOptions& deterministic(bool v) { deterministic_ = v; return *this; }
   // At construction, time AllReduce at a few sizes on the process group and
   // choose bucket_cap_mb and first_bucket_mb from the fitted latency and

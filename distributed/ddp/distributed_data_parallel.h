@@ -22,7 +22,7 @@
 // gradient_as_bucket_view (reducer_buckets.cpp) and rebuild_buckets
 // (reducer_rebuild.cpp),
 // progress_store (ddp_progress.h), static_graph (Note [Static graph] in
-// reducer_static_graph.cpp), deterministic (../comm_hooks/deterministic_hook.h) and
+// reducer_static_graph.cpp), deterministic (deterministic_reduction.h) and
 // autotune_buckets (bucket_autotune.h). docs/ddp.md sections 5-12 walk through them.
 //
 // Read before: distributed/ddp/reducer.h. Read next: docs/ddp.md.

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "distributed/comm_hooks/deterministic_hook.h"
+#include "distributed/ddp/deterministic_reduction.h"
 #include "distributed/ddp/reducer_buckets.h"
 #include "distributed/ddp/reducer_timeline.h"
 
@@ -58,7 +58,7 @@ CommHook presummed_allreduce(std::shared_ptr<ProcessGroup> process_group, const 
 // Note [Deterministic reduction]: the ranks' scaled buckets added in rank order.
 CommHook presummed_rank_ordered_sum(std::shared_ptr<ProcessGroup> process_group) {
   return [process_group = std::move(process_group)](GradBucket& bucket) {
-    return comm_hooks::rank_ordered_sum(*process_group, bucket.buffer());
+    return rank_ordered_sum(*process_group, bucket.buffer());
   };
 }
 

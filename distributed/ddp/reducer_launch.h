@@ -7,14 +7,14 @@
 // bucket, already divided by the world size while its gradients were copied in
 // (BucketStorage::copy_in), is AllReduced (SUM) — or, with
 // DDPOptions().deterministic(true), all-gathered and summed in rank order
-// (Note [Deterministic reduction], ../comm_hooks/deterministic_hook.h). A hook
+// (Note [Deterministic reduction] in deterministic_reduction.h). A hook
 // registered with register_comm_hook replaces it and gets the plain local sums
 // (Note [Communication hooks]): copy_scale() tells the Reducer which. So the
 // core knows neither AllReduce nor deterministic mode, and a joined rank's
 // shadow launch (reducer_join.cpp) is the same call on a zero bucket. Under
 // ZeRO-2 DDP's own hook reduces each owner's segment to its owner instead
 // (Note [ZeRO-2 buckets], reducer_buckets.cpp).
-// Read before: distributed/ddp/comm_hook.h, distributed/comm_hooks/deterministic_hook.h.
+// Read before: distributed/ddp/comm_hook.h, distributed/ddp/deterministic_reduction.h.
 // Read next: distributed/ddp/reducer_observers.h.
 #pragma once
 

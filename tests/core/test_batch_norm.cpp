@@ -30,22 +30,15 @@
 #include "core/native/nn_kernels.h"
 #include "core/rng.h"
 #include "core/shape.h"
+#include "tests/support/errors.h"
 
 namespace ls = lockstep;
+using lockstep::testing::error_of;
 namespace native = lockstep::native;
 using ls::IntList;
 using ls::Tensor;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const ls::Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 // Per-channel statistics of x (N, C, S) read from a flat vector.
 struct Stats {

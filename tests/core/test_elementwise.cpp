@@ -10,8 +10,10 @@
 #include "core/native/native.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "tests/support/errors.h"
 
 namespace ls = lockstep;
+using lockstep::testing::error_of;
 namespace nv = lockstep::native;
 using ls::native::BinaryOp;
 using ls::native::CompareOp;
@@ -32,15 +34,6 @@ std::vector<bool> bv(const ls::Tensor& t) {
   return out;
 }
 // What ls::Error says when fn throws it ("" if it does not throw).
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const ls::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 }  // namespace
 
 TEST_CASE("elementwise: add, sub, mul, div of same-shape float tensors") {

@@ -17,8 +17,10 @@
 #include "core/native/native.h"
 #include "core/parallel.h"
 #include "core/shape.h"
+#include "tests/support/errors.h"
 
 namespace ls = lockstep;
+using lockstep::testing::error_of;
 namespace native = lockstep::native;
 using ls::IntList;
 using ls::Tensor;
@@ -106,14 +108,10 @@ void check_matches_naive(const Tensor& got, const Tensor& a, const Tensor& b) {
   CHECK(worst <= tol);
 }
 
-std::string error_of(Tensor (*op)(const Tensor&, const Tensor&), const Tensor& a,
-                     const Tensor& b) {
-  try {
-    op(a, b);
-  } catch (const ls::Error& e) {
-    return e.what();
-  }
-  return "no error";
+// The message of what op(a, b) throws (error_of of tests/support/errors.h).
+std::string error_of_op(Tensor (*op)(const Tensor&, const Tensor&), const Tensor& a,
+                        const Tensor& b) {
+  return error_of([&] { op(a, b); });
 }
 
 const ls::ScalarType kDtypes[] = {ls::kFloat32, ls::kFloat64};
@@ -242,30 +240,30 @@ TEST_CASE("matmul gives the same result on every gemm backend") {
 }
 
 TEST_CASE("mm, bmm and matmul name the op and both shapes when they cannot multiply") {
-  CHECK(error_of(native::matmul, random_tensor({2, 3}), random_tensor({4, 5})) ==
+  CHECK(error_of_op(native::matmul, random_tensor({2, 3}), random_tensor({4, 5})) ==
         "matmul: cannot multiply [2, 3] by [4, 5]: inner dims 3 and 4 differ");
-  CHECK(error_of(native::mm, random_tensor({2, 3}), random_tensor({4, 5})) ==
+  CHECK(error_of_op(native::mm, random_tensor({2, 3}), random_tensor({4, 5})) ==
         "mm: cannot multiply [2, 3] by [4, 5]: inner dims 3 and 4 differ");
-  CHECK(error_of(native::matmul, random_tensor({3}), random_tensor({4})) ==
+  CHECK(error_of_op(native::matmul, random_tensor({3}), random_tensor({4})) ==
         "matmul: cannot multiply [3] by [4]: inner dims 3 and 4 differ");
-  const std::string batch = error_of(native::matmul, random_tensor({2, 3, 4}), random_tensor({3, 4, 5}));
+  const std::string batch = error_of_op(native::matmul, random_tensor({2, 3, 4}), random_tensor({3, 4, 5}));
   CHECK(batch.find("matmul: cannot multiply [2, 3, 4] by [3, 4, 5]") == 0);
   CHECK(batch.find("do not broadcast") != std::string::npos);
-  CHECK(error_of(native::bmm, random_tensor({2, 3, 4}), random_tensor({3, 4, 5})) ==
+  CHECK(error_of_op(native::bmm, random_tensor({2, 3, 4}), random_tensor({3, 4, 5})) ==
         "bmm: cannot multiply [2, 3, 4] by [3, 4, 5]: batch sizes 2 and 3 differ");
-  CHECK(error_of(native::mm, random_tensor({2, 3, 4}), random_tensor({4, 5})).find(
+  CHECK(error_of_op(native::mm, random_tensor({2, 3, 4}), random_tensor({4, 5})).find(
             "mm: expected 2-d tensors but got [2, 3, 4] and [4, 5]") == 0);
-  CHECK(error_of(native::bmm, random_tensor({3, 4}), random_tensor({4, 5})).find(
+  CHECK(error_of_op(native::bmm, random_tensor({3, 4}), random_tensor({4, 5})).find(
             "bmm: expected 3-d tensors") == 0);
-  CHECK(error_of(native::matmul, native::empty({}), random_tensor({4})).find(
+  CHECK(error_of_op(native::matmul, native::empty({}), random_tensor({4})).find(
             "matmul: cannot multiply [] by [4]: both operands need at least one dim") == 0);
 }
 
 TEST_CASE("matmul rejects mixed and non-floating dtypes") {
   const std::string mixed =
-      error_of(native::matmul, random_tensor({2, 3}, ls::kFloat32), random_tensor({3, 2}, ls::kFloat64));
+      error_of_op(native::matmul, random_tensor({2, 3}, ls::kFloat32), random_tensor({3, 2}, ls::kFloat64));
   CHECK(mixed.find("matmul: dtype mismatch: [2, 3] is float32 but [3, 2] is float64") == 0);
   const std::string ints =
-      error_of(native::mm, native::zeros({2, 3}, ls::kInt64), native::zeros({3, 2}, ls::kInt64));
+      error_of_op(native::mm, native::zeros({2, 3}, ls::kInt64), native::zeros({3, 2}, ls::kInt64));
   CHECK(ints.find("mm: expected float32 or float64 tensors (or bfloat16) but got int64") == 0);
 }

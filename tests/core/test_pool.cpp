@@ -31,22 +31,15 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "core/shape.h"
+#include "tests/support/errors.h"
 
 namespace ls = lockstep;
+using lockstep::testing::error_of;
 namespace native = lockstep::native;
 using ls::IntList;
 using ls::Tensor;
 
 namespace {
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const ls::Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 double dot(const Tensor& a, const Tensor& b) {
   std::vector<double> av = a.to_vector<double>(), bv = b.to_vector<double>();

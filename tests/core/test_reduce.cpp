@@ -10,8 +10,10 @@
 #include "core/native/native.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "tests/support/errors.h"
 
 namespace ls = lockstep;
+using lockstep::testing::error_of;
 namespace nv = lockstep::native;
 
 namespace {
@@ -19,15 +21,6 @@ ls::Tensor iota(const ls::IntList& sizes, ls::ScalarType dtype = ls::kFloat32) {
   return nv::reshape(ls::arange(0, ls::numel_of(sizes), 1, dtype), sizes);
 }
 std::vector<float> fv(const ls::Tensor& t) { return t.to_vector<float>(); }
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const ls::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 }  // namespace
 
 TEST_CASE("reduce: sum over all dims, one dim, negative dims and keepdim") {

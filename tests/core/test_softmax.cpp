@@ -10,8 +10,10 @@
 #include "core/native/native.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "tests/support/errors.h"
 
 namespace ls = lockstep;
+using lockstep::testing::error_of;
 namespace nv = lockstep::native;
 
 namespace {
@@ -26,15 +28,6 @@ std::vector<double> softmax_ref(const std::vector<double>& x, int64_t A, int64_t
     }
   }
   return y;
-}
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const ls::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 }  // namespace
 

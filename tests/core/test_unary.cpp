@@ -11,8 +11,10 @@
 #include "core/native/native.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "tests/support/errors.h"
 
 namespace ls = lockstep;
+using lockstep::testing::error_of;
 namespace nv = lockstep::native;
 using ls::native::UnaryOp;
 
@@ -38,15 +40,6 @@ void check_op(UnaryOp op, const std::vector<double>& inputs, const std::function
   }
 }
 
-template <class F>
-std::string error_of(F&& fn) {
-  try {
-    fn();
-  } catch (const ls::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 }  // namespace
 
 TEST_CASE("unary: float ops match the standard library") {

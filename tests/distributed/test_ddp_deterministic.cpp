@@ -1,10 +1,10 @@
 // tests/distributed/test_ddp_deterministic.cpp — DDPOptions().deterministic(true)
-// (Note [Deterministic reduction], distributed/comm_hooks/deterministic_hook.h):
+// (Note [Deterministic reduction] in distributed/ddp/deterministic_reduction.h):
 // at 3 and 4 ranks, parameters after several SGD steps are bitwise equal across
 // bucket_cap_mb 0 / 0.002 / 1 / 25, with and without gradient_as_bucket_view,
 // and across two runs; they agree with ordinary DDP up to rounding; the comm
 // hook form gives the same bits; a hook cannot be combined with the option.
-// Read before: distributed/comm_hooks/deterministic_hook.h, tests/distributed/ddp_beyond_util.h.
+// Read before: distributed/ddp/deterministic_reduction.h, tests/distributed/ddp_beyond_util.h.
 #include <doctest/doctest.h>
 
 #include "distributed/comm_hooks/deterministic_hook.h"

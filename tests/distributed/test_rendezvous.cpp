@@ -52,13 +52,9 @@ class ScopedEnv {
   std::map<std::string, std::optional<std::string>> saved_;
 };
 
-std::string error_of(const dist::InitOptions& o = {}) {
-  try {
-    dist::resolve_rendezvous(o);
-  } catch (const ls::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+// The message resolve_rendezvous(o) throws, or "(no error)".
+std::string rendezvous_error(const dist::InitOptions& o = {}) {
+  return ls::testing::error_of([&] { dist::resolve_rendezvous(o); });
 }
 
 }  // namespace
@@ -115,40 +111,40 @@ TEST_CASE("rendezvous: torchrun variables win over mpirun's, explicit options ov
 TEST_CASE("rendezvous: missing or inconsistent values name the variable") {
   {
     ScopedEnv env({});
-    CHECK(error_of().find("RANK is not set") != std::string::npos);
-    CHECK(error_of(dist::InitOptions().rank(0)).find("WORLD_SIZE is not set") != std::string::npos);
+    CHECK(rendezvous_error().find("RANK is not set") != std::string::npos);
+    CHECK(rendezvous_error(dist::InitOptions().rank(0)).find("WORLD_SIZE is not set") != std::string::npos);
   }
   {
     ScopedEnv env({{"RANK", "3"}, {"WORLD_SIZE", "2"}});
-    CHECK(error_of().find("RANK=3 but WORLD_SIZE=2") != std::string::npos);
+    CHECK(rendezvous_error().find("RANK=3 but WORLD_SIZE=2") != std::string::npos);
   }
   {
     ScopedEnv env({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
-    CHECK(error_of().find("OMPI_COMM_WORLD_RANK=4 but OMPI_COMM_WORLD_SIZE=4") != std::string::npos);
+    CHECK(rendezvous_error().find("OMPI_COMM_WORLD_RANK=4 but OMPI_COMM_WORLD_SIZE=4") != std::string::npos);
   }
   {
     ScopedEnv env({{"RANK", "zero"}, {"WORLD_SIZE", "2"}});
-    CHECK(error_of().find("RANK='zero' is not an integer") != std::string::npos);
+    CHECK(rendezvous_error().find("RANK='zero' is not an integer") != std::string::npos);
   }
   {
     ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "0"}});
-    CHECK(error_of().find("WORLD_SIZE=0") != std::string::npos);
+    CHECK(rendezvous_error().find("WORLD_SIZE=0") != std::string::npos);
   }
   {
     ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "70000"}});
-    CHECK(error_of().find("MASTER_PORT=70000") != std::string::npos);
+    CHECK(rendezvous_error().find("MASTER_PORT=70000") != std::string::npos);
   }
   {
     ScopedEnv env({{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "-1"}});
-    CHECK(error_of().find("LOCAL_RANK=-1") != std::string::npos);
+    CHECK(rendezvous_error().find("LOCAL_RANK=-1") != std::string::npos);
   }
   {
     ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCKSTEP_TIMEOUT_S", "soon"}});
-    CHECK(error_of().find("LOCKSTEP_TIMEOUT_S='soon'") != std::string::npos);
+    CHECK(rendezvous_error().find("LOCKSTEP_TIMEOUT_S='soon'") != std::string::npos);
   }
   {
     ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "2"}});
-    CHECK(error_of(dist::InitOptions().rank(2)).find("InitOptions().rank()=2 but WORLD_SIZE=2") !=
+    CHECK(rendezvous_error(dist::InitOptions().rank(2)).find("InitOptions().rank()=2 but WORLD_SIZE=2") !=
           std::string::npos);
   }
 }
@@ -285,7 +281,7 @@ TEST_CASE("rendezvous: malformed Slurm, PMI and torchrun variables name the vari
   };
   for (const auto& [vars, expected] : cases) {
     ScopedEnv env(vars);
-    const std::string e = error_of();
+    const std::string e = rendezvous_error();
     CHECK_MESSAGE(e.find(expected) != std::string::npos, expected, " -> ", e);
   }
 }

@@ -9,11 +9,11 @@
 #     two halves' mean losses — only the floating-point summation order
 #     differs. The test accuracies must agree within 0.3 points.
 #  3. A single process loads the DDP checkpoint (--resume) and trains on.
-# Skips (exit 0 with a message) when the Fashion-MNIST data is not installed.
+# Skips (exit 77 with a message, CTest: Skipped) when the Fashion-MNIST data is not installed.
 set -euo pipefail
 bin="$1"
 root=/usr/share/datasets/fashion-mnist
-if [ ! -d "$root" ]; then echo "SKIP: $root missing (apt-get install dataset-fashion-mnist)"; exit 0; fi
+if [ ! -d "$root" ]; then echo "SKIP: $root missing (apt-get install dataset-fashion-mnist)"; exit 77; fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 common=(--limit 2560 --log-every 1000 --schedule cosine)

@@ -17,12 +17,12 @@
 # (its CRC-32 is verified on load); `--resume` on 2 ranks then finishes the
 # job, and its final checkpoint (model, optimizer state, metadata) is
 # byte-identical to the reference's, as are its epoch-3 loss and accuracy.
-# Skips (exit 0 with a message) when the Fashion-MNIST data is not installed.
+# Skips (exit 77 with a message, CTest: Skipped) when the Fashion-MNIST data is not installed.
 set -euo pipefail
 bin="$1"
 shim="${2:-}"
 root=/usr/share/datasets/fashion-mnist
-if [ ! -d "$root" ]; then echo "SKIP: $root missing (apt-get install dataset-fashion-mnist)"; exit 0; fi
+if [ ! -d "$root" ]; then echo "SKIP: $root missing (apt-get install dataset-fashion-mnist)"; exit 77; fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export LOCKSTEP_TIMEOUT_S=60  # every wait on a peer gives up within 60 s (sanitizer builds are slow)

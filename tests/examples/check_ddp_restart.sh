@@ -5,7 +5,7 @@
 # first attempt only) is restarted whole, resumes from the epoch-1 checkpoint
 # (TORCHELASTIC_RESTART_COUNT=1 -> '--resume auto'), exits 0, and ends with the same
 # checkpoint bytes as an uninterrupted run. With --max-restarts 0 the same kill fails the
-# job. PROGRAM: train_fashion_mnist (the default; skips, exit 0 with a message, when the
+# job. PROGRAM: train_fashion_mnist (the default; skips, exit 77 with a message, when the
 # Fashion-MNIST data is not installed) or train_ddp (the DDP example, synthetic data).
 # Read before: examples/train_run.h, tools/lockstep_run.cpp. Read next: tests/interop/check_torchrun.sh.
 set -euo pipefail
@@ -15,7 +15,7 @@ export LOCKSTEP_TIMEOUT_S=60
 case "$prog" in
   train_fashion_mnist)
     data=/usr/share/datasets/fashion-mnist
-    [ -d "$data" ] || { echo "SKIP: $data missing (apt-get install dataset-fashion-mnist)"; exit 0; }
+    [ -d "$data" ] || { echo "SKIP: $data missing (apt-get install dataset-fashion-mnist)"; exit 77; }
     args=(--limit 1280 --batch 32 --epochs 3 --schedule cosine --log-every 1000 --test-limit 1000) ;;
   train_ddp) args=(--batch 32 --epochs 4) ;;
   *) echo "check_ddp_restart.sh: PROGRAM must be train_fashion_mnist or train_ddp, got '$prog'"; exit 2 ;;

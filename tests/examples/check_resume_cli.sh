@@ -5,13 +5,13 @@
 # --resume auto starts fresh and says so, a fresh run refuses to overwrite a
 # checkpoint unless --overwrite, a missing directory fails before training, a
 # hyper-parameter given on resume applies (and is announced when it differs),
-# one not given is the checkpoint's. Skips (exit 0 with a message) when the
+# one not given is the checkpoint's. Skips (exit 77 with a message, CTest: Skipped) when the
 # Fashion-MNIST data is not installed. Each run trains on 128 images.
 # Read before: examples/train_checkpoint.h. Read next: tests/examples/check_resume.sh.
 set -uo pipefail
 bin=$(cd "$1" && pwd)
 root=/usr/share/datasets/fashion-mnist
-if [ ! -d "$root" ]; then echo "SKIP: $root missing (apt-get install dataset-fashion-mnist)"; exit 0; fi
+if [ ! -d "$root" ]; then echo "SKIP: $root missing (apt-get install dataset-fashion-mnist)"; exit 77; fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failures=0

@@ -5,13 +5,13 @@
 # stopped with SIGSTOP at a random moment of training; rank 0's error must carry
 # the progress board's line naming rank 1 every time (Note [Progress board when no
 # rank is behind], distributed/ddp/ddp_progress.cpp). Only processes this script
-# started are signalled, by their ids. Skips (exit 0) without the Fashion-MNIST data.
+# started are signalled, by their ids. Skips (exit 77, CTest: Skipped) without the Fashion-MNIST data.
 # Read before: distributed/ddp/ddp_progress.h. Read next: tests/examples/check_ddp_kill_resume.sh.
 set -uo pipefail
 bin="$1"
 runs="${2:-20}"
 root=/usr/share/datasets/fashion-mnist
-if [ ! -d "$root" ]; then echo "SKIP: $root missing (apt-get install dataset-fashion-mnist)"; exit 0; fi
+if [ ! -d "$root" ]; then echo "SKIP: $root missing (apt-get install dataset-fashion-mnist)"; exit 77; fi
 work=$(mktemp -d)
 launcher=""
 cleanup() {

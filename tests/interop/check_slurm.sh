@@ -9,7 +9,7 @@
 #      with the same checkpoint bytes as the job under lockstep-run;
 # and stops the daemons by their PIDs. Exits 77 (CTest: Skipped) when not root or
 # when Debian's slurm-wlm / munge are not installed (apt-get install slurm-wlm munge),
-# 0 with a message without the Fashion-MNIST data. The cluster's pieces: tests/interop/slurm.sh.
+# and without the Fashion-MNIST data. The cluster's pieces: tests/interop/slurm.sh.
 set -euo pipefail
 bin=$(cd "$1" && pwd)
 for tool in srun slurmctld slurmd munged; do
@@ -18,7 +18,7 @@ done
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: the Slurm daemons need root"; exit 77; }
 [ -r /etc/munge/munge.key ] || { echo "SKIP: no /etc/munge/munge.key"; exit 77; }
 data=/usr/share/datasets/fashion-mnist
-[ -d "$data" ] || { echo "SKIP: $data missing (apt-get install dataset-fashion-mnist)"; exit 0; }
+[ -d "$data" ] || { echo "SKIP: $data missing (apt-get install dataset-fashion-mnist)"; exit 77; }
 tmp=$(mktemp -d)
 pids=()
 stop() {

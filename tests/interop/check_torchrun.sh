@@ -20,7 +20,7 @@
 # address, not the namespace's) and, on the endpoint's host, --rdzv-conf is_host=1 (for the
 # same reason it would not know it is the endpoint); on real hosts both follow from DNS.
 # Uses $TORCH_PY's or the bench/torch/venv.sh venv's torchrun, never downloads one: exits 77
-# (CTest: Skipped) without one, and 0 with a message without the Fashion-MNIST data
+# (CTest: Skipped) without one, and also 77 with a message without the Fashion-MNIST data
 # (train_fashion_mnist only). Read next: scripts/check_launchers.sh.
 set -euo pipefail
 bin=$(cd "$1" && pwd)
@@ -34,7 +34,7 @@ fi
 case "$prog" in
   train_fashion_mnist)
     root=/usr/share/datasets/fashion-mnist
-    if [ ! -d "$root" ]; then echo "SKIP: $root missing (apt-get install dataset-fashion-mnist)"; exit 0; fi
+    if [ ! -d "$root" ]; then echo "SKIP: $root missing (apt-get install dataset-fashion-mnist)"; exit 77; fi
     train=("$bin/train_fashion_mnist" --limit 640 --log-every 1000 --epochs 2 --batch 32 --test-limit 500)
     kill_at=1:2:3 fail_args=(--root /nonexistent/no-such-dir) fail_text="lockstep::Error: FashionMNIST" ;;
   train_ddp)

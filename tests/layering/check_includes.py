@@ -6,7 +6,8 @@
 #
 # The graph is read from the ```layers block of ROOT/docs/design.md: one line per unit,
 # `unit: the units it may include directly`; a unit may include itself and, transitively,
-# everything its direct dependencies may include. A unit is a folder (`distributed/ddp`) or a
+# everything its direct dependencies may include. The graph must have no cycle (two units
+# that may include each other are one unit, or one of them holds code the other needs). A unit is a folder (`distributed/ddp`) or a
 # root file (`lockstep.h`); a file belongs to the longest unit that is a prefix of its path.
 # Every `#include "..."` (and `#include <...>` that names a file of the tree) of every C++
 # file is resolved, beside the including file first, then from ROOT; an include that resolves
@@ -51,7 +52,37 @@ def read_graph(root):
         for d in deps:
             if d not in graph:
                 raise SystemExit(f"{path}: unit {unit} depends on {d}, which is not a unit")
+    cycle = find_cycle(graph)
+    if cycle:
+        raise SystemExit(f"{path}: the layer graph has a cycle: {' -> '.join(cycle)}; a layer "
+                         "graph is a hierarchy: move the shared code into the lower unit")
     return graph
+
+
+def find_cycle(graph):
+    """A list [a, b, ..., a] of units that depend on each other in a ring, or None."""
+    state = {}  # unit -> 1 while on the path, 2 when done
+
+    def visit(unit, path):
+        state[unit] = 1
+        path.append(unit)
+        for d in graph[unit]:
+            if state.get(d) == 1:
+                return path[path.index(d):] + [d]
+            if d not in state:
+                found = visit(d, path)
+                if found:
+                    return found
+        path.pop()
+        state[unit] = 2
+        return None
+
+    for unit in graph:
+        if unit not in state:
+            found = visit(unit, [])
+            if found:
+                return found
+    return None
 
 
 def closure(graph):

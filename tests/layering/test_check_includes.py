@@ -84,6 +84,14 @@ class CheckIncludes(unittest.TestCase):
                 self.assertEqual(rc, 1, out)
                 self.assertIn(expected, out)
 
+    def test_cycle_in_the_graph_fails_naming_it(self):
+        cyclic = DESIGN.replace("core:\n", "core: app\n")
+        with tempfile.TemporaryDirectory() as root:
+            make_tree(root, {"docs/design.md": cyclic, **GOOD})
+            p = subprocess.run([sys.executable, CHECKER, root], capture_output=True, text=True)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("the layer graph has a cycle: core -> app -> nn -> core", p.stdout + p.stderr)
+
     def test_design_doc_without_graph_fails(self):
         with tempfile.TemporaryDirectory() as root:
             make_tree(root, {"docs/design.md": "# design\n", **GOOD})
