@@ -7,7 +7,7 @@
 // first time), then runs the tensor's post-accumulate-grad hooks (kept in its
 // AutogradMeta) in registration order.
 //
-// Note [Post-accumulate-grad hooks]
+// § Note [Post-accumulate-grad hooks]
 // A hook runs after the gradient for this backward has been fully summed into
 // .grad: the Engine accumulates every contribution for a leaf in the node's
 // input buffer before running the node, so the node, and so each hook, runs

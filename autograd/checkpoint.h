@@ -13,7 +13,7 @@
 // their gradients accumulated — and their post-accumulate-grad hooks fire —
 // inside the nested backward, and the node returns the inputs' gradients.
 //
-// Note [Checkpoint and gradient hooks]
+// § Note [Checkpoint and gradient hooks]
 // Each checkpoint call has its own nested backward, so a parameter used by two
 // checkpointed calls (a block applied twice) is accumulated, and its hooks
 // fire, once per call: twice in one user backward, not once as Note

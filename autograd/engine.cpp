@@ -61,7 +61,7 @@ bool can_sum_into(const Tensor& dst, const Tensor& other) {
          dst.device() == other.device();
 }
 
-// Note [Gradients summed in place]
+// § Note [Gradients summed in place]
 // A node whose output fed several ops receives one gradient per use, and the
 // engine sums them in its input buffer. ResNet's residual blocks do this once
 // per block on activation-sized tensors (up to 25 MB at batch 8), and a fresh

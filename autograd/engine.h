@@ -14,7 +14,7 @@
 //      for its AllReduces there).
 // Everything runs on the calling thread.
 //
-// Note [Reentrant backward]
+// § Note [Reentrant backward]
 // A node's apply() may itself call backward() (autograd/checkpoint.h re-runs
 // a function with grad enabled and backpropagates through the recomputation):
 // the nested call is an independent backward with its own dependencies and
@@ -23,7 +23,8 @@
 // the recomputation) queues on the OUTERMOST backward, so "when the backward
 // finishes" means the user's backward, not a checkpoint's inner one.
 //
-// Read before: autograd/accumulate_grad.h. Read next: autograd/graph_traversal.h.
+// Read before: autograd/accumulate_grad.h. Read next: autograd/graph_traversal.h;
+// on README's DDP track, distributed/process_group/process_group.h.
 #pragma once
 
 #include <functional>

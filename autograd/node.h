@@ -8,7 +8,7 @@
 // input does not require grad. The nodes and edges form the tape: a DAG that
 // the Engine walks from the loss back to the leaves.
 //
-// Note [Sequence numbers]
+// § Note [Sequence numbers]
 // Each Node takes the next value of a thread-local counter when created, so a
 // node created later in forward has a larger number. The Engine runs ready
 // nodes largest-first: backward visits ops in reverse forward order whenever

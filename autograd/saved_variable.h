@@ -1,6 +1,6 @@
 // autograd/saved_variable.h — a tensor a backward formula needs, kept safely.
 //
-// Note [Saved tensor versions]
+// § Note [Saved tensor versions]
 // Backward formulas often need forward inputs or outputs (MulBackward needs
 // both factors). Saving keeps a detached handle (data only: no grad_fn, so an
 // op saving its own output creates no reference cycle) and the storage's

@@ -8,7 +8,7 @@
 // has one), backward-data (grad_input), backward-weights (grad_weight, and
 // grad_bias where there is a bias). A third configuration, "onednn_winograd",
 // is oneDNN with ConvWinograd::Force (Note [Winograd convolutions] in
-// core/native/fast/conv_onednn.cpp): the 3x3 stride-1 layers, including all of
+// core/native/fast/conv_winograd.cpp): the 3x3 stride-1 layers, including all of
 // ResNet50's (64 @ 56, 128 @ 28, 256 @ 14, 512 @ 7), run Winograd where oneDNN
 // implements it; the *_impl fields say which passes did. float32; each rep
 // times every pass once per configuration, alternating, and the medians are

@@ -73,7 +73,7 @@
 //                 bucket's shard step (its broadcasts started, not waited for), largest rank;
 //                 otherwise opt_ms;
 //   iter_ms       all four.
-// Note [Backward clock]
+// § Note [Backward clock]
 // How the end of backward compute is seen: before DDP is built,
 // this program registers its own post-accumulate-grad hook on every parameter; the first
 // one to fire in a backward queues an autograd callback that reads the clock. Hooks run in

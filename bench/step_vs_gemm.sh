@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/step_vs_gemm.sh — a training step's GFLOP/s as a share of the machine's GEMM rate,
-# measured in interleaved pairs (issue 6's "≥ 85% of the single-core GEMM GFLOP/s").
+# measured in interleaved pairs (the CPU-speed target: "≥ 85% of the single-core GEMM GFLOP/s").
 #
 # Each pair runs bench_gemm (its summary: the median GFLOP/s over its 18 shapes, for one
 # backend) and then bench_step (the step's median ms over ITERS timed steps after one

@@ -1,6 +1,6 @@
 # cmake/LockstepCuda.cmake — the optional CUDA backend (Note [CUDA build]).
 #
-# Note [CUDA build]
+# § Note [CUDA build]
 # LOCKSTEP_CUDA defaults to ON when nvcc is found (CMAKE_CUDA_COMPILER, $CUDACXX,
 # PATH, or /usr/local/cuda/bin/nvcc) and OFF otherwise; a CPU-only build needs
 # nothing from CUDA. When ON, every source under a cuda/ folder of a layer

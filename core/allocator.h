@@ -39,7 +39,7 @@ struct AllocatorStats {
   size_t cached_bytes = 0;
 };
 
-// Note [CPU block cache]
+// § Note [CPU block cache]
 // Training repeats the same allocations every step: the same activation,
 // gradient and scratch sizes, in the same order. Two easy ways to serve them
 // both lose. Through malloc, glibc puts blocks under its mmap threshold (which

@@ -6,7 +6,7 @@
 // so `AutocastGuard off(ls::kBFloat16, /*enabled=*/false)` inside an enabled
 // guard runs its ops exactly as without autocast.
 //
-// Note [Autocast policy]
+// § Note [Autocast policy]
 // Each op applies its row of this table where it is defined (autograd/functions/):
 //
 //   op                                    inputs computed in       returns

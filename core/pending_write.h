@@ -1,7 +1,7 @@
 // core/pending_write.h — a write into a storage that was started
 // asynchronously and may still be under way; touching the storage waits for it.
 //
-// Note [Pending writes]
+// § Note [Pending writes]
 // A collective that receives into a tensor (a broadcast of a parameter, say)
 // returns at once and fills the memory later, on a communication thread. The
 // plain way to use it is to wait before going on; the fast way is to go on and

@@ -15,7 +15,7 @@
 // whole backward pass ("autograd.backward") and around each optimizer step
 // ("optimizer.step"). Programs may open their own scopes.
 //
-// Note [Profiler cost when disabled]
+// § Note [Profiler cost when disabled]
 // Scope's constructor is inline and, while profiling is off, does one relaxed
 // atomic load and nothing else: no clock read, no lock, no allocation. Callers
 // whose scope name costs something to build (the engine's node->name() returns
@@ -25,7 +25,7 @@
 // The timeline (core/timeline.h) reuses these scopes: while it records, each
 // Scope also becomes one event of the trace (Note [Timeline cost when disabled]).
 //
-// Note [Profiler self time and threads]
+// § Note [Profiler self time and threads]
 // Scopes nest per thread: a thread-local pointer names the innermost open Scope,
 // and a closing Scope adds its duration to its parent's "children" time. So for
 // each name: total = time between open and close, self = total minus the time

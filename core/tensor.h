@@ -9,14 +9,15 @@
 //     core/native/ and record a Node on the tape when a input requires grad;
 //   - in-place ops (zero_, add_, ...), which autograd does not record.
 //
-// Note [Where ops live]
+// § Note [Where ops live]
 // core/native/ holds the kernels (`ls::native::add`, ...): pure functions of
 // tensors, no autograd. autograd/functions/ defines the public ops users call;
 // each runs a native kernel and, when grad mode is on and an input requires
 // grad, records a backward Node. Code inside core/ calls native:: only, so the
 // core library never depends on autograd (the layering in docs/design.md).
 //
-// Read before: core/tensor_impl.h. Read next: core/native/native.h, autograd/node.h.
+// Read before: core/tensor_impl.h. Read next: core/native/native.h, autograd/node.h;
+// on README's DDP track, autograd/accumulate_grad.h.
 #pragma once
 
 #include <functional>

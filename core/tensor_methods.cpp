@@ -1,7 +1,7 @@
 // core/tensor_methods.cpp — the Tensor methods autograd never records:
 // comparisons, argmax/argmin, whole-tensor checks and in-place updates.
 //
-// Note [In-place ops and autograd]
+// § Note [In-place ops and autograd]
 // lockstep's tape does not rewrite history for in-place ops. An in-place op on
 // a tensor that requires grad while grad mode is on is therefore refused with
 // an error (for a leaf such as a parameter: do the update under

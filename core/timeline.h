@@ -23,13 +23,13 @@
 // one host shares, so the ranks' files line up when merged. (Across hosts the
 // clocks differ; tools/timeline.py then aligns each rank's first event.)
 //
-// Note [Timeline cost when disabled]
+// § Note [Timeline cost when disabled]
 // The timeline shares the profiler's flag word (profiler::detail::recording):
 // with both off, a Scope's constructor is one relaxed load and a branch, and
 // every recording function here returns after the same test. Callers that
 // build strings for an event (names, args) do so behind is_enabled().
 //
-// Note [Timeline threads and done events]
+// § Note [Timeline threads and done events]
 // Events from any thread are appended to one buffer under a mutex (only while
 // recording). A collective's completion happens on the process group's
 // thread, which knows nothing of the timeline: async_end_when() hands the

@@ -8,7 +8,7 @@
 // indices once, cuts them into batches of batch_size (the last one smaller
 // unless drop_last), and yields them in order. See Note [DataLoader threads].
 //
-// Note [DataLoader threads]
+// § Note [DataLoader threads]
 // With workers(n >= 1), n threads load batches ahead of the consumer: a thread
 // takes the next unclaimed batch number k, builds it with
 // dataset.get_batch(indices of batch k), and files the result under k. The

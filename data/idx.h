@@ -9,7 +9,7 @@
 // Images are (N, rows, cols) with magic 0x00000803, labels (N) with 0x00000801.
 // Files may be gzipped: zlib's gzread reads .gz and plain files alike.
 //
-// Note [Validating IDX sizes]
+// § Note [Validating IDX sizes]
 // A header is untrusted input: it can claim 2^32 x 2^32 x 2^32 values. So the
 // reader decompresses the payload in fixed-size chunks and never keeps more
 // than the header promised plus one byte; only once the real length matches the

@@ -6,7 +6,7 @@
 // of `num_replicas` ranks its own shard with PyTorch's exact padding and
 // striding rules (see Note [DistributedSampler semantics]).
 //
-// Note [Sampler permutations]
+// § Note [Sampler permutations]
 // Shuffles come from permutation(n, seed): a Fisher–Yates shuffle driven by a
 // lockstep::Generator (std::mt19937_64, whose output the C++ standard fixes)
 // with unbiased bounded draws written out in sampler.cpp. So the order is a
@@ -60,7 +60,7 @@ class RandomSampler : public Sampler {
   uint64_t seed_;
 };
 
-// Note [DistributedSampler semantics]
+// § Note [DistributedSampler semantics]
 // As torch.utils.data.DistributedSampler, for a dataset of `size` examples and
 // R = num_replicas:
 //   indices     = shuffle ? permutation(size, seed + epoch) : [0, size)

@@ -1,7 +1,7 @@
 // data/synthetic.h — random datasets shaped like the paper's benchmarks, for
 // measuring training speed without downloading ImageNet or Wikipedia.
 //
-// Note [Synthetic examples are a function of (seed, index)]
+// § Note [Synthetic examples are a function of (seed, index)]
 // Example i is generated on demand from a Generator seeded with
 // mix(seed, i) (splitmix64, see synthetic.cpp), so the dataset needs no memory
 // for its examples, any index can be read in any order on any thread, and a

@@ -14,7 +14,7 @@
 // is set. MASTER_ADDR defaults to 127.0.0.1 (one machine) and MASTER_PORT to
 // 29500; LOCAL_RANK defaults to the rank.
 //
-// Note [Slurm and PMI]
+// § Note [Slurm and PMI]
 // Under srun without MASTER_ADDR, the master is the first host of
 // SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST), a compressed list like
 // node[01-03,7] (distributed/slurm_hostlist.h): Slurm starts task 0 on the
@@ -32,7 +32,7 @@
 // rendezvous"), so it returns only once all ranks are there — or throws after
 // the timeout listing the ranks that never arrived.
 //
-// Note [torchrun's agent store]
+// § Note [torchrun's agent store]
 // torchrun's agent hosts a PyTorch TCPStore at MASTER_ADDR:MASTER_PORT itself
 // and says so with TORCHELASTIC_USE_AGENT_STORE=True (static rendezvous,
 // --standalone, and c10d unless TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1). Then

@@ -3,7 +3,7 @@
 // hyper-parameters kept beside the weights, resolved
 // against the command line on resume, and the checks made before training.
 //
-// Note [Resume semantics]
+// § Note [Resume semantics]
 // - Without --resume, an existing checkpoint is never overwritten: the program
 //   refuses (exit 2) unless --overwrite is given. With --resume the file must
 //   exist (exit 2 otherwise); --resume auto resumes when it exists and

@@ -3,7 +3,7 @@
 // decision made before training (fresh, resumed, or resumed because a launcher restarted
 // the job), the one-file model + optimizer checkpoint, and the test-only SIGKILL.
 //
-// Note [Resuming on a restart]
+// § Note [Resuming on a restart]
 // A launcher that restarts a failed job (torchrun --max-restarts, lockstep-run
 // --max-restarts: Note [Restarts] in tools/lockstep_run.cpp) starts every rank again with
 // TORCHELASTIC_RESTART_COUNT > 0 (ls::distributed::restart_count()). A run without --resume

@@ -8,7 +8,7 @@
 // unbiased batch variance), and counts the batch. Eval: uses the running
 // statistics. DDP broadcasts these buffers from rank 0 before each forward.
 //
-// Note [BatchNorm group statistics]
+// § Note [BatchNorm group statistics]
 // `group_statistics`, when set, takes over the training-mode forward: it computes
 // the statistics over more than this process's batch (distributed::SyncBatchNorm
 // sets it; distributed::convert_sync_batchnorm sets it on existing layers, so

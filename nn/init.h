@@ -5,7 +5,7 @@
 // so manual_seed(s) before building a model gives the same weights on every
 // run and every rank. Only floating tensors can be filled with random values.
 //
-// Note [Kaiming init of Linear and Conv]
+// § Note [Kaiming init of Linear and Conv]
 // PyTorch's Linear and ConvNd initialise their weight with
 // kaiming_uniform_(w, a = sqrt(5)), i.e. U(-b, b) with
 //   gain = sqrt(2 / (1 + a^2)) = sqrt(1/3),  b = gain * sqrt(3 / fan_in) = 1 / sqrt(fan_in),

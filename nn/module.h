@@ -6,7 +6,7 @@
 // named_parameters() walk the tree depth-first in that order, giving dotted
 // names ("layer1.0.conv1.weight"), as PyTorch does.
 //
-// Note [Registration order]
+// § Note [Registration order]
 // DDP buckets gradients in the REVERSE of parameters() order, on the bet that
 // registration order roughly follows forward order, so gradients become ready
 // in about reverse order during backward (paper, Section 3.2.3). Registering a

@@ -12,7 +12,7 @@
 // so a corrupt file cannot crash it, and its memory stays within a small
 // multiple of the text's size (see Note [JSON value limit]).
 //
-// Note [JSON value limit]
+// § Note [JSON value limit]
 // A parsed value costs ~100 bytes but can take 2 bytes of text ("0,"), so a
 // 100 MB header of "[0,0,0,..." would expand to ~5 GB of JsonValues. The parser
 // counts values and stops at kMaxJsonValues (about 100k tensors' worth; a

@@ -3,7 +3,7 @@
 //   ls::nn::save(*net, "model.safetensors");   // every parameter and buffer
 //   ls::nn::load(*net, "model.safetensors");   // copies into the existing tensors
 //
-// Note [safetensors layout]
+// § Note [safetensors layout]
 // The file is, byte by byte (https://github.com/huggingface/safetensors):
 //   [0, 8)        N, the header length, unsigned 64-bit little-endian
 //   [8, 8 + N)    a JSON object, UTF-8, padded with spaces to a multiple of 8:
@@ -17,7 +17,7 @@
 // checksum under __metadata__ (below); it reads any valid file, including those
 // written by Python's safetensors (which orders tensors differently).
 //
-// Note [Checkpoint checksum]
+// § Note [Checkpoint checksum]
 // save_tensors stores "lockstep.crc32" in __metadata__: the CRC-32 (zlib's
 // crc32, the gzip/PNG polynomial) of the whole data section [8 + N, EOF), as 8
 // lowercase hex digits. load_tensors recomputes it while reading and throws,
@@ -27,7 +27,7 @@
 // refuses it in user metadata. Files without it (Python's safetensors, older
 // lockstep) load as before; the header itself is guarded by the strict parser.
 //
-// Note [Atomic checkpoint writes]
+// § Note [Atomic checkpoint writes]
 // The file is written to a unique temporary name in the same directory
 // (path.tmp.<pid>.<n>), flushed and fsync'ed, then renamed over `path`, and the
 // directory is fsync'ed: a crash or a failed write never leaves a half-written

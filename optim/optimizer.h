@@ -6,7 +6,7 @@
 // hyper-parameters. Each step() reads p.grad() and writes p in place, under
 // NoGradGuard, so the update is not recorded by autograd.
 //
-// Note [Undefined gradients are skipped]
+// § Note [Undefined gradients are skipped]
 // A parameter whose grad() is undefined did not take part in this iteration's
 // loss (e.g. an unused branch). step() SKIPS it: its weight, momentum buffer and
 // step count stay exactly as they were. Treating the missing gradient as zero
@@ -21,7 +21,7 @@
 // SGD(net->parameters(), ...) works for a partly frozen model as in PyTorch; it
 // starts taking steps again once requires_grad_(true) gives it gradients.
 //
-// Note [Optimizer state dict]
+// § Note [Optimizer state dict]
 // state_dict() flattens everything an optimizer needs to resume into one
 // OptimizerState: a map from dotted names to tensors, the same shape as a
 // module's state dict, so one safetensors writer saves both.
@@ -35,7 +35,7 @@
 // ls::Error naming the offending key. Both are virtual: a wrapper with its own
 // layout (distributed/zero/zero_redundancy_optimizer.h) replaces them.
 //
-// Note [Stepping a subset]
+// § Note [Stepping a subset]
 // step_subset(mask) runs step() as if only the parameters with mask[i] set had
 // a gradient: the others are skipped exactly like an undefined grad (their
 // weights, buffers and step counts do not move). ZeRO's overlap with DDP steps
@@ -44,7 +44,7 @@
 // result as one step() over all of them.
 //
 //
-// Note [Stepping in chunks]
+// § Note [Stepping in chunks]
 // set_step_chunks(numel, fn) makes a fused (contiguous, float) update of a
 // parameter of more than `numel` elements run over consecutive pieces of
 // `numel` elements (rounded down to a multiple of 64; the last piece shorter),

@@ -3,7 +3,7 @@
 # CUDA build of the programs scripts/gpu_check.sh runs, stripped, with every library
 # they load that a bare GPU machine lacks, packed into gpu-bundle/ (ignored by git).
 #
-# Note [GPU bundle]
+# § Note [GPU bundle]
 # The GPU machine we are lent is bare and offline: nvcc, CMake, ninja and a Python
 # whose PyTorch wheels carry cuDNN, NCCL and cuBLAS, but none of the Debian packages
 # lockstep links (oneDNN, Gloo, OpenMPI, ...), so it cannot configure lockstep, and

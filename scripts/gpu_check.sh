@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# scripts/gpu_check.sh — the ONE prepared script for a machine with a GPU (issues #8, #18):
+# scripts/gpu_check.sh — the ONE prepared script for a machine with a GPU (docs/cuda.md):
 # run the gpu tests, time ResNet50 and BERT-base training steps on the GPU beside the same
 # models in the machine's PyTorch, profile one step of each, run DDP on the GPU, and print a
 # short table of ratios. Sized for a 15-minute GPU lease that must fit a rerun: every stage

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/sanitize.sh — builds lockstep with sanitizers and runs its tests
-# (issue #9): `asan` = AddressSanitizer + UndefinedBehaviorSanitizer on every
+# (tools/sanitizers/README.md): `asan` = AddressSanitizer + UndefinedBehaviorSanitizer on every
 # unit-labelled test (preset asan-ubsan, build-asan/); `tsan` = ThreadSanitizer
 # on the distributed-labelled tests (preset tsan, build-tsan/); `all` = both.
 # The sanitizer options and suppression files (tools/sanitizers/, each entry

@@ -3,7 +3,7 @@
 # and runs the whole test suite with CTest. Extra arguments go to ctest
 # (e.g. scripts/test.sh -L unit, or -R engine).
 #
-# Sanitizer stage (issue #9): when CI is set (as .ci/run's environment does) or
+# Sanitizer stage (scripts/sanitize.sh): when CI is set (as .ci/run's environment does) or
 # LOCKSTEP_SANITIZE=1, and the suite above passed, it then builds the unit
 # tests with AddressSanitizer + UndefinedBehaviorSanitizer and runs them
 # (scripts/sanitize.sh asan: build-asan/, unit label). A sanitizer finding fails

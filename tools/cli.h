@@ -1,7 +1,7 @@
 // tools/cli.h — the command-line conventions every program in build/bin shares
 // (examples, benchmarks, lockstep-run), on top of CLI11 (Debian libcli11-dev).
 //
-// Note [Program command lines]
+// § Note [Program command lines]
 // - Every program takes --help (what it does, every option with its default and
 //   its range) and --version. A program's options are added in one line each:
 //     cli::Program p("bench_step", "One training step of ResNet or BERT ...");

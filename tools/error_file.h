@@ -1,7 +1,7 @@
 // tools/error_file.h — torchrun's error file: when a program fails under
 // torchrun, its "Root Cause" shows lockstep's message instead of "exitcode 1".
 //
-// Note [TORCHELASTIC_ERROR_FILE]
+// § Note [TORCHELASTIC_ERROR_FILE]
 // torchrun's agent gives each worker TORCHELASTIC_ERROR_FILE, a path to write
 // when it fails, and reads it after the worker exits. The format is what
 // PyTorch's ErrorHandler.record_exception writes
@@ -20,7 +20,8 @@
 // (open, write, close, clock_gettime) on text prepared beforehand, then dies
 // of the same signal (the exit status torchrun reports is unchanged).
 // Header-only, no lockstep libraries (lockstep-run includes tools/cli.h too).
-// Read before: tools/cli.h. Read next: torchrun's errors/__init__.py (ProcessFailure).
+// Read before: tools/cli.h. Read next: tests/examples/check_error_file.sh (and torchrun's
+// ProcessFailure, in PyTorch's elastic errors module, which reads the file).
 #pragma once
 
 #include <fcntl.h>

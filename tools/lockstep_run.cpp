@@ -14,7 +14,7 @@
 // rank's exit status, or 128 + signal); among ranks found dead at the same
 // moment, one killed by a signal counts as first. Exit 0 when every rank succeeds.
 //
-// Note [Restarts]
+// § Note [Restarts]
 // With --max-restarts N, a failed attempt (a rank exited non-zero or died by a
 // signal; the others stopped as above) is followed by a new one that starts
 // every rank of this node again, up to N times, as torchrun --max-restarts

@@ -21,7 +21,7 @@ and __metadata__ with "module" (the PyTorch call), "param_order" / "buffer_order
 (named_parameters / named_buffers order, space-separated) and "torch_f32_error" (how far
 PyTorch's own float32 run lands from the float64 reference, for each tensor).
 
-Note [Golden references are float64]
+§ Note [Golden references are float64]
 Inputs and weights are float32 values. The references are computed by PyTorch in float64
 from exactly those values, so they are the exact answer up to ~1e-15. The tests run
 lockstep twice: in float32 (which must land within float32 rounding of the reference, like
@@ -29,7 +29,7 @@ PyTorch's own float32 run does: see "torch_f32_error") and in float64 (which mus
 ~1e-10, tight enough to catch formula slips such as eps placement or a biased/unbiased
 variance that hide below float32 noise).
 
-Note [Synthetic weights]
+§ Note [Synthetic weights]
 The two tiny CNN models (ResNet with BasicBlock [1, 1, 1, 1], 4.9M parameters; the
 Fashion-MNIST CNN, 0.4M) are too big to store. Their weights are instead a pure function
 of (parameter name, element index), computed identically here and in the C++ test:

@@ -1,6 +1,6 @@
 // autograd/functions/autocast_ops.cpp — linear and conv2d in bfloat16, and the policy's casts.
 //
-// Note [Autocast casts inside the op]
+// § Note [Autocast casts inside the op]
 // Under autocast a Linear's weight W is float32 and its product runs in bf16.
 // Written as linear(x.to(bf16), W.to(bf16), b.to(bf16)), the graph would gain a
 // ToCopyBackward per operand, W's gradient would be computed in bf16 and only
@@ -14,7 +14,7 @@
 // GEMM W's bf16 copy as a transposed B operand, and backward's dX = G W reads
 // the same copy as it is: one cast of W per guard.
 //
-// Note [linear's weight as a transposed operand]
+// § Note [linear's weight as a transposed operand]
 // Until 2026-12-03 the forward read W^T from a second cached copy, transposed
 // while cast (autocast::cached_cast_transposed), after a loaded-machine BERT
 // step had run the transposed operand ~2.7x slower. Measured again (one
@@ -190,7 +190,7 @@ Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& 
   Tensor y = native::empty(sizes, kBFloat16);  // (*, out)
   const Tensor b =
       bias.defined() ? native::contiguous(b16) : Tensor();  // (out), added in the GEMM's sum
-  // Note [linear's weight as a transposed operand]
+  // See Note [linear's weight as a transposed operand].
   static const bool copy_transposed = env_flag("LOCKSTEP_BF16_LINEAR_WT_COPY", false);
   // B: W16 (out, in) read transposed, or its transposed copy (in, out) read as it is.
   const Tensor wb = copy_transposed ? autocast::cached_cast_transposed(weight, kBFloat16) : w16;

@@ -7,7 +7,7 @@
 // mean and invstd the forward used (batch statistics when training, running
 // ones in eval), which is all the formulas in core/native/batch_norm.cpp need.
 //
-// Note [Fused BatchNorm + ReLU]
+// § Note [Fused BatchNorm + ReLU]
 // batch_norm_relu(x, ...) = relu(batch_norm(x, ...)) as one op, for the
 // BatchNorm -> ReLU pairs of ResNet. torchvision writes them as
 // relu(bn(x)) with ReLU(inplace=True): the ReLU overwrites the batch-norm
@@ -29,7 +29,7 @@
 // (autograd/functions/add_relu.cpp) does the same for a block's residual add +
 // ReLU, with its output.
 //
-// Note [Fused BatchNorm + add + ReLU]
+// § Note [Fused BatchNorm + add + ReLU]
 // A residual block ends in relu(bn3(x) + identity). As batch_norm then
 // add_relu, bn3's output is written in full, read back once by the add and
 // freed: two passes over an activation-sized tensor (up to 25 MB per ResNet50

@@ -17,14 +17,14 @@
 // whose apply() is the op's backward formula, itself written with native
 // kernels (no double backward). The pattern is the one in autograd/function.h.
 //
-// Note [Gradient of a broadcast input]
+// § Note [Gradient of a broadcast input]
 // When an op broadcasts an input of shape (3) against one of shape (2, 3), the
 // input's value was used once per row, so its gradient is the sum of the
 // output gradient over the rows: native::sum_to(grad, input_shape). And when
 // an op promotes dtypes (f32 * f64 computes in f64), the gradient comes back in
 // the output's dtype and is converted to the input's. reduce_to() does both.
 //
-// Note [Gradients returned by nodes]
+// § Note [Gradients returned by nodes]
 // Like PyTorch's, a node may return a gradient that aliases its incoming
 // gradient or another returned gradient (AddBackward returns `grad` twice; view
 // ops return a view of `grad`) or that is a stride-0 expanded view (SumBackward

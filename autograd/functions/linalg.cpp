@@ -4,7 +4,7 @@
 //   dA = G B^T   (n, k)        dB = A^T G   (k, m)
 // BmmBackward applies this to each of the B matrices of a batch.
 //
-// Note [matmul backward]
+// § Note [matmul backward]
 // matmul also takes vectors and batches (torch.matmul's rules). Its backward
 // reduces every case to the matrix one:
 //   1. a 1-d `a` (k) is the matrix (1, k), a 1-d `b` (k) is the matrix (k, 1);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/figures/beyond.sh — cost and benefit of the DDP features beyond the paper (issue #10,
-# docs/ddp.md sections 5-12), measured with bench_ddp under lockstep-run, one figure per part:
+# bench/figures/beyond.sh — cost and benefit of the DDP features beyond the paper (README's
+# "Beyond PyTorch DDP", docs/ddp.md sections 5-12), measured with bench_ddp under lockstep-run, one figure per part:
 #   view     gradient_as_bucket_view: peak RSS and iteration time, copy vs view,
 #            ResNet50 (IMAGE) and BERT-base widths with LAYERS layers, WORLD ranks
 #   det      deterministic reduction (AllGather + rank-ordered sum) vs AllReduce, 2 and 4 ranks

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/figures/hooks.sh — communication hooks on real data (issue #10): Fashion-MNIST with the
+# bench/figures/hooks.sh — communication hooks on real data (docs/ddp.md section 7): Fashion-MNIST with the
 # small CNN under 2-rank DDP, trained once per hook from the same seed and data order:
 #   none (DDP's own AllReduce), allreduce (the hook form of it: its curve must coincide),
 #   fp16, bf16, powersgd rank 1 and rank 4 (plain AllReduce for the first START iterations).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/figures/zero.sh — ZeroRedundancyOptimizer (issue #19): BERT-base and ResNet50 with
+# bench/figures/zero.sh — ZeroRedundancyOptimizer (docs/ddp.md section 14): BERT-base and ResNet50 with
 # AdamW under DDP at 1, 2 and 4 ranks: plain (--zero 0), sharded state (--zero 1), sharded
 # state overlapped with DDP's backward (--zero 1 --zero-overlap 1) and sharded gradients too
 # (ZeRO-2, --zero 2), interleaved per world size. The overlapped modes split the parameters

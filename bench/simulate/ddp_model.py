@@ -29,7 +29,7 @@
 # bench_ddp steps only on the syncing iteration); with sync_every S the mean iteration is
 # ((S-1) * no_sync + synced) / S.
 #
-# Note [Simulated core sharing]
+# § Note [Simulated core sharing]
 # On a GPU cluster the AllReduce runs beside
 # the compute without slowing it. On this CPU machine both are CPU work on the same cores,
 # so while an AllReduce overlaps backward compute each runs at 1/share of its speed

@@ -3,7 +3,7 @@
 // bias gradients (Note [Autocast policy] in core/autocast.h; the nodes that call
 // these are in autograd/functions/autocast_ops_cuda.cpp).
 //
-// Note [Autocast on CUDA]
+// § Note [Autocast on CUDA]
 // The CPU's autocast nodes (autograd/functions/autocast_ops.cpp) call the CPU's
 // bf16 kernels; on a GPU the same nodes' semantics come from cuBLAS and cuDNN:
 //   linear   y (M, out) bf16 = X W^T + b   one cublasGemmEx: A, B CUDA_R_16BF,

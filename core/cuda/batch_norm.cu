@@ -10,7 +10,7 @@
 // the CPU handles (no affine, strided running stats, float64, any eps) with one
 // code path, and batch norm is memory-bound, so two reads of x is the cost either way.
 //
-// Note [CUDA batch-norm passes]
+// § Note [CUDA batch-norm passes]
 // The input (N, C, *) is read as (N, C, S); channel c owns M = N * S values.
 //   1. channel_sums: a grid of (C, splits) blocks; block (c, b) sums its slice of
 //      channel c's M values (in double, one tree reduction per block, no atomics)

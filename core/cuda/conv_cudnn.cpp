@@ -8,7 +8,7 @@
 // descriptor with padding, stride, dilation and a group count. Mode is
 // CUDNN_CROSS_CORRELATION (what deep-learning "convolution" means, as the CPU).
 //
-// Note [cuDNN convolution plans]
+// § Note [cuDNN convolution plans]
 // Building descriptors and choosing algorithms costs far more than a small
 // convolution, and a network runs the same few shapes every step. So a Plan —
 // the five descriptors of one geometry (device, dtype, N, C, H, W, C_out, kH,

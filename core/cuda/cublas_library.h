@@ -1,6 +1,6 @@
 // core/cuda/cublas_library.h — cuBLAS, opened on first use rather than linked.
 //
-// Note [cuBLAS loaded on first use]
+// § Note [cuBLAS loaded on first use]
 // Linking libcublas makes every lockstep process load it, and with it
 // libcublasLt, at start-up: an empty program linked against libcublas 13 has a
 // peak RSS of 218 MB here (the loader's relocations and the libraries' static

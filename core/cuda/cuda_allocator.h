@@ -1,6 +1,6 @@
 // core/cuda/cuda_allocator.h — the caching allocator for CUDA device memory.
 //
-// Note [CUDA caching allocator]
+// § Note [CUDA caching allocator]
 // cudaMalloc and cudaFree are slow (cudaFree synchronises the whole device), and a
 // training step allocates and frees the same sizes in the same order every
 // iteration. So, like PyTorch's CUDA allocator (the idea, written from scratch):

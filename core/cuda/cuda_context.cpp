@@ -3,7 +3,7 @@
 // behind CUDAStreamGuard, the per-device cuBLAS/cuDNN handles, and the real
 // ls::cuda::is_available()/device_count() (core/cuda_info.cpp has the CPU-only ones).
 //
-// Note [CUDA streams and handles]
+// § Note [CUDA streams and handles]
 // Each device gets one compute stream, created on first use with
 // cudaStreamNonBlocking so it never serialises with the legacy default stream
 // (which third-party code may use). A thread may override it for one device

@@ -2,7 +2,7 @@
 // types, dtype dispatch for device code, element conversion, the strided-offset
 // helper, and the elementwise launchers built on it.
 //
-// Note [CUDA strided loops]
+// § Note [CUDA strided loops]
 // A device kernel sees a tensor as (base pointer, sizes, strides). StridedCalc<N>
 // holds the shape of the output and the strides of N operands over that shape
 // (0 on broadcast dims, from broadcast_strides), after merging neighbouring dims
@@ -79,7 +79,7 @@ decltype(auto) dev_dispatch_floating(ScalarType t, const char* op, F&& fn) {
 template <class T>
 inline constexpr bool is_16bit_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
 
-// Note [16-bit elements computed in float]
+// § Note [16-bit elements computed in float]
 // bfloat16 is a storage type: a kernel reads it, computes in a float register
 // and rounds once when it stores, as the CPU's bf16 loops do (Note [bfloat16
 // elementwise] in core/native/elementwise_loop.h; Note [Autocast policy] in

@@ -1,7 +1,7 @@
 // core/cuda/gemm_cublas.cpp — matrix products on the GPU with cuBLAS: gemm_device
 // (native::gemm's contract on device pointers), mm, bmm and matmul.
 //
-// Note [cuBLAS row-major GEMM]
+// § Note [cuBLAS row-major GEMM]
 // lockstep matrices are row-major; cuBLAS reads column-major. A row-major (r, c)
 // matrix with leading dimension ld is, byte for byte, the column-major (c, r)
 // matrix with the same ld: its transpose. So instead of C = op(A) op(B) we ask
@@ -112,7 +112,7 @@ void gemm_strided_batched(Device device, int64_t batch, bool trans_a, bool trans
 
 // ---- matmul's operands: core/native/matmul_rules.h, shared with core/native/linalg.cpp ----
 
-// Note [Batched cuBLAS calls]
+// § Note [Batched cuBLAS calls]
 // cublasGemmStridedBatchedEx steps every operand by ONE stride per product. That
 // fits bmm's contiguous batches and a fully broadcast operand (stride 0), but not
 // attention's q @ k^T, whose (B, H) batch comes from a transpose: stride D over H

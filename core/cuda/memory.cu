@@ -2,7 +2,7 @@
 // between devices, and between host and device), contiguous, clone, to_dtype,
 // to_device.
 //
-// Note [Host-device copies]
+// § Note [Host-device copies]
 // A copy between host and device goes through a pinned (page-locked) staging
 // buffer per device, in chunks of kStagingBytes: the DMA engine can only read
 // and write pinned memory, so a pageable buffer would be staged by the driver

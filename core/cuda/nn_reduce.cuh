@@ -10,7 +10,7 @@
 // every thread gets the totals. Calling it twice in a row is safe (the shared
 // arrays are reused only after the trailing __syncthreads).
 //
-// Note [CUDA column sums]
+// § Note [CUDA column sums]
 // Summing the M rows of an (M, D) matrix per column with one thread per column
 // leaves the GPU idle when D is a few hundred (BERT's 768) and M thousands: D
 // threads each walking M rows. column_sums splits the rows too: a grid of

@@ -2,7 +2,7 @@
 // neural-network ops (core/cuda/cuda_native_nn.h): operand checks, launch
 // sizes, device zeros, the TF32 switch and the one host read-back the ops allow.
 //
-// Note [CUDA nn kernel conventions]
+// § Note [CUDA nn kernel conventions]
 // Every kernel file follows the same steps, so a reader checks them once:
 //   1. check the operands on the host (dtype, shape, every tensor on the same
 //      CUDA device; check_on_device names the op and both devices);
@@ -52,7 +52,7 @@ Tensor zeros_on(const IntList& sizes, ScalarType dtype, Device device);
 // then use TF32 tensor cores (Note [cuBLAS row-major GEMM] in gemm_cublas.cpp).
 bool tf32_enabled();
 
-// Note [bf16 nn ops through float32]
+// § Note [bf16 nn ops through float32]
 // Under autocast (core/autocast.h) pooling, dropout, batch norm and add_relu see
 // bfloat16 activations. Their CUDA kernels are written for float32 / float64, so
 // a bf16 call runs them on a float32 copy of its bf16 operands and rounds each

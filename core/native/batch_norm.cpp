@@ -40,7 +40,7 @@
 // autograd/functions/batch_norm.cpp), with the mask read from the saved output
 // or recomputed from the input (Note [ReLU mask from the input]).
 //
-// Note [ReLU mask from the input]
+// § Note [ReLU mask from the input]
 // batch_norm_relu's backward needs out > 0, and out > 0 iff x * scale + shift
 // > 0: the mask can be recomputed from x, which the backward reads anyway, so
 // the output need not be read at all (one activation-sized read fewer, a
@@ -55,7 +55,7 @@
 // bias, for shift. batch_norm_add_relu cannot do the same (its mask depends on
 // the residual too) and reads its output.
 //
-// Note [One-pass batch statistics]
+// § Note [One-pass batch statistics]
 // mean and var come from one read of the channel: with a shift K (the
 // channel's first value), d = x - K, mean = K + sum(d) / M and
 // var = sum(d^2) / M - (sum(d) / M)^2. Summing d rather than x keeps the

@@ -1,6 +1,6 @@
 // core/native/batch_norm_bf16.cpp — batch norm on bfloat16 activations, float32 statistics.
 //
-// Note [bfloat16 batch norm]
+// § Note [bfloat16 batch norm]
 // Under autocast a ResNet's convolutions return bf16 (Note [Autocast policy] in
 // core/autocast.h), and batch norm takes them as they come: its input, the fused
 // add's residual, its output and every activation gradient are bf16 — half the

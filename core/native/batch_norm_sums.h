@@ -4,8 +4,8 @@
 // affine coefficients that forward and backward must round alike. Internal to
 // batch_norm.cpp.
 //
-// Read before: core/native/batch_norm.cpp (its header and notes).
-// Read next: core/native/batch_norm.cpp (forward_impl, backward_impl).
+// Read before: core/native/nn_kernels.h, core/native/fused_relu.h.
+// Read next: core/native/batch_norm.cpp (its notes, forward_impl, backward_impl).
 #pragma once
 
 #include <algorithm>

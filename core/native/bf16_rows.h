@@ -2,7 +2,7 @@
 // a float32 run back, the two loops every "compute in float32, store bf16"
 // kernel brackets its work with (Note [bfloat16 elementwise]).
 //
-// Note [bfloat16 rows in AVX-512]
+// § Note [bfloat16 rows in AVX-512]
 // GCC 12 vectorises the scalar loops (the *_reference functions below) 256 bits
 // wide on this CPU and spends ~10 instructions per 8 values on the rounding's
 // select, so the round-trip was ~35% of a memory-bound bf16 kernel such as the

@@ -6,7 +6,7 @@
 // the definition they are tested against, float64's path, and the fallback for
 // geometries oneDNN has no fast kernel for.
 //
-// Note [Convolution as a matrix product]
+// § Note [Convolution as a matrix product]
 // For one image and one group, with K = C_in_g * kH * kW input values under a
 // kernel window and P = oH * oW output positions, im2col copies every window
 // into one column of a matrix

@@ -36,7 +36,7 @@ using onednn_detail::cpu_engine;
 using onednn_detail::thread_stream;
 
 // Every primitive and reorder here takes its scratch memory from us, per call
-// (Note [oneDNN scratch memory] in conv_onednn_run.h): two threads never share one.
+// (Note [oneDNN scratch memory] in fast/conv_onednn.cpp): two threads never share one.
 dnnl::primitive_attr user_scratchpad() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

@@ -77,7 +77,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
                                                         bool need_bias,
                                                         const Tensor& sum_into = Tensor());
 
-// Note [bf16 convolution gradients summed in place]
+// § Note [bf16 convolution gradients summed in place]
 // The engine may hand a convolution the gradient already waiting for its input
 // (Note [Gradients summed in place], autograd/engine.cpp): ResNet's block input
 // feeds the block's first 1x1 layer and the shortcut. A stride-1 1x1 layer on

@@ -1,7 +1,7 @@
 // core/native/copy_kernels.h — the CPU loops behind copy_ (and so contiguous,
 // clone and to_dtype): which loop a copy takes, and the loops.
 //
-// Note [Copy loops]
+// § Note [Copy loops]
 // A copy converts element by element with convert<D> (core/dtype.h) whatever
 // the layout; only the loop differs, chosen from the two stride patterns:
 //   Flat        both contiguous, one shape: one loop split over the threads

@@ -1,6 +1,6 @@
 // core/native/cuda_dispatch.h — how a native op reaches its CUDA kernel.
 //
-// Note [CUDA dispatch]
+// § Note [CUDA dispatch]
 // Each public function in core/native/ is the CPU kernel; its first line is
 //   LS_DISPATCH_CUDA(t, name(args...));
 // which, in a build with the CUDA backend, returns ls::cuda_native::name(args...)

@@ -1,7 +1,7 @@
 // core/native/dropout.cpp — inverted dropout: zero each element with probability p,
 // scale the survivors by 1 / (1 - p).
 //
-// Note [Counter-based dropout masks]
+// § Note [Counter-based dropout masks]
 // The mask (bool, true = kept) is not drawn element by element from the default
 // generator's sequential stream: that would run on one thread at ~10 ns an
 // element, a tenth of a BERT step. Instead each call takes ONE 64-bit key from

@@ -13,7 +13,7 @@
 //                stride 1 is a plain indexed loop the compiler vectorises; other
 //                runs step each pointer by its own stride (gathers).
 //
-// Note [Vectorising loops]
+// § Note [Vectorising loops]
 // GCC at -O2 only vectorises loops that need no runtime alias checks and no scalar
 // epilogue, which rules out almost every kernel loop (pointers may alias, n is
 // rarely a multiple of the vector width). `#pragma omp simd` states that the
@@ -23,7 +23,7 @@
 // glibc declares its vector math functions only under -ffast-math; for the two
 // that dominate training time, see Note [Vectorisable exp and erf].
 //
-// Note [Vectorisable exp and erf]
+// § Note [Vectorisable exp and erf]
 // exp (softmax, sigmoid) and erf (GELU) are the hot transcendental functions.
 // For float32, exp_simd and erf_simd below compute them with plain arithmetic
 // (range reduction, a polynomial, an exponent built from bits), which the
@@ -34,7 +34,7 @@
 // float64 (gradcheck) uses libm.
 // They are always inlined: a call inside a loop would stop its vectorisation.
 //
-// Note [bfloat16 elementwise]
+// § Note [bfloat16 elementwise]
 // bfloat16 is the upper half of a float32, so widening is exact and costs a
 // shift. Elementwise kernels on bf16 tensors (add, mul, relu, gelu, dropout, the
 // activation backwards) store BFloat16 but compute in float: map_elements reads

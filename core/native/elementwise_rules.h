@@ -3,7 +3,7 @@
 // the CUDA kernels (core/cuda/elementwise.cu); check_defined is also used by the
 // reductions, unary ops and softmax on both devices.
 //
-// Note [Shared kernel rules]
+// § Note [Shared kernel rules]
 // A CPU kernel and its CUDA twin must accept the same operands, compute the same
 // result shape and dtype, and throw the same messages (tests compare them). So
 // those rules live once, in a plain C++ header per op family (this file,

@@ -1,6 +1,6 @@
 // core/native/gemm.cpp — the GEMM backends: reference loops, Eigen, oneDNN.
 //
-// Note [GEMM backends]
+// § Note [GEMM backends]
 // All three compute C = alpha * op(A) * op(B) + beta * C on row-major buffers
 // (see core/native/gemm.h). The reference is the definition written as three
 // loops; the fast paths hand the same buffers, untouched, to a library:

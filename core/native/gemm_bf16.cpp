@@ -47,7 +47,7 @@ using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, 
 
 struct Cached {
   dnnl::matmul primitive;
-  dnnl::memory::desc scratchpad;  // see Note [oneDNN scratch memory] in conv_onednn_run.h
+  dnnl::memory::desc scratchpad;  // see Note [oneDNN scratch memory] in fast/conv_onednn.cpp
 };
 
 std::mutex g_mutex;

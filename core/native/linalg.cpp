@@ -10,7 +10,7 @@
 //   (2, 1, 3, 4) x (5, 4, 6) -> (2, 5, 3, 6)
 // mm is the 2-d case and bmm the 3-d case with equal batch sizes.
 //
-// Note [Strided operands in gemm]
+// § Note [Strided operands in gemm]
 // gemm reads a row-major matrix with a leading dimension, or the transpose of
 // one. So a matrix whose column stride is 1 is passed as is (ld = row stride),
 // and one whose row stride is 1 — a transposed view, like w.t() — is passed

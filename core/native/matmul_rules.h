@@ -4,7 +4,7 @@
 // Note [Shared kernel rules] in core/native/elementwise_rules.h and
 // Note [Strided operands in gemm] in core/native/linalg.cpp.
 //
-// Read before: core/native/linalg.cpp. Read next: core/cuda/gemm_cublas.cpp.
+// Read before: core/native/gemm.h. Read next: core/native/linalg.cpp, core/cuda/gemm_cublas.cpp.
 #pragma once
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // core/native/memory_format.h — channels-last 4-d tensors: (N, C, H, W) stored as (N, H, W, C).
 //
-// Note [Channels-last activations]
+// § Note [Channels-last activations]
 // A 4-d tensor keeps its logical shape (N, C, H, W) whatever order its bytes are in;
 // its strides say the order. "Contiguous" (NCHW) strides are (C H W, H W, W, 1);
 // channels-last (NHWC, PyTorch's torch.channels_last) strides are (H W C, 1, W C, C):

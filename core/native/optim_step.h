@@ -1,7 +1,7 @@
 // core/native/optim_step.h — the optimizers' fused per-parameter steps as native ops:
 // one pass over a parameter's contiguous memory (and its gradient and state), no
 // temporaries. Like every native op, each reaches its CUDA kernel through
-// Note [CUDA dispatch] (core/cuda/optim_kernels.cu), so optim/ never names a device;
+// Note [CUDA dispatch] (in core/native/cuda_dispatch.h; the kernels: core/cuda/optim_kernels.cu), so optim/ never names a device;
 // both devices run the element formulas of Note [Shared optimizer updates].
 //
 // Operands: p, g and the state tensors are contiguous, of one floating dtype (float32

@@ -3,7 +3,7 @@
 // CUDA kernels (core/cuda/optim_kernels.cu), so that a step does the same
 // arithmetic in the same order and precision on either device.
 //
-// Note [Shared optimizer updates]
+// § Note [Shared optimizer updates]
 // Each function updates element i of raw contiguous arrays, with the step's
 // scalars already rounded to T (computed in double on the host). They are
 // LS_HOST_DEVICE: plain inline functions in a C++ build, __host__ __device__

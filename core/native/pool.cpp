@@ -51,7 +51,7 @@ void check_image(const Tensor& input, const char* op, bool bfloat16_ok = false) 
 using pool_detail::for_each_plane;
 using pool_detail::plane_grain;
 
-// Note [Max-pool fast path]
+// § Note [Max-pool fast path]
 // Output (oy, ox) is the first maximum over its window in row-major order, or
 // the last NaN if there is one (`v > best || v is NaN`, as PyTorch). Written
 // as one compare-and-branch per element, random data mispredicts about every
@@ -255,7 +255,7 @@ void max_pool_float_planes(const float* x, const PoolWindow& win, float* y, int6
 
 }  // namespace
 
-// Note [bfloat16 pooling]
+// § Note [bfloat16 pooling]
 // A bfloat16 image pools plane by plane through the float32 kernels: each plane
 // is widened into a float32 scratch plane that stays in cache, pooled by the
 // float32 code, and the result rounded into the bf16 output. A max is exact

@@ -14,7 +14,7 @@
 //   gelu(x)  = x * Phi(x),            Phi(x) = 0.5 * (1 + erf(x / sqrt(2)))
 //   gelu'(x) = Phi(x) + x * phi(x),   phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
 //
-// Note [bfloat16 ReLU on bits]
+// § Note [bfloat16 ReLU on bits]
 // relu and relu_backward of contiguous bf16 tensors work on the stored 16-bit
 // patterns, 32 to a vector, with no widening: relu(x) is x or +0 (x < 0: sign
 // set, magnitude non-zero, not NaN), relu_backward(g, x) is g or +0 (x > 0: sign

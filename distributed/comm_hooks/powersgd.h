@@ -5,7 +5,7 @@
 //       pg, comm_hooks::PowerSGDOptions().matrix_approximation_rank(2).start_powersgd_iter(10));
 //   ddp.register_comm_hook(state, comm_hooks::powersgd_hook);
 //
-// Note [PowerSGD]
+// § Note [PowerSGD]
 // Each gradient of a bucket with more than one dimension is viewed as a matrix
 // M (n = size(0), m = the rest) and sent as two thin factors instead of n*m
 // numbers: with Q (m, r), one step of power iteration gives

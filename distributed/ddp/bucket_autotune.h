@@ -1,7 +1,7 @@
 // distributed/ddp/bucket_autotune.h — choosing bucket_cap_mb and first_bucket_mb
 // from measurements of the actual process group (DDPOptions().autotune_buckets).
 //
-// Note [Bucket autotuning]
+// § Note [Bucket autotuning]
 // A bucket's AllReduce costs about  t(S) = latency + S / bandwidth  for S
 // bytes. Small buckets start communication early in backward and overlap it
 // with compute, but pay the latency once each; large ones amortise it but

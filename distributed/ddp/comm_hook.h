@@ -9,7 +9,7 @@
 //     return TensorFuture::from_work(pg.allreduce(b.buffer()), b.buffer());
 //   });
 //
-// Note [Communication hooks]
+// § Note [Communication hooks]
 // Without a hook the Reducer scales each gradient by 1/world while copying it
 // into its bucket and AllReduces the bucket (SUM). With a hook the bucket holds
 // the plain SUM-ready local gradients (accumulated over no_sync iterations, not

@@ -1,7 +1,7 @@
 // distributed/ddp/ddp_debug.h — DDP's debug mode: LOCKSTEP_DISTRIBUTED_DEBUG=INFO|DETAIL
 // (PyTorch's TORCH_DISTRIBUTED_DEBUG), what each level prints, and the parsing.
 //
-// Note [DDP debug levels]
+// § Note [DDP debug levels]
 //   OFF (unset, "", "0", "OFF")  nothing.
 //   INFO ("INFO", "1", "ON")     rank 0 prints DDP's bucket layout to stderr at
 //        construction and again after the rebuild from the traced order: each

@@ -3,7 +3,7 @@
 // first bucket of each synced backward (and before the collectives of a synced
 // forward), compared on every rank.
 //
-// Note [DDP iteration fingerprint]
+// § Note [DDP iteration fingerprint]
 // DDP's collectives pair up by position: the k-th collective of every rank meets
 // the k-th of every other rank. A rank whose control flow differs — it skipped a
 // backward, ran an extra forward, built its buckets differently — shifts its

@@ -12,7 +12,7 @@
 // Without join, a rank that runs out of data stops issuing collectives and the
 // others hang in their next AllReduce (or fail at the timeout).
 //
-// Note [Join: shadowing the collectives]
+// § Note [Join: shadowing the collectives]
 // Inside join(), every DDP forward first AllReduces a small status vector
 // [synced, arms, rebuild, one flag per rank still training] (3 + world int64).
 // When fn returns, the rank has "joined": it loops, contributing a zero

@@ -86,7 +86,7 @@ std::vector<DDPPosition> ProgressBoard::read_all() const {
   return all;
 }
 
-// Note [Progress board when no rank is behind]
+// § Note [Progress board when no rank is behind]
 // A rank stopped (SIGSTOP) or hung just after it published a launch, before its
 // communication thread sent the data, stands level with the ranks waiting for
 // it. So does a healthy rank waiting for the same collective, but that one

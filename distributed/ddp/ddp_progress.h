@@ -2,7 +2,7 @@
 // kept in a Store, so that a timed-out collective can name the ranks that did
 // not arrive.
 //
-// Note [Progress board]
+// § Note [Progress board]
 // A collective that times out knows only that some peer did not take part; the
 // process group cannot say which (the peers are busy or gone). With
 // DDPOptions().progress_store(store) every rank also publishes, under

@@ -2,7 +2,7 @@
 // not depend on the bucket layout, the backend's chunking or the run: every
 // gradient element is summed in rank order 0, 1, ..., N-1.
 //
-// Note [Deterministic reduction] (definition)
+// § Note [Deterministic reduction]
 // Floating-point addition is not associative, so an AllReduce's result depends
 // on the order in which it adds the ranks' contributions. Gloo's ring splits a
 // buffer into N segments and each segment starts its running sum at a

@@ -58,7 +58,7 @@ std::vector<std::string> rank0_description(ProcessGroup& pg, const std::vector<s
   return lines;
 }
 
-// Note [DDP construction check]
+// § Note [DDP construction check]
 // Construction's first collective is the parameter check's allgather. A rank
 // that never constructs DDP (one that crashed, or took another branch) makes it
 // time out, and the allgather alone cannot say who is missing. So before it

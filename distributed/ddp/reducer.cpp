@@ -2,7 +2,8 @@
 // describes it (Section 3.2): hooks → pending counts → in-order launch →
 // finalize. Which gradients are ready when, how buckets store them, how a
 // bucket is reduced and who watches are the seams of reducer.h.
-// Read before: distributed/ddp/reducer.h. Read next: distributed/ddp/reducer_readiness.h.
+// Read before: distributed/ddp/reducer.h. Read next: distributed/ddp/reducer_readiness.h;
+// on README's DDP track, distributed/ddp/reducer_buckets.h.
 #include "distributed/ddp/reducer.h"
 
 #include <algorithm>
@@ -41,7 +42,7 @@ void Reducer::register_comm_hook(CommHook hook) {
   launcher_.register_hook(std::move(hook), /*started=*/observe_.backwards() > 0 || expect_autograd_hooks_);
 }
 
-// Note [After a bucket is reduced]
+// § Note [After a bucket is reduced]
 // The hook runs where a comm hook's continuations run (Note [Continuations run
 // on the waiting thread]): on the compute thread, after finalize_bucket's
 // copy-out, in bucket index order — for the first buckets already during
@@ -53,7 +54,7 @@ void Reducer::register_comm_hook(CommHook hook) {
 // (AllReduce, a comm hook, deterministic mode). The later buckets' reductions
 // are still in flight meanwhile.
 //
-// Note [Finalizing buckets during backward]
+// § Note [Finalizing buckets during backward]
 // With a bucket-reduced hook (ZeRO's overlap: a shard step and the broadcast
 // of the updated parameters per bucket) waiting until the end of backward
 // would put every broadcast after the backward compute, where only the last

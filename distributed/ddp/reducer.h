@@ -37,7 +37,7 @@
 // (reducer_rebuild.cpp) and a joined rank's shadow collectives (reducer_join.cpp,
 // distributed/ddp/ddp_join.h).
 //
-// Note [Bucket launch order]
+// § Note [Bucket launch order]
 // Every rank must issue the same collectives in the same order, or AllReduces
 // pair up buffers of different buckets (wrong results or a hang). Gradients can
 // become ready in different orders on different ranks, so a bucket that fills

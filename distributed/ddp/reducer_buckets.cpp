@@ -2,7 +2,7 @@
 // buckets from a BucketSpec list, the copy into them (with the paper's
 // division by the world size) and the copy out, or gradients as views into them.
 //
-// Note [Gradients as bucket views]
+// § Note [Gradients as bucket views]
 // With DDPOptions().gradient_as_bucket_view(true) each parameter's .grad is a
 // view of its slice of the bucket's flat buffer (contiguous, shaped like the
 // parameter). AccumulateGrad adds into an existing .grad in place, so the
@@ -20,7 +20,7 @@
 // globally unused its .grad must stay as it was; and globally used parameters
 // whose .grad is not a view get pointed at the slot in finalize_backward.
 //
-// Note [DDP on CUDA]
+// § Note [DDP on CUDA]
 // Nothing in the Reducer waits for the GPU. Buckets are allocated on their
 // parameters' device (the assignment already groups by device and dtype), so a
 // CUDA gradient is copied into its CUDA bucket by a kernel queued on the
@@ -39,7 +39,7 @@
 // tensors]). Comm hooks run on the bucket's device; PowerSGD's Gram-Schmidt
 // copies its small factors to the host and back (../comm_hooks/powersgd.cpp).
 //
-// Note [ZeRO-2 buckets]
+// § Note [ZeRO-2 buckets]
 // Under ZeRO stage 2 (ZeroOptions().shard_gradients(true), hook_with_zero_step)
 // each parameter has an owner rank — the one whose optimizer shard steps it —
 // and only the owner needs its averaged gradient. So:

@@ -8,7 +8,7 @@
 // reducer_buckets.cpp). Under ZeRO-2 a rank keeps only the gradients it owns,
 // and the buckets live only during backward (Note [ZeRO-2 buckets]).
 // Read before: distributed/ddp/bucket.h, distributed/ddp/reducer.h.
-// Read next: distributed/ddp/reducer_buckets.cpp.
+// Read next: distributed/ddp/reducer_buckets.cpp; on README's DDP track, distributed/ddp/reducer_launch.h.
 #pragma once
 
 #include <vector>

@@ -1,7 +1,7 @@
 // distributed/ddp/reducer_handover.cpp — handing a bucket to the bucket-reduced
 // hook while its reduction is still arriving, piece by piece.
 //
-// Note [Handing a bucket over in pieces]
+// § Note [Handing a bucket over in pieces]
 // ZeRO's overlap steps a bucket's parameters as soon as the bucket is reduced
 // and broadcasts them (Note [ZeRO overlap with DDP]). For the last buckets of
 // backward that is the critical path: BERT-base's word embeddings (89 MB, the

@@ -14,7 +14,7 @@ namespace lockstep::distributed {
 namespace {
 
 // Elements of `flat` per piece when its reduction goes in pieces of `bytes`
-// (Note [Handing a bucket over in pieces], reducer.cpp); 0: in one.
+// (Note [Handing a bucket over in pieces], reducer_handover.cpp); 0: in one.
 int64_t piece_numel(const Tensor& flat, int64_t bytes) {
   if (bytes <= 0) return 0;
   const int64_t n = std::max<int64_t>(64, bytes / static_cast<int64_t>(flat.element_size()) / 64 * 64);

@@ -1,7 +1,7 @@
 // distributed/ddp/reducer_launch.h — how the Reducer reduces a full bucket: always
 // through the communication-hook interface (distributed/ddp/comm_hook.h).
 //
-// Note [Every launch through a comm hook]
+// § Note [Every launch through a comm hook]
 // Reducer::launch builds the bucket's GradBucket and calls one CommHook; which
 // one is decided here, once. Without a registered hook it is DDP's own: the
 // bucket, already divided by the world size while its gradients were copied in
@@ -15,7 +15,8 @@
 // ZeRO-2 DDP's own hook reduces each owner's segment to its owner instead
 // (Note [ZeRO-2 buckets], reducer_buckets.cpp).
 // Read before: distributed/ddp/comm_hook.h, distributed/ddp/deterministic_reduction.h.
-// Read next: distributed/ddp/reducer_observers.h.
+// Read next: distributed/ddp/reducer_observers.h; on README's DDP track, 
+// distributed/ddp/distributed_data_parallel.h.
 #pragma once
 
 #include <cstdint>
@@ -51,7 +52,7 @@ class BucketLauncher {
   // DDP's own reduction (AllReduce or ZeRO-2's reduces; not a registered hook
   // or deterministic mode) goes in collectives of `bytes` each, so that a
   // bucket can be handed over piece by piece (Note [Handing a bucket over in
-  // pieces], reducer.cpp). 0 (the default): one collective a bucket (segment).
+  // pieces], reducer_handover.cpp). 0 (the default): one collective a bucket (segment).
   void reduce_in_pieces(int64_t bytes);
   // What a gradient is multiplied by when it is copied into its bucket: the
   // paper's 1/world (`divisor`) for DDP's own reduction, 1 for a registered hook.

@@ -2,7 +2,7 @@
 // changing its result: the iteration fingerprint, the progress board, the
 // timeline and debug logging. The core Reducer reports its steps here.
 //
-// Note [Iteration observers]
+// § Note [Iteration observers]
 // The core (distributed/ddp/reducer.cpp) calls, in order:
 //   forward_started        a synced forward (or a joined rank's mirror of one):
 //                          counted; the fingerprint is exchanged first when

@@ -1,7 +1,7 @@
 // distributed/ddp/reducer_readiness.h — when is a parameter's gradient ready? The
 // Reducer's readiness policy, one per DDP, chosen from the options once.
 //
-// Note [Readiness policies]
+// § Note [Readiness policies]
 // The core Reducer (distributed/ddp/reducer.cpp) counts, per bucket, the gradients
 // still pending and launches full buckets in index order. Which parameters it
 // may count as ready, and when, is the policy's decision:

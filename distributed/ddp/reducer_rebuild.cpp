@@ -1,7 +1,7 @@
 // distributed/ddp/reducer_rebuild.cpp — the Reducer's one-time bucket rebuild in
 // the order gradients were seen to become ready.
 //
-// Note [Bucket rebuild from the traced order]
+// § Note [Bucket rebuild from the traced order]
 // The initial buckets follow reverse registration order, a guess at the order
 // gradients become ready. When forward uses modules in a different order than
 // they were registered, the guess is wrong: the first bucket waits for a

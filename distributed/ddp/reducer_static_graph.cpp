@@ -2,7 +2,7 @@
 // DDPOptions().static_graph(true): count the readies once, AllReduce the
 // used-parameter bitmap once (Note [Readiness policies] in reducer_readiness.h).
 //
-// Note [Static graph]
+// § Note [Static graph]
 // DDPOptions().static_graph(true) promises that every synced iteration uses the
 // same parameters and the same graph (PyTorch's static_graph). Two things
 // follow. (1) Unused parameters need finding once: no traversal after forward

@@ -25,7 +25,7 @@
 // BatchNorm2d with the running statistics. Parameters and buffers are
 // BatchNorm2d's (same names and order), so state dicts interchange.
 //
-// Note [SyncBatchNorm collectives inside DDP]
+// § Note [SyncBatchNorm collectives inside DDP]
 // SyncBatchNorm issues its AllReduces on the same process group as DDP's bucket
 // AllReduces (and DDP's fingerprint / buffer broadcasts). Collectives on one
 // group must be issued in the same order on every rank, and they are:

@@ -1,7 +1,7 @@
 // distributed/process_group/collective_check.h — catching ranks that disagree before their
 // data meets, and the argument checks every backend shares.
 //
-// Note [Collective fingerprints]
+// § Note [Collective fingerprints]
 // Ranks must issue the same collectives, with the same sizes, dtypes, ops and
 // roots, in the same order. A rank that does not would pair its bytes with a
 // different collective on its peers: data corrupted, or a hang. So before a

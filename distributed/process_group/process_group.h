@@ -11,7 +11,7 @@
 // (process_group_mpi.h), ProcessGroupRoundRobin (process_group_round_robin.h),
 // and the NCCL seam for the CUDA build. init_process_group() (../rendezvous.h)
 // makes one from the environment.
-// Read before: distributed/store/store.h, distributed/process_group/work.h. Read next:
+// Read before: distributed/store/store.h. Read next: distributed/process_group/work.h,
 // distributed/process_group/process_group_gloo.h.
 #pragma once
 

@@ -105,7 +105,7 @@ std::string local_address_towards(const std::string& host) {
   return out;
 }
 
-// Note [SIGPIPE]
+// § Note [SIGPIPE]
 // Writing to a socket whose peer has died raises SIGPIPE, which by default
 // kills the process — before Gloo could report the error. (Python ignores
 // SIGPIPE, which is why PyTorch never sees this.) Rather than change the

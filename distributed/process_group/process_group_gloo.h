@@ -7,7 +7,7 @@
 // group's worker threads (detail::WorkQueue), started in issue order; the
 // caller gets a Work at once. Gloo blocks those threads, never the caller's.
 //
-// Note [Collective order]
+// § Note [Collective order]
 // Gloo matches messages by (peer, slot), and a slot is derived from a tag. We
 // tag collective #k with k (its position in the issue order, the same on every
 // rank), so the k-th collective of every rank meets the k-th collective of
@@ -21,7 +21,7 @@
 // from issue order; DDP waits on every bucket's Work anyway. Tensors must stay
 // alive and unmodified until the Work completes (the task holds a reference).
 //
-// Note [Allreduce algorithm choice]
+// § Note [Allreduce algorithm choice]
 // Gloo offers ring allreduce (reduce-scatter then allgather around a ring: 2(N-1)
 // steps, each moving 1/N of the data — bandwidth-optimal) and BCube, which with
 // base 2 is recursive halving-doubling (2·log2 N steps — latency-optimal, but
@@ -30,7 +30,7 @@
 // loopback/LAN round trip still dominates transfer time) we use BCube when N is
 // a power of two, and ring otherwise. bench/bench_allreduce measures both sides.
 //
-// Note [Large allreduce in chunks]
+// § Note [Large allreduce in chunks]
 // One Gloo ring allreduce alternates between moving a segment and reducing it,
 // on one thread. With several worker threads, an allreduce above
 // Options::chunk_bytes (4 MiB) is issued as consecutive allreduces of 4 MiB

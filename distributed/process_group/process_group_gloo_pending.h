@@ -43,7 +43,7 @@ inline void with_element_type(size_t element_size, F&& fn) {
     default: throw Error(lockstep::detail::str("ProcessGroupGloo: unsupported element size ", element_size));
   }
 }
-// Note [Gloo buffers after a failure]
+// § Note [Gloo buffers after a failure]
 // A Gloo call hands Gloo raw pointers: the options' UnboundBuffers (with their
 // mutex and condition variables) and the bytes they wrap (a tensor's storage,
 // a local staging vector). Gloo's pairs keep only weak, non-owning references

@@ -4,7 +4,7 @@
 // gloo::allreduce, gloo::barrier, ...) wait for the group's failure teardown
 // before they are destroyed. Included by process_group_gloo*.cpp only.
 //
-// Note [Gloo teardown across worker threads]
+// § Note [Gloo teardown across worker threads]
 // Up to Options::threads collectives are inside Gloo at once (Note [Collective
 // order]). When one of them fails, Gloo itself reaches into the others'
 // buffers: a timed-out waitRecv/waitSend signals every pair of the context

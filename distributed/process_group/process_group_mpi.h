@@ -1,7 +1,7 @@
 // distributed/process_group/process_group_mpi.h — ProcessGroup over MPI (OpenMPI), for
 // programs started with `mpirun -np N prog`.
 //
-// Note [One MPI thread]
+// § Note [One MPI thread]
 // MPI is initialized once per process with MPI_THREAD_SERIALIZED, and from then
 // on every MPI call of every ProcessGroupMPI — init, communicator setup, the
 // collectives, MPI_Finalize at exit — runs on one process-wide worker thread

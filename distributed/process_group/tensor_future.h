@@ -10,7 +10,7 @@
 // first time it does, in chain order; wait() remembers the value, so a second
 // wait returns it without running anything again.
 //
-// Note [Continuations run on the waiting thread]
+// § Note [Continuations run on the waiting thread]
 // A continuation may start more collectives (PowerSGD's second AllReduce). If
 // it ran on the backend's thread when the first collective completed, two
 // buckets' continuations could start their collectives in a different order on
@@ -19,12 +19,12 @@
 // bucket order) keeps every rank's sequence of collectives identical. The cost:
 // a hook's later stages start only when backward has finished.
 //
-// Note [A flat result in pieces]
+// § Note [A flat result in pieces]
 // from_pieces(pieces, flat): `flat` is written by several collectives, piece
 // k covering elements [pieces[k-1].end, pieces[k].end). wait() waits for all
 // of them; pieces() lets a reader wait for a prefix only and start on it while
 // the rest is still on the wire (DDP's hand-over of a bucket to ZeRO's shard
-// step, Note [Handing a bucket over in pieces], distributed/ddp/reducer.cpp).
+// step, Note [Handing a bucket over in pieces], distributed/ddp/reducer_handover.cpp).
 // A future made any other way, or by then(), has no pieces.
 // Read before: distributed/process_group/work.h. Read next: distributed/ddp/comm_hook.h.
 #pragma once

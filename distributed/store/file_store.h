@@ -1,7 +1,7 @@
 // distributed/store/file_store.h — FileStore: a Store kept in one file on a file
 // system every rank can see (a local disk for one host, NFS for several).
 //
-// Note [FileStore log]
+// § Note [FileStore log]
 // The file is an append-only log of records, each
 //     u8 kind ('S' set, 'D' delete) | u32 key length | key | u32 value length | value
 // (lengths little-endian; a delete has an empty value). The current map is the

@@ -30,8 +30,8 @@ namespace {
 
 // How long a cancel_wait, or the checks naming missing keys, may take past a wait's timeout.
 constexpr auto kServerGrace = std::chrono::seconds(5);
-// Note [Waiting for the store]: after this long without a connection, connect()
-// prints one "waiting for rank 0 at HOST:PORT (timeout N s)" line on stderr (a
+// § Note [Waiting for the store]
+// After this long without a connection, connect() prints one "waiting for rank 0 at HOST:PORT (timeout N s)" line on stderr (a
 // notice, not an error: the wait goes on until the timeout).
 constexpr auto kWaitNotice = std::chrono::seconds(3);
 

@@ -11,7 +11,7 @@
 // One TCPStore is one connection; its calls are serialized by a mutex, so
 // threads may share it, but a blocking get() holds it until answered.
 //
-// Note [TCPStore protocol]
+// § Note [TCPStore protocol]
 // The protocol is PyTorch's c10d TCPStore protocol, so a lockstep rank can join
 // a store PyTorch hosts (torchrun's agent store, either PyTorch server backend:
 // libuv or the classic one) and a torch.distributed.TCPStore client can use a

@@ -1,7 +1,7 @@
 // distributed/zero/zero_broadcasts.cpp — the owners' steps and the broadcasts
 // of their updated parameters, and the wait for them.
 //
-// Note [ZeRO parameter broadcasts]
+// § Note [ZeRO parameter broadcasts]
 // After the owners' steps every rank must hold every owner's values. A large
 // contiguous parameter is broadcast IN PLACE (the owner's tensor is the
 // source, the others' tensors receive): no extra memory — packing everything
@@ -13,7 +13,7 @@
 // before their broadcasts are attached to them at the end of step() (next note),
 // or waited for.
 //
-// Note [ZeRO broadcasts overlap the next forward]
+// § Note [ZeRO broadcasts overlap the next forward]
 // Without the overlap, step() used to wait for every broadcast: the whole model
 // on the wire after backward, 1.06x plain DDP's iteration for BERT-base at 2
 // ranks. Nothing needs the parameters until the next forward, and it needs them
@@ -33,7 +33,7 @@
 // (docs/results/zero.md): the broadcasts hide under the forward, which takes
 // as long as plain DDP's; ZeRO-1's iteration went from 1.10x plain's to 0.97x.
 //
-// Note [ZeRO pipelined broadcasts]
+// § Note [ZeRO pipelined broadcasts]
 // A large parameter's broadcast can start only once its owner has updated it,
 // and with the overlap the last bucket's is on the critical path: BERT's word
 // embeddings (89 MB) are the last gradient ready, and stepping them, then
@@ -58,7 +58,7 @@
 // The pieces' values are those of the whole update (it is element-wise), so
 // the result is unchanged: bitwise plain DDP + the same optimizer.
 //
-// Note [ZeRO broadcast group]
+// § Note [ZeRO broadcast group]
 // With the overlap, the owner of a large parameter updates it piece by piece
 // as its reduction arrives (Note [Handing a bucket over in pieces]) and
 // broadcasts each piece at once. On the group DDP reduces on, that broadcast

@@ -1,7 +1,7 @@
 // distributed/zero/zero_overlap.cpp — the shard step of one reduced bucket,
 // called from DDP's Reducer (hook_with_zero_step).
 //
-// Note [ZeRO overlap with DDP]
+// § Note [ZeRO overlap with DDP]
 // The Reducer calls the hook after finalize_bucket has copied bucket b's
 // averaged gradients into .grad (Note [After a bucket is reduced],
 // distributed/ddp/reducer.cpp). The hook steps the parameters of b that this rank

@@ -1,7 +1,7 @@
 // distributed/zero/zero_partition.h — which rank owns (steps, keeps the
 // optimizer state of) which parameter under ZeroRedundancyOptimizer.
 //
-// Note [ZeRO partition]
+// § Note [ZeRO partition]
 // Parameters are dealt to ranks greedily, largest first, each onto the rank
 // with the fewest elements so far: ties between parameters of equal size go
 // by parameter index (lower first), ties between equally loaded ranks to the
@@ -12,7 +12,7 @@
 // rank; the others share the rest. A rank may own nothing (more ranks than
 // parameters).
 //
-// Note [ZeRO split parameters]
+// § Note [ZeRO split parameters]
 // A contiguous parameter of more than `split_bytes` (ZeroOptions().
 // split_parameters_mb()) is not dealt whole: it is SPLIT, every rank owning a
 // slice of its flattened elements — rank r the range [r·s, min((r+1)·s,

@@ -1,7 +1,7 @@
 // distributed/zero/zero_redundancy_optimizer.cpp — construction, step(),
 // clip_grad_norm_ and the learning rate (the broadcasts: zero_broadcasts.cpp).
 //
-// Note [ZeRO clip_grad_norm_]
+// § Note [ZeRO clip_grad_norm_]
 // ZeRO stage 1 shards only the optimizer state: after DDP's backward every
 // rank holds every averaged gradient, bitwise the same on every rank. So the
 // global norm needs no communication — it is optim::clip_grad_norm_ over all

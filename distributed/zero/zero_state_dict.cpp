@@ -2,7 +2,7 @@
 // dicts: consolidated on one rank, sharded per rank, and loading either at
 // any world size.
 //
-// Note [ZeRO state dicts]
+// § Note [ZeRO state dicts]
 // Every form uses the keys of Note [Optimizer state dict] (optim/optimizer.h)
 // with parameters named by their index in the GLOBAL parameter list (the one
 // given to the constructor), never by their index within a shard:

@@ -1,7 +1,7 @@
 // tests/cuda/main.cpp — the doctest main of test_cuda, the CUDA backend's tests
 // (label gpu).
 //
-// Note [Skipping gpu tests]
+// § Note [Skipping gpu tests]
 // Without a visible CUDA device every test of test_cuda must be reported by CTest
 // as Skipped, not Passed (a pass would claim the GPU code was checked). So
 // before running any test this main asks ls::cuda::is_available(); if it is

@@ -1,5 +1,5 @@
 // tests/data/test_idx_fuzz_regressions.cpp — IDX inputs found by fuzzing the
-// reader (fuzz/fuzz_idx.cpp, issue #9) and the API misuse next to them: each
+// reader (fuzz/fuzz_idx.cpp) and the API misuse next to them: each
 // must be an ls::Error naming the file, never undefined behaviour.
 // Read before: data/idx.h (Note [Validating IDX sizes]), tests/data/test_idx.cpp.
 #include <doctest/doctest.h>

@@ -99,7 +99,7 @@ TEST_CASE("process_group: a rank that never joins makes the others time out, the
   expect_every_rank_ok(results, 3);
 }
 
-// Note [Gloo teardown across worker threads]
+// See Note [Gloo teardown across worker threads]
 // (distributed/process_group/process_group_gloo_teardown.h):
 // when several collectives fail at once, one worker's Gloo signals the other
 // workers' buffers while those workers unwind and free them. Rank 1 joins the

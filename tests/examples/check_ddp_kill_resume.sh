@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/examples/check_ddp_kill_resume.sh BIN_DIR [SHIM] — a 2-rank DDP training
 # job killed with SIGKILL resumes from its last complete checkpoint and ends
-# bit-identical to a run that was never interrupted (issue #9: "resume after a
+# bit-identical to a run that was never interrupted (the promise: "resume after a
 # kill at any point restores the last complete checkpoint and continues with
 # identical results").
 #  0. Reference: 2 ranks through lockstep-run, 3 epochs on the first 1,280

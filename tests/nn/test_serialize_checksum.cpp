@@ -1,4 +1,4 @@
-// tests/nn/test_serialize_checksum.cpp — checkpoint integrity (issue #9): the
+// tests/nn/test_serialize_checksum.cpp — checkpoint integrity: the
 // CRC-32 that save_tensors writes and load_tensors verifies (Note [Checkpoint
 // checksum]), files without it, the in-memory reader, and writes that are
 // atomic even when they fail halfway or race (Note [Atomic checkpoint writes]).

@@ -1,5 +1,5 @@
 // tests/nn/test_serialize_fuzz_regressions.cpp — safetensors headers that once
-// cost far more than their size (found while fuzzing the readers for issue #9,
+// cost far more than their size (found while fuzzing the readers,
 // see fuzz/): each must now load or fail quickly with a clear error.
 // Read before: nn/safetensors_json.h (Note [JSON value limit]), fuzz/fuzz_safetensors.cpp.
 #include <doctest/doctest.h>

@@ -7,7 +7,7 @@
 // notes [Golden references are float64] and [Synthetic weights]. The tests find the
 // folder from this file's own path, so they need neither Python nor a CMake define.
 //
-// Note [Parity tolerance]
+// § Note [Parity tolerance]
 // An element passes when |actual - expected| <= rtol * |expected| + atol * scale,
 // scale = max |expected| over the tensor (1 if it is all zeros). The atol term is
 // relative to the tensor's scale because float32 rounding in a sum grows with the

@@ -21,7 +21,7 @@
 // (fn = [](auto& x) { return x[0].t().reshape({6}); }): the view's backward is
 // then checked too.
 //
-// Note [Kink policy]
+// § Note [Kink policy]
 // Central differences are only meaningful where fn is differentiable in a
 // 2*eps neighbourhood. relu and abs have a kink at 0; max/min/maximum/minimum
 // have one wherever two candidates tie. gradcheck does not move inputs itself:

@@ -7,7 +7,7 @@
 // reordered to NCHW (one that arrives NCHW is copied to channels-last first).
 // Operands, dtypes and formulas are those of Note [bfloat16 batch norm].
 //
-// Note [bfloat16 batch norm on channels-last activations]
+// § Note [bfloat16 batch norm on channels-last activations]
 // An (N, C, H, W) channels-last buffer is an (R, C) row-major matrix, R = N H W:
 // row r holds the C channels of one pixel, so a channel's statistics are the sums
 // of one column. The loops run along rows and vectorise across C (each row's C

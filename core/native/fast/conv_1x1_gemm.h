@@ -1,7 +1,7 @@
 // core/native/fast/conv_1x1_gemm.h — 1x1 convolutions computed as GEMMs, for the
 // passes where that beats oneDNN's primitives (conv_onednn.cpp asks first).
 //
-// Note [1x1 convolutions as GEMMs]
+// § Note [1x1 convolutions as GEMMs]
 // A 1x1, unpadded, ungrouped convolution is a matrix product per image:
 //   forward          y_n (C_out, P)    = w (C_out, C_in) . xs_n (C_in, P)
 //   backward-data    gxs_n (C_in, P)   = w^T . gy_n (C_out, P)

@@ -1,7 +1,7 @@
 // core/native/fast/conv_bf16_direct.cpp — bfloat16 convolutions over one to three input channels,
 // as direct loops.
 //
-// Note [bf16 direct convolution for few input channels]
+// § Note [bf16 direct convolution for few input channels]
 // A network's first layer reads a grey or RGB image: C_in kH kW, the taps that
 // sum into one output, is 9 or 27, so the layer is cheap arithmetic on a large
 // output, and memory decides its speed. oneDNN 2.6 has no AMX kernel for it
@@ -24,7 +24,7 @@
 // padding below the kernel size and C_in kH kW <= kMaxTaps;
 // LOCKSTEP_BF16_DIRECT_CONV=0 sends these layers to oneDNN (benchmarks).
 //
-// Note [bf16 direct weight gradient in pairs]
+// § Note [bf16 direct weight gradient in pairs]
 // Where the CPU has AVX-512-BF16, the weight gradient's dot products read the
 // bf16 gradient and the padded bf16 image as they are and sum them with
 // vdpbf16ps: each lane adds two exact products (pixels 2i and 2i + 1 of a run
@@ -35,7 +35,7 @@
 // inputs and results as zero, a difference far below the 1e-4 the test allows
 // against the float32 reference. Without the instruction the planes are float32.
 //
-// Note [bf16 direct convolution, channels-last output]
+// § Note [bf16 direct convolution, channels-last output]
 // Under the rule of conv_bf16_returns_channels_last (a first layer starts the
 // channels-last chain) the forward writes (N, oH, oW, C_out) rows. With
 // AVX-512 it computes them in that order: for 4 pixels of an output row and 32

@@ -1,7 +1,7 @@
 // core/native/fast/conv_bf16_input_grad.cpp — the input gradient of a bf16 convolution
 // as forward convolutions of the output gradient.
 //
-// Note [bf16 input gradient as a forward convolution]
+// § Note [bf16 input gradient as a forward convolution]
 // For stride 1 (dilation 1, one group) the input gradient is itself a
 // convolution, of the output gradient with the kernel transposed and flipped:
 //   dx[n, c, y, x] = sum_(o, i, j) dy[n, o, y + pH - i, x + pW - j] w[o, c, i, j]

@@ -1,6 +1,6 @@
 // core/native/fast/conv_bf16_pointwise.cpp — 1x1 bfloat16 convolutions as AMX GEMMs on NCHW images.
 //
-// Note [bf16 1x1 convolutions as GEMMs]
+// § Note [bf16 1x1 convolutions as GEMMs]
 // A 1x1 convolution without padding is a matrix product per image. With image n
 // stored NCHW, X_n is the (C_in, P) matrix of its channels (P = oH oW pixels,
 // after taking every stride-th pixel), and
@@ -16,7 +16,7 @@
 // what the forward keeps for backward-weights; backward-data scatters into the
 // strided pixels of a zeroed dX.
 //
-// Note [bf16 1x1 convolutions on channels-last activations]
+// § Note [bf16 1x1 convolutions on channels-last activations]
 // Stored channels-last (Note [Channels-last activations] in memory_format.h), the
 // batch is one (N P, C) matrix, and each pass is ONE GEMM over all N P pixels:
 //   forward          Y (N P, C_out) = X (N P, C_in) W^T (C_in, C_out)
@@ -74,7 +74,7 @@ std::vector<int64_t> image_offsets(int64_t n, int64_t per_image) {
 
 bool strided(const ConvGeometry& g) { return g.stride_h != 1 || g.stride_w != 1; }
 
-// Note [bf16 1x1 backward-weights over the batch]
+// § Note [bf16 1x1 backward-weights over the batch]
 // dW = sum_n dY_n X_n^T is N GEMMs of K = P, accumulated in float32 (beta = 1
 // after the first): fine while P is large, but at ResNet's 14x14 and 7x7 stages
 // (P = 196, 49) each GEMM is too short in K for the AMX tiles and the float32

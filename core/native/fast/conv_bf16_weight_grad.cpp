@@ -1,6 +1,6 @@
 // core/native/fast/conv_bf16_weight_grad.cpp — the weight gradient of bf16 convolutions on small images, as one GEMM.
 //
-// Note [bf16 backward-weights as one GEMM]
+// § Note [bf16 backward-weights as one GEMM]
 // oneDNN 2.6's AMX backward-weights kernel for bf16 (jit:avx512_core_amx_bf16)
 // runs far below the AMX GEMM when the output image is small or the input has
 // few channels. Fastest call of three in a ResNet50 batch-8 step (ONEDNN_VERBOSE,

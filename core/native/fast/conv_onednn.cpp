@@ -8,7 +8,7 @@
 // conv_onednn_layout.h.
 // Winograd for 3x3 layers: Note [Winograd convolutions] in conv_winograd.cpp.
 //
-// Note [oneDNN scratch memory]
+// § Note [oneDNN scratch memory]
 // Every primitive is built with scratchpad mode "user", so oneDNN allocates
 // nothing itself: its scratchpad, and the blocked copies of the arguments, are
 // tensors that the call allocates (ScratchArena) and frees when it returns.

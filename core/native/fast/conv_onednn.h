@@ -1,6 +1,6 @@
 // core/native/fast/conv_onednn.h — the oneDNN convolution path (float32), behind ../conv.cpp.
 //
-// Note [Convolution backends]
+// § Note [Convolution backends]
 // conv2d_forward / conv2d_backward (../conv.cpp) have two backends, chosen
 // process-wide with set_conv_backend (core/native/nn_kernels.h):
 //   Reference  im2col + GEMM in conv.cpp, the definition (float32 and float64)
@@ -55,7 +55,7 @@ ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, 
                                         bool sum_gx = false,
                                         const ConvWorkspace* workspace = nullptr);
 
-// Note [Convolution workspace]
+// § Note [Convolution workspace]
 // A blocked convolution reorders its input image from NCHW into oneDNN's
 // blocked layout in forward, and its backward-weights pass reorders the same
 // image again (Note [oneDNN convolution layouts]). conv2d_forward_training
@@ -75,7 +75,7 @@ ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, 
 // 6.4 MB each; the three downsample layers' backward-weights ~2-3 ms a step
 // faster in the profile).
 
-// Note [Convolution gradients summed in place]
+// § Note [Convolution gradients summed in place]
 // In a residual network the gradient of a block's input is the sum of the
 // block's first convolution's input gradient and the gradient that came along
 // the shortcut, which the engine already holds (Note [Gradients summed in place]
@@ -121,7 +121,7 @@ ConvOnednnCacheStats conv_onednn_cache_stats();
 // cached primitive: Note [1x1 convolutions as GEMMs] in conv_1x1_gemm.h.)
 std::string conv_onednn_impl(const ConvGeometry& g, ConvPass pass, bool bias);
 
-// Note [Convolution profile labels]
+// § Note [Convolution profile labels]
 // While the profiler or the timeline records (core/profiler.h), every oneDNN
 // primitive run and every 1x1 GEMM pass opens a Scope named by its pass,
 // geometry and implementation, e.g.

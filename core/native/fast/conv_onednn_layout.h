@@ -2,7 +2,7 @@
 // convolution pass runs with (or whether it goes to the reference), and why.
 // Internal to core/native/fast/conv_onednn.cpp.
 //
-// Note [oneDNN convolution layouts]
+// § Note [oneDNN convolution layouts]
 // Our tensors are plain NCHW at the API edge. oneDNN's fast direct kernels want
 // "blocked" layouts (channels in blocks of 16, nChw16c, and matching blocked
 // weights), its GEMM-based kernels take plain layouts. For each pass we pick one

@@ -42,7 +42,7 @@ std::shared_ptr<ConvWorkspace> make_workspace(const ConvGeometry& g, const Cache
 bool conv2d_forward_onednn(const ConvGeometry& g, const float* x, const float* w,
                            const float* bias, float* y,
                            std::shared_ptr<const ConvWorkspace>* workspace) {
-  // Note [1x1 convolutions as GEMMs]
+  // See Note [1x1 convolutions as GEMMs].
   if (conv1x1_gemm_forward(g, x, w, bias, y, workspace)) return true;
   const auto c = lookup(g, ConvPass::Forward, bias != nullptr);
   if (!c) return false;

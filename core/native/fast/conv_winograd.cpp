@@ -3,7 +3,7 @@
 // environment variable, and the note that explains the choice. The primitives
 // themselves are built in conv_onednn.cpp (build / winograd_eligible).
 //
-// Note [Winograd convolutions]
+// § Note [Winograd convolutions]
 // What: oneDNN's Winograd F(4x4, 3x3) kernels (jit_wino_4x3, AVX-512) compute a
 // 3x3 convolution from 6x6 input tiles with 36 instead of 144 multiplies per
 // 4x4 output tile (plus transforms), for all three passes.

@@ -1,6 +1,6 @@
 // core/native/fast/pool_max_2x2.cpp — the 2x2 stride-2 max-pool, one pass per output row.
 //
-// Note [2x2 max-pool]
+// § Note [2x2 max-pool]
 // Output (oy, ox) of a 2x2 stride-2 unpadded pool reads a = x[2oy][2ox],
 // b = x[2oy][2ox + 1], c = x[2oy + 1][2ox], d = x[2oy + 1][2ox + 1]. The
 // definition (Note [Max-pool fast path] in core/native/pool.cpp) visits them in

@@ -1,6 +1,6 @@
 // core/native/fast/pool_max_channels_last.cpp — max_pool2d on channels-last bfloat16 images.
 //
-// Note [Channel-vector max-pool]
+// § Note [Channel-vector max-pool]
 // In channels-last order the C values of one pixel are contiguous, so a window is
 // kH kW rows of C values and its maximum is an elementwise max over those rows:
 // one vectorised loop over the channels per window element, with the
@@ -11,7 +11,7 @@
 // output order (the order of the NCHW kernel's per-plane scatter), then rounds
 // the image once. Images are independent, so threads take whole images.
 //
-// Note [Channel-vector max-pool in AVX-512]
+// § Note [Channel-vector max-pool in AVX-512]
 // The loops above, in float32 buffers, are the reference. With AVX-512BW the
 // forward runs 16 channels to a register: the window's first element starts the
 // maximum (what the -infinity start takes first anyway), each later one is taken

@@ -1,7 +1,7 @@
 // core/native/fast/pool_max_fast.cpp — max_pool2d's float32 fast paths (declared in
 // pool_max_fast.h): the separable forward and the streamed backward scatter.
 //
-// Note [Separable max-pool]
+// § Note [Separable max-pool]
 // max_pool2d's result for one window (Note [Max-pool fast path] in ../pool.cpp) is
 // the element a scan in row-major order keeps with `take if v > best or v is
 // NaN`, starting from -inf at the window's first in-plane position. That is:

@@ -3,7 +3,7 @@
 // tens of MB: batch_norm(_relu, _add_relu) forward and backward (both of
 // batch_norm_add_relu's gradients), add_relu forward and backward.
 //
-// Note [Streaming stores]
+// § Note [Streaming stores]
 // A normal store first reads the cache line it writes into ("read for
 // ownership"), so a kernel that reads one tensor and writes another moves
 // three tensors' worth of bytes, not two. A streaming store (_mm512_stream_ps)

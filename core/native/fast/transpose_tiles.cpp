@@ -1,7 +1,7 @@
 // core/native/fast/transpose_tiles.cpp — 16 x 16 transposes of 32-bit lanes, and 16-bit
 // elements paired into them.
 //
-// Note [Transposing in registers]
+// § Note [Transposing in registers]
 // Source rows are the destination's columns: d[i][j] = s[j][i] (leading
 // dimensions lds and ldd). Four-byte elements go 16 x 16 at a time: sixteen
 // source rows are loaded (16 lanes each), transposed in four rounds of

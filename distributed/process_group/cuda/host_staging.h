@@ -2,7 +2,7 @@
 // memory, for the CPU backends (Gloo) when they are handed CUDA tensors.
 // Compiled only with the CUDA backend (Note [CUDA build]).
 //
-// Note [Gloo with CUDA tensors]
+// § Note [Gloo with CUDA tensors]
 // Gloo moves host memory over TCP. Given a CUDA tensor, ProcessGroupGloo
 // stages it (../process_group_gloo_collectives.cpp):
 //   - on the calling thread, HostStaging allocates a pinned host twin, queues

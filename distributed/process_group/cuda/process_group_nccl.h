@@ -9,7 +9,7 @@
 // on the group's device (Options::device; init_process_group picks LOCAL_RANK
 // modulo the number of devices). One group drives one device.
 //
-// Note [NCCL stream isolation]
+// § Note [NCCL stream isolation]
 // Kernels run on the device's compute stream (core/cuda/cuda_context.h). NCCL
 // runs on a dedicated communication stream of the group, so a collective never
 // waits behind backward's kernels queued after it, and backward never waits
@@ -30,7 +30,7 @@
 // on the host). is_completed() turns true once the watchdog has seen the end
 // event complete.
 //
-// Note [NCCL host tensors]
+// § Note [NCCL host tensors]
 // DDP's control collectives move small CPU tensors that the host fills and
 // reads (the used-parameter bitmap, the iteration fingerprint, join flags,
 // parameter shapes). Rather than making every caller copy them to the device
@@ -41,7 +41,7 @@
 // element), so it blocks the host, like Gloo's. Device tensors must be on the
 // group's device and contiguous.
 //
-// Note [NCCL watchdog]
+// § Note [NCCL watchdog]
 // A thread per group polls, every Options::watchdog_interval, each pending
 // Work's end event (cudaEventQuery) and the communicator's asynchronous error
 // (ncclCommGetAsyncError). A completed event completes its Work (copying CPU
