@@ -21,11 +21,13 @@
 # A file outside every unit is a violation too (a new folder must be placed in the graph).
 # Standard library only. Run by CTest (label unit); tested by test_check_includes.py.
 #
-# Read before: docs/design.md "Layers". Read next: tests/layering/test_check_includes.py.
+# Read before: tests/layering/tree.py. Read next: tests/layering/test_check_includes.py.
 import os
 import re
-import subprocess
 import sys
+
+import tree
+from tree import tree_files
 
 SOURCE_SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh", ".inl")
 INCLUDE = re.compile(r'^\s*#\s*include\s*(["<])([^">]+)[">]')
@@ -108,36 +110,8 @@ def unit_of(rel, units):
     return best
 
 
-def git_files(root):
-    """The files git tracks or does not ignore, when ROOT is a checkout's top; else None."""
-    try:
-        top = subprocess.run(["git", "-C", root, "rev-parse", "--show-toplevel"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-        if os.path.realpath(top) != os.path.realpath(root):
-            return None
-        out = subprocess.run(["git", "-C", root, "ls-files", "--cached", "--others",
-                              "--exclude-standard", "-z"],
-                             capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return sorted(f for f in out.split("\0")
-                  if f.endswith(SOURCE_SUFFIXES) and os.path.isfile(os.path.join(root, f)))
-
-
 def source_files(root):
-    listed = git_files(root)
-    if listed is not None:
-        yield from listed
-        return
-    for dirpath, dirnames, filenames in os.walk(root):
-        rel_dir = os.path.relpath(dirpath, root)
-        # Build trees and hidden folders (.git) hold no project sources.
-        dirnames[:] = sorted(d for d in dirnames
-                             if not d.startswith(".") and not d.startswith("build"))
-        for name in sorted(filenames):
-            if name.endswith(SOURCE_SUFFIXES):
-                rel = os.path.normpath(os.path.join(rel_dir, name))
-                yield rel.replace(os.sep, "/")
+    return [f for f in tree_files(root) if f.endswith(SOURCE_SUFFIXES)]
 
 
 def resolve(root, rel, target):
@@ -178,16 +152,8 @@ def check(root):
 
 
 def main(argv):
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(here, "..", ".."))
-    problems = check(root)
-    for p in problems:
-        print(p)
-    if problems:
-        print(f"{len(problems)} include(s) break the layer graph of docs/design.md")
-        return 1
-    print("every #include follows the layer graph of docs/design.md")
-    return 0
+    return tree.main(argv, check, "include(s) break the layer graph of docs/design.md",
+                     "every #include follows the layer graph of docs/design.md")
 
 
 if __name__ == "__main__":

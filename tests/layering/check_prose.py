@@ -26,8 +26,10 @@
 # Read before: tests/layering/check_includes.py. Read next: tests/layering/test_check_prose.py.
 import os
 import re
-import subprocess
 import sys
+
+import tree
+from tree import tree_files
 
 TEXT_SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh", ".inl", ".py", ".sh", ".cmake",
                  ".md", ".txt", ".json.in")
@@ -51,28 +53,8 @@ ISSUE = re.compile(r"\b[Ii]ssues? #?\d+|\(#\d+[,)]")
 COMMENT_PREFIX = re.compile(r"^\s*(?://+!?|#+(?!include|pragma|if|endif|define|else|elif)|\*+/?|/\*+)?\s?")
 
 
-def listed_files(root):
-    """The files git tracks or does not ignore, when ROOT is a checkout's top; else a walk."""
-    try:
-        top = subprocess.run(["git", "-C", root, "rev-parse", "--show-toplevel"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-        if os.path.realpath(top) == os.path.realpath(root):
-            out = subprocess.run(["git", "-C", root, "ls-files", "--cached", "--others",
-                                  "--exclude-standard", "-z"],
-                                 capture_output=True, text=True, check=True).stdout
-            return sorted(f for f in out.split("\0") if f and os.path.isfile(os.path.join(root, f)))
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "build")))
-        rel_dir = os.path.relpath(dirpath, root)
-        found += [os.path.normpath(os.path.join(rel_dir, n)).replace(os.sep, "/") for n in filenames]
-    return sorted(found)
-
-
 def text_files(root):
-    return [f for f in listed_files(root)
+    return [f for f in tree_files(root)
             if (f.endswith(TEXT_SUFFIXES) or os.path.basename(f) in TEXT_NAMES)
             and not f.startswith(SKIP_DIRS)]
 
@@ -298,18 +280,10 @@ def check(root):
 
 
 def main(argv):
-    here = os.path.dirname(os.path.abspath(__file__))
-    root = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(here, "..", ".."))
-    problems = check(root)
-    for p in problems:
-        print(p)
-    if problems:
-        print(f"{len(problems)} problem(s) in the tree's notes and reading order "
-              "(Note [Checked prose] in docs/design.md)")
-        return 1
-    print("every note is defined once and cited by its file; every reading path exists; "
-          "the DDP track is the per-file chain; no issue numbers")
-    return 0
+    return tree.main(argv, check, "problem(s) in the tree's notes and reading order "
+                     "(Note [Checked prose] in docs/design.md)",
+                     "every note is defined once and cited by its file; every reading path "
+                     "exists; the DDP track is the per-file chain; no issue numbers")
 
 
 if __name__ == "__main__":

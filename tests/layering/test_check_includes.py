@@ -7,10 +7,9 @@
 #
 # Read before: tests/layering/check_includes.py.
 import os
-import subprocess
-import sys
-import tempfile
 import unittest
+
+from tree import run_on_tree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKER = os.path.join(HERE, "check_includes.py")
@@ -25,19 +24,8 @@ app: nn       # a comment
 """
 
 
-def make_tree(root, files):
-    for rel, text in files.items():
-        path = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-
-
 def run(files):
-    with tempfile.TemporaryDirectory() as root:
-        make_tree(root, {"docs/design.md": DESIGN, **files})
-        p = subprocess.run([sys.executable, CHECKER, root], capture_output=True, text=True)
-        return p.returncode, p.stdout
+    return run_on_tree(CHECKER, {"docs/design.md": DESIGN, **files})
 
 
 GOOD = {
@@ -86,18 +74,14 @@ class CheckIncludes(unittest.TestCase):
 
     def test_cycle_in_the_graph_fails_naming_it(self):
         cyclic = DESIGN.replace("core:\n", "core: app\n")
-        with tempfile.TemporaryDirectory() as root:
-            make_tree(root, {"docs/design.md": cyclic, **GOOD})
-            p = subprocess.run([sys.executable, CHECKER, root], capture_output=True, text=True)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("the layer graph has a cycle: core -> app -> nn -> core", p.stdout + p.stderr)
+        rc, out = run_on_tree(CHECKER, {**GOOD, "docs/design.md": cyclic})
+        self.assertNotEqual(rc, 0)
+        self.assertIn("the layer graph has a cycle: core -> app -> nn -> core", out)
 
     def test_design_doc_without_graph_fails(self):
-        with tempfile.TemporaryDirectory() as root:
-            make_tree(root, {"docs/design.md": "# design\n", **GOOD})
-            p = subprocess.run([sys.executable, CHECKER, root], capture_output=True, text=True)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("no ```layers block", p.stdout + p.stderr)
+        rc, out = run_on_tree(CHECKER, {**GOOD, "docs/design.md": "# design\n"})
+        self.assertNotEqual(rc, 0)
+        self.assertIn("no ```layers block", out)
 
 
 if __name__ == "__main__":

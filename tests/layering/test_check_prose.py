@@ -7,10 +7,9 @@
 #
 # Read before: tests/layering/check_prose.py.
 import os
-import subprocess
-import sys
-import tempfile
 import unittest
+
+from tree import run_on_tree
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CHECKER = os.path.join(HERE, "check_prose.py")
@@ -77,14 +76,7 @@ PROBLEMS = {
 
 
 def run(files):
-    with tempfile.TemporaryDirectory() as root:
-        for rel, text in files.items():
-            path = os.path.join(root, rel)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text)
-        p = subprocess.run([sys.executable, CHECKER, root], capture_output=True, text=True)
-        return p.returncode, p.stdout + p.stderr
+    return run_on_tree(CHECKER, files)
 
 
 class CheckProse(unittest.TestCase):
