@@ -13,17 +13,11 @@
 //     runs serially when called inside a parallel region. It has no double GEMM:
 //     GemmBackend::OneDNN computes double with Eigen.
 // The default backend is the one measured fastest on this project's machine
-// (Intel Xeon, 2 cores, AVX-512; bench/bench_gemm, medians; docs/results/gemm.md).
-// float32 GFLOP/s, 1 thread:              oneDNN  Eigen
-//   median over the 18 benchmark shapes    101     95
-//   ResNet 1x1 conv (25088 x 256 x 64)      91     57
-//   ResNet 3x3 conv (1568 x 256 x 2304)    150     84
-//   BERT projection (1024 x 768 x 768)     111     76
-//   BERT attention (96 x 128x64x128)       119    103
-//   square 1024                            111    142   (Eigen wins some square/long-K shapes)
-// With 2 threads (measured under heavy load) oneDNN again had the higher median, so
-// GemmBackend::OneDNN is the default. Eigen is faster on tiny products (n <= 16;
-// oneDNN costs ~0.35 us a call), which is small next to allocating the output.
+// (bench/bench_gemm, medians over its 18 shapes at 1 and 2 threads): oneDNN, whose
+// median is the higher, although Eigen wins some square and long-K shapes and
+// tiny products (n <= 16, where oneDNN's per-call cost dominates; small next to
+// allocating the output). The numbers, the machine and the command that
+// re-measures them: docs/results/gemm.md.
 //
 // Read before: core/native/gemm.h. Read next: core/native/linalg.cpp.
 #include "core/native/gemm.h"
