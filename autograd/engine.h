@@ -22,7 +22,6 @@
 // queue_callback() from inside a nested backward (a DDP gradient hook fired by
 // the recomputation) queues on the OUTERMOST backward, so "when the backward
 // finishes" means the user's backward, not a checkpoint's inner one.
-//
 // Read before: autograd/accumulate_grad.h. Read next: autograd/graph_traversal.h;
 // on README's DDP track, distributed/process_group/process_group.h.
 #pragma once

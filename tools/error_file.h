@@ -20,8 +20,7 @@
 // (open, write, close, clock_gettime) on text prepared beforehand, then dies
 // of the same signal (the exit status torchrun reports is unchanged).
 // Header-only, no lockstep libraries (lockstep-run includes tools/cli.h too).
-// Read before: tools/cli.h. Read next: tests/examples/check_error_file.sh (and torchrun's
-// ProcessFailure, in PyTorch's elastic errors module, which reads the file).
+// Read before: tools/cli.h. Read next: tests/examples/check_error_file.sh.
 #pragma once
 
 #include <fcntl.h>

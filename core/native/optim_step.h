@@ -1,8 +1,8 @@
 // core/native/optim_step.h — the optimizers' fused per-parameter steps as native ops:
 // one pass over a parameter's contiguous memory (and its gradient and state), no
 // temporaries. Like every native op, each reaches its CUDA kernel through
-// Note [CUDA dispatch] (in core/native/cuda_dispatch.h; the kernels: core/cuda/optim_kernels.cu), so optim/ never names a device;
-// both devices run the element formulas of Note [Shared optimizer updates].
+// Note [CUDA dispatch] in cuda_dispatch.h (to core/cuda/optim_kernels.cu), so optim/
+// never names a device; both run the element formulas of Note [Shared optimizer updates].
 //
 // Operands: p, g and the state tensors are contiguous, of one floating dtype (float32
 // or float64), on one device, with p's numel; fused_step_ok(p) says whether p qualifies

@@ -8,8 +8,7 @@
 // are copied back into the parameters' .grad. With gradient_as_bucket_view the
 // slices ARE the parameters' .grad (Note [Gradients as bucket views] in
 // distributed/ddp/reducer_buckets.cpp), so neither copy happens.
-// Read before: distributed/ddp/bucket_assignment.h. Read next: distributed/ddp/reducer.h;
-// on README's DDP track, distributed/process_group/tensor_future.h.
+// Read before: bucket_assignment.h. Read next: reducer.h, ../process_group/tensor_future.h.
 #pragma once
 
 #include <cstddef>

@@ -15,8 +15,7 @@
 // ZeRO-2 DDP's own hook reduces each owner's segment to its owner instead
 // (Note [ZeRO-2 buckets], reducer_buckets.cpp).
 // Read before: distributed/ddp/comm_hook.h, distributed/ddp/deterministic_reduction.h.
-// Read next: distributed/ddp/reducer_observers.h; on README's DDP track, 
-// distributed/ddp/distributed_data_parallel.h.
+// Read next: reducer_observers.h; on README's DDP track, distributed_data_parallel.h.
 #pragma once
 
 #include <cstdint>

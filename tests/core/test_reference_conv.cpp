@@ -75,8 +75,9 @@ struct Operands {
 };
 
 Operands random_operands(const Geometry& c, const nv::ConvGeometry& g, ls::ScalarType dtype) {
-  return {ls::randn({c.n, c.c_in, c.h, c.w}, dtype), ls::randn({c.c_out, c.c_in / c.groups, c.kh, c.kw}, dtype),
-          ls::randn({c.c_out}, dtype), ls::randn({g.n, g.c_out, g.oh, g.ow}, dtype)};
+  return {ls::randn({c.n, c.c_in, c.h, c.w}, dtype),
+          ls::randn({c.c_out, c.c_in / c.groups, c.kh, c.kw}, dtype), ls::randn({c.c_out}, dtype),
+          ls::randn({g.n, g.c_out, g.oh, g.ow}, dtype)};
 }
 
 nv::ConvGeometry geometry_of(const Geometry& c, const Tensor& x, const Tensor& w) {
@@ -85,12 +86,14 @@ nv::ConvGeometry geometry_of(const Geometry& c, const Tensor& x, const Tensor& w
 
 // conv2d_forward / conv2d_backward (all three passes) in the current mode against the loops.
 void check_native(const Geometry& c, ls::ScalarType dtype, double tol) {
-  const nv::ConvGeometry g = geometry_of(c, ls::zeros({c.n, c.c_in, c.h, c.w}, dtype),
-                                         ls::zeros({c.c_out, c.c_in / c.groups, c.kh, c.kw}, dtype));
+  const nv::ConvGeometry g =
+      geometry_of(c, ls::zeros({c.n, c.c_in, c.h, c.w}, dtype),
+                  ls::zeros({c.c_out, c.c_in / c.groups, c.kh, c.kw}, dtype));
   const Operands o = random_operands(c, g, dtype);
   const Tensor y = nv::conv2d_forward(o.x, o.w, o.b, c.stride, c.pad, c.dil, c.groups);
   CHECK(relative_error(y, ref::conv2d_forward(g, o.x, o.w, o.b)) < tol);
-  auto [gx, gw, gb] = nv::conv2d_backward(o.gy, o.x, o.w, c.stride, c.pad, c.dil, c.groups, true, true, true);
+  auto [gx, gw, gb] =
+      nv::conv2d_backward(o.gy, o.x, o.w, c.stride, c.pad, c.dil, c.groups, true, true, true);
   auto [rgw, rgb] = ref::conv2d_backward_weights(g, o.gy, o.x);
   CHECK(relative_error(gx, ref::conv2d_backward_data(g, o.gy, o.w)) < tol);
   CHECK(relative_error(gw, rgw) < tol);
@@ -124,7 +127,8 @@ TEST_CASE("reference conv2d: the bf16 kernels on bf16 values") {
   for (const Geometry& c : kGeometries) {
     CAPTURE(c.reaches);
     const Tensor x = nv::to_dtype(ls::randn({c.n, c.c_in, c.h, c.w}), ls::kBFloat16);
-    const Tensor w = nv::to_dtype(ls::randn({c.c_out, c.c_in / c.groups, c.kh, c.kw}), ls::kBFloat16);
+    const Tensor w =
+        nv::to_dtype(ls::randn({c.c_out, c.c_in / c.groups, c.kh, c.kw}), ls::kBFloat16);
     const Tensor b = ls::randn({c.c_out});  // float32, as autocast passes it
     const nv::ConvGeometry g = geometry_of(c, x, w);
     CAPTURE(nv::conv2d_bf16_impl(g));

@@ -46,7 +46,9 @@ struct Dtype {
 };
 const Dtype kFloat64{ls::kFloat64, 1e-12}, kFloat32{ls::kFloat32, 2e-5}, kBf16{ls::kBFloat16, 8e-3};
 
-Tensor random(const IntList& sizes, ls::ScalarType dtype) { return nv::to_dtype(ls::randn(sizes), dtype); }
+Tensor random(const IntList& sizes, ls::ScalarType dtype) {
+  return nv::to_dtype(ls::randn(sizes), dtype);
+}
 
 // Restores the thread count and GEMM backend.
 struct ModeGuard {
@@ -64,7 +66,8 @@ TEST_CASE("reference mm: every GEMM backend, float64, float32 and bf16") {
   ModeGuard guard;
   ls::manual_seed(21);
   for (auto [n, k, m] : {std::tuple{7, 13, 5}, std::tuple{64, 96, 48}, std::tuple{1, 300, 3}}) {
-    for (nv::GemmBackend backend : {nv::GemmBackend::Reference, nv::GemmBackend::Eigen, nv::GemmBackend::OneDNN}) {
+    for (nv::GemmBackend backend :
+         {nv::GemmBackend::Reference, nv::GemmBackend::Eigen, nv::GemmBackend::OneDNN}) {
       CAPTURE(nv::gemm_backend_name(backend));
       nv::set_gemm_backend(backend);
       for (Dtype d : {kFloat64, kFloat32, kBf16}) {
@@ -77,7 +80,8 @@ TEST_CASE("reference mm: every GEMM backend, float64, float32 and bf16") {
   }
 }
 
-TEST_CASE("reference batch norm: float64, float32, bf16 NCHW and channels-last, fused ReLU, threads") {
+TEST_CASE(
+    "reference batch norm: float64, float32, bf16 NCHW and channels-last, fused ReLU, threads") {
   ModeGuard guard;
   ls::manual_seed(22);
   const double eps = 1e-5;
@@ -97,15 +101,18 @@ TEST_CASE("reference batch norm: float64, float32, bf16 NCHW and channels-last, 
           const Tensor wd = nv::to_dtype(w, d.type == ls::kBFloat16 ? ls::kFloat32 : d.type);
           const Tensor bd = nv::to_dtype(b, wd.dtype());
           auto [ry, rmean, rinvstd] = ref::batch_norm_forward(x, wd, bd, eps);
-          auto [y, mean, invstd] = nv::batch_norm_forward(x, wd, bd, Tensor(), Tensor(), true, 0.1, eps);
+          auto [y, mean, invstd] =
+              nv::batch_norm_forward(x, wd, bd, Tensor(), Tensor(), true, 0.1, eps);
           const double stat_tol = d.type == ls::kBFloat16 ? 1e-4 : d.tol;
           CHECK(relative_error(y, ry) < d.tol);
           CHECK(relative_error(mean, rmean) < stat_tol);
           CHECK(relative_error(invstd, rinvstd) < stat_tol);
-          auto [relu_y, m2, i2] = nv::batch_norm_relu_forward(x, wd, bd, Tensor(), Tensor(), true, 0.1, eps);
+          auto [relu_y, m2, i2] =
+              nv::batch_norm_relu_forward(x, wd, bd, Tensor(), Tensor(), true, 0.1, eps);
           CHECK(relative_error(relu_y, ry.relu()) < d.tol);
           auto [rgx, rgw, rgb] = ref::batch_norm_backward(gy, x, wd, eps);
-          auto [gx, gw, gb] = nv::batch_norm_backward(gy, x, wd, mean, invstd, true, true, true, true);
+          auto [gx, gw, gb] =
+              nv::batch_norm_backward(gy, x, wd, mean, invstd, true, true, true, true);
           CHECK(relative_error(gx, rgx) < d.tol);
           CHECK(relative_error(gw, rgw) < stat_tol);
           CHECK(relative_error(gb, rgb) < stat_tol);
@@ -121,8 +128,10 @@ TEST_CASE("reference layer norm: float64 and float32, with and without affine pa
     for (bool affine : {true, false}) {
       CAPTURE(d.type);
       CAPTURE(affine);
-      const Tensor x = nv::to_dtype(ls::randn({3, 4, 24}) + 5.0, d.type), gy = random({3, 4, 24}, d.type);
-      const Tensor w = affine ? random({24}, d.type) : Tensor(), b = affine ? random({24}, d.type) : Tensor();
+      const Tensor x = nv::to_dtype(ls::randn({3, 4, 24}) + 5.0, d.type),
+                   gy = random({3, 4, 24}, d.type);
+      const Tensor w = affine ? random({24}, d.type) : Tensor(),
+                   b = affine ? random({24}, d.type) : Tensor();
       auto [ry, rmean, rrstd] = ref::layer_norm_forward(x, 24, w, b, 1e-5);
       auto [y, mean, rstd] = nv::layer_norm_forward(x, {24}, w, b, 1e-5);
       CHECK(relative_error(y, ry) < d.tol);
@@ -139,7 +148,9 @@ TEST_CASE("reference layer norm: float64 and float32, with and without affine pa
   }
 }
 
-TEST_CASE("reference pooling: max (separable, 2x2, per-window, bf16 channels-last) and adaptive average") {
+TEST_CASE(
+    "reference pooling: max (separable, 2x2, per-window, bf16 channels-last) and adaptive "
+    "average") {
   ModeGuard guard;
   ls::manual_seed(24);
   struct Case {
@@ -164,15 +175,18 @@ TEST_CASE("reference pooling: max (separable, 2x2, per-window, bf16 channels-las
           CHECK(relative_error(y, ry) == 0.0);
           CHECK(idx.to_vector<int64_t>() == ridx.to_vector<int64_t>());
           const Tensor gy = random(y.sizes(), d.type);
-          const Tensor gx = nv::max_pool2d_backward(gy, idx, x.sizes(), nv::max_pool2d_tile({c.k}, {c.s}, {c.p}));
-          CHECK(relative_error(gx, ref::max_pool2d_backward(gy, ridx, c.sizes[2], c.sizes[3])) < d.tol);
+          const Tensor gx =
+              nv::max_pool2d_backward(gy, idx, x.sizes(), nv::max_pool2d_tile({c.k}, {c.s}, {c.p}));
+          CHECK(relative_error(gx, ref::max_pool2d_backward(gy, ridx, c.sizes[2], c.sizes[3])) <
+                d.tol);
           if (channels_last) continue;
           for (auto [oh, ow] : {std::pair{1, 1}, std::pair{3, 5}}) {
             CHECK(relative_error(nv::adaptive_avg_pool2d_forward(x, {oh, ow}),
                                  ref::adaptive_avg_pool2d_forward(x, oh, ow)) < d.tol);
             const Tensor g = random({c.sizes[0], c.sizes[1], oh, ow}, d.type);
             CHECK(relative_error(nv::adaptive_avg_pool2d_backward(g, x.sizes()),
-                                 ref::adaptive_avg_pool2d_backward(g, c.sizes[2], c.sizes[3])) < d.tol);
+                                 ref::adaptive_avg_pool2d_backward(g, c.sizes[2], c.sizes[3])) <
+                  d.tol);
           }
         }
       }
@@ -190,7 +204,8 @@ TEST_CASE("reference softmax and cross-entropy: every dim, float64 and float32, 
       const Tensor y = nv::softmax(x, dim), gy = random(x.sizes(), d.type);
       CHECK(relative_error(y, ref::softmax(x, dim, false)) < d.tol);
       CHECK(relative_error(nv::log_softmax(x, dim), ref::softmax(x, dim, true)) < d.tol);
-      CHECK(relative_error(nv::softmax_backward(gy, y, dim), ref::softmax_backward(gy, y, dim)) < d.tol);
+      CHECK(relative_error(nv::softmax_backward(gy, y, dim), ref::softmax_backward(gy, y, dim)) <
+            d.tol);
     }
     const Tensor logits = random({6, 10}, d.type) * 3.0;
     const Tensor target = ls::tensor(std::vector<int64_t>{3, -100, 0, 9, 9, -100}, {6});

@@ -30,9 +30,10 @@ void for_each_tap(const ConvGeometry& g, F&& tap) {
               for (int64_t kw = 0; kw < g.kw; ++kw) {
                 const int64_t h = i * g.stride_h - g.pad_h + kh * g.dil_h;
                 const int64_t w = j * g.stride_w - g.pad_w + kw * g.dil_w;
-                if (h < 0 || h >= g.h || w < 0 || w >= g.w) continue;  // padding: zero
+                if (h < 0 || h >= g.h || w < 0 || w >= g.w) continue;    // padding: zero
                 const int64_t ci = co / g.c_out_g() * g.c_in_g() + cig;  // co's group
-                tap(((n * g.c_out + co) * g.oh + i) * g.ow + j, ((n * g.c_in + ci) * g.h + h) * g.w + w,
+                tap(((n * g.c_out + co) * g.oh + i) * g.ow + j,
+                    ((n * g.c_in + ci) * g.h + h) * g.w + w,
                     ((co * g.c_in_g() + cig) * g.kh + kh) * g.kw + kw);
               }
 }
@@ -63,7 +64,8 @@ std::tuple<Tensor, Tensor> conv2d_backward_weights(const ConvGeometry& g, const 
   std::vector<double> gw(static_cast<size_t>(g.c_out * g.c_in_g() * g.kh * g.kw), 0.0);
   for_each_tap(g, [&](int64_t yi, int64_t xi, int64_t wi) { gw[wi] += gyv[yi] * xv[xi]; });
   std::vector<double> gb(static_cast<size_t>(g.c_out), 0.0);
-  for (size_t e = 0; e < gyv.size(); ++e) gb[e / static_cast<size_t>(g.oh * g.ow) % g.c_out] += gyv[e];
+  for (size_t e = 0; e < gyv.size(); ++e)
+    gb[e / static_cast<size_t>(g.oh * g.ow) % g.c_out] += gyv[e];
   return {tensor(gw, {g.c_out, g.c_in_g(), g.kh, g.kw}), tensor(gb, {g.c_out})};
 }
 

@@ -2,7 +2,8 @@
 // (Note [Plain reference kernels]). core/native/gemm.cpp's gemm_reference is
 // the same loops on raw buffers, the oracle of the GEMM backends; this one is
 // on tensors, the oracle of mm/matmul in every dtype (bf16 included).
-// Read before: core/native/reference/conv2d.cpp. Read next: core/native/reference/normalization.cpp.
+// Read before: core/native/reference/conv2d.cpp. Read next:
+// core/native/reference/normalization.cpp.
 #include <vector>
 
 #include "core/factory.h"

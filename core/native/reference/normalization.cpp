@@ -20,7 +20,8 @@ namespace {
 
 // How elements fall into groups: group(e) and param(e) for element e of a contiguous x.
 struct Groups {
-  int64_t count, params, inner, channels;  // batch norm: C groups of (N, *); layer norm: M rows of D
+  int64_t count, params, inner,
+      channels;  // batch norm: C groups of (N, *); layer norm: M rows of D
   bool by_channel;
   int64_t group(int64_t e) const { return by_channel ? e / inner % channels : e / inner; }
   int64_t param(int64_t e) const { return by_channel ? group(e) : e % inner; }
@@ -32,12 +33,14 @@ Groups batch_norm_groups(const Tensor& x) {
 Groups layer_norm_groups(const Tensor& x, int64_t d) { return {x.numel() / d, d, d, 0, false}; }
 
 // mean and invstd (count) of x's groups.
-std::tuple<std::vector<double>, std::vector<double>> moments(const Groups& g, const std::vector<double>& x,
+std::tuple<std::vector<double>, std::vector<double>> moments(const Groups& g,
+                                                             const std::vector<double>& x,
                                                              double eps) {
   std::vector<double> mean(g.count, 0.0), var(g.count, 0.0), invstd(g.count);
   const double m = static_cast<double>(x.size()) / static_cast<double>(g.count);
   for (size_t e = 0; e < x.size(); ++e) mean[g.group(e)] += x[e] / m;
-  for (size_t e = 0; e < x.size(); ++e) var[g.group(e)] += (x[e] - mean[g.group(e)]) * (x[e] - mean[g.group(e)]) / m;
+  for (size_t e = 0; e < x.size(); ++e)
+    var[g.group(e)] += (x[e] - mean[g.group(e)]) * (x[e] - mean[g.group(e)]) / m;
   for (int64_t c = 0; c < g.count; ++c) invstd[c] = 1.0 / std::sqrt(var[c] + eps);
   return {mean, invstd};
 }

@@ -1,6 +1,7 @@
 // core/native/reference/pool.cpp — max pooling and adaptive average pooling,
 // one window at a time (Note [Plain reference kernels]).
-// Read before: core/native/reference/normalization.cpp. Read next: core/native/reference/softmax.cpp.
+// Read before: core/native/reference/normalization.cpp. Read next:
+// core/native/reference/softmax.cpp.
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -10,8 +11,8 @@
 
 namespace lockstep::native::reference {
 
-std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& x, int64_t kh, int64_t kw,
-                                              int64_t sh, int64_t sw, int64_t ph, int64_t pw) {
+std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& x, int64_t kh, int64_t kw, int64_t sh,
+                                              int64_t sw, int64_t ph, int64_t pw) {
   const int64_t planes = x.size(0) * x.size(1), h = x.size(2), w = x.size(3);
   const int64_t oh = (h + 2 * ph - kh) / sh + 1, ow = (w + 2 * pw - kw) / sw + 1;
   const std::vector<double> xv = x.to_vector<double>();
@@ -26,7 +27,8 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& x, int64_t kh, int64
           for (int64_t c = j * sw - pw; c < j * sw - pw + kw; ++c) {
             if (r < 0 || r >= h || c < 0 || c >= w) continue;  // padding: -inf
             const double v = xv[(p * h + r) * w + c];
-            if (at < 0 || std::isnan(v) || (!std::isnan(best) && v > best)) best = v, at = r * w + c;
+            if (at < 0 || std::isnan(v) || (!std::isnan(best) && v > best))
+              best = v, at = r * w + c;
           }
         y.push_back(best);
         indices.push_back(at);
@@ -52,7 +54,8 @@ int64_t window_end(int64_t i, int64_t n, int64_t size) { return ((i + 1) * size 
 // Each window's mean (forward), or each output gradient spread evenly over its window
 // (backward): the same visit of (plane, i, j, window pixel).
 template <class F>
-void for_each_window_pixel(int64_t planes, int64_t h, int64_t w, int64_t oh, int64_t ow, F&& visit) {
+void for_each_window_pixel(int64_t planes, int64_t h, int64_t w, int64_t oh, int64_t ow,
+                           F&& visit) {
   for (int64_t p = 0; p < planes; ++p)
     for (int64_t i = 0; i < oh; ++i)
       for (int64_t j = 0; j < ow; ++j) {
@@ -60,7 +63,8 @@ void for_each_window_pixel(int64_t planes, int64_t h, int64_t w, int64_t oh, int
         const int64_t c0 = window_begin(j, ow, w), c1 = window_end(j, ow, w);
         for (int64_t r = r0; r < r1; ++r)
           for (int64_t c = c0; c < c1; ++c)
-            visit((p * oh + i) * ow + j, (p * h + r) * w + c, static_cast<double>((r1 - r0) * (c1 - c0)));
+            visit((p * oh + i) * ow + j, (p * h + r) * w + c,
+                  static_cast<double>((r1 - r0) * (c1 - c0)));
       }
 }
 

@@ -51,18 +51,17 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(const Tensor& gy, const T
 // ---- layer norm (layer_norm.cpp) ----
 // x (*, D) normalised over its last `d` elements: (y, mean (M), rstd (M)), M = numel / d;
 // w, b (d) or undefined.
-std::tuple<Tensor, Tensor, Tensor> layer_norm_forward(const Tensor& x, int64_t d,
-                                                      const Tensor& w, const Tensor& b,
-                                                      double eps);
+std::tuple<Tensor, Tensor, Tensor> layer_norm_forward(const Tensor& x, int64_t d, const Tensor& w,
+                                                      const Tensor& b, double eps);
 // (dL/dx, dL/dw (d), dL/db (d)).
-std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& gy, const Tensor& x,
-                                                       int64_t d, const Tensor& w, double eps);
+std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& gy, const Tensor& x, int64_t d,
+                                                       const Tensor& w, double eps);
 
 // ---- pooling (pool.cpp) ----
 // x (N, C, H, W) -> (y (N, C, oH, oW), indices int64: the flat h * W + w of each
 // window's maximum). Padding counts as -inf; NaN wins; the first maximum wins a tie.
-std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& x, int64_t kh, int64_t kw,
-                                              int64_t sh, int64_t sw, int64_t ph, int64_t pw);
+std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& x, int64_t kh, int64_t kw, int64_t sh,
+                                              int64_t sw, int64_t ph, int64_t pw);
 // Each gy element added at its input position: (N, C, H, W).
 Tensor max_pool2d_backward(const Tensor& gy, const Tensor& indices, int64_t h, int64_t w);
 // x (N, C, H, W) -> (N, C, oh, ow); window i covers [floor(i H / oh), ceil((i + 1) H / oh)).

@@ -19,7 +19,9 @@ namespace {
 
 struct Lines {
   int64_t outer = 1, d = 1, inner = 1;
-  int64_t at(int64_t line, int64_t k) const { return (line / inner * d + k) * inner + line % inner; }
+  int64_t at(int64_t line, int64_t k) const {
+    return (line / inner * d + k) * inner + line % inner;
+  }
 };
 
 Lines lines_of(const Tensor& t, int64_t dim) {
@@ -55,7 +57,8 @@ Tensor softmax_backward(const Tensor& gy, const Tensor& y, int64_t dim) {
   for (int64_t line = 0; line < l.outer * l.inner; ++line) {
     double dot = 0;
     for (int64_t k = 0; k < l.d; ++k) dot += gyv[l.at(line, k)] * yv[l.at(line, k)];
-    for (int64_t k = 0; k < l.d; ++k) gx[l.at(line, k)] = yv[l.at(line, k)] * (gyv[l.at(line, k)] - dot);
+    for (int64_t k = 0; k < l.d; ++k)
+      gx[l.at(line, k)] = yv[l.at(line, k)] * (gyv[l.at(line, k)] - dot);
   }
   return tensor(gx, y.sizes());
 }
