@@ -29,6 +29,7 @@
 #pragma once
 
 #include "distributed/process_group/process_group.h"
+#include "distributed/process_group/tensor_future.h"
 
 namespace lockstep::distributed {
 
