@@ -17,7 +17,7 @@ machine_line() {
   family=$(awk -F': ' '/^cpu family/ {print $2; exit}' /proc/cpuinfo)
   cpu_model=$(awk -F': ' '/^model[[:space:]]*:/ {print $2; exit}' /proc/cpuinfo)
   flags=$(awk -F': ' '/^flags/ {print $2; exit}' /proc/cpuinfo)
-  cpus=$(nproc 2>/dev/null || echo '?')
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc 2>/dev/null || echo '?')  # nproc obeys OMP_NUM_THREADS
   has() { case " $flags " in *" $1 "*) echo yes ;; *) echo no ;; esac; }
   echo "# machine: ${model:-unknown} (family ${family:-?} model ${cpu_model:-?}), $cpus cpus," \
        "avx512_bf16 $(has avx512_bf16), amx_bf16 $(has amx_bf16)"

@@ -11,6 +11,7 @@
 
 #include "core/factory.h"
 #include "core/grad_mode.h"
+#include "distributed/ddp/coalesced_broadcast.h"
 
 namespace lockstep::distributed::detail {
 
@@ -158,11 +159,12 @@ DDPCore::DDPCore(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGrou
   verify_same_parameters(pg, trainable);
   {
     // Same starting point everywhere (paper Section 3.2.1).
+    // Coalesced by dtype: Note [Coalesced buffer broadcast] (coalesced_broadcast.h).
     NoGradGuard no_grad;
-    std::vector<std::shared_ptr<Work>> works;
-    for (auto& [name, p] : module_ref.named_parameters()) works.push_back(pg.broadcast(p, 0));
-    for (auto& [name, b] : module_ref.named_buffers()) works.push_back(pg.broadcast(b, 0));
-    for (auto& w : works) w->wait(pg.timeout());
+    std::vector<Tensor> state;
+    for (auto& [name, p] : module_ref.named_parameters()) state.push_back(p);
+    for (auto& [name, b] : module_ref.named_buffers()) state.push_back(b);
+    broadcast_coalesced(pg, state, 0, pg.timeout());
     for (auto& [name, p] : module_ref.named_parameters()) p.bump_version();
   }
   std::vector<Tensor> params;
@@ -203,14 +205,11 @@ bool DDPCore::forward_exchanges_fingerprint(const nn::NamedTensors& buffers, boo
 }
 
 void DDPCore::broadcast_from(const nn::NamedTensors& tensors, int source, const char* what) {
-  NoGradGuard no_grad;
-  std::vector<std::shared_ptr<Work>> works;
-  for (const auto& [name, t] : tensors) {
-    Tensor target = t;
-    works.push_back(process_group_->broadcast(target, source));
-  }
+  // A few flat collectives, not one per tensor: Note [Coalesced buffer broadcast].
+  std::vector<Tensor> targets;
+  for (const auto& [name, t] : tensors) targets.push_back(t);
   try {
-    for (auto& w : works) w->wait(process_group_->timeout());
+    broadcast_coalesced(*process_group_, targets, source, process_group_->timeout());
   } catch (const std::exception& e) {
     throw Error(lockstep::detail::str("DDP (rank ", process_group_->rank(), "): the broadcast of the ", what,
                                       " from rank ", source, " failed: ", e.what(), ". A peer rank has probably "

@@ -179,6 +179,9 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   if (const char* env = std::getenv("LOCKSTEP_GLOO_THREADS")) {
     options_.threads = static_cast<int>(positive_env_value("LOCKSTEP_GLOO_THREADS", env, 64));
   }
+  if (const char* env = std::getenv("LOCKSTEP_GLOO_CHUNK_BYTES")) {
+    options_.chunk_bytes = positive_env_value("LOCKSTEP_GLOO_CHUNK_BYTES", env, int64_t{1} << 40);
+  }
   if (const char* env = std::getenv("LOCKSTEP_GLOO_RING_THRESHOLD")) {
     options_.ring_threshold_bytes = positive_env_value("LOCKSTEP_GLOO_RING_THRESHOLD", env, int64_t{1} << 40);
   }

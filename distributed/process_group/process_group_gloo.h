@@ -85,8 +85,8 @@ class ProcessGroupGloo : public ProcessGroup {
     // Worker threads = collectives in flight at once (see Note [Collective order]).
     int threads = 4;
     size_t chunk_bytes = 4 << 20;  // see Note [Large allreduce in chunks]
-    // LOCKSTEP_GLOO_THREADS and LOCKSTEP_GLOO_RING_THRESHOLD (bytes) override
-    // threads and ring_threshold_bytes (for benchmarks).
+    // LOCKSTEP_GLOO_THREADS, LOCKSTEP_GLOO_CHUNK_BYTES and LOCKSTEP_GLOO_RING_THRESHOLD
+    // (bytes) override threads, chunk_bytes and ring_threshold_bytes (for benchmarks).
   };
 
   // Blocks until all `size` ranks have connected (or options.timeout passes).
