@@ -1,14 +1,14 @@
 // distributed/ddp/coalesced_broadcast.h — many tensors broadcast from one rank as a
 // few flat collectives (PyTorch's _broadcast_coalesced).
 //
-// Note [Coalesced buffer broadcast]
+// § Note [Coalesced buffer broadcast]
 // DDP broadcasts the module's buffers from rank 0 before every synced forward
 // (paper Section 3.2.1), and all parameters and buffers once at construction.
 // ResNet50 has 159 buffers (each BatchNorm's running mean, running variance and
 // batch counter), most of them a few hundred floats. One collective per buffer
 // costs one queue hand-over and a chain of wake-ups on both ranks each; on Gloo
 // over loopback that was ~45 ms a forward on 2 cores (docs/results/evaluation.md,
-// issue 40). Instead the tensors are grouped by (device, dtype) with the
+// the overlap diagnosis). Instead the tensors are grouped by (device, dtype) with the
 // bucket assignment (distributed/ddp/bucket_assignment.h, capped at
 // kCoalescedBroadcastMB per flat tensor, as PyTorch caps at 250 MB); the source
 // copies its values into one flat tensor per group, every rank broadcasts the
