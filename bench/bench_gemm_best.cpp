@@ -24,6 +24,7 @@
 // Read before: core/native/gemm_bf16.h. Read next: docs/results/bf16.md.
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -181,8 +182,9 @@ double time_lockstep(const Pass& s, Buffers& buf, int reps) {
     b_off[i] = i * b_size;
     c_off[i] = i * c_size;
   }
-  // A weight operand is described as one to gemm_bf16, which may pack it once.
-  const native::Bf16Weight weight{buf.b.data(), /*version=*/1};
+  // A weight operand is described as one to gemm_bf16, which may pack it once
+  // (the owner stands for the parameter whose bf16 copy B is).
+  const native::Bf16Weight weight{std::make_shared<int>(0), /*version=*/1};
   return median_ms(reps, [&] {
     const BFloat16* bias = s.bias ? buf.bias.data() : nullptr;
     auto run = [&]<class Out>(Out* c) {
