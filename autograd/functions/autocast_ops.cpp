@@ -67,11 +67,13 @@ bool eligible(const Tensor& t) {
   return t.defined() && t.is_floating_point() && t.dtype() != kFloat64 && on_device;
 }
 
-// A parameter's bf16 copy is handed to the GEMM as a weight, packed once per
-// version (Note [bf16 weights packed once per step] in core/native/gemm_bf16.cpp);
-// other tensors (activations, views) as they are.
+// With LOCKSTEP_BF16_PACK_WEIGHTS=1, a parameter's bf16 copy is handed to the
+// GEMM as a weight, packed once per version (Note [bf16 weights packed once per
+// step] in core/native/gemm_bf16.cpp: off by default until it is shown to pay);
+// other tensors (activations, views) always as they are.
 native::Bf16Weight weight_key(const Tensor& weight) {
-  if (!weight.is_leaf()) return {};
+  static const bool pack = env_flag("LOCKSTEP_BF16_PACK_WEIGHTS", false);
+  if (!pack || !weight.is_leaf()) return {};
   return {weight.impl()->storage, weight.impl()->storage->version()};
 }
 

@@ -18,8 +18,12 @@
 // version counter are those it was packed from. The optimizer's step bumps the
 // version, so each weight is packed once per step and layout; the forward
 // (W read transposed) and the input gradient (W as stored) are two layouts.
-// LOCKSTEP_BF16_PACK_WEIGHTS=0 turns it off (A/B runs); the reference loops
-// ignore weight_b. The packed copies cost 2 bytes per weight element and layout.
+// The reference loops ignore weight_b. The packed copies cost 2 bytes per
+// weight element and layout, kept for the process: BERT-base's peak RSS grows
+// by ~410 MB. Whether it pays at the steps' shapes was not measured yet (the
+// one AMX machine a session had was loaded; oneDNN's own figures at BERT's
+// shapes show plain and packed B equally fast: docs/results/bf16.md), so
+// linear passes its weight only with LOCKSTEP_BF16_PACK_WEIGHTS=1.
 // Read before: core/native/gemm_bf16.h.
 #include "core/native/gemm_bf16.h"
 
@@ -33,7 +37,6 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "core/env_flag.h"
 #include "core/error.h"
 #include "core/native/gemm.h"
 #include "core/native/native.h"
@@ -123,11 +126,6 @@ std::mutex g_packed_mutex;
 std::map<PackedKey, PackedWeight> g_packed;
 std::atomic<int64_t> g_packs{0};
 
-bool pack_weights_enabled() {
-  static const bool on = env_flag("LOCKSTEP_BF16_PACK_WEIGHTS", true);
-  return on;
-}
-
 // B in `layout`, from the packed copy when it is current, else reordered now.
 dnnl::memory packed_b(const Bf16Weight& w, const dnnl::memory::desc& layout, bool trans_b,
                       int64_t k, int64_t n, int64_t ldb, const BFloat16* b) {
@@ -163,7 +161,7 @@ void gemm_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
                  int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc,
                  const BFloat16* bias, const Bf16Weight* weight_b) {
   constexpr bool out_bf16 = std::is_same_v<Out, BFloat16>;
-  const bool pack = weight_b != nullptr && weight_b->owner != nullptr && pack_weights_enabled();
+  const bool pack = weight_b != nullptr && weight_b->owner != nullptr;
   const Key key{trans_a, trans_b, m, n, k, lda, ldb, ldc, out_bf16, beta, bias != nullptr, pack};
   const Cached& p = primitive(key);
   using dt = dnnl::memory::data_type;
