@@ -7,9 +7,10 @@
 // the 1x1 convolutions as channels-last GEMMs), each with the operand layouts, output
 // dtype and bias the step uses. For each pass three timings, median of --reps after
 // two warm-ups:
-//   lockstep   gemm_bf16 as the step calls it (its own primitive cache, and packed
-//              weights when the pass names a weight operand: Note [bf16 weights packed
-//              once per step] in core/native/gemm_bf16.cpp);
+//   lockstep   gemm_bf16 with the step's arguments, its own primitive cache, and a weight
+//              operand named as one (packed once: Note [bf16 weights packed once per
+//              step] in core/native/gemm_bf16.cpp), as the step runs with
+//              LOCKSTEP_BF16_PACK_WEIGHTS=1 (by default the step passes B plain);
 //   plain      oneDNN's matmul primitive on the same strided buffers, built once
 //              outside the clock (no per-call work on our side at all);
 //   packed     the same with the weight operand in `format_tag::any` (oneDNN's own
