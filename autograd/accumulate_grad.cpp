@@ -3,6 +3,8 @@
 // Read before: autograd/accumulate_grad.h.
 #include "autograd/accumulate_grad.h"
 
+#include "autograd/traffic.h"
+
 #include <algorithm>
 
 #include "core/autograd_meta.h"
@@ -20,7 +22,11 @@ variable_list AccumulateGrad::apply(variable_list&& grads) {
   LS_CHECK(incoming.sizes() == variable_.sizes(), "AccumulateGrad: gradient of shape ",
            incoming.shape_str(), " does not match the leaf's shape ", variable_.shape_str(),
            " (a backward formula returned a wrongly shaped gradient)");
-  incoming = native::to_dtype(incoming, variable_.dtype());
+  if (incoming.dtype() != variable_.dtype()) {
+    const int64_t before = distinct_bytes(incoming);  // a bf16 gradient of a float32 leaf
+    incoming = native::to_dtype(incoming, variable_.dtype());
+    profiler::add_bytes(before + distinct_bytes(incoming));
+  }
   Tensor& grad = variable_.mutable_grad();
   if (!grad.defined()) {
     // Take the incoming buffer when nothing else can see it; otherwise copy, so
@@ -28,9 +34,12 @@ variable_list AccumulateGrad::apply(variable_list&& grads) {
     const bool exclusive = incoming.impl_ptr().use_count() == 1 &&
                            incoming.impl()->storage.use_count() == 1 && incoming.is_contiguous();
     grad = exclusive ? incoming : native::clone(incoming);
+    // Note [Profiler bytes]: a stolen gradient moves nothing, a copy is read and written.
+    if (!exclusive) profiler::add_bytes(2 * distinct_bytes(grad));
   } else {
     NoGradGuard no_grad;
     grad.add_(incoming);
+    profiler::add_bytes(3 * distinct_bytes(grad));  // incoming read, .grad read and written
   }
   // Copy the list: a hook may register or remove hooks while we iterate.
   auto hooks = variable_.impl()->autograd_meta->post_accumulate_grad_hooks;

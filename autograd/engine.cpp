@@ -9,6 +9,7 @@
 #include "core/grad_mode.h"
 #include "core/native/memory_format.h"
 #include "core/native/native.h"
+#include "autograd/traffic.h"
 #include "core/profiler.h"
 
 namespace lockstep::autograd {
@@ -97,6 +98,7 @@ void accumulate_input(GraphTask& task, Node* node, uint32_t input_nr, Tensor gra
     return;
   }
   profiler::Scope prof("autograd.accumulate");  // Note [Gradients summed in place]
+  profiler::add_bytes(3 * distinct_bytes(grad));    // two read, one written: Note [Profiler bytes]
   if (can_sum_into(slot, grad)) {
     native::binary_(native::BinaryOp::Add, slot, grad);
   } else if (can_sum_into(grad, slot)) {
@@ -215,9 +217,11 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       // name() builds a string: only while profiling or tracing (Note [Profiler cost when disabled]).
       const std::string prof_name = profiler::is_recording() ? node->name() : std::string();
       profiler::Scope node_prof(prof_name);
+      NodeTraffic traffic(inputs);  // Note [Profiler bytes]
       variable_list pending = take_pending(task, *node);
       outputs = pending.empty() ? node->apply(std::move(inputs))
                                 : node->apply_summing(std::move(inputs), std::move(pending));
+      traffic.finish(outputs);
     }
     if (!retain_graph) node->release_variables();
     const auto& edges = node->next_edges();

@@ -2,6 +2,7 @@
 // Read before: autograd/function.h.
 #include "autograd/function.h"
 
+#include "autograd/traffic.h"
 #include "core/autograd_meta.h"
 
 namespace lockstep::autograd {
@@ -20,6 +21,7 @@ void record(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs
   edges.reserve(inputs.size());
   for (const Tensor& t : inputs) edges.push_back(gradient_edge(t));
   node->set_next_edges(std::move(edges));
+  count_op_bytes(inputs, outputs);  // Note [Profiler bytes]
   for (size_t i = 0; i < outputs.size(); ++i) {
     const Tensor& out = outputs[i];
     if (!out.defined()) continue;

@@ -3,6 +3,7 @@
 #include "autograd/node.h"
 
 #include "autograd/accumulate_grad.h"
+#include "autograd/traffic.h"
 #include "core/profiler.h"
 #include "core/native/native.h"
 
@@ -20,6 +21,7 @@ variable_list Node::apply_summing(variable_list&& grad_outputs, variable_list&& 
     if (!pending[i].defined()) continue;
     if (grads[i].defined()) {
       profiler::Scope prof("autograd.accumulate");  // the separate pass a summing node avoids
+      profiler::add_bytes(3 * distinct_bytes(grads[i]));  // Note [Profiler bytes]
       native::binary_(native::BinaryOp::Add, pending[i], grads[i]);
     }
     grads[i] = std::move(pending[i]);

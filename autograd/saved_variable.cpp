@@ -2,6 +2,8 @@
 // Read before: autograd/saved_variable.h.
 #include "autograd/saved_variable.h"
 
+#include "autograd/traffic.h"
+
 namespace lockstep::autograd {
 
 SavedVariable::SavedVariable(const Tensor& t) {
@@ -20,6 +22,7 @@ Tensor SavedVariable::unpack(const std::string& op) const {
            " that this op saved for backward was modified by an in-place operation (version ",
            saved_version_, " when saved, ", now,
            " now); use an out-of-place op, or .clone() the tensor before modifying it");
+  profiler::add_bytes(distinct_bytes(data_));  // read by the backward: Note [Profiler bytes]
   return data_;
 }
 

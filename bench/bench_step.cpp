@@ -38,7 +38,8 @@
 // allocator's. bench/torch_step_cuda.py prints the same fields for PyTorch.
 //
 // --profile 1 profiles the timed steps (not the warm-up) with ls::profiler and prints
-// its table to stderr at the end (core/profiler.h). LOCKSTEP_PROFILE=1 also works but
+// its table to stderr at the end (core/profiler.h), then the bytes moved per step by ops
+// without a GEMM (Note [Profiler bytes]) as one JSON line. LOCKSTEP_PROFILE=1 also works but
 // includes the warm-up step, whose first calls create oneDNN primitives.
 //
 // Read before: bench/bench_models.h, optim/sgd.h, core/profiler.h.
@@ -234,7 +235,19 @@ int run(int argc, char** argv) {
       median(cpu_ms), train_gflop, train_gflop / (step * 1e-3), peak_rss_mb(), alloc_peak_mb,
       o.device.c_str(), o.amp.c_str(), cuda_mb.first, cuda_mb.second);
   std::fflush(stdout);  // before a profiler table goes to stderr
-  if (o.profile) std::fputs(ls::profiler::report().c_str(), stderr);
+  if (o.profile) {
+    std::fputs(ls::profiler::report().c_str(), stderr);
+    // The memory-bound traffic per step (Note [Profiler bytes] in core/profiler.h).
+    const std::vector<ls::profiler::Entry> rows = ls::profiler::entries();
+    double all_mb = 0.0;
+    for (const ls::profiler::Entry& e : rows) all_mb += e.self_mb;
+    const double non_gemm = ls::profiler::non_gemm_mb(rows);
+    std::fprintf(stderr,
+                 "{\"bench\":\"step_bytes\",\"model\":\"%s\",\"amp\":\"%s\",\"iters\":%d,"
+                 "\"non_gemm_mb_per_step\":%.1f,\"gemm_op_mb_per_step\":%.1f}\n",
+                 o.model.model.c_str(), o.amp.c_str(), o.iters, non_gemm / o.iters,
+                 (all_mb - non_gemm) / o.iters);
+  }
   return 0;
 }
 

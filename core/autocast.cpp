@@ -9,9 +9,13 @@
 #include "core/autocast.h"
 
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 
+#include "core/env_flag.h"
+
 #include "core/native/native.h"
+#include "core/profiler.h"
 
 namespace lockstep {
 
@@ -37,6 +41,61 @@ AutocastState& state() {
 }
 
 uint64_t version_of(const Tensor& t) { return t.impl()->storage->version(); }
+
+// Note [bf16 copies written by the optimizer]: one copy per parameter, for all threads.
+struct KeptCast {
+  std::weak_ptr<TensorImpl> source;  // expired: the parameter is gone, the entry is stale
+  uint64_t version = 0;
+  bool valid = false;  // false between kept_cast_to_write and kept_cast_written
+  Tensor cast;
+};
+
+struct KeptCasts {
+  std::mutex mutex;
+  std::unordered_map<const TensorImpl*, KeptCast> map;
+};
+
+KeptCasts& kept() {
+  static KeptCasts* k = new KeptCasts();  // never destroyed: used from exit-time code
+  return *k;
+}
+
+bool keep_casts() {
+  static const bool on = env_flag("LOCKSTEP_BF16_KEEP_CASTS", true);
+  return on;
+}
+
+// The entry of `t` when it is t's own (not a dead tensor's at the same address).
+KeptCast* kept_entry(const Tensor& t) {
+  auto it = kept().map.find(t.impl());
+  if (it == kept().map.end()) return nullptr;
+  if (it->second.source.lock() != t.impl_ptr()) {
+    kept().map.erase(it);
+    return nullptr;
+  }
+  return &it->second;
+}
+
+// The kept copy of t in `dtype` at t's current version, or an undefined tensor.
+Tensor find_kept(const Tensor& t, ScalarType dtype) {
+  if (!keep_casts()) return Tensor();
+  std::lock_guard<std::mutex> lock(kept().mutex);
+  const KeptCast* e = kept_entry(t);
+  if (e == nullptr || !e->valid || e->version != version_of(t) || e->cast.dtype() != dtype ||
+      e->cast.sizes() != t.sizes()) {
+    return Tensor();
+  }
+  return e->cast;
+}
+
+void keep(const Tensor& t, const Tensor& cast) {
+  if (!keep_casts() || !t.device().is_cpu()) return;
+  std::lock_guard<std::mutex> lock(kept().mutex);
+  if (kept().map.size() > 64 && kept_entry(t) == nullptr) {  // drop dead parameters' copies
+    std::erase_if(kept().map, [](const auto& e) { return e.second.source.expired(); });
+  }
+  kept().map[t.impl()] = KeptCast{t.impl_ptr(), version_of(t), true, cast};
+}
 
 }  // namespace
 
@@ -69,17 +128,30 @@ bool needs_cast(const Tensor& t, ScalarType dtype) {
   return t.defined() && t.is_floating_point() && t.dtype() != dtype && t.dtype() != kFloat64;
 }
 
+// A conversion as its own profiler row: a pass over memory, not part of the op
+// that asked for it (Note [Profiler bytes] in core/profiler.h).
+Tensor counted_cast(const Tensor& t, ScalarType dtype) {
+  profiler::Scope prof("autocast.cast");
+  Tensor cast = native::to_dtype(t, dtype);
+  profiler::add_bytes(static_cast<int64_t>(t.nbytes() + cast.nbytes()));
+  return cast;
+}
+
 Tensor cached_cast(const Tensor& t, ScalarType dtype) {
   if (!t.defined() || t.dtype() == dtype) return t;
   AutocastState& s = state();
   const bool cacheable = s.enabled_depth > 0 && t.is_leaf() && t.requires_grad();
-  if (!cacheable) return native::to_dtype(t, dtype);
+  if (!cacheable) return counted_cast(t, dtype);
   auto it = s.cache.find(t.impl());
   if (it != s.cache.end() && it->second.version == version_of(t) &&
       it->second.cast.dtype() == dtype && it->second.cast.sizes() == t.sizes()) {
     return it->second.cast;
   }
-  Tensor cast = native::to_dtype(t, dtype);
+  Tensor cast = find_kept(t, dtype);  // Note [bf16 copies written by the optimizer]
+  if (!cast.defined()) {
+    cast = counted_cast(t, dtype);
+    keep(t, cast);
+  }
   s.cache[t.impl()] = CacheEntry{t.impl_ptr(), version_of(t), cast};
   return cast;
 }
@@ -102,6 +174,33 @@ Tensor cached_cast_transposed(const Tensor& t, ScalarType dtype) {
 }
 
 size_t cache_size() { return state().cache.size(); }
+
+Tensor kept_cast_to_write(const Tensor& p) {
+  if (!keep_casts() || !p.defined()) return Tensor();
+  std::lock_guard<std::mutex> lock(kept().mutex);
+  KeptCast* e = kept_entry(p);
+  if (e == nullptr || e->cast.sizes() != p.sizes()) return Tensor();
+  e->valid = false;
+  // Written in place only when the kept entry is its one holder (Note [bf16
+  // copies written by the optimizer]); otherwise a fresh buffer takes its place.
+  const bool exclusive = e->cast.impl_ptr().use_count() == 1 &&
+                         e->cast.impl()->storage.use_count() == 1 && e->cast.is_contiguous();
+  if (!exclusive) e->cast = native::empty(p.sizes(), e->cast.dtype());
+  return e->cast;
+}
+
+void kept_cast_written(const Tensor& p) {
+  std::lock_guard<std::mutex> lock(kept().mutex);
+  KeptCast* e = kept_entry(p);
+  if (e == nullptr) return;
+  e->version = version_of(p);
+  e->valid = true;
+}
+
+size_t kept_cast_count() {
+  std::lock_guard<std::mutex> lock(kept().mutex);
+  return kept().map.size();
+}
 
 }  // namespace autocast
 

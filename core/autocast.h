@@ -96,6 +96,30 @@ bool needs_cast(const Tensor& t, ScalarType dtype);
 // Entries in the cast cache of this thread (tests).
 size_t cache_size();
 
+// § Note [bf16 copies written by the optimizer]
+// A parameter's bf16 copy is made by the first forward under autocast that
+// uses it, and kept past the guard (one per parameter, process-wide, not
+// keeping the parameter alive). The optimizer asks for it with
+// kept_cast_to_write(p) and, in the same pass that updates the float32 p,
+// writes the new values rounded to bf16 into it (native::sgd_step_'s p16), then
+// calls kept_cast_written(p): the next forward finds a copy of p's current
+// version and converts nothing. So each weight is read from memory once per
+// step (by the optimizer) instead of twice (optimizer, then the next
+// forward's cast). A copy someone else still holds (a graph kept with
+// retain_graph, a forward that runs inside the guard the step is in) is never
+// written: the optimizer gets a fresh buffer. Without a step that writes it, a
+// kept copy is replaced by the next forward's cast as before (the version
+// check). LOCKSTEP_BF16_KEEP_CASTS=0 keeps no copies (A/B runs).
+
+// The bf16 tensor the optimizer should fill with p's next values, or an
+// undefined tensor when p has no kept bf16 copy (never cast under autocast, or
+// kept copies are off). Until kept_cast_written(p), no forward reads it.
+Tensor kept_cast_to_write(const Tensor& p);
+// The buffer of kept_cast_to_write(p) now holds p's values at p's current version.
+void kept_cast_written(const Tensor& p);
+// Parameters with a kept bf16 copy (tests).
+size_t kept_cast_count();
+
 }  // namespace autocast
 
 }  // namespace lockstep

@@ -29,6 +29,8 @@ struct Stats {
   int64_t calls = 0;
   int64_t total_ns = 0;
   int64_t self_ns = 0;
+  int64_t bytes = 0;
+  bool gemm = false;
 };
 
 // Everything recorded, behind one mutex. Allocated once and never destroyed, so
@@ -101,7 +103,29 @@ void Scope::close() {
   it->second.calls += 1;
   it->second.total_ns += elapsed;
   it->second.self_ns += std::max<int64_t>(elapsed - children_ns_, 0);
+  it->second.bytes += bytes_;
+  it->second.gemm = it->second.gemm || gemm_;
   s.threads.insert(std::this_thread::get_id());
+}
+
+namespace detail {
+
+void add_bytes(int64_t bytes) {
+  if (innermost != nullptr) innermost->bytes_ += bytes;
+}
+
+void mark_gemm() {
+  if (innermost != nullptr) innermost->gemm_ = true;
+}
+
+}  // namespace detail
+
+double non_gemm_mb(const std::vector<Entry>& rows) {
+  double mb = 0.0;
+  for (const Entry& e : rows) {
+    if (!e.gemm) mb += e.self_mb;
+  }
+  return mb;
 }
 
 std::vector<Entry> entries() {
@@ -111,7 +135,8 @@ std::vector<Entry> entries() {
     std::lock_guard<std::mutex> lock(s.mutex);
     out.reserve(s.stats.size());
     for (const auto& [name, st] : s.stats) {
-      out.push_back({name, st.calls, st.total_ns * 1e-6, st.self_ns * 1e-6});
+      out.push_back({name, st.calls, st.total_ns * 1e-6, st.self_ns * 1e-6, st.bytes * 1e-6,
+                     st.gemm});
     }
   }
   std::stable_sort(out.begin(), out.end(),
@@ -144,15 +169,23 @@ std::string report() {
                 "%.1f ms wall while enabled; %% columns are of the profiled time\n",
                 self_sum, threads, enabled_ms);
   out += line;
+  double gemm_mb = 0.0;
+  for (const Entry& e : rows) gemm_mb += e.gemm ? e.self_mb : 0.0;
+  std::snprintf(line, sizeof line,
+                "bytes moved (Note [Profiler bytes]): %.1f MB by ops without a GEMM, %.1f MB by "
+                "GEMM and convolution ops (marked G)\n",
+                non_gemm_mb(rows), gemm_mb);
+  out += line;
   const int w = static_cast<int>(width);
-  std::snprintf(line, sizeof line, "%-*s %10s %12s %12s %8s %8s\n", w, "name", "calls", "total ms",
-                "self ms", "total %", "self %");
+  std::snprintf(line, sizeof line, "%-*s %10s %12s %12s %8s %8s %10s\n", w, "name", "calls",
+                "total ms", "self ms", "total %", "self %", "self MB");
   out += line;
   const double denom = self_sum > 0.0 ? self_sum : 1.0;
   for (const Entry& e : rows) {
-    std::snprintf(line, sizeof line, "%-*s %10lld %12.3f %12.3f %8.2f %8.2f\n", w, e.name.c_str(),
-                  static_cast<long long>(e.calls), e.total_ms, e.self_ms,
-                  100.0 * e.total_ms / denom, 100.0 * e.self_ms / denom);
+    std::snprintf(line, sizeof line, "%-*s %10lld %12.3f %12.3f %8.2f %8.2f %10.1f%s\n", w,
+                  e.name.c_str(), static_cast<long long>(e.calls), e.total_ms, e.self_ms,
+                  100.0 * e.total_ms / denom, 100.0 * e.self_ms / denom, e.self_mb,
+                  e.gemm ? " G" : "");
     out += line;
   }
   return out;

@@ -40,6 +40,22 @@
 // A Scope opened before enable() records nothing; one open across disable() or
 // reset() is still recorded when it closes.
 //
+// § Note [Profiler bytes]
+// Beside time, each scope counts the bytes its op moves: add_bytes(n) adds n to
+// the innermost open Scope of the calling thread (its self bytes, as self time).
+// The count is of tensors, not of cache lines, so it does not depend on the CPU:
+// autograd counts, for every op it records, the bytes of its operands read once
+// and of its results written once (autograd/traffic.h: views and results that
+// alias an operand move nothing; a broadcast operand counts its distinct
+// elements). The backward does the same for each node: the incoming gradients,
+// the saved tensors it unpacks, the gradients it returns. Ops that update in
+// place (gradient accumulation, the optimizer) add their own counts. So fusing
+// two ops into one takes the intermediate tensor's write and read out of the
+// column, whatever the machine. A scope in which a matrix product or a
+// convolution ran (mark_gemm(), called by the GEMM and convolution kernels) is a
+// "GEMM op"; the report's header sums the bytes of all other ops: the step's
+// memory-bound traffic, the number a fusion has to lower.
+//
 // Read before: core/parallel.h. Read next: autograd/engine.cpp (the backward scopes).
 #pragma once
 
@@ -67,6 +83,20 @@ inline bool is_enabled() {
 // The profiler or the timeline records Scopes: callers that build a scope name
 // (the engine) test this one.
 inline bool is_recording() { return detail::recording.load(std::memory_order_relaxed) != 0; }
+namespace detail {
+void add_bytes(int64_t bytes);
+void mark_gemm();
+}  // namespace detail
+// Note [Profiler bytes]: adds `bytes` to the innermost open Scope of this thread.
+inline void add_bytes(int64_t bytes) {
+  if (is_enabled()) detail::add_bytes(bytes);
+}
+// Marks the innermost open Scope of this thread as one that ran a GEMM or a
+// convolution (its bytes are then not counted as memory-bound traffic).
+inline void mark_gemm() {
+  if (is_enabled()) detail::mark_gemm();
+}
+
 // Forgets every recorded entry and restarts the wall-clock reference.
 void reset();
 
@@ -76,7 +106,13 @@ struct Entry {
   int64_t calls = 0;
   double total_ms = 0.0;  // open to close, nested scopes included
   double self_ms = 0.0;   // total_ms minus the time in nested scopes
+  double self_mb = 0.0;   // bytes moved, in 1e6 bytes (Note [Profiler bytes])
+  bool gemm = false;      // some call ran a GEMM or a convolution
 };
+
+// The bytes of all scopes that ran no GEMM or convolution, in 1e6 bytes: the
+// memory-bound traffic (Note [Profiler bytes]).
+double non_gemm_mb(const std::vector<Entry>& rows);
 
 // Every name recorded since the last reset(), sorted by total_ms, largest first.
 std::vector<Entry> entries();
@@ -112,6 +148,11 @@ class Scope {
   int64_t start_ns_ = 0;
   int64_t children_ns_ = 0;  // time spent in scopes nested inside this one
   Scope* parent_ = nullptr;  // the enclosing open Scope on this thread
+  int64_t bytes_ = 0;        // Note [Profiler bytes]
+  bool gemm_ = false;
+
+  friend void detail::add_bytes(int64_t);
+  friend void detail::mark_gemm();
 };
 
 }  // namespace lockstep::profiler

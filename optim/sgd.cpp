@@ -2,6 +2,7 @@
 // Read before: optim/sgd.h.
 #include "optim/sgd.h"
 
+#include "core/autocast.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/native/optim_step.h"
@@ -57,13 +58,18 @@ void SGD::step() {
     if (native::fused_step_ok(p)) {
       const Tensor buf = use_momentum ? momentum_buffer(s.buffers, p) : Tensor();
       const Tensor gc = g.contiguous();
+      // The bf16 copy the next forward under autocast reads, written by this same
+      // pass (Note [bf16 copies written by the optimizer] in core/autocast.h).
+      const Tensor p16 = p.device().is_cpu() && p.dtype() == kFloat32 ? autocast::kept_cast_to_write(p)
+                                                                        : Tensor();
       // We write through raw pointers: tell autograd's saved-tensor checks.
       p.impl()->storage->bump_version();
       update_in_chunks(i, p.numel(), [&](int64_t at, int64_t n) {  // Note [Stepping in chunks]
         native::sgd_step_(flat_piece(p, at, n), flat_piece(gc, at, n), flat_piece(buf, at, n), options_.lr(),
                           options_.momentum(), options_.dampening(), options_.weight_decay(), options_.nesterov(),
-                          first);
+                          first, flat_piece(p16, at, n));
       });
+      if (p16.defined()) autocast::kept_cast_written(p);
       continue;
     }
 

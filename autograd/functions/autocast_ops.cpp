@@ -44,6 +44,7 @@
 
 #include "autograd/functions/functions.h"
 #include "autograd/functions/linear_autocast_saved.h"
+#include "autograd/traffic.h"
 #include "core/env_flag.h"
 #include "core/grad_mode.h"
 #include "core/native/conv_bf16.h"
@@ -66,16 +67,39 @@ bool eligible(const Tensor& t) {
   return t.defined() && t.is_floating_point() && t.dtype() != kFloat64 && on_device;
 }
 
-// A gradient computed in float32 for an input of `dtype`.
-Tensor as_input_dtype(const Tensor& g, ScalarType dtype) {
-  return g.defined() ? native::to_dtype(g, dtype) : g;
+// With LOCKSTEP_BF16_PACK_WEIGHTS=1, a parameter's bf16 copy is handed to the
+// GEMM as a weight, packed once per version (Note [bf16 weights packed once per
+// step] in core/native/gemm_bf16.cpp: off by default until it is shown to pay);
+// other tensors (activations, views) always as they are.
+native::Bf16Weight weight_key(const Tensor& weight) {
+  static const bool pack = env_flag("LOCKSTEP_BF16_PACK_WEIGHTS", false);
+  if (!pack || !weight.is_leaf()) return {};
+  return {weight.impl()->storage, weight.impl()->storage->version()};
 }
 
+const native::Bf16Weight* or_null(const native::Bf16Weight& w) {
+  return w.owner != nullptr ? &w : nullptr;
+}
+
+// A dtype conversion as its own profiler row (Note [Profiler bytes]): a pass
+// over memory inside the op, not part of its GEMM.
+Tensor cast_pass(const Tensor& t, ScalarType dtype) {
+  if (!t.defined() || t.dtype() == dtype) return t;
+  profiler::Scope prof("autocast.cast");
+  Tensor cast = native::to_dtype(t, dtype);
+  profiler::add_bytes(distinct_bytes(t) + distinct_bytes(cast));
+  return cast;
+}
+
+// A gradient computed in float32 for an input of `dtype`.
+Tensor as_input_dtype(const Tensor& g, ScalarType dtype) { return cast_pass(g, dtype); }
+
 struct LinearAutocastBackward final : BackwardNode, LinearAutocastSaved {
+  native::Bf16Weight weight_packed;  // W's identity and version at the forward
   std::string name() const override { return "LinearAutocastBackward"; }
 
   variable_list apply(variable_list&& grads) override {
-    const Tensor g = native::contiguous(native::to_dtype(grads[0], kBFloat16));  // (*, out)
+    const Tensor g = native::contiguous(cast_pass(grads[0], kBFloat16));  // (*, out)
     const int64_t out = g.size(-1), m = g.numel() / std::max<int64_t>(out, 1);
     Tensor dx, dw, db;
     if (should_compute_output(0)) {
@@ -87,7 +111,8 @@ struct LinearAutocastBackward final : BackwardNode, LinearAutocastSaved {
       dispatch_all(input_dtype, [&]<class T>() {
         if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
           native::gemm_bf16<T>(false, false, m, in, out, g.data_ptr<BFloat16>(), out,
-                               w.data_ptr<BFloat16>(), in, 0.0f, dx.data_ptr<T>(), in);
+                               w.data_ptr<BFloat16>(), in, 0.0f, dx.data_ptr<T>(), in, nullptr,
+                               or_null(weight_packed));
         }
       });
     }
@@ -105,7 +130,10 @@ struct LinearAutocastBackward final : BackwardNode, LinearAutocastSaved {
     }
     return {dx, dw, db};
   }
-  void release_variables() override { reset_saved(); }
+  void release_variables() override {
+    reset_saved();
+    weight_packed = {};
+  }
 };
 
 struct Conv2dAutocastBackward final : BackwardNode {
@@ -194,13 +222,15 @@ Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& 
   static const bool copy_transposed = env_flag("LOCKSTEP_BF16_LINEAR_WT_COPY", false);
   // B: W16 (out, in) read transposed, or its transposed copy (in, out) read as it is.
   const Tensor wb = copy_transposed ? autocast::cached_cast_transposed(weight, kBFloat16) : w16;
+  const native::Bf16Weight packed = weight_key(weight);
   native::gemm_bf16<BFloat16>(false, !copy_transposed, m, out, in, x16.data_ptr<BFloat16>(), in,
                               wb.data_ptr<BFloat16>(), copy_transposed ? out : in, 0.0f,
                               y.data_ptr<BFloat16>(), out,
-                              b.defined() ? b.data_ptr<BFloat16>() : nullptr);
+                              b.defined() ? b.data_ptr<BFloat16>() : nullptr, or_null(packed));
   if (compute_requires_grad({input, weight, bias})) {
     auto node = std::make_shared<LinearAutocastBackward>();
     node->save(input, weight, bias, x16, w16);
+    node->weight_packed = packed;
     record(node, {input, weight, bias}, {y});
   }
   return y;
@@ -219,7 +249,7 @@ Tensor conv2d_autocast(const Tensor& input, const Tensor& weight, const Tensor& 
   // float32 and bf16 inputs go to the kernel as they are (it converts while it
   // reorders); float16 is converted first.
   const bool direct = input.dtype() == kFloat32 || input.dtype() == kBFloat16;
-  const Tensor x = direct ? input : native::to_dtype(input, kBFloat16);
+  const Tensor x = direct ? input : cast_pass(input, kBFloat16);
   const Tensor w16 = autocast::cached_cast(weight, kBFloat16);
   const Tensor b32 = bias.defined() ? native::to_dtype(bias, kFloat32) : bias;
   // The shape checks of conv2d, on operands of x's dtype.

@@ -28,6 +28,7 @@ struct Conv2dBackward final : BackwardNode {
   std::string name() const override { return "Conv2dBackward"; }
 
   variable_list apply(variable_list&& grads) override {
+    profiler::mark_gemm();  // Note [Profiler bytes]
     auto [grad_input, grad_weight, grad_bias] = native::conv2d_backward_with(
         {Tensor(), workspace}, grads[0], input.unpack(name()), weight.unpack(name()), stride,
         padding, dilation, groups, should_compute_output(0), should_compute_output(1),
@@ -45,6 +46,7 @@ struct Conv2dBackward final : BackwardNode {
         sum.dtype() != x.dtype() || !should_compute_output(0)) {
       return BackwardNode::apply_summing(std::move(grads), std::move(pending));
     }
+    profiler::mark_gemm();
     auto [grad_input, grad_weight, grad_bias] = native::conv2d_backward_with(
         {sum, workspace}, grads[0], x, weight.unpack(name()), stride, padding, dilation, groups,
         /*need_input=*/true, should_compute_output(1), should_compute_output(2));
@@ -71,6 +73,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
     return conv2d_autocast(input, weight, bias, stride, padding, dilation, groups);
   }
   profiler::Scope prof("conv2d");
+  profiler::mark_gemm();  // Note [Profiler bytes]
   // A weight gradient to come: keep the forward's workspace for it (Note [Convolution workspace]).
   const bool weight_grad = GradMode::is_enabled() && weight.requires_grad();
   auto [out, workspace] =

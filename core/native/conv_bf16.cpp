@@ -268,6 +268,7 @@ bool conv_bf16_can_sum_into(const ConvGeometry& g, const Tensor& gy, const Tenso
 
 Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor& w,
                            const Tensor& bias, ConvBf16SavedInput* saved) {
+  profiler::mark_gemm();  // Note [Profiler bytes]
   LS_CHECK(x.dtype() == kBFloat16 || x.dtype() == kFloat32, "conv2d_bf16: the input must be "
            "bfloat16 or float32 but is ", dtype_name(x.dtype()));
   check_bf16(w, "the weight");
@@ -312,6 +313,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
                                                         const Tensor& w, ScalarType gx_dtype,
                                                         bool need_input, bool need_weight,
                                                         bool need_bias, const Tensor& sum_into) {
+  profiler::mark_gemm();
   LS_CHECK(!sum_into.defined() || (need_input && conv_bf16_can_sum_into(g, gy, sum_into, gx_dtype)),
            "conv2d_bf16_backward: sum_into is given but this layer cannot add its input gradient "
            "into it (check conv_bf16_can_sum_into first)");

@@ -36,6 +36,7 @@
 
 #include "core/error.h"
 #include "core/parallel.h"
+#include "core/profiler.h"
 
 namespace lockstep::native {
 
@@ -150,6 +151,7 @@ void gemm_with(GemmBackend backend, bool trans_a, bool trans_b, int64_t m, int64
                T alpha, const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c,
                int64_t ldc) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
+  profiler::mark_gemm();  // Note [Profiler bytes]
   if (backend == GemmBackend::Reference) {
     gemm_reference(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
@@ -185,6 +187,7 @@ void gemm_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t 
                   const int64_t* b_offsets, int64_t ldb, T beta, T* c, const int64_t* c_offsets,
                   int64_t ldc) {
   LS_CHECK(batch >= 0, "gemm_batched: batch must be non-negative, got ", batch);
+  profiler::mark_gemm();  // this thread's scope; workers open none
   check_gemm_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   const GemmBackend backend = gemm_backend();
   const bool small = m * n * k <= kSmallGemmMacs;

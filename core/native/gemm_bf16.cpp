@@ -6,6 +6,24 @@
 // it is read through strides {1, lda}. No operand is copied on our side (the
 // primitive may pack tiles internally). beta != 0 is a "sum" post-op, which adds
 // beta * C to the product before C is written.
+//
+// § Note [bf16 weights packed once per step]
+// With B plain, oneDNN's AMX matmul copies B into its tile layout inside every
+// call (into the scratch memory). When B is a weight (gemm_bf16's weight_b: the
+// linear layers and 1x1 convolutions under autocast, forward and input
+// gradient), the primitive is built with B in `format_tag::any` and B is
+// reordered once into the layout it asks for (pd.weights_desc()); that copy is
+// kept, per weight and per (transposition, k, n), and reused while the weight's
+// owner (its parameter's storage) is alive and B's pointer and the owner's
+// version counter are those it was packed from. The optimizer's step bumps the
+// version, so each weight is packed once per step and layout; the forward
+// (W read transposed) and the input gradient (W as stored) are two layouts.
+// The reference loops ignore weight_b. The packed copies cost 2 bytes per
+// weight element and layout, kept for the process: BERT-base's peak RSS grows
+// by ~410 MB. Whether it pays at the steps' shapes was not measured yet (the
+// one AMX machine a session had was loaded; oneDNN's own figures at BERT's
+// shapes show plain and packed B equally fast: docs/results/bf16.md), so
+// linear passes its weight only with LOCKSTEP_BF16_PACK_WEIGHTS=1.
 // Read before: core/native/gemm_bf16.h.
 #include "core/native/gemm_bf16.h"
 
@@ -24,6 +42,7 @@
 #include "core/native/native.h"
 #include "core/native/fast/onednn_engine.h"
 #include "core/parallel.h"
+#include "core/profiler.h"
 
 namespace lockstep::native {
 
@@ -42,28 +61,36 @@ void check_args(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int
            " are narrower than the matrices (m=", m, " n=", n, " k=", k, ")");
 }
 
-// (trans_a, trans_b, m, n, k, lda, ldb, ldc, C is bf16, beta, with a bias)
-using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, float, bool>;
+// (trans_a, trans_b, m, n, k, lda, ldb, ldc, C is bf16, beta, with a bias, B packed)
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool, float,
+                       bool, bool>;
 
 struct Cached {
   dnnl::matmul primitive;
   dnnl::memory::desc scratchpad;  // see Note [oneDNN scratch memory] in fast/conv_onednn.cpp
+  dnnl::memory::desc weights;     // B's layout (the packed one when B is packed)
 };
 
 std::mutex g_mutex;
 std::map<Key, Cached> g_cache;
 std::atomic<int64_t> g_built{0};
 
+dnnl::memory::desc plain_b(bool trans_b, int64_t k, int64_t n, int64_t ldb) {
+  return dnnl::memory::desc({k, n}, dnnl::memory::data_type::bf16,
+                            trans_b ? dnnl::memory::dims{1, ldb} : dnnl::memory::dims{ldb, 1});
+}
+
 const Cached& primitive(const Key& key) {
   std::lock_guard<std::mutex> lock(g_mutex);
   auto it = g_cache.find(key);
   if (it != g_cache.end()) return it->second;
-  const auto [ta, tb, m, n, k, lda, ldb, ldc, out_bf16, beta, with_bias] = key;
+  const auto [ta, tb, m, n, k, lda, ldb, ldc, out_bf16, beta, with_bias, packed] = key;
   using dt = dnnl::memory::data_type;
   const dnnl::memory::desc a_md({m, k}, dt::bf16, ta ? dnnl::memory::dims{1, lda}
                                                      : dnnl::memory::dims{lda, 1});
-  const dnnl::memory::desc b_md({k, n}, dt::bf16, tb ? dnnl::memory::dims{1, ldb}
-                                                     : dnnl::memory::dims{ldb, 1});
+  const dnnl::memory::desc b_md =
+      packed ? dnnl::memory::desc({k, n}, dt::bf16, dnnl::memory::format_tag::any)
+             : plain_b(tb, k, n, ldb);
   const dnnl::memory::desc c_md({m, n}, out_bf16 ? dt::bf16 : dt::f32,
                                 dnnl::memory::dims{ldc, 1});
   dnnl::primitive_attr attr;
@@ -82,15 +109,60 @@ const Cached& primitive(const Key& key) {
   const dnnl::matmul::desc desc(a_md, b_md, bias_md, c_md);
   const dnnl::matmul::primitive_desc pd(desc, attr, onednn_detail::cpu_engine());
   ++g_built;
-  return g_cache.emplace(key, Cached{dnnl::matmul(pd), pd.scratchpad_desc()}).first->second;
+  return g_cache.emplace(key, Cached{dnnl::matmul(pd), pd.scratchpad_desc(), pd.weights_desc()})
+      .first->second;
+}
+
+// Note [bf16 weights packed once per step]: one packed copy per (owner, trans_b, k, n).
+struct PackedWeight {
+  std::weak_ptr<const void> owner;
+  const BFloat16* source = nullptr;  // the B it was packed from
+  uint64_t version = 0;
+  dnnl::memory memory;  // in the primitive's weights_desc()
+};
+using PackedKey = std::tuple<const void*, bool, int64_t, int64_t>;
+
+std::mutex g_packed_mutex;
+std::map<PackedKey, PackedWeight> g_packed;
+std::atomic<int64_t> g_packs{0};
+
+// B in `layout`, from the packed copy when it is current, else reordered now.
+dnnl::memory packed_b(const Bf16Weight& w, const dnnl::memory::desc& layout, bool trans_b,
+                      int64_t k, int64_t n, int64_t ldb, const BFloat16* b) {
+  std::lock_guard<std::mutex> lock(g_packed_mutex);
+  const PackedKey key{w.owner.get(), trans_b, k, n};
+  auto it = g_packed.find(key);
+  if (it == g_packed.end()) {
+    std::erase_if(g_packed, [](const auto& entry) { return entry.second.owner.expired(); });
+    it = g_packed.emplace(key, PackedWeight{}).first;
+  }
+  PackedWeight& p = it->second;
+  // A weak_ptr to a dead owner stays expired even when a new one takes its address.
+  const bool same_owner = !p.owner.expired() && p.owner.lock() == w.owner;
+  if (same_owner && p.source == b && p.version == w.version && p.memory &&
+      p.memory.get_desc() == layout) {
+    return p.memory;
+  }
+  dnnl::engine& engine = onednn_detail::cpu_engine();
+  if (!p.memory || p.memory.get_desc() != layout) p.memory = dnnl::memory(layout, engine);
+  dnnl::memory source(plain_b(trans_b, k, n, ldb), engine, const_cast<BFloat16*>(b));
+  dnnl::stream& stream = onednn_detail::thread_stream();
+  dnnl::reorder(source, p.memory).execute(stream, source, p.memory);
+  stream.wait();
+  p.owner = w.owner;
+  p.source = b;
+  p.version = w.version;
+  ++g_packs;
+  return p.memory;
 }
 
 template <class Out>
 void gemm_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a,
                  int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc,
-                 const BFloat16* bias) {
+                 const BFloat16* bias, const Bf16Weight* weight_b) {
   constexpr bool out_bf16 = std::is_same_v<Out, BFloat16>;
-  const Key key{trans_a, trans_b, m, n, k, lda, ldb, ldc, out_bf16, beta, bias != nullptr};
+  const bool pack = weight_b != nullptr && weight_b->owner != nullptr;
+  const Key key{trans_a, trans_b, m, n, k, lda, ldb, ldc, out_bf16, beta, bias != nullptr, pack};
   const Cached& p = primitive(key);
   using dt = dnnl::memory::data_type;
   dnnl::engine& engine = onednn_detail::cpu_engine();
@@ -98,9 +170,9 @@ void gemm_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
   const dnnl::memory a_mem({{m, k}, dt::bf16, trans_a ? dnnl::memory::dims{1, lda}
                                                       : dnnl::memory::dims{lda, 1}},
                            engine, const_cast<BFloat16*>(a));
-  const dnnl::memory b_mem({{k, n}, dt::bf16, trans_b ? dnnl::memory::dims{1, ldb}
-                                                      : dnnl::memory::dims{ldb, 1}},
-                           engine, const_cast<BFloat16*>(b));
+  const dnnl::memory b_mem = pack ? packed_b(*weight_b, p.weights, trans_b, k, n, ldb, b)
+                                  : dnnl::memory(plain_b(trans_b, k, n, ldb), engine,
+                                                 const_cast<BFloat16*>(b));
   const dnnl::memory c_mem({{m, n}, out_bf16 ? dt::bf16 : dt::f32, dnnl::memory::dims{ldc, 1}},
                            engine, c);
   dnnl::stream& stream = onednn_detail::thread_stream();
@@ -147,13 +219,14 @@ void gemm_bf16_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
 template <class Out>
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a,
                int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc,
-               const BFloat16* bias) {
+               const BFloat16* bias, const Bf16Weight* weight_b) {
   check_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
+  profiler::mark_gemm();  // Note [Profiler bytes]
   if (m == 0 || n == 0) return;
   if (k == 0 || gemm_backend() == GemmBackend::Reference) {
     return gemm_bf16_reference(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias);
   }
-  gemm_onednn(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias);
+  gemm_onednn(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias, weight_b);
 }
 
 template <class Out>
@@ -162,6 +235,7 @@ void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int
                        const BFloat16* b, const int64_t* b_offsets, int64_t ldb, float beta,
                        Out* c, const int64_t* c_offsets, int64_t ldc) {
   LS_CHECK(batch >= 0, "gemm_bf16_batched: batch must be non-negative, got ", batch);
+  profiler::mark_gemm();  // this thread's scope; workers open none
   check_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   const bool small = m * n * k <= kSmallBatchedMacs;
   parallel_for(0, batch, small ? 1 : batch, [&](int64_t begin, int64_t end) {
@@ -173,10 +247,12 @@ void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int
 }
 
 int64_t gemm_bf16_primitives_built() { return g_built.load(); }
+int64_t gemm_bf16_weights_packed() { return g_packs.load(); }
 
 #define LS_INSTANTIATE_GEMM_BF16(Out)                                                          \
   template void gemm_bf16<Out>(bool, bool, int64_t, int64_t, int64_t, const BFloat16*, int64_t, \
-                               const BFloat16*, int64_t, float, Out*, int64_t, const BFloat16*); \
+                               const BFloat16*, int64_t, float, Out*, int64_t, const BFloat16*, \
+                               const Bf16Weight*);                                              \
   template void gemm_bf16_reference<Out>(bool, bool, int64_t, int64_t, int64_t,                 \
                                          const BFloat16*, int64_t, const BFloat16*, int64_t,    \
                                          float, Out*, int64_t, const BFloat16*);                \

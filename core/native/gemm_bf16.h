@@ -20,18 +20,30 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "core/half.h"
 
 namespace lockstep::native {
 
+// B is a weight whose values change only when `version` does (Note [bf16 weights
+// packed once per step] in gemm_bf16.cpp): the oneDNN path reorders it once into
+// the layout its kernel reads best and reuses that copy while `owner` is alive
+// and B's pointer and `version` are unchanged. owner: anything whose lifetime is
+// the weight's (the parameter's storage); version: its storage's version counter.
+struct Bf16Weight {
+  std::shared_ptr<const void> owner;
+  uint64_t version = 0;
+};
+
 // Out is float or BFloat16.
 // bias: null, or n values added to every row of the product (in the float32 sum,
 // before the one rounding; linear's bias under autocast, oneDNN's bias argument).
+// weight_b: null, or B described as a weight (packed once, reused).
 template <class Out>
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const BFloat16* a,
                int64_t lda, const BFloat16* b, int64_t ldb, float beta, Out* c, int64_t ldc,
-               const BFloat16* bias = nullptr);
+               const BFloat16* bias = nullptr, const Bf16Weight* weight_b = nullptr);
 
 // The definition, in loops (tests compare the fast path with it).
 template <class Out>
@@ -48,5 +60,8 @@ void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int
 
 // Primitives the oneDNN path has built so far (tests: a repeated shape builds none).
 int64_t gemm_bf16_primitives_built();
+// Weight reorders the packed path has run so far (tests: a weight is packed once
+// per version).
+int64_t gemm_bf16_weights_packed();
 
 }  // namespace lockstep::native

@@ -3,11 +3,16 @@
 // Read before: core/native/optim_step.h.
 #include "core/native/optim_step.h"
 
+#include "core/profiler.h"
+
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/error.h"
+#include "core/native/bf16_rows.h"
 #include "core/native/cuda_dispatch.h"
 #include "core/native/optim_update.h"
 #include "core/parallel.h"
@@ -39,13 +44,23 @@ T* data_or_null(const Tensor& t) {
 
 // The loops over raw memory: __restrict parameters, so that after inlining the
 // element formulas still vectorise as hand-written loops do.
+// p16 (float32 p only; may be null): each block of the new p rounded to bf16
+// while the block is still in L1, so the copy costs its 2 bytes written and no
+// second read of p from memory.
 template <class T>
-void sgd_loop(T* __restrict p, const T* __restrict g, T* __restrict buf, int64_t n,
-              const optim_update::SgdElementScalars<T>& s) {
+void sgd_loop(T* __restrict p, const T* __restrict g, T* __restrict buf, BFloat16* p16,
+              int64_t n, const optim_update::SgdElementScalars<T>& s) {
+  constexpr int64_t kBlock = 1024;  // 4 KB of float32 p
   parallel_for(0, n, kOptimGrain, [&](int64_t lo, int64_t hi) {
-    // Note [Shared optimizer updates]. The branches test loop invariants; the
-    // compiler hoists them (loop unswitching).
-    for (int64_t i = lo; i < hi; ++i) optim_update::sgd_element(p, g, buf, i, s);
+    for (int64_t b = lo; b < hi; b += kBlock) {
+      const int64_t e = std::min(hi, b + kBlock);
+      // Note [Shared optimizer updates]. The branches test loop invariants; the
+      // compiler hoists them (loop unswitching).
+      for (int64_t i = b; i < e; ++i) optim_update::sgd_element(p, g, buf, i, s);
+      if constexpr (std::is_same_v<T, float>) {
+        if (p16 != nullptr) round_to_bf16(p + b, p16 + b, e - b);
+      }
+    }
   });
 }
 
@@ -67,11 +82,22 @@ bool fused_step_ok(const Tensor& p) {
 }
 
 void sgd_step_(const Tensor& p, const Tensor& g, const Tensor& buf, double lr, double momentum,
-               double dampening, double weight_decay, bool nesterov, bool first) {
+               double dampening, double weight_decay, bool nesterov, bool first,
+               const Tensor& p16) {
+  LS_CHECK(!p16.defined() || (p.device().is_cpu() && p.dtype() == kFloat32 &&
+                              p16.device().is_cpu() && p16.dtype() == kBFloat16 &&
+                              p16.is_contiguous() && p16.numel() == p.numel()),
+           "sgd_step_: the bf16 copy (", p16.defined() ? p16.shape_str() : std::string(),
+           ") must be a contiguous CPU bfloat16 tensor of the float32 CPU parameter's ",
+           p.numel(), " elements");
   LS_DISPATCH_CUDA(p, sgd_step_(p, g, buf, lr, momentum, dampening, weight_decay, nesterov, first));
   check_like_p("sgd_step_", p, {&g, &buf});
   LS_CHECK(momentum == 0.0 || buf.defined(), "sgd_step_: momentum ", momentum,
            " needs a momentum buffer");
+  // Note [Profiler bytes]: p and buf read and written, g read, the bf16 copy written.
+  profiler::add_bytes(static_cast<int64_t>(2 * p.nbytes() + g.nbytes() +
+                                           (buf.defined() ? 2 * buf.nbytes() : 0) +
+                                           (p16.defined() ? p16.nbytes() : 0)));
   dispatch_floating(p.dtype(), "sgd_step_", [&]<class T>() {
     const optim_update::SgdElementScalars<T> s{static_cast<T>(lr),
                                                static_cast<T>(weight_decay),
@@ -80,7 +106,8 @@ void sgd_step_(const Tensor& p, const Tensor& g, const Tensor& buf, double lr, d
                                                momentum != 0.0,
                                                nesterov,
                                                first};
-    sgd_loop<T>(p.data_ptr<T>(), g.data_ptr<T>(), data_or_null<T>(buf), p.numel(), s);
+    sgd_loop<T>(p.data_ptr<T>(), g.data_ptr<T>(), data_or_null<T>(buf),
+                p16.defined() ? p16.data_ptr<BFloat16>() : nullptr, p.numel(), s);
   });
 }
 
@@ -91,6 +118,10 @@ void adam_step_(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor&
       p, adam_step_(p, g, m, v, v_max, beta1, beta2, eps, step_size, bc2_sqrt, decay, l2));
   check_like_p("adam_step_", p, {&g, &m, &v, &v_max});
   LS_CHECK(m.defined() && v.defined(), "adam_step_: needs both moments (exp_avg, exp_avg_sq)");
+  // Note [Profiler bytes]: p, m, v (and v_max) read and written, g read.
+  profiler::add_bytes(static_cast<int64_t>(
+      2 * (p.nbytes() + m.nbytes() + v.nbytes() + (v_max.defined() ? v_max.nbytes() : 0)) +
+      g.nbytes()));
   dispatch_floating(p.dtype(), "adam_step_", [&]<class T>() {
     const optim_update::AdamElementScalars<T> s{
         static_cast<T>(beta1),       static_cast<T>(1.0 - beta1), static_cast<T>(beta2),

@@ -26,8 +26,12 @@ bool fused_step_ok(const Tensor& p);
 // SGD (optim/sgd.h): d = g + weight_decay * p; with momentum != 0: buf = first ? d :
 // momentum * buf + (1 - dampening) * d, d = nesterov ? d + momentum * buf : buf; then
 // p -= lr * d. buf may be undefined when momentum == 0; `first`: the parameter's first step.
+// p16: undefined, or a contiguous bfloat16 tensor of p's numel (CPU, float32 p) that the
+// same pass fills with the new p rounded to bf16 (Note [bf16 copies written by the
+// optimizer] in core/autocast.h).
 void sgd_step_(const Tensor& p, const Tensor& g, const Tensor& buf, double lr, double momentum,
-               double dampening, double weight_decay, bool nesterov, bool first);
+               double dampening, double weight_decay, bool nesterov, bool first,
+               const Tensor& p16 = Tensor());
 
 // Adam / AdamW (optim/adam.h) with step t's scalars computed in double by the caller:
 // step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t), decay (AdamW: 1 - lr wd,

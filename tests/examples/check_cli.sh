@@ -108,6 +108,10 @@ case "$prog" in
     expect 2 "--iters: 0 is out of range" -- --iters 0
     expect 2 "--layers: 'x' is not a whole number" -- --layers x
     ;;
+  bench_gemm_best)
+    expect 2 "--reps: 0 is out of range" -- --reps 0
+    expect 2 "--model: 'foo' is not one of bert|resnet50|all" -- --model foo
+    ;;
   bench_gemm)
     expect 2 "--reps: 0 is out of range" -- --reps 0
     # More threads than cores: a warning, and the program goes on.
