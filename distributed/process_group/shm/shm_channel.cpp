@@ -74,18 +74,17 @@ bool process_alive(int32_t pid) {
   return state != 'Z' && state != 'X';
 }
 
-constexpr auto kSpin = std::chrono::microseconds(50);    // see Note [Shared-memory waiting]
+constexpr auto kSpin = std::chrono::microseconds(50);  // see Note [Shared-memory waiting]
 constexpr auto kSlice = std::chrono::microseconds(50000);
 
 }  // namespace
 
 // One chunk of a collective: step number `step`, the fingerprint its ranks
-// publish, and the deadline every wait in it keeps.
+// publish, and the timeout each of its waits keeps.
 class ShmChannel::Step {
  public:
-  Step(ShmChannel& channel, const Fingerprint& fingerprint, int64_t chunk, Clock::time_point deadline,
-       std::chrono::milliseconds timeout)
-      : ch_(channel), step_(++channel.step_), fingerprint_(fingerprint), deadline_(deadline), timeout_(timeout) {
+  Step(ShmChannel& channel, const Fingerprint& fingerprint, int64_t chunk, std::chrono::milliseconds timeout)
+      : ch_(channel), step_(++channel.step_), fingerprint_(fingerprint), timeout_(timeout) {
     fingerprint_.reserved = chunk;
     // The buffer this step writes was last read at step - 2: wait until every rank is done with it.
     wait_all(Phase::LEFT, step_ - 2);
@@ -122,15 +121,15 @@ class ShmChannel::Step {
   void wait_rank(int q, Phase p, uint32_t target) {
     std::atomic<uint32_t>& c = counter(ch_.control(q), p);
     if (reached(c.load(std::memory_order_acquire), target)) return;
-    const auto spin_until = Clock::now() + kSpin;
-    for (int i = 1;; ++i) {
+    const auto start = Clock::now();
+    for (int i = 1; ch_.spin_; ++i) {
       cpu_relax();
       if (reached(c.load(std::memory_order_acquire), target)) return;
-      if (i % 64 == 0 && Clock::now() > spin_until) break;
+      if (i % 64 == 0 && Clock::now() > start + kSpin) break;
     }
     ShmHeader& h = ch_.header();
     for (;;) {
-      check_peer(q, p);
+      check_peer(q, p, start);
       h.sleepers.fetch_add(1, std::memory_order_seq_cst);
       const uint32_t seen = c.load(std::memory_order_seq_cst);
       if (!reached(seen, target)) futex_wait(c, seen, kSlice);
@@ -139,8 +138,10 @@ class ShmChannel::Step {
     }
   }
 
-  // Between futex slices: has the channel been aborted, has q died, is time up?
-  void check_peer(int q, Phase p) {
+  // Between futex slices: has the channel been aborted, has q died, has it
+  // made no progress for the timeout (since this wait began, as Gloo times
+  // each of its waits)?
+  void check_peer(int q, Phase p, Clock::time_point since) {
     ShmHeader& h = ch_.header();
     if (h.aborted.load(std::memory_order_acquire) == 2) {
       throw ShmFailure(lockstep::detail::str("shared memory: rank ", h.aborted_by, " gave up: ", h.abort_reason));
@@ -150,8 +151,8 @@ class ShmChannel::Step {
                                                       " (chunk ", fingerprint_.reserved, ") for it to ",
                                                       phase_text(p));
     if (!process_alive(pid)) fail(lockstep::detail::str("shared memory: rank ", q, " (pid ", pid, ") exited ", waiting));
-    if (Clock::now() > deadline_) {
-      fail(lockstep::detail::str("shared memory: rank ", q, " did not arrive within ", timeout_.count(), " ms ",
+    if (Clock::now() > since + timeout_) {
+      fail(lockstep::detail::str("shared memory: rank ", q, " made no progress for ", timeout_.count(), " ms ",
                                  waiting, " (it is alive: it may be stuck, computing, or not issuing this collective)"));
     }
   }
@@ -172,12 +173,15 @@ class ShmChannel::Step {
   ShmChannel& ch_;
   uint32_t step_;
   Fingerprint fingerprint_;
-  Clock::time_point deadline_;
   std::chrono::milliseconds timeout_;
 };
 
 ShmChannel::ShmChannel(ShmSegment segment, int rank, int size, size_t slot_bytes)
-    : segment_(std::move(segment)), rank_(rank), size_(size), slot_bytes_(slot_bytes) {}
+    : segment_(std::move(segment)),
+      rank_(rank),
+      size_(size),
+      slot_bytes_(slot_bytes),
+      spin_(size <= sysconf(_SC_NPROCESSORS_ONLN)) {}
 
 size_t ShmChannel::segment_bytes(int size, size_t slot_bytes) {
   return kShmHeaderBytes + shm_controls_bytes(size) + 2 * static_cast<size_t>(size) * slot_bytes;
@@ -199,11 +203,10 @@ void ShmChannel::allreduce(void* data, int64_t numel, ScalarType dtype, ReduceOp
   const ReduceFn reduce = reduce_function(dtype, op, "allreduce");
   const size_t es = element_size(dtype);
   const int64_t chunk = static_cast<int64_t>(slot_bytes_ / es);
-  const auto deadline = Clock::now() + timeout;
   auto* bytes = static_cast<uint8_t*>(data);
   for (int64_t off = 0, k = 0; off < numel; off += chunk, ++k) {
     const int64_t n = std::min(chunk, numel - off);  // elements in this chunk
-    Step step(*this, fingerprint, k, deadline, timeout);
+    Step step(*this, fingerprint, k, timeout);
     std::memcpy(step.slot(rank_), bytes + off * es, n * es);
     step.arrive();
     // Rank q's share: elements [q * per, (q + 1) * per) of the chunk, whole cache lines.
@@ -212,10 +215,12 @@ void ShmChannel::allreduce(void* data, int64_t numel, ScalarType dtype, ReduceOp
     auto share = [&](int q) { return std::pair<int64_t, int64_t>{std::min(n, q * per), std::min(n, (q + 1) * per)}; };
     const auto [lo, hi] = share(rank_);
     if (hi > lo) {
-      uint8_t* mine = step.slot(rank_) + lo * es;
-      reduce(mine, step.slot(0) + lo * es, step.slot(1) + lo * es, hi - lo);
-      for (int q = 2; q < size_; ++q) reduce(mine, mine, step.slot(q) + lo * es, hi - lo);
-      if (op == ReduceOp::AVG) divide_in_place(mine, dtype, hi - lo, size_);
+      // Only this rank reads share `rank_` of the other slots, so the partial
+      // results build up in rank 0's slot (x0 op x1, then op x2, ...) and the
+      // last step writes into this rank's slot, whose x_rank it reads first.
+      auto at = [&](int q) { return step.slot(q) + lo * es; };
+      for (int q = 1; q < size_; ++q) reduce(q == size_ - 1 ? at(rank_) : at(0), at(0), at(q), hi - lo);
+      if (op == ReduceOp::AVG) divide_in_place(at(rank_), dtype, hi - lo, size_);
     }
     step.post(Phase::REDUCED);
     step.wait_all(Phase::REDUCED, step.number());
@@ -229,11 +234,10 @@ void ShmChannel::allreduce(void* data, int64_t numel, ScalarType dtype, ReduceOp
 
 void ShmChannel::broadcast(void* data, size_t bytes, int root, const Fingerprint& fingerprint,
                            std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
   auto* p = static_cast<uint8_t*>(data);
   for (size_t off = 0, k = 0; off < bytes; off += slot_bytes_, ++k) {
     const size_t n = std::min(slot_bytes_, bytes - off);
-    Step step(*this, fingerprint, static_cast<int64_t>(k), deadline, timeout);
+    Step step(*this, fingerprint, static_cast<int64_t>(k), timeout);
     if (rank_ == root) std::memcpy(step.slot(root), p + off, n);
     step.arrive();
     if (rank_ != root) std::memcpy(p + off, step.slot(root), n);
@@ -243,11 +247,10 @@ void ShmChannel::broadcast(void* data, size_t bytes, int root, const Fingerprint
 
 void ShmChannel::allgather(const void* input, const std::vector<void*>& outputs, size_t bytes,
                            const Fingerprint& fingerprint, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
   const auto* in = static_cast<const uint8_t*>(input);
   for (size_t off = 0, k = 0; off < bytes; off += slot_bytes_, ++k) {
     const size_t n = std::min(slot_bytes_, bytes - off);
-    Step step(*this, fingerprint, static_cast<int64_t>(k), deadline, timeout);
+    Step step(*this, fingerprint, static_cast<int64_t>(k), timeout);
     std::memcpy(step.slot(rank_), in + off, n);
     step.arrive();
     for (int q = 0; q < size_; ++q) std::memcpy(static_cast<uint8_t*>(outputs[q]) + off, step.slot(q), n);

@@ -20,8 +20,9 @@
 //   1. arrived: the rank copied its chunk into its own slot;
 //   2. reduced: once all ranks arrived, rank r reduced its share, the r-th of
 //      N equal parts of the chunk, over all ranks' slots in rank order
-//      (((x0 op x1) op x2) ...), written back into its own slot (AVG divides
-//      there too) — the reduce-scatter, so every core reduces 1/N of the data;
+//      (((x0 op x1) op x2) ...; partial results in rank 0's slot, which no
+//      other rank reads there), the result in its own slot (AVG divides there
+//      too) — the reduce-scatter, so every core reduces 1/N of the data;
 //   3. left: once all ranks reduced, the rank copied every part q from rank q's
 //      slot into its tensor — the all-gather — and will not read this buffer
 //      again.
@@ -36,15 +37,18 @@
 // written before it are seen by whoever sees the counter.
 //
 // Note [Shared-memory waiting]
-// A rank waiting for a peer's counter spins for a few microseconds (the peer is
-// usually a core away and nearly done), then sleeps on the counter with a futex
+// A rank waiting for a peer's counter spins for up to 50 us (the peer is
+// usually a core away and nearly done; not when there are more ranks than
+// cores, where the peer may be waiting for this very core), then sleeps on the counter with a futex
 // (the kernel's wait-on-an-address, which works across processes on a shared
 // mapping) in slices of 50 ms, so a rank that waits does not take the CPU from
 // the backward pass it overlaps. Whoever advances a counter wakes the sleepers.
 // Between slices it checks three things, each an error naming the peer: the
 // peer's process still exists (not a zombie) — a rank that dies mid-collective
-// is reported within ~50 ms, not after the timeout; the collective's timeout
-// has not passed; no rank has aborted the channel. A rank that fails sets the
+// is reported within ~50 ms, not after the timeout; the peer has not left this
+// one wait unanswered for the group's timeout (like Gloo, which times each of
+// its waits, so a long collective on a busy machine is no error); no rank has
+// aborted the channel. A rank that fails sets the
 // segment's abort flag with its reason, so the others stop at once too, and
 // the Gloo group then refuses further collectives as after any transport
 // failure. Each rank also publishes its collective's fingerprint with its
@@ -123,6 +127,7 @@ class ShmChannel {
   int size_;
   size_t slot_bytes_;
   uint32_t step_ = 0;  // chunks moved so far, the same on every rank
+  bool spin_;          // spin before sleeping: only if every rank can have a core
 };
 
 }  // namespace lockstep::distributed::detail
