@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -74,7 +75,11 @@ bool process_alive(int32_t pid) {
   return state != 'Z' && state != 'X';
 }
 
-constexpr auto kSpin = std::chrono::microseconds(50);  // see Note [Shared-memory waiting]
+// See Note [Shared-memory waiting]; LOCKSTEP_SHM_SPIN_US overrides (benchmarks).
+const std::chrono::microseconds kSpin = [] {
+  const char* env = std::getenv("LOCKSTEP_SHM_SPIN_US");
+  return std::chrono::microseconds(env != nullptr ? std::atoll(env) : 50);
+}();
 constexpr auto kSlice = std::chrono::microseconds(50000);
 
 }  // namespace
