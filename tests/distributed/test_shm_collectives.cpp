@@ -276,7 +276,7 @@ TEST_CASE("shm: the segment's name is gone from /dev/shm once all ranks mapped i
   CHECK_MESSAGE(contains(msg, "never reused"), msg);
 }
 
-TEST_CASE("shm: ranks whose host identities differ stay on Gloo; LOCKSTEP_SHM=0 and bad values") {
+TEST_CASE("shm: ranks whose host identities differ stay on Gloo, LOCKSTEP_SHM=0 and bad values") {
   auto store = std::make_shared<dist::HashStore>();
   store->set("shm/host/1", ls::distributed::Bytes{'e', 'l', 's', 'e'});  // "rank 1" on another host
   std::string why_not = "unset";
