@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -32,6 +33,7 @@
 #include "distributed/process_group/process_group_gloo_pending.h"
 #include "distributed/process_group/process_group_gloo_teardown.h"
 #include "distributed/process_group/reduce_kernels.h"
+#include "distributed/process_group/shm/shm_channel.h"
 #include "distributed/process_group/work_queue.h"
 
 namespace lockstep::distributed {
@@ -185,6 +187,16 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   if (const char* env = std::getenv("LOCKSTEP_GLOO_RING_THRESHOLD")) {
     options_.ring_threshold_bytes = positive_env_value("LOCKSTEP_GLOO_RING_THRESHOLD", env, int64_t{1} << 40);
   }
+  if (const char* env = std::getenv("LOCKSTEP_SHM"); env != nullptr && *env) {
+    LS_CHECK(std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0, "ProcessGroupGloo: LOCKSTEP_SHM='", env,
+             "' must be 0 (collectives over TCP only) or 1 (shared memory between ranks of one host)");
+    options_.shared_memory = env[0] == '1';
+  }
+  if (const char* env = std::getenv("LOCKSTEP_SHM_SLOT_BYTES")) {
+    options_.shm_slot_bytes = positive_env_value("LOCKSTEP_SHM_SLOT_BYTES", env, int64_t{1} << 40);
+  }
+  LS_CHECK(options_.shm_slot_bytes >= 64 && options_.shm_slot_bytes % 64 == 0,
+           "ProcessGroupGloo: shm_slot_bytes = ", options_.shm_slot_bytes, " must be a positive multiple of 64");
   BlockSigpipeForNewThreads no_sigpipe;  // see Note [SIGPIPE]
   // See Note [Gloo teardown across worker threads] (process_group_gloo_teardown.h).
   auto context = std::make_shared<gloo_detail::GuardedContext>(rank, size);
@@ -206,10 +218,28 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   store_ = std::move(store);
   options_.check_every_collective = options_.check_every_collective || detail::debug_checks_enabled();
   queue_ = std::make_unique<detail::WorkQueue>(options_.threads);
+  if (options_.shared_memory && size > 1) connect_shared_memory(rank, size);
+}
+
+// See Note [Shared memory on one host]; every rank reaches the same decision.
+void ProcessGroupGloo::connect_shared_memory(int rank, int size) {
+  std::string why_not;
+  try {
+    shm_ = detail::ShmChannel::connect(*store_, rank, size, options_.shm_slot_bytes, options_.timeout, &why_not);
+  } catch (const std::exception& e) {
+    throw Error(lockstep::detail::str("ProcessGroupGloo: rank ", rank, " of ", size, " could not agree on "
+                                      "shared memory with its peers (timeout ", options_.timeout.count(),
+                                      " ms): ", e.what(), "; LOCKSTEP_SHM=0 keeps every collective on TCP"));
+  }
+  if (shm_ == nullptr && !why_not.empty() && rank == 0) {
+    std::fprintf(stderr, "lockstep: ProcessGroupGloo: shared memory off, collectives use TCP: %s\n", why_not.c_str());
+  }
+  if (shm_ != nullptr) shm_queue_ = std::make_unique<detail::WorkQueue>(1);
 }
 
 ProcessGroupGloo::~ProcessGroupGloo() {
-  queue_.reset();  // drains and joins before the context goes away
+  shm_queue_.reset();  // drain and join before the segment and the context go away
+  queue_.reset();
 }
 
 std::shared_ptr<Work> ProcessGroupGloo::enqueue(Pending pending, bool collective) {
@@ -217,10 +247,13 @@ std::shared_ptr<Work> ProcessGroupGloo::enqueue(Pending pending, bool collective
   // Point-to-point ops number separately: the ranks they do not involve must
   // still agree on every collective's sequence number (its tag).
   pending.fingerprint.seq = collective ? next_seq_++ : next_p2p_seq_++;
-  pending.description = lockstep::detail::str(detail::describe(pending.fingerprint), " (gloo, rank ", rank_, ")");
+  pending.description = lockstep::detail::str(detail::describe(pending.fingerprint),
+                                              pending.on_shm ? " (gloo, shared memory, rank " : " (gloo, rank ",
+                                              rank_, ")");
   pending.timeout = timeout();
   auto work = std::make_shared<Work>(pending.description);
-  queue_->enqueue(work, [this, p = std::move(pending)] { return run(p); });
+  detail::WorkQueue& queue = pending.on_shm ? *shm_queue_ : *queue_;
+  queue.enqueue(work, [this, p = std::move(pending)] { return run(p); });
   return work;
 }
 
@@ -322,6 +355,19 @@ std::vector<Tensor> ProcessGroupGloo::execute(const Pending& p) {
 std::vector<Tensor> ProcessGroupGloo::run(const Pending& p) {
   check_before_running(p);
   return execute(p);
+}
+
+void ProcessGroupGloo::on_shm(uint32_t tag, detail::Fingerprint fingerprint,
+                              const std::function<void(const detail::Fingerprint&)>& call) {
+  fingerprint.seq = tag;  // the sequence number, as every rank numbers it
+  try {
+    call(fingerprint);
+  } catch (const detail::ShmFailure& e) {
+    throw gloo::IoException(e.what());  // execute() reports it and breaks the group
+  } catch (const std::exception& e) {
+    mark_broken(e.what());  // mismatched collectives: the ranks are out of step
+    throw;
+  }
 }
 
 void ProcessGroupGloo::mark_broken(const std::string& failure) {

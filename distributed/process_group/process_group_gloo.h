@@ -39,6 +39,20 @@
 // covers all pieces. Measured here: 60M floats in one call went from 0.25-0.35 s
 // to 0.21-0.28 s, about what 1M-float calls reach (docs/results/allreduce.md).
 //
+// § Note [Shared memory on one host]
+// When every rank of the group runs on this host (checked at construction
+// through the store: Note [Shared-memory rendezvous], shm/shm_rendezvous.cpp),
+// allreduce, broadcast and allgather move their bytes through a shared-memory
+// segment instead of TCP loopback (shm/shm_channel.h): memcpy speed instead of
+// the kernel's socket copies, and each rank reduces its own share. They run on
+// one more worker thread of their own, in issue order, with the same sequence
+// numbers, fingerprints, timeouts and failure rule as the Gloo collectives
+// (a dead or late peer fails the Work naming that rank and breaks the group).
+// Every other collective, and every group spanning hosts, uses Gloo. If the
+// segment cannot be set up (e.g. /dev/shm too small), every rank stays on Gloo
+// and rank 0 prints one warning line. Options::shared_memory = false or
+// LOCKSTEP_SHM=0 turns it off.
+//
 // Failure: a peer that dies closes its sockets, and Gloo raises on the next
 // send/recv; a peer that hangs is caught by the group's timeout() (Gloo's
 // per-operation timeout). Either way the Work fails with an error naming the
@@ -52,6 +66,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -67,6 +82,7 @@ namespace lockstep::distributed {
 
 namespace detail {
 class WorkQueue;
+class ShmChannel;
 struct Fingerprint;
 }
 
@@ -85,8 +101,13 @@ class ProcessGroupGloo : public ProcessGroup {
     // Worker threads = collectives in flight at once (see Note [Collective order]).
     int threads = 4;
     size_t chunk_bytes = 4 << 20;  // see Note [Large allreduce in chunks]
+    // Ranks on one host meet in shared memory (Note [Shared memory on one host]);
+    // one slot (a rank's chunk of a step) is shm_slot_bytes, a multiple of 64.
+    bool shared_memory = true;
+    size_t shm_slot_bytes = 1 << 20;
     // LOCKSTEP_GLOO_THREADS, LOCKSTEP_GLOO_CHUNK_BYTES and LOCKSTEP_GLOO_RING_THRESHOLD
-    // (bytes) override threads, chunk_bytes and ring_threshold_bytes (for benchmarks).
+    // (bytes) override threads, chunk_bytes and ring_threshold_bytes (for benchmarks);
+    // LOCKSTEP_SHM=0 turns shared_memory off, LOCKSTEP_SHM_SLOT_BYTES sets shm_slot_bytes.
   };
 
   // Blocks until all `size` ranks have connected (or options.timeout passes).
@@ -112,6 +133,8 @@ class ProcessGroupGloo : public ProcessGroup {
   // The options it was made with (a second group over the same ranks reuses them:
   // Note [ZeRO broadcast group], distributed/zero/zero_broadcasts.cpp).
   const Options& options() const { return options_; }
+  // True when allreduce, broadcast and allgather go through shared memory.
+  bool uses_shared_memory() const { return shm_ != nullptr; }
 
  private:
   struct Pending;  // one queued collective: fingerprint + the Gloo calls to make
@@ -121,6 +144,11 @@ class ProcessGroupGloo : public ProcessGroup {
   std::vector<Tensor> run(const Pending& pending);  // check_before_running, then execute
   void check_before_running(const Pending& pending);
   std::vector<Tensor> execute(const Pending& pending);
+  void connect_shared_memory(int rank, int size);
+  // On the shared-memory worker: runs `call` with the collective's fingerprint,
+  // turning a ShmFailure into a transport failure (Note [Shared memory on one host]).
+  void on_shm(uint32_t tag, detail::Fingerprint fingerprint,
+              const std::function<void(const detail::Fingerprint&)>& call);
   void mark_broken(const std::string& failure);
   [[noreturn]] void fail(const Pending& pending, const std::string& what);
   void exchange_fingerprints(const detail::Fingerprint& mine, std::chrono::milliseconds timeout);
@@ -134,6 +162,8 @@ class ProcessGroupGloo : public ProcessGroup {
   std::mutex broken_mutex_;
   std::string broken_;  // worker threads: the first transport failure, if any
   std::unique_ptr<detail::WorkQueue> queue_;
+  std::unique_ptr<detail::ShmChannel> shm_;             // null: every collective on Gloo
+  std::unique_ptr<detail::WorkQueue> shm_queue_;        // its one worker thread
 };
 
 }  // namespace lockstep::distributed

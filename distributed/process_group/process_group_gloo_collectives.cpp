@@ -20,6 +20,7 @@
 #include "core/factory.h"
 #include "distributed/process_group/process_group_gloo_pending.h"
 #include "distributed/process_group/reduce_kernels.h"
+#include "distributed/process_group/shm/shm_channel.h"
 #include "distributed/process_group/staged_operands.h"
 #if LOCKSTEP_WITH_CUDA
 #include "distributed/process_group/cuda/host_staging.h"
@@ -82,6 +83,19 @@ std::shared_ptr<Work> ProcessGroupGloo::allreduce(Tensor& original, ReduceOp op)
   Tensor tensor = staging.host(original, true, true, "allreduce");
   detail::check_tensor(tensor, "allreduce");
   auto reduce = detail::reduce_function(tensor.dtype(), op, "allreduce");
+  if (shm_ != nullptr) {  // Note [Shared memory on one host]: one Work, chunked inside
+    Pending p;
+    p.on_shm = true;
+    p.fingerprint = detail::make_fingerprint(0, CollectiveKind::ALLREDUCE, &tensor, static_cast<int>(op));
+    p.body = [this, tensor, op, f = p.fingerprint](uint32_t tag, std::chrono::milliseconds timeout) {
+      on_shm(tag, f, [&](const detail::Fingerprint& fp) {
+        shm_->allreduce(tensor.raw_data(), tensor.numel(), tensor.dtype(), op, fp, timeout);
+      });
+      return std::vector<Tensor>{tensor};
+    };
+    p.body = staging.wrap(std::move(p.body));
+    return enqueue(std::move(p));
+  }
   const int64_t numel = tensor.numel();
   const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(options_.chunk_bytes / tensor.element_size()));
   const int64_t pieces = options_.threads > 1 && size_ > 1 && numel > chunk ? (numel + chunk - 1) / chunk : 1;
@@ -126,8 +140,13 @@ std::shared_ptr<Work> ProcessGroupGloo::broadcast(Tensor& original, int root) {
   detail::check_rank(root, size_, "broadcast", "root");
   Pending p;
   p.fingerprint = detail::make_fingerprint(0, CollectiveKind::BROADCAST, &tensor, -1, root);
-  p.body = [this, tensor, root](uint32_t tag, std::chrono::milliseconds timeout) {
-    if (tensor.numel() > 0 && size_ > 1) {
+  p.on_shm = shm_ != nullptr;
+  p.body = [this, tensor, root, f = p.fingerprint](uint32_t tag, std::chrono::milliseconds timeout) {
+    if (shm_ != nullptr) {
+      on_shm(tag, f, [&](const detail::Fingerprint& fp) {
+        shm_->broadcast(tensor.raw_data(), tensor.nbytes(), root, fp, timeout);
+      });
+    } else if (tensor.numel() > 0 && size_ > 1) {
       gloo::BroadcastOptions opts(context_);
       opts.setOutput(static_cast<uint8_t*>(tensor.raw_data()), tensor.nbytes());
       opts.setRoot(root);
@@ -179,9 +198,14 @@ std::shared_ptr<Work> ProcessGroupGloo::allgather(std::vector<Tensor>& device_ou
   const std::vector<Tensor>& outputs = ops.outputs;
   Pending p;
   p.fingerprint = detail::make_fingerprint(0, CollectiveKind::ALLGATHER, &input);
-  p.body = [this, outputs, input](uint32_t tag, std::chrono::milliseconds timeout) {
+  p.on_shm = shm_ != nullptr;
+  p.body = [this, outputs, input, f = p.fingerprint](uint32_t tag, std::chrono::milliseconds timeout) {
     const size_t bytes = input.nbytes();
-    if (bytes > 0) {
+    if (shm_ != nullptr) {
+      std::vector<void*> to;
+      for (const Tensor& o : outputs) to.push_back(o.raw_data());
+      on_shm(tag, f, [&](const detail::Fingerprint& fp) { shm_->allgather(input.raw_data(), to, bytes, fp, timeout); });
+    } else if (bytes > 0) {
       // Gloo gathers into one flat buffer; rank r's block then goes to outputs[r].
       std::vector<uint8_t> flat(bytes * size_);
       gloo::AllgatherOptions opts(context_);

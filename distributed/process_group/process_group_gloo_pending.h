@@ -27,6 +27,7 @@ struct ProcessGroupGloo::Pending {
   std::string description;
   std::chrono::milliseconds timeout;
   std::function<std::vector<Tensor>(uint32_t tag, std::chrono::milliseconds timeout)> body;
+  bool on_shm = false;  // runs on the shared-memory worker (Note [Shared memory on one host])
 };
 
 namespace gloo_detail {

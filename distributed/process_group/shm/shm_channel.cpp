@@ -1,0 +1,266 @@
+// distributed/process_group/shm/shm_channel.cpp — the shared-memory collectives: one Step
+// per chunk (waits on the peers' counters, posts this rank's), and allreduce,
+// broadcast and allgather as sequences of steps.
+// Read before: distributed/process_group/shm/shm_channel.h (Note [Shared-memory
+// allreduce], Note [Shared-memory waiting]), shm_layout.h.
+// Read next: distributed/process_group/shm/shm_rendezvous.cpp.
+#include "distributed/process_group/shm/shm_channel.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+#include "core/error.h"
+#include "distributed/process_group/reduce_kernels.h"
+#include "distributed/process_group/shm/shm_layout.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace lockstep::distributed::detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Phase { ARRIVED, REDUCED, LEFT };
+
+const char* phase_text(Phase p) {
+  switch (p) {
+    case Phase::ARRIVED: return "copy in its chunk";
+    case Phase::REDUCED: return "reduce its share";
+    case Phase::LEFT: return "finish reading the previous chunk of this buffer";
+  }
+  return "?";
+}
+
+std::atomic<uint32_t>& counter(ShmRankControl& c, Phase p) {
+  return p == Phase::ARRIVED ? c.arrived : p == Phase::REDUCED ? c.reduced : c.left;
+}
+
+// Counters wrap after 2^32 steps; compare as a window, like TCP sequence numbers.
+bool reached(uint32_t value, uint32_t target) { return static_cast<int32_t>(value - target) >= 0; }
+
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+
+// The counter's word, for the futex calls (std::atomic<uint32_t> is the bare word).
+uint32_t* word(std::atomic<uint32_t>& a) { return reinterpret_cast<uint32_t*>(&a); }
+
+void futex_wait(std::atomic<uint32_t>& a, uint32_t expected, std::chrono::microseconds slice) {
+  timespec ts{static_cast<time_t>(slice.count() / 1000000), static_cast<long>(slice.count() % 1000000) * 1000};
+  syscall(SYS_futex, word(a), FUTEX_WAIT, expected, &ts, nullptr, 0);  // shared: no FUTEX_PRIVATE_FLAG
+}
+
+void futex_wake_all(std::atomic<uint32_t>& a) { syscall(SYS_futex, word(a), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0); }
+
+// False once `pid` has exited: gone from /proc, or a zombie waiting to be reaped.
+bool process_alive(int32_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  if (!std::getline(stat, text)) return false;
+  const size_t paren = text.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= text.size()) return true;
+  const char state = text[paren + 2];
+  return state != 'Z' && state != 'X';
+}
+
+// See Note [Shared-memory waiting]; LOCKSTEP_SHM_SPIN_US overrides (benchmarks).
+const std::chrono::microseconds kSpin = [] {
+  const char* env = std::getenv("LOCKSTEP_SHM_SPIN_US");
+  return std::chrono::microseconds(env != nullptr ? std::atoll(env) : 50);
+}();
+constexpr auto kSlice = std::chrono::microseconds(50000);
+
+}  // namespace
+
+// One chunk of a collective: step number `step`, the fingerprint its ranks
+// publish, and the timeout each of its waits keeps.
+class ShmChannel::Step {
+ public:
+  Step(ShmChannel& channel, const Fingerprint& fingerprint, int64_t chunk, std::chrono::milliseconds timeout)
+      : ch_(channel), step_(++channel.step_), fingerprint_(fingerprint), timeout_(timeout) {
+    fingerprint_.reserved = chunk;
+    // The buffer this step writes was last read at step - 2: wait until every rank is done with it.
+    wait_all(Phase::LEFT, step_ - 2);
+  }
+  uint8_t* slot(int r) const { return ch_.slot(r, step_); }
+  uint32_t number() const { return step_; }
+
+  // Publishes this rank's chunk (its slot is filled) and waits for every rank's;
+  // then checks that all ranks are in the same chunk of the same collective.
+  void arrive() {
+    ch_.control(ch_.rank_).fingerprint[step_ % 2] = fingerprint_;
+    post(Phase::ARRIVED);
+    wait_all(Phase::ARRIVED, step_);
+    std::vector<Fingerprint> all(ch_.size_);
+    for (int q = 0; q < ch_.size_; ++q) all[q] = ch_.control(q).fingerprint[step_ % 2];
+    try {
+      check_fingerprints(all.data(), ch_.size_, ch_.rank_, "gloo");
+    } catch (const Error& e) {
+      abort(e.what());
+      throw;
+    }
+  }
+  void post(Phase p) {
+    counter(ch_.control(ch_.rank_), p).store(step_, std::memory_order_seq_cst);
+    if (ch_.header().sleepers.load(std::memory_order_seq_cst) > 0) futex_wake_all(counter(ch_.control(ch_.rank_), p));
+  }
+  void wait_all(Phase p, uint32_t target) {
+    for (int q = 0; q < ch_.size_; ++q) {
+      if (q != ch_.rank_) wait_rank(q, p, target);
+    }
+  }
+
+ private:
+  void wait_rank(int q, Phase p, uint32_t target) {
+    std::atomic<uint32_t>& c = counter(ch_.control(q), p);
+    if (reached(c.load(std::memory_order_acquire), target)) return;
+    const auto start = Clock::now();
+    for (int i = 1; ch_.spin_; ++i) {
+      cpu_relax();
+      if (reached(c.load(std::memory_order_acquire), target)) return;
+      if (i % 64 == 0 && Clock::now() > start + kSpin) break;
+    }
+    ShmHeader& h = ch_.header();
+    for (;;) {
+      check_peer(q, p, start);
+      h.sleepers.fetch_add(1, std::memory_order_seq_cst);
+      const uint32_t seen = c.load(std::memory_order_seq_cst);
+      if (!reached(seen, target)) futex_wait(c, seen, kSlice);
+      h.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+      if (reached(c.load(std::memory_order_acquire), target)) return;
+    }
+  }
+
+  // Between futex slices: has the channel been aborted, has q died, has it
+  // made no progress for the timeout (since this wait began, as Gloo times
+  // each of its waits)?
+  void check_peer(int q, Phase p, Clock::time_point since) {
+    ShmHeader& h = ch_.header();
+    if (h.aborted.load(std::memory_order_acquire) == 2) {
+      throw ShmFailure(lockstep::detail::str("shared memory: rank ", h.aborted_by, " gave up: ", h.abort_reason));
+    }
+    const int32_t pid = ch_.control(q).pid;
+    const std::string waiting = lockstep::detail::str("while rank ", ch_.rank_, " waited in step ", step_,
+                                                      " (chunk ", fingerprint_.reserved, ") for it to ",
+                                                      phase_text(p));
+    if (!process_alive(pid)) fail(lockstep::detail::str("shared memory: rank ", q, " (pid ", pid, ") exited ", waiting));
+    if (Clock::now() > since + timeout_) {
+      fail(lockstep::detail::str("shared memory: rank ", q, " made no progress for ", timeout_.count(), " ms ",
+                                 waiting, " (it is alive: it may be stuck, computing, or not issuing this collective)"));
+    }
+  }
+  [[noreturn]] void fail(const std::string& reason) {
+    abort(reason);
+    throw ShmFailure(reason);
+  }
+  // Tells the other ranks to stop waiting (the first reason wins).
+  void abort(const std::string& reason) {
+    ShmHeader& h = ch_.header();
+    uint32_t none = 0;
+    if (!h.aborted.compare_exchange_strong(none, 1)) return;
+    std::snprintf(h.abort_reason, sizeof(h.abort_reason), "%s", reason.c_str());
+    h.aborted_by = ch_.rank_;
+    h.aborted.store(2, std::memory_order_release);
+  }
+
+  ShmChannel& ch_;
+  uint32_t step_;
+  Fingerprint fingerprint_;
+  std::chrono::milliseconds timeout_;
+};
+
+ShmChannel::ShmChannel(ShmSegment segment, int rank, int size, size_t slot_bytes)
+    : segment_(std::move(segment)),
+      rank_(rank),
+      size_(size),
+      slot_bytes_(slot_bytes),
+      spin_(size <= sysconf(_SC_NPROCESSORS_ONLN)) {}
+
+size_t ShmChannel::segment_bytes(int size, size_t slot_bytes) {
+  return kShmHeaderBytes + shm_controls_bytes(size) + 2 * static_cast<size_t>(size) * slot_bytes;
+}
+
+ShmHeader& ShmChannel::header() const { return *static_cast<ShmHeader*>(segment_.data()); }
+
+ShmRankControl& ShmChannel::control(int r) const {
+  return reinterpret_cast<ShmRankControl*>(static_cast<uint8_t*>(segment_.data()) + kShmHeaderBytes)[r];
+}
+
+uint8_t* ShmChannel::slot(int r, uint32_t step) const {
+  uint8_t* slots = static_cast<uint8_t*>(segment_.data()) + kShmHeaderBytes + shm_controls_bytes(size_);
+  return slots + (2 * static_cast<size_t>(r) + step % 2) * slot_bytes_;
+}
+
+void ShmChannel::allreduce(void* data, int64_t numel, ScalarType dtype, ReduceOp op, const Fingerprint& fingerprint,
+                           std::chrono::milliseconds timeout) {
+  const ReduceFn reduce = reduce_function(dtype, op, "allreduce");
+  const size_t es = element_size(dtype);
+  const int64_t chunk = static_cast<int64_t>(slot_bytes_ / es);
+  auto* bytes = static_cast<uint8_t*>(data);
+  for (int64_t off = 0, k = 0; off < numel; off += chunk, ++k) {
+    const int64_t n = std::min(chunk, numel - off);  // elements in this chunk
+    Step step(*this, fingerprint, k, timeout);
+    std::memcpy(step.slot(rank_), bytes + off * es, n * es);
+    step.arrive();
+    // Rank q's share: elements [q * per, (q + 1) * per) of the chunk, whole cache lines.
+    const int64_t line = static_cast<int64_t>(kShmCacheLine / es);
+    const int64_t per = (n + size_ * line - 1) / (size_ * line) * line;
+    auto share = [&](int q) { return std::pair<int64_t, int64_t>{std::min(n, q * per), std::min(n, (q + 1) * per)}; };
+    const auto [lo, hi] = share(rank_);
+    if (hi > lo) {
+      // Only this rank reads share `rank_` of the other slots, so the partial
+      // results build up in rank 0's slot (x0 op x1, then op x2, ...) and the
+      // last step writes into this rank's slot, whose x_rank it reads first.
+      auto at = [&](int q) { return step.slot(q) + lo * es; };
+      for (int q = 1; q < size_; ++q) reduce(q == size_ - 1 ? at(rank_) : at(0), at(0), at(q), hi - lo);
+      if (op == ReduceOp::AVG) divide_in_place(at(rank_), dtype, hi - lo, size_);
+    }
+    step.post(Phase::REDUCED);
+    step.wait_all(Phase::REDUCED, step.number());
+    for (int q = 0; q < size_; ++q) {
+      const auto [qlo, qhi] = share(q);
+      if (qhi > qlo) std::memcpy(bytes + (off + qlo) * es, step.slot(q) + qlo * es, (qhi - qlo) * es);
+    }
+    step.post(Phase::LEFT);
+  }
+}
+
+void ShmChannel::broadcast(void* data, size_t bytes, int root, const Fingerprint& fingerprint,
+                           std::chrono::milliseconds timeout) {
+  auto* p = static_cast<uint8_t*>(data);
+  for (size_t off = 0, k = 0; off < bytes; off += slot_bytes_, ++k) {
+    const size_t n = std::min(slot_bytes_, bytes - off);
+    Step step(*this, fingerprint, static_cast<int64_t>(k), timeout);
+    if (rank_ == root) std::memcpy(step.slot(root), p + off, n);
+    step.arrive();
+    if (rank_ != root) std::memcpy(p + off, step.slot(root), n);
+    step.post(Phase::LEFT);
+  }
+}
+
+void ShmChannel::allgather(const void* input, const std::vector<void*>& outputs, size_t bytes,
+                           const Fingerprint& fingerprint, std::chrono::milliseconds timeout) {
+  const auto* in = static_cast<const uint8_t*>(input);
+  for (size_t off = 0, k = 0; off < bytes; off += slot_bytes_, ++k) {
+    const size_t n = std::min(slot_bytes_, bytes - off);
+    Step step(*this, fingerprint, static_cast<int64_t>(k), timeout);
+    std::memcpy(step.slot(rank_), in + off, n);
+    step.arrive();
+    for (int q = 0; q < size_; ++q) std::memcpy(static_cast<uint8_t*>(outputs[q]) + off, step.slot(q), n);
+    step.post(Phase::LEFT);
+  }
+}
+
+}  // namespace lockstep::distributed::detail
