@@ -82,6 +82,14 @@ void NonFiniteCheck::before_copy_back(bool local_values) {
 
 void NonFiniteCheck::after_copy_back(int64_t iteration) {
   if (policy_ == NonFinitePolicy::OFF) return;
+  if (policy_ == NonFinitePolicy::WARN && local_known_) {
+    // Warning only: the rank that produced them says so; no second pass.
+    if (!local_.empty()) {
+      report(lockstep::detail::str("DDP (rank ", rank_, "): non-finite gradients in synced backward #", iteration,
+                                   ": ", local_, "; DDP averages them into every rank's gradients."));
+    }
+    return;
+  }
   size_t first = params_.size();
   int64_t bad = 0;
   for (size_t i = 0; i < params_.size() && first == params_.size(); ++i) {
@@ -106,11 +114,14 @@ void NonFiniteCheck::after_copy_back(int64_t iteration) {
     message += " Gradients cleared on every rank: the next optimizer step leaves the parameters unchanged "
                "(LOCKSTEP_NONFINITE=skip).";
   }
-  if (reports_ < 20) {
-    std::fprintf(stderr, "lockstep: warning: %s%s\n", message.c_str(),
-                 ++reports_ == 20 ? " (no more of these warnings in this run)" : "");
-    std::fflush(stderr);
-  }
+  report(message);
+}
+
+void NonFiniteCheck::report(const std::string& message) {
+  if (reports_ >= 20) return;
+  std::fprintf(stderr, "lockstep: warning: %s%s\n", message.c_str(),
+               ++reports_ == 20 ? " (no more of these warnings in this run)" : "");
+  std::fflush(stderr);
 }
 
 }  // namespace lockstep::distributed::detail

@@ -5,25 +5,29 @@
 // A NaN or Inf loss on one rank gives that rank NaN/Inf gradients, and DDP's
 // averaging hands them to every rank: all replicas go non-finite at once, the
 // loss prints nan, and nothing says where it began. So at the end of each synced
-// backward (Reducer::finalize_backward) DDP looks at the gradients twice:
+// backward (Reducer::finalize_backward) DDP looks at the gradients:
 //   1. before the averages are copied back: this rank's own gradients (their
 //      .grad still holds the local values then, unless gradient_as_bucket_view),
 //      to name the rank and the parameter where a non-finite value appeared;
-//   2. after: the averaged gradients — bitwise the same on every rank, so every
-//      rank takes the same decision — to apply the policy
-//      (DDPOptions::non_finite_gradients, or LOCKSTEP_NONFINITE=off|warn|skip|stop):
-//   WARN (default)  one line on stderr per rank and iteration (this rank's
-//                   parameter if it produced them, else "from another rank"),
-//                   up to 20 lines a run; training goes on.
-//   SKIP_STEP       the same line, and every parameter's .grad is set undefined,
-//                   so the next optimizer.step() leaves the parameters unchanged
-//                   (optimizers skip undefined gradients) — a gradient scaler's
-//                   skip, on every rank alike.
-//   STOP            the backward throws an ls::Error with the same text.
+//   2. for SKIP_STEP and STOP (and WARN with gradient_as_bucket_view), after:
+//      the averaged gradients — bitwise the same on every rank, so every rank
+//      takes the same decision. The policy (DDPOptions::non_finite_gradients, or
+//      LOCKSTEP_NONFINITE=off|warn|skip|stop):
+//   WARN (default)  the rank that produced them prints one line on stderr
+//                   (rank, parameter, iteration), up to 20 lines a run; training
+//                   goes on. One read of the gradients, while the last buckets'
+//                   AllReduce is in flight.
+//   SKIP_STEP       every rank prints the line (naming its own parameter, or
+//                   "another rank produced them") and sets every .grad
+//                   undefined, so the next optimizer.step() leaves the
+//                   parameters unchanged (optimizers skip undefined gradients) —
+//                   a gradient scaler's skip, on every rank alike.
+//   STOP            the backward throws an ls::Error with the same text, on every rank.
 //   OFF             no scan.
-// Cost: two reads of every gradient per synced backward (memory bandwidth;
-// the first overlaps the last buckets' AllReduce) — measured in README
-// "Reliability".
+// Not with a bucket-reduced hook (ZeRO's overlap), which has stepped by then.
+// Cost: one read (WARN) or two (SKIP_STEP, STOP) of every gradient per synced
+// backward: 20 ms a read for ResNet50's 25.6M floats on this loaded 2-core VM
+// (docs/results/collective_checks.md).
 // Read before: distributed/ddp/reducer.h. Read next: distributed/ddp/reducer.cpp
 // (finalize_backward).
 #pragma once
@@ -63,6 +67,8 @@ class NonFiniteCheck {
   std::string local_;  // step 1's finding ("" when none)
   bool local_known_ = false;
   int reports_ = 0;
+
+  void report(const std::string& message);  // stderr, up to 20 lines a run
 };
 
 }  // namespace detail

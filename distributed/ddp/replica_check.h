@@ -24,9 +24,10 @@
 // which the replicas parted (the last check that passed and this one), and the
 // usual causes. Ranks inside join() (ddp_join.h) skip it, since joined ranks
 // only mirror the training ranks' collectives.
-// Cost: one pass over the parameters (memory bandwidth: ~10 ms for ResNet50's
-// 25.6M floats) and one small allgather, every K iterations — measured in
-// docs/results/replica_check.md, under 1% at K = 50.
+// Cost: one pass over the parameters (memory bandwidth: 20 ms for ResNet50's
+// 25.6M floats on this loaded 2-core VM) and one small allgather, every K
+// iterations — under 0.05% of a 2-5 s ResNet50 iteration at K = 50
+// (docs/results/collective_checks.md).
 // The optimizer's step count is not seen by DDP (it does not own the
 // optimizer); a rank whose optimizer skipped a step has different parameters,
 // which is what the check compares.
