@@ -3,7 +3,8 @@
 // asking it to run one of the (otherwise skipped) "mpi worker" test cases:
 //  - every collective, dtype and op (tests/distributed/collective_suite.h) on
 //    the MPI group and on a round-robin group of two MPI groups, async overlap,
-//    and a mismatch caught by the first-collective fingerprint — at 2 and 4 ranks;
+//    and mismatches caught by the fingerprints (the first collective and, by
+//    default, every later one) — at 2 and 4 ranks;
 //  - a rank killed mid-sequence: mpirun ends the whole job, naming the rank and
 //    the signal, well within the bound (coreutils `timeout` around mpirun);
 //  - a peer that never joins: Work::wait(timeout) throws an error naming the
