@@ -12,7 +12,8 @@
 //   build/bin/lockstep-run --nproc-per-node 2 -- build/bin/bench_allreduce --backend gloo
 //   mpirun -np 2 build/bin/bench_allreduce --backend mpi
 //   options: --total 60000000 --sizes 10000,100000,1000000,10000000,60000000 --iters 3
-//            --round-robin K (K groups, paper Figure 12) --check-every (fingerprint every call)
+//            --round-robin K (K groups, paper Figure 12) --collective-checks 0 (fingerprint only the
+//            first call; default 1: every call, Note [Collective fingerprints])
 //
 // Read before: distributed/process_group/process_group.h,
 // distributed/process_group/process_group_gloo.h.
@@ -51,7 +52,7 @@ struct Args {
 
 Args parse(int argc, char** argv) {
   Args a;
-  bool check_every = false;
+  int collective_checks = 1;
   ls::cli::Program p("bench_allreduce", "The paper's Figure 2: the time to AllReduce --total floats split into calls "
                                         "of each --sizes size; run it under lockstep-run or mpirun. JSON lines.");
   p.choice("--backend", a.backend, "process group backend", {"gloo", "mpi"});
@@ -59,9 +60,10 @@ Args parse(int argc, char** argv) {
   p.integers("--sizes", a.sizes, "floats per call, one JSON line each", 1, int64_t{1} << 34);
   p.integer("--iters", a.iters, "timed runs per size (the median is reported)", 1, 100000);
   p.integer("--round-robin", a.round_robin, "process groups used round-robin (Figure 12)", 1, 64);
-  p.flag("--check-every", check_every, "check every collective across ranks (LOCKSTEP_DISTRIBUTED_DEBUG=1)");
+  p.integer("--collective-checks", collective_checks,
+            "1: check every collective across ranks (the default); 0: only the first (LOCKSTEP_COLLECTIVE_CHECKS=0)", 0, 1);
   p.parse(argc, argv);
-  if (check_every) setenv("LOCKSTEP_DISTRIBUTED_DEBUG", "1", 1);
+  if (collective_checks == 0) setenv("LOCKSTEP_COLLECTIVE_CHECKS", "0", 1);
   const std::optional<int> world = p.environment([] { return dist::launched_world_size(); });
   if (!world) {
     p.usage_error("not started by a launcher (WORLD_SIZE and OMPI_COMM_WORLD_SIZE are unset); run it as "

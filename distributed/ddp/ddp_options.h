@@ -4,11 +4,14 @@
 // distributed/ddp/bucket_assignment.h.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 namespace lockstep::distributed {
 
 class Store;
+// What DDP does with NaN/Inf gradients: Note [Non-finite gradients] in distributed/ddp/nonfinite_check.h.
+enum class NonFinitePolicy { OFF, WARN, SKIP_STEP, STOP };
 
 class DDPOptions {
  public:
@@ -70,6 +73,17 @@ class DDPOptions {
   // distributed/ddp/bucket_autotune.h). Collective: every rank must set it alike.
   // Default false.
   DDPOptions& autotune_buckets(bool v) { autotune_buckets_ = v; return *this; }
+  // Every k-th synced iteration, compare a hash of every parameter across ranks
+  // and throw naming the ranks whose replicas differ and the first parameter
+  // (Note [Replica divergence check] in distributed/ddp/replica_check.h). 0 turns
+  // it off; LOCKSTEP_REPLICA_CHECK_EVERY overrides it. Default 50.
+  DDPOptions& check_replicas_every(int64_t k) { check_replicas_every_ = k; return *this; }
+  // What a synced backward does when the averaged gradients hold NaN or Inf:
+  // WARN (default: a line naming the rank, parameter and iteration), SKIP_STEP
+  // (also clears every .grad, so optimizer.step() changes nothing), STOP
+  // (throws), OFF. LOCKSTEP_NONFINITE=off|warn|skip|stop overrides it (Note
+  // [Non-finite gradients] in distributed/ddp/nonfinite_check.h).
+  DDPOptions& non_finite_gradients(NonFinitePolicy p) { non_finite_gradients_ = p; return *this; }
 
   double bucket_cap_mb() const { return bucket_cap_mb_; }
   double first_bucket_mb() const { return first_bucket_mb_; }
@@ -83,6 +97,8 @@ class DDPOptions {
   bool static_graph() const { return static_graph_; }
   bool deterministic() const { return deterministic_; }
   bool autotune_buckets() const { return autotune_buckets_; }
+  int64_t check_replicas_every() const { return check_replicas_every_; }
+  NonFinitePolicy non_finite_gradients() const { return non_finite_gradients_; }
 
  private:
   double bucket_cap_mb_ = 25.0;
@@ -97,6 +113,8 @@ class DDPOptions {
   bool static_graph_ = false;
   bool deterministic_ = false;
   bool autotune_buckets_ = false;
+  int64_t check_replicas_every_ = 50;
+  NonFinitePolicy non_finite_gradients_ = NonFinitePolicy::WARN;
 };
 
 }  // namespace lockstep::distributed

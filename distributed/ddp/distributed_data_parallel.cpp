@@ -1,6 +1,6 @@
 // distributed/ddp/distributed_data_parallel.cpp — construction checks, initial
 // broadcast, the forward's fingerprint check, the bucket rebuild, buffer
-// broadcast, arming the reducer.
+// broadcast, the periodic replica check, arming the reducer.
 // Read before: distributed/ddp/distributed_data_parallel.h.
 #include "distributed/ddp/distributed_data_parallel.h"
 
@@ -191,6 +191,10 @@ DDPCore::DDPCore(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGrou
     if (value == "0") options_.progress_board(false);
   }
   if (options_.progress_board() && !options_.progress_store()) options_.progress_store(pg.store());
+  LS_CHECK(options_.check_replicas_every() >= 0, "DistributedDataParallel: check_replicas_every(",
+           options_.check_replicas_every(), ") must be >= 0 (0 turns the replica check off)");
+  options_.check_replicas_every(replica_check_every(options_.check_replicas_every()));
+  replica_check_ = std::make_unique<ReplicaCheck>(options_.check_replicas_every(), trainable);
   reducer_ = std::make_unique<Reducer>(std::move(params), std::move(names), process_group_, options_);
 }
 
@@ -237,6 +241,8 @@ void DDPCore::pre_forward() {
   reducer_->begin_synced_forward(forward_exchanges_fingerprint(buffers, arms, rebuild));
   if (rebuild) reducer_->rebuild_buckets(source);
   if (!buffers.empty()) broadcast_from(buffers, source, "module buffers");
+  // Joined ranks only mirror the training ranks' collectives (ddp_join.h): no extra ones inside join().
+  if (arms && !join_) replica_check_->on_synced_forward(*process_group_);
 }
 
 void DDPCore::post_forward(const std::vector<Tensor>& outputs) {

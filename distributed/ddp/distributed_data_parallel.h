@@ -40,6 +40,7 @@
 #include "distributed/ddp/ddp_options.h"
 #include "distributed/process_group/process_group.h"
 #include "distributed/ddp/reducer.h"
+#include "distributed/ddp/replica_check.h"
 #include "nn/module.h"
 
 namespace lockstep::distributed {
@@ -85,6 +86,7 @@ class DDPCore {
   std::unique_ptr<Reducer> reducer_;
   std::unique_ptr<JoinState> join_;
   std::optional<BucketChoice> bucket_choice_;
+  std::unique_ptr<ReplicaCheck> replica_check_;  // Note [Replica divergence check]
 };
 
 // The tensors in a forward's result, whatever its type: a Tensor, a vector of

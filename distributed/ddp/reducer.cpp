@@ -21,6 +21,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       options_(options),
       storage_(params_, options.gradient_as_bucket_view(), process_group_->rank()),
       observe_(process_group_, options, names_, params_, storage_),
+      non_finite_(detail::non_finite_policy(options.non_finite_gradients()), params_, names_, process_group_->rank()),
       launcher_(process_group_, options, observe_.backwards()),
       readiness_(make_readiness_policy(options, params_, names_, *process_group_)),
       divisor_(static_cast<double>(process_group_->size())),
@@ -226,11 +227,16 @@ void Reducer::finalize_backward() {
   if (!unfinished_reduction_) finish_ready_order();  // Note [Bucket rebuild from the traced order]
   // Empty when every parameter counts as used (Note [Readiness policies]).
   const std::vector<int64_t> global_used = readiness_->globally_used(bitmap_wait());
+  // Note [Non-finite gradients]; not with a bucket-reduced hook (ZeRO), which
+  // has stepped on the gradients by the end of backward.
+  const bool check_non_finite = !bucket_reduced_ && non_finite_.policy() != NonFinitePolicy::OFF;
+  if (check_non_finite) non_finite_.before_copy_back(!options_.gradient_as_bucket_view() && next_finalize_ == 0);
   for (size_t bi = next_finalize_; bi < storage_.buckets().size(); ++bi) {
     if (storage_.buckets()[bi].launched) finalize_bucket(bi, global_used);
   }
   observe_.backward_finished(readiness_->locally_used(), global_used, readiness_->tracks_unused());
   readiness_->backward_finished();
+  if (check_non_finite) non_finite_.after_copy_back(observe_.backwards());
 }
 
 // The copy-out: the averaged slices into .grad (Note [Gradients as bucket views]).

@@ -58,6 +58,7 @@
 #include "distributed/ddp/bucket.h"
 #include "distributed/ddp/comm_hook.h"
 #include "distributed/ddp/ddp_options.h"
+#include "distributed/ddp/nonfinite_check.h"
 #include "distributed/process_group/process_group.h"
 #include "distributed/ddp/reducer_buckets.h"
 #include "distributed/ddp/reducer_launch.h"
@@ -192,6 +193,7 @@ class Reducer {
   DDPOptions options_;
   BucketStorage storage_;
   IterationObservers observe_;
+  detail::NonFiniteCheck non_finite_;  // Note [Non-finite gradients]
   BucketLauncher launcher_;
   std::unique_ptr<ReadinessPolicy> readiness_;
   std::vector<autograd::HookHandle> hooks_;

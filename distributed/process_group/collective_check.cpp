@@ -75,6 +75,16 @@ bool debug_checks_enabled() {
          std::strcmp(v, "off") != 0;
 }
 
+bool collective_checks_enabled(bool option) {
+  if (debug_checks_enabled()) return true;
+  const char* v = std::getenv("LOCKSTEP_COLLECTIVE_CHECKS");
+  if (v == nullptr || *v == '\0') return option;
+  LS_CHECK(std::strcmp(v, "0") == 0 || std::strcmp(v, "1") == 0, "LOCKSTEP_COLLECTIVE_CHECKS='", v,
+           "' is not 0 or 1; unset it to check every collective across ranks (the default), or set 0 "
+           "to check only each group's first collective");
+  return *v == '1';
+}
+
 void check_tensor(const Tensor& t, const char* collective, const char* what) {
   LS_CHECK(t.defined(), collective, ": ", what, " is undefined; pass an allocated tensor");
   LS_CHECK(t.device().is_cpu(), collective, ": ", what, " is on ", t.device(),

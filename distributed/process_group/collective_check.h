@@ -4,20 +4,25 @@
 // § Note [Collective fingerprints]
 // Ranks must issue the same collectives, with the same sizes, dtypes, ops and
 // roots, in the same order. A rank that does not would pair its bytes with a
-// different collective on its peers: data corrupted, or a hang. So before a
-// collective's data moves, each rank can contribute a 40-byte Fingerprint
-// (sequence number, kind, dtype, numel, op, root) to an allgather, and every
-// rank compares all of them and throws an error that names the first
-// disagreeing rank and field. The exchange is one extra small round trip:
-// backends do it on the first collective of a group always (cheap insurance
-// against a wrong program from the start) and on every collective when
-// LOCKSTEP_DISTRIBUTED_DEBUG is set (any value but "0" / "OFF"), or when the
-// group's options ask for it. The decision depends only on the sequence number
-// and the environment, so all ranks agree on whether to exchange. After a
-// mismatch the Gloo group refuses further collectives (ones issued after it may
-// already be running out of step); the single-threaded MPI group stays usable.
-// Cost: one allgather of 40 bytes per rank — about one small-message latency
-// (~0.1-0.3 ms here), paid once per group, or per collective in debug mode.
+// different collective on its peers: a sum of wrong bytes, an abort inside the
+// transport, or a hang that blames a dead peer. So before a collective's data
+// moves, each rank's 40-byte Fingerprint (sequence number, kind, dtype, numel,
+// op, root) reaches every other rank, and every rank compares all of them
+// (check_fingerprints) and throws an error naming both ranks' calls and the
+// fields that differ — on every rank alike, since all see the same set.
+// On by default for every collective; LOCKSTEP_COLLECTIVE_CHECKS=0 (or a
+// group's Options::check_every_collective = false) checks only a group's first
+// collective (cheap insurance against a wrong program from the start), and
+// LOCKSTEP_DISTRIBUTED_DEBUG forces every one on. The decision depends only on
+// the sequence number and the environment, so all ranks agree on whether to
+// exchange. How a backend moves the fingerprints: Gloo posts them at issue time
+// on the caller's thread, so the worker rarely waits (Note [Fingerprints posted
+// at issue], process_group_gloo_fingerprints.h; its check entry point is
+// ProcessGroupGloo::check_before_running); MPI allgathers them on its thread
+// before the collective (process_group_mpi.cpp). Cost: README "Reliability"
+// and docs/results/collective_checks.md. After a mismatch the Gloo group
+// refuses further collectives (ones issued after it may already be running out
+// of step); the single-threaded MPI group stays usable.
 // Read before: distributed/process_group/process_group.h. Read next:
 // distributed/process_group/process_group_gloo.h.
 #pragma once
@@ -54,6 +59,11 @@ std::string describe(const Fingerprint& f);
 void check_fingerprints(const Fingerprint* all, int size, int my_rank, const std::string& backend);
 // True when LOCKSTEP_DISTRIBUTED_DEBUG asks for a fingerprint on every collective.
 bool debug_checks_enabled();
+// Whether a group checks every collective: `option` (a group's
+// Options::check_every_collective, true by default), unless
+// LOCKSTEP_COLLECTIVE_CHECKS says "0" (off) or "1" (on); LOCKSTEP_DISTRIBUTED_DEBUG
+// forces it on. Any other value of LOCKSTEP_COLLECTIVE_CHECKS is an ls::Error.
+bool collective_checks_enabled(bool option);
 
 // Throws unless t is a defined, contiguous CPU tensor (what every backend moves);
 // waits for a pending write into it (Note [Pending writes], core/pending_write.h).

@@ -30,6 +30,7 @@
 
 #include "core/factory.h"
 #include "distributed/process_group/collective_check.h"
+#include "distributed/process_group/process_group_gloo_fingerprints.h"
 #include "distributed/process_group/process_group_gloo_pending.h"
 #include "distributed/process_group/process_group_gloo_teardown.h"
 #include "distributed/process_group/reduce_kernels.h"
@@ -40,7 +41,6 @@ namespace lockstep::distributed {
 namespace {
 
 using detail::CollectiveKind;
-using detail::Fingerprint;
 using detail::check_scatter_inputs;
 using detail::prepare_gather_outputs;
 
@@ -128,10 +128,9 @@ class BlockSigpipeForNewThreads {
   sigset_t saved_;
 };
 
-// Gloo tags are 32 bits: collective #k uses k (mod 2^31); its fingerprint
-// exchange sets the top bit (see Note [Collective order]).
+// Gloo tags are 32 bits: collective #k uses k (mod 2^31) (see Note [Collective
+// order]); its fingerprint travels on a slot of its own (Note [Fingerprints posted at issue]).
 uint32_t data_tag(int64_t seq) { return static_cast<uint32_t>(seq & 0x7fffffff); }
-uint32_t check_tag(int64_t seq) { return data_tag(seq) | 0x80000000u; }
 
 
 }  // namespace
@@ -197,6 +196,7 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   }
   LS_CHECK(options_.shm_slot_bytes >= 64 && options_.shm_slot_bytes % 64 == 0,
            "ProcessGroupGloo: shm_slot_bytes = ", options_.shm_slot_bytes, " must be a positive multiple of 64");
+  options_.check_every_collective = detail::collective_checks_enabled(options_.check_every_collective);
   BlockSigpipeForNewThreads no_sigpipe;  // see Note [SIGPIPE]
   // See Note [Gloo teardown across worker threads] (process_group_gloo_teardown.h).
   auto context = std::make_shared<gloo_detail::GuardedContext>(rank, size);
@@ -216,7 +216,6 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   // Keep the store: on rank 0 it may host the server (TCPStore) that slower
   // ranks are still reading their peers' addresses from.
   store_ = std::move(store);
-  options_.check_every_collective = options_.check_every_collective || detail::debug_checks_enabled();
   queue_ = std::make_unique<detail::WorkQueue>(options_.threads);
   if (options_.shared_memory && size > 1) connect_shared_memory(rank, size);
 }
@@ -251,6 +250,7 @@ std::shared_ptr<Work> ProcessGroupGloo::enqueue(Pending pending, bool collective
                                               pending.on_shm ? " (gloo, shared memory, rank " : " (gloo, rank ",
                                               rank_, ")");
   pending.timeout = timeout();
+  if (collective) post_fingerprint(pending);
   auto work = std::make_shared<Work>(pending.description);
   detail::WorkQueue& queue = pending.on_shm ? *shm_queue_ : *queue_;
   queue.enqueue(work, [this, p = std::move(pending)] { return run(p); });
@@ -284,6 +284,7 @@ std::shared_ptr<Work> ProcessGroupGloo::enqueue(std::vector<Pending> parts, std:
     p.description = lockstep::detail::str(detail::describe(p.fingerprint), " piece ", k + 1, "/",
                                           parts.size(), " (gloo, rank ", rank_, ")");
     p.timeout = timeout();
+    if (k == 0) post_fingerprint(p);  // its fingerprint names the whole tensor
     queue_->enqueue(std::make_shared<Work>(p.description), [this, p = std::move(p), joint, work, result, k] {
       std::exception_ptr error;
       try {
@@ -316,11 +317,22 @@ std::shared_ptr<Work> ProcessGroupGloo::enqueue(std::vector<Pending> parts, std:
   return work;
 }
 
-// Before any data moves: is the group still usable, and (on the first
-// collective, or every one in debug mode) do all ranks agree on this one? A
-// mismatch throws on every rank alike; it also breaks the group, because
-// collectives issued after it may already be running, and a size mismatch can
-// leave the ranks' sequence numbers apart (Note [Large allreduce in chunks]).
+// Called under issue_mutex_, on the caller's thread: starts this collective's
+// fingerprint exchange when it is checked — every collective by default, the
+// first one always (Note [Collective fingerprints]). The decision depends only
+// on the sequence number and the options, so all ranks agree on it.
+void ProcessGroupGloo::post_fingerprint(Pending& p) {
+  if (size_ == 1 || !(p.fingerprint.seq == 0 || options_.check_every_collective)) return;
+  p.exchange = std::make_shared<gloo_detail::FingerprintExchange>(context_, p.fingerprint);
+}
+
+// The check entry point: every collective passes here on its worker thread
+// before any of its data moves. Is the group still usable, and (when its
+// fingerprint was posted) do all ranks agree on this collective? A mismatch
+// throws on every rank alike, naming both ranks' calls; it also breaks the
+// group, because collectives issued after it may already be running, and a
+// size mismatch can leave the ranks' sequence numbers apart (Note [Large
+// allreduce in chunks]).
 void ProcessGroupGloo::check_before_running(const Pending& p) {
   {
     std::lock_guard<std::mutex> lock(broken_mutex_);
@@ -329,11 +341,9 @@ void ProcessGroupGloo::check_before_running(const Pending& p) {
                                         "earlier failure: ", broken_));
     }
   }
-  const bool collective = p.fingerprint.kind != static_cast<int32_t>(CollectiveKind::SEND) &&
-                          p.fingerprint.kind != static_cast<int32_t>(CollectiveKind::RECV);
-  if (!collective || !(p.fingerprint.seq == 0 || options_.check_every_collective)) return;
+  if (p.exchange == nullptr) return;
   try {
-    exchange_fingerprints(p.fingerprint, p.timeout);
+    p.exchange->wait_and_check(p.timeout);
   } catch (const gloo::Exception& e) {
     fail(p, e.what());
   } catch (const std::exception& e) {
@@ -381,18 +391,6 @@ void ProcessGroupGloo::mark_broken(const std::string& failure) {
       " ms; a peer rank may have exited, crashed, or stopped issuing collectives)");
   mark_broken(failure);
   throw Error(lockstep::detail::str("gloo ", failure));
-}
-
-void ProcessGroupGloo::exchange_fingerprints(const Fingerprint& mine, std::chrono::milliseconds timeout) {
-  Fingerprint in = mine;
-  std::vector<Fingerprint> all(size_);
-  gloo::AllgatherOptions opts(context_);
-  opts.setInput(&in, 1);
-  opts.setOutput(all.data(), all.size());
-  opts.setTag(check_tag(mine.seq));
-  opts.setTimeout(timeout);
-  gloo_detail::call_gloo(*context_, [&] { gloo::allgather(opts); });  // Note [Gloo buffers after a failure]
-  detail::check_fingerprints(all.data(), size_, rank_, "gloo");
 }
 
 }  // namespace lockstep::distributed

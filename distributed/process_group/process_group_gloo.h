@@ -97,7 +97,10 @@ class ProcessGroupGloo : public ProcessGroup {
     std::string hostname;
     std::string master_addr = "127.0.0.1";
     size_t ring_threshold_bytes = 256 * 1024;  // see Note [Allreduce algorithm choice]
-    bool check_every_collective = false;       // see Note [Collective fingerprints]
+    // Fingerprint every collective (Note [Collective fingerprints]); false checks
+    // the first one only. LOCKSTEP_COLLECTIVE_CHECKS=0 turns it off, and
+    // LOCKSTEP_DISTRIBUTED_DEBUG on.
+    bool check_every_collective = true;
     // Worker threads = collectives in flight at once (see Note [Collective order]).
     int threads = 4;
     size_t chunk_bytes = 4 << 20;  // see Note [Large allreduce in chunks]
@@ -140,9 +143,10 @@ class ProcessGroupGloo : public ProcessGroup {
   struct Pending;  // one queued collective: fingerprint + the Gloo calls to make
   std::shared_ptr<Work> enqueue(Pending pending, bool collective = true);
   std::shared_ptr<Work> enqueue(std::vector<Pending> parts, std::vector<Tensor> result);
+  void post_fingerprint(Pending& pending);  // at issue, under issue_mutex_
   // On the worker threads:
   std::vector<Tensor> run(const Pending& pending);  // check_before_running, then execute
-  void check_before_running(const Pending& pending);
+  void check_before_running(const Pending& pending);  // the one check entry point
   std::vector<Tensor> execute(const Pending& pending);
   void connect_shared_memory(int rank, int size);
   // On the shared-memory worker: runs `call` with the collective's fingerprint,
@@ -151,7 +155,6 @@ class ProcessGroupGloo : public ProcessGroup {
               const std::function<void(const detail::Fingerprint&)>& call);
   void mark_broken(const std::string& failure);
   [[noreturn]] void fail(const Pending& pending, const std::string& what);
-  void exchange_fingerprints(const detail::Fingerprint& mine, std::chrono::milliseconds timeout);
 
   Options options_;  // the store is the base class's store_ (ProcessGroup::store())
   std::shared_ptr<gloo::Context> context_;

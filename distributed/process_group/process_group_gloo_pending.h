@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,14 @@
 
 namespace lockstep::distributed {
 
+namespace gloo_detail {
+class FingerprintExchange;  // process_group_gloo_fingerprints.h
+}
+
 struct ProcessGroupGloo::Pending {
   detail::Fingerprint fingerprint;
+  // Posted at issue when this collective is checked (Note [Fingerprints posted at issue]).
+  std::shared_ptr<gloo_detail::FingerprintExchange> exchange;
   std::string description;
   std::chrono::milliseconds timeout;
   std::function<std::vector<Tensor>(uint32_t tag, std::chrono::milliseconds timeout)> body;

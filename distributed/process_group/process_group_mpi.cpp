@@ -151,7 +151,7 @@ std::shared_ptr<ProcessGroupMPI> ProcessGroupMPI::create(Options options) {
     MPI_Comm_rank(comm->comm, &rank);
     MPI_Comm_size(comm->comm, &size);
   });
-  options.check_every_collective = options.check_every_collective || detail::debug_checks_enabled();
+  options.check_every_collective = detail::collective_checks_enabled(options.check_every_collective);
   return std::shared_ptr<ProcessGroupMPI>(new ProcessGroupMPI(std::move(comm), rank, size, options));
 }
 

@@ -35,7 +35,7 @@ struct Fingerprint;
 class ProcessGroupMPI : public ProcessGroup {
  public:
   struct Options {
-    bool check_every_collective = false;  // see Note [Collective fingerprints]
+    bool check_every_collective = true;  // see Note [Collective fingerprints]; false: the first one only
   };
 
   // Initializes MPI on first use and makes a group of all processes

@@ -15,11 +15,13 @@
 // distributed/zero/zero_overlap.cpp.
 #include "distributed/zero/zero_redundancy_optimizer.h"
 
+#include <cstdio>
 #include <limits>
 #include <map>
 
 #include "core/factory.h"
 #include "core/grad_mode.h"
+#include "distributed/store/store.h"
 #include "optim/clip_grad.h"
 
 namespace lockstep::distributed {
@@ -78,21 +80,52 @@ ZeroRedundancyOptimizerBase::ZeroRedundancyOptimizerBase(std::vector<Tensor> par
   LS_CHECK(inner_ != nullptr, name_, ": the inner optimizer factory returned null");
 }
 
+// § Note [ZeRO destructor reports]
+// A destructor cannot throw, but a broadcast that failed by then (a peer that
+// never stepped, one that died) means this rank's parameters are not the
+// others': saying nothing would let the job exit 0 with diverged replicas. So
+// the destructor still waits for every broadcast, and reports the first failure
+// on stderr and in the process group's store, under
+// "lockstep/zero_failures/<rank>" (where the progress board lives,
+// Note [Progress board]), for the launcher's and the peers' diagnostics.
 ZeroRedundancyOptimizerBase::~ZeroRedundancyOptimizerBase() {
   // Broadcasts still in flight reference our tensors: let them finish.
+  std::string failure;
+  auto note = [&](const std::exception& e) {
+    if (failure.empty()) failure = e.what();
+  };
   for (const auto* list : {&pending_, &sent_}) {
     for (const auto& b : *list) {
       try {
         b.work->wait(broadcaster_->timeout());
-      } catch (...) {
+      } catch (const std::exception& e) {
+        note(e);
       }
     }
   }
   for (const Storage& s : written_) {
     try {
       s->finish_pending_write();
-    } catch (...) {
+    } catch (const std::exception& e) {
+      note(e);
     }
+  }
+  if (!failure.empty()) report_destructor_failure(failure);
+}
+
+void ZeroRedundancyOptimizerBase::report_destructor_failure(const std::string& failure) const noexcept {
+  try {
+    const std::string message = lockstep::detail::str(
+        where(), ": destroyed while parameter broadcasts of its last step() had failed: ", failure,
+        ". This rank's parameters are not the other ranks' ones; every rank must call step() (and "
+        "consolidate_state_dict) together, and the program should not exit successfully.");
+    std::fprintf(stderr, "lockstep: %s\n", message.c_str());
+    std::fflush(stderr);
+    if (std::shared_ptr<Store> store = process_group_->store()) {
+      store->set(lockstep::detail::str("lockstep/zero_failures/", process_group_->rank()), message);
+    }
+  } catch (...) {
+    // Reporting is best effort: the store may be gone with the failed peer.
   }
 }
 

@@ -262,6 +262,8 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   // (defer_broadcast_waits) or waits for it (Note [ZeRO broadcasts overlap the next forward]).
   void end_step_broadcasts();
   std::string where() const;  // "ZeroRedundancyOptimizer (rank r)"
+  // Note [ZeRO destructor reports] (zero_redundancy_optimizer.cpp).
+  void report_destructor_failure(const std::string& failure) const noexcept;
 
   std::shared_ptr<ProcessGroup> process_group_;
   std::shared_ptr<ProcessGroup> broadcaster_;  // Note [ZeRO broadcast group]

@@ -8,8 +8,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <future>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -112,4 +114,38 @@ TEST_CASE("pending write: a failed write fails every touch with its error; attac
   u.impl()->storage->attach_pending_write(write_later(u, 3.0f, runs));
   (void)u.sum();
   CHECK(u.impl()->storage->version() == version);  // landing does not bump it (its owner bumps when attaching)
+}
+
+TEST_CASE("pending write: a finish that waits for a thread touching the storage is an error, not a silent deadlock") {
+  setenv("LOCKSTEP_PENDING_WRITE_WAIT_S", "1", 1);
+  ls::Tensor t = ls::zeros({4});
+  std::string helper_error;
+  t.impl()->storage->attach_pending_write(std::make_shared<ls::PendingWrite>([&] {
+    // The write's finish hands the filling to a second thread without a
+    // PendingWriteBypass (the misuse) and waits for it.
+    std::thread helper([&] {
+      try {
+        t.fill_(2.0);
+      } catch (const std::exception& e) {
+        helper_error = e.what();
+      }
+    });
+    helper.join();
+  }));
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(t.sum().item<float>() == 0.0f);  // the helper gave up; the write landed nothing
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20));
+  CHECK_MESSAGE(helper_error.find("waited 1 s (LOCKSTEP_PENDING_WRITE_WAIT_S)") != std::string::npos, helper_error);
+  CHECK_MESSAGE(helper_error.find("give the thread a lockstep::PendingWriteBypass") != std::string::npos, helper_error);
+  // With the bypass, the same write works.
+  ls::Tensor u = ls::zeros({4});
+  u.impl()->storage->attach_pending_write(std::make_shared<ls::PendingWrite>([&] {
+    std::thread helper([&] {
+      ls::PendingWriteBypass bypass;
+      u.fill_(2.0);
+    });
+    helper.join();
+  }));
+  CHECK(u.sum().item<float>() == 8.0f);
+  unsetenv("LOCKSTEP_PENDING_WRITE_WAIT_S");
 }

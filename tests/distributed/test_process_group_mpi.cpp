@@ -3,7 +3,8 @@
 // asking it to run one of the (otherwise skipped) "mpi worker" test cases:
 //  - every collective, dtype and op (tests/distributed/collective_suite.h) on
 //    the MPI group and on a round-robin group of two MPI groups, async overlap,
-//    and a mismatch caught by the first-collective fingerprint — at 2 and 4 ranks;
+//    and mismatches caught by the fingerprints (the first collective and, by
+//    default, every later one) — at 2 and 4 ranks;
 //  - a rank killed mid-sequence: mpirun ends the whole job, naming the rank and
 //    the signal, well within the bound (coreutils `timeout` around mpirun);
 //  - a peer that never joins: Work::wait(timeout) throws an error naming the
@@ -124,6 +125,17 @@ TEST_CASE("mpi worker: every collective and dtype and op" * doctest::skip()) {
   }
   const std::string expected = rank == 0 ? "rank 1 issued allreduce #0 of 4 float32" : "rank 0 issued allreduce #0 of 3 float32";
   CHECK_MESSAGE(contains(msg, expected), msg);
+  // Every later collective is checked too (Note [Collective fingerprints], on by default):
+  // SUM on rank 0 against MAX elsewhere is an error naming the op, not a wrong sum.
+  pg->barrier()->wait(30s);
+  ls::Tensor same = ls::ones({8});
+  std::string op_msg;
+  try {
+    pg->allreduce(same, rank == 0 ? dist::ReduceOp::SUM : dist::ReduceOp::MAX)->wait(30s);
+  } catch (const std::exception& e) {
+    op_msg = e.what();
+  }
+  CHECK_MESSAGE(contains(op_msg, "(reduce op differ)"), op_msg);
 
   ls::testing::check_every_collective(*pg, "mpi", 30s);
 

@@ -1,0 +1,44 @@
+#!/bin/sh
+# bench/collective_checks.sh — what the default checks cost(docs/results/collective_checks.md):
+#   bench/collective_checks.sh allreduce   bench_allreduce at 10K floats a call over Gloo, checks on / off
+#   bench/collective_checks.sh mpi         the same over MPI (mpirun -np 2)
+#   bench/collective_checks.sh ddp         bench_ddp ResNet50 and BERT-base, 2 ranks: all checks on,
+#                                          collective checks off, every check off
+# ROUNDS (default 3) alternating rounds; BUILD (default build). Each timing run holds
+# /work/.bench.lock when that file exists (the shared machine's benchmark lock).
+# Read before: docs/results/collective_checks.md.
+set -e
+BUILD=${BUILD:-build}
+ROUNDS=${ROUNDS:-3}
+lock() { if [ -e /work/.bench.lock ]; then flock /work/.bench.lock "$@"; else "$@"; fi; }
+bench/machine.sh | head -1
+case "$1" in
+  allreduce|mpi)
+    for round in $(seq 1 "$ROUNDS"); do
+      for c in 1 0; do
+        printf 'round %s checks %s ' "$round" "$c"
+        if [ "$1" = mpi ]; then
+          lock mpirun --allow-run-as-root --oversubscribe -np 2 "$BUILD/bin/bench_allreduce" --backend mpi \
+              --total 6000000 --sizes 10000 --iters 7 --collective-checks "$c" 2>&1 | grep '"per_call"' | head -1
+        else
+          lock "$BUILD/bin/lockstep-run" --nproc-per-node 2 -- "$BUILD/bin/bench_allreduce" \
+              --total 6000000 --sizes 10000 --iters 7 --collective-checks "$c" 2>&1 | grep '"per_call"' | head -1
+        fi
+      done
+    done ;;
+  ddp)
+    for round in $(seq 1 "$ROUNDS"); do
+      for model in "resnet50 --batch 4" "bert --batch 2 --seq 128"; do
+        for c in on coll-off all-off; do
+          unset LOCKSTEP_COLLECTIVE_CHECKS LOCKSTEP_REPLICA_CHECK_EVERY LOCKSTEP_NONFINITE
+          [ "$c" != on ] && export LOCKSTEP_COLLECTIVE_CHECKS=0
+          [ "$c" = all-off ] && export LOCKSTEP_REPLICA_CHECK_EVERY=0 LOCKSTEP_NONFINITE=off
+          printf 'round %s %s %s ' "$round" "${model%% *}" "$c"
+          # shellcheck disable=SC2086
+          lock "$BUILD/bin/lockstep-run" --nproc-per-node 2 -- "$BUILD/bin/bench_ddp" --model $model --iters 4 \
+              --mode ddp 2>&1 | grep summary | grep -o '"iter_ms":[0-9.]*,"mean_iter_ms":[0-9.]*,"fwd_ms":[0-9.]*'
+        done
+      done
+    done ;;
+  *) echo "usage: bench/collective_checks.sh allreduce|mpi|ddp" >&2; exit 2 ;;
+esac

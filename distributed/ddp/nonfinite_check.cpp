@@ -1,0 +1,127 @@
+// distributed/ddp/nonfinite_check.cpp — the scans and the policy of Note [Non-finite gradients].
+// Read before: distributed/ddp/nonfinite_check.h.
+#include "distributed/ddp/nonfinite_check.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace lockstep::distributed::detail {
+
+namespace {
+
+// Exponent bits all ones: NaN or +-Inf. Integer compares, so the loop vectorises.
+int64_t count_float32(const float* p, int64_t n) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, p + i, 4);
+    count += (bits & 0x7f800000u) == 0x7f800000u;
+  }
+  return count;
+}
+
+int64_t count_float64(const double* p, int64_t n) {
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t bits;
+    std::memcpy(&bits, p + i, 8);
+    count += (bits & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
+  }
+  return count;
+}
+
+const char* policy_name(NonFinitePolicy p) {
+  switch (p) {
+    case NonFinitePolicy::OFF: return "off";
+    case NonFinitePolicy::WARN: return "warn";
+    case NonFinitePolicy::SKIP_STEP: return "skip";
+    case NonFinitePolicy::STOP: return "stop";
+  }
+  return "?";
+}
+
+}  // namespace
+
+int64_t count_non_finite(const Tensor& original) {
+  if (!original.defined() || !is_floating_point(original.dtype())) return 0;
+  Tensor t = original.device().is_cpu() ? original.contiguous() : original.to(Device::cpu()).contiguous();
+  if (t.dtype() == kFloat64) return count_float64(static_cast<const double*>(t.raw_data()), t.numel());
+  if (t.dtype() != kFloat32) t = t.to(kFloat32);  // half, bfloat16: Inf and NaN survive the cast
+  return count_float32(static_cast<const float*>(t.raw_data()), t.numel());
+}
+
+NonFinitePolicy non_finite_policy(NonFinitePolicy option) {
+  const char* env = std::getenv("LOCKSTEP_NONFINITE");
+  if (env == nullptr || *env == '\0') return option;
+  for (NonFinitePolicy p : {NonFinitePolicy::OFF, NonFinitePolicy::WARN, NonFinitePolicy::SKIP_STEP, NonFinitePolicy::STOP}) {
+    if (std::strcmp(env, policy_name(p)) == 0) return p;
+  }
+  throw Error(lockstep::detail::str("DistributedDataParallel: LOCKSTEP_NONFINITE='", env,
+                                    "' is not one of off, warn, skip, stop; unset it for the default (warn)"));
+}
+
+NonFiniteCheck::NonFiniteCheck(NonFinitePolicy policy, std::vector<Tensor> params, std::vector<std::string> names,
+                               int rank)
+    : policy_(policy), params_(std::move(params)), names_(std::move(names)), rank_(rank) {}
+
+void NonFiniteCheck::before_copy_back(bool local_values) {
+  local_.clear();
+  local_known_ = local_values && policy_ != NonFinitePolicy::OFF;
+  if (!local_known_) return;
+  for (size_t i = 0; i < params_.size() && local_.empty(); ++i) {
+    const Tensor g = params_[i].grad();
+    if (const int64_t bad = count_non_finite(g); bad > 0) {
+      local_ = lockstep::detail::str("this rank's own gradient of '", names_[i], "' has ", bad, " of ", g.numel(),
+                                     " elements NaN or Inf (a non-finite loss or activation here)");
+    }
+  }
+}
+
+void NonFiniteCheck::after_copy_back(int64_t iteration) {
+  if (policy_ == NonFinitePolicy::OFF) return;
+  if (policy_ == NonFinitePolicy::WARN && local_known_) {
+    // Warning only: the rank that produced them says so; no second pass.
+    if (!local_.empty()) {
+      report(lockstep::detail::str("DDP (rank ", rank_, "): non-finite gradients in synced backward #", iteration,
+                                   ": ", local_, "; DDP averages them into every rank's gradients."));
+    }
+    return;
+  }
+  size_t first = params_.size();
+  int64_t bad = 0;
+  for (size_t i = 0; i < params_.size() && first == params_.size(); ++i) {
+    bad = count_non_finite(params_[i].grad());
+    if (bad > 0) first = i;
+  }
+  if (first == params_.size()) return;
+  const std::string origin =
+      !local_.empty() ? local_
+      : local_known_ ? std::string("this rank's own gradients were finite: another rank produced them")
+                     : std::string("which rank produced them is not known with gradient_as_bucket_view");
+  std::string message = lockstep::detail::str(
+      "DDP (rank ", rank_, "): non-finite gradients after averaging in synced backward #", iteration,
+      ": the first is '", names_[first], "' (", bad, " of ", params_[first].grad().numel(), " elements NaN or Inf); ",
+      origin, ".");
+  if (policy_ == NonFinitePolicy::STOP) {
+    throw Error(message + " Stopping (DDPOptions().non_finite_gradients(NonFinitePolicy::STOP) or "
+                          "LOCKSTEP_NONFINITE=stop); check the inputs, the loss and the learning rate of that rank.");
+  }
+  if (policy_ == NonFinitePolicy::SKIP_STEP) {
+    for (Tensor& p : params_) p.mutable_grad() = Tensor();
+    message += " Gradients cleared on every rank: the next optimizer step leaves the parameters unchanged "
+               "(LOCKSTEP_NONFINITE=skip).";
+  }
+  report(message);
+}
+
+void NonFiniteCheck::report(const std::string& message) {
+  if (reports_ >= 20) return;
+  std::fprintf(stderr, "lockstep: warning: %s%s\n", message.c_str(),
+               ++reports_ == 20 ? " (no more of these warnings in this run)" : "");
+  std::fflush(stderr);
+}
+
+}  // namespace lockstep::distributed::detail

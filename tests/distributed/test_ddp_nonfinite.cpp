@@ -1,0 +1,118 @@
+// tests/distributed/test_ddp_nonfinite.cpp — Note [Non-finite gradients]: a NaN input on
+// one rank is reported by that rank, naming its parameter and the iteration
+// (WARN); with SKIP_STEP every rank reports (the others: "another rank produced
+// them") and leaves its parameters unchanged for that step; STOP throws on
+// every rank; a malformed LOCKSTEP_NONFINITE is an error.
+// Read before: distributed/ddp/nonfinite_check.h.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+
+#include "distributed/ddp/nonfinite_check.h"
+#include "distributed/distributed.h"
+#include "optim/optim.h"
+#include "tests/distributed/ddp_test_models.h"
+#include "tests/support/errors.h"
+#include "tests/support/multiprocess.h"
+
+namespace ls = lockstep;
+namespace dist = lockstep::distributed;
+using namespace std::chrono_literals;
+using lockstep::testing::contains;
+
+namespace {
+
+// Three iterations; rank 1's input of iteration 1 holds a NaN. Returns what this
+// rank printed on stderr, and the error of the iteration that threw, if any.
+struct Run {
+  std::string printed, error;
+  bool unchanged_at_nan = false;  // the parameters after iteration 1 equal those before it
+};
+Run train_with_nan(int rank, dist::NonFinitePolicy policy) {
+  auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(20s));
+  ls::manual_seed(0);
+  auto model = std::make_shared<ls::testing::BranchyMLP>();
+  dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().non_finite_gradients(policy));
+  ls::optim::SGD opt(model->parameters(), ls::optim::SGDOptions(0.1));
+  const std::string log = "/tmp/lockstep_nonfinite_" + std::to_string(getppid()) + "_" + std::to_string(rank);
+  REQUIRE(std::freopen(log.c_str(), "w", stderr) != nullptr);
+  Run run;
+  try {
+    for (int i = 0; i < 3; ++i) {
+      ls::manual_seed(10 + 2 * i + rank);
+      ls::Tensor x = ls::randn({4, 6});
+      if (i == 1 && rank == 1) x.data_ptr<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+      const ls::Tensor before = model->fc1->weight.detach().clone();
+      opt.zero_grad();
+      ddp.forward(x, true).sum().backward();
+      opt.step();
+      if (i == 1) run.unchanged_at_nan = ls::equal(model->fc1->weight, before);
+    }
+  } catch (const std::exception& e) {
+    run.error = e.what();
+  }
+  std::fflush(stderr);
+  std::ifstream in(log);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::remove(log.c_str());
+  run.printed = text.str();
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("non-finite gradients: counted exactly in every floating dtype") {
+  ls::Tensor t = ls::ones({10});
+  t.data_ptr<float>()[2] = std::numeric_limits<float>::infinity();
+  t.data_ptr<float>()[7] = std::numeric_limits<float>::quiet_NaN();
+  CHECK(dist::detail::count_non_finite(t) == 2);
+  CHECK(dist::detail::count_non_finite(t.to(ls::kFloat64)) == 2);
+  CHECK(dist::detail::count_non_finite(t.to(ls::kBFloat16)) == 2);
+  CHECK(dist::detail::count_non_finite(ls::ones({10})) == 0);
+  setenv("LOCKSTEP_NONFINITE", "sometimes", 1);
+  std::string bad = lockstep::testing::error_of([] { dist::detail::non_finite_policy(dist::NonFinitePolicy::WARN); });
+  CHECK_MESSAGE(contains(bad, "LOCKSTEP_NONFINITE='sometimes' is not one of off, warn, skip, stop"), bad);
+  setenv("LOCKSTEP_NONFINITE", "skip", 1);
+  CHECK(dist::detail::non_finite_policy(dist::NonFinitePolicy::WARN) == dist::NonFinitePolicy::SKIP_STEP);
+  unsetenv("LOCKSTEP_NONFINITE");
+}
+
+TEST_CASE("non-finite gradients: WARN (default): the rank that produced them names its parameter and the iteration") {
+  ls::testing::run_ranks(2, [](int rank) {
+    Run run = train_with_nan(rank, dist::NonFinitePolicy::WARN);
+    CHECK_MESSAGE(run.error.empty(), run.error);
+    // Only the rank that produced them warns at #2 (rank 0's own gradients go NaN one step later,
+    // once the NaN has reached the parameters).
+    const std::string at2 = "DDP (rank " + std::to_string(rank) + "): non-finite gradients in synced backward #2: "
+                            "this rank's own gradient of 'fc1.weight' has";
+    CHECK_MESSAGE(contains(run.printed, at2) == (rank == 1), run.printed);
+    CHECK_MESSAGE(contains(run.printed, "non-finite gradients in synced backward #3"), run.printed);
+    CHECK_FALSE(run.unchanged_at_nan);  // WARN lets the step happen
+  }, 60s);
+}
+
+TEST_CASE("non-finite gradients: SKIP_STEP leaves the parameters unchanged on every rank; STOP throws on every rank") {
+  ls::testing::run_ranks(2, [](int rank) {
+    Run run = train_with_nan(rank, dist::NonFinitePolicy::SKIP_STEP);
+    CHECK_MESSAGE(run.error.empty(), run.error);
+    CHECK(run.unchanged_at_nan);
+    CHECK_MESSAGE(contains(run.printed, "Gradients cleared on every rank"), run.printed);
+    CHECK_MESSAGE(contains(run.printed, rank == 1 ? "this rank's own gradient of 'fc1.weight' has"
+                                                  : "this rank's own gradients were finite: another rank produced them"),
+                  run.printed);
+  }, 60s);
+  ls::testing::run_ranks(2, [](int rank) {
+    Run run = train_with_nan(rank, dist::NonFinitePolicy::STOP);
+    CHECK_MESSAGE(contains(run.error, "non-finite gradients after averaging in synced backward #2"), run.error);
+    CHECK_MESSAGE(contains(run.error, "Stopping"), run.error);
+  }, 60s);
+}
