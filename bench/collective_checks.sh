@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/collective_checks.sh — what the default checks cost(docs/results/collective_checks.md):
+# bench/collective_checks.sh — what the default checks cost (docs/results/collective_checks.md):
 #   bench/collective_checks.sh allreduce   bench_allreduce at 10K floats a call over Gloo, checks on / off
 #   bench/collective_checks.sh mpi         the same over MPI (mpirun -np 2)
 #   bench/collective_checks.sh ddp         bench_ddp ResNet50 and BERT-base, 2 ranks: all checks on,
