@@ -59,6 +59,7 @@ int run(ls::cli::Program& program, Args a) {
   train::Start start = train::start(program, a.ckpt, a.h, a.given, rank,
                                     train::RunSettings{world, "off", a.deterministic});
   const train::HyperParameters& h = start.h;
+  if (pg) train::check_same_hyper_parameters(h, *pg, kName);  // e.g. --batch 5 on one rank, 6 on another
 
   ls::manual_seed(h.seed);  // the same data and initial weights on every rank
   auto [x, onehot] = examples::make_spirals(kPointsPerArm);  // (1024, 2), (1024, 2)

@@ -115,6 +115,7 @@ int run(ls::cli::Program& program, Args a) {
   train::Start start = train::start(program, a.ckpt, a.h, a.given, rank,
                                     train::RunSettings{world, a.amp, a.deterministic});
   const train::HyperParameters& h = start.h;
+  if (pg) train::check_same_hyper_parameters(h, *pg, kName);  // e.g. --batch 5 on one rank, 6 on another
   const int64_t first_epoch = start.first_epoch;
 
   ls::manual_seed(h.seed);

@@ -31,6 +31,7 @@
 #include <signal.h>
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -181,6 +182,46 @@ inline Start start(lockstep::cli::Program& program, CheckpointArgs a, const Hype
     if (rank == 0) announce_run_changes(meta, run, s.first_epoch, stdout);
   }
   return s;
+}
+
+// Every rank must train with the same hyper-parameters: with a different --batch one rank
+// ends its epoch early and waits in another collective until the timeout. Rank 0's are
+// broadcast; a rank whose differ says which, and every rank throws naming those ranks.
+// Two small collectives, once, before training.
+inline void check_same_hyper_parameters(const HyperParameters& h, lockstep::distributed::ProcessGroup& pg,
+                                        const std::string& name) {
+  HyperParameters mine = h;
+  std::vector<Field> ours = fields(mine);
+  auto encode = [](const HyperParameters& x) {  // (6) int64, lr as its bits
+    return std::vector<int64_t>{x.epochs, x.batch, x.limit, std::bit_cast<int64_t>(x.lr), x.schedule == "cosine",
+                                static_cast<int64_t>(x.seed)};
+  };
+  lockstep::Tensor theirs = lockstep::tensor(encode(h), {6});  // rank 0's after the broadcast
+  pg.broadcast(theirs, /*root=*/0)->wait(pg.timeout());
+  const std::vector<int64_t> root = theirs.to_vector<int64_t>(), own = encode(h);
+  std::string differs;
+  HyperParameters rank0 = h;
+  rank0.epochs = root[0], rank0.batch = root[1], rank0.limit = root[2], rank0.lr = std::bit_cast<double>(root[3]);
+  rank0.schedule = root[4] ? "cosine" : "constant", rank0.seed = static_cast<uint64_t>(root[5]);
+  std::vector<Field> zero = fields(rank0);
+  for (size_t i = 0; i < ours.size(); ++i) {
+    if (ours[i].text != zero[i].text) {
+      differs += std::string(differs.empty() ? "" : ", ") + ours[i].flag + " " + ours[i].text + " (rank 0: " +
+                 zero[i].text + ")";
+    }
+  }
+  lockstep::Tensor odd = lockstep::zeros({pg.size()}, lockstep::TensorOptions().dtype(lockstep::kInt64));  // (world)
+  if (!differs.empty()) odd.data_ptr<int64_t>()[pg.rank()] = 1;
+  pg.allreduce(odd)->wait(pg.timeout());
+  std::string ranks;
+  const std::vector<int64_t> flags = odd.to_vector<int64_t>();
+  for (size_t r = 0; r < flags.size(); ++r) {
+    if (flags[r] != 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  }
+  LS_CHECK(differs.empty(), name, ": rank ", pg.rank(), " was started with ", differs, "; every rank must train "
+           "with the same hyper-parameters: start them all with the same options");
+  LS_CHECK(ranks.empty(), name, ": rank(s) ", ranks, " were started with other hyper-parameters than rank ",
+           pg.rank(), " (their output says which); every rank must train with the same options");
 }
 
 // Rank `rank` SIGKILLs itself when (epoch, step), both 0-based, is s.kill_at's point.

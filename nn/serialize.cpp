@@ -90,10 +90,19 @@ uint32_t crc_update(uint32_t crc, const void* data, size_t n) {
   return static_cast<uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), n));
 }
 
-// The text in front of the checksum's 8 digits, exactly as save_tensors writes it.
-const std::string& checksum_field() {
-  static const std::string field = std::string("\"") + kChecksumKey + "\":\"";
-  return field;
+// Where the checksum's 8 digits start in a header as save_tensors writes it, or npos when
+// the entry is not there exactly once. The key must follow '{' or ',': inside a JSON
+// string every '"' is escaped, so a metadata value or key that merely contains the text
+// cannot match.
+size_t checksum_digits(const std::string& header) {
+  const std::string field = std::string("\"") + kChecksumKey + "\":\"";
+  size_t found = std::string::npos;
+  for (size_t at = header.find(field); at != std::string::npos; at = header.find(field, at + 1)) {
+    if (at == 0 || (header[at - 1] != '{' && header[at - 1] != ',')) continue;
+    if (found != std::string::npos) return std::string::npos;  // twice
+    found = at + field.size();
+  }
+  return found;
 }
 
 // The file's checksum (Note [Checkpoint checksum]): the CRC-32 of the 8 length bytes and
@@ -371,11 +380,10 @@ std::map<std::string, Tensor> read_safetensors(ByteSource& in, const std::string
     uint32_t crc = 0;
     LS_CHECK(parse_crc_hex(it->second, crc), where, ": __metadata__ \"", kChecksumKey, "\" is \"",
              it->second.substr(0, 32), "\", not 8 hex digits; the header is corrupt");
-    const size_t at = header.find(checksum_field());
-    LS_CHECK(at != std::string::npos && header.find(checksum_field(), at + 1) == std::string::npos, where,
-             ": the header's \"", kChecksumKey, "\" entry is not written the way lockstep writes it (the "
-             "header was edited by hand); restore the file from a backup or write the checkpoint again");
-    digits = at + checksum_field().size();
+    digits = checksum_digits(header);
+    LS_CHECK(digits != std::string::npos, where, ": the header's \"", kChecksumKey, "\" entry is not written "
+             "the way lockstep writes it (the header was edited by hand); restore the file from a backup or write "
+             "the checkpoint again");
     recorded_crc = crc;
     file_metadata.erase(it);
   }
@@ -463,7 +471,8 @@ void save_tensors(const std::map<std::string, Tensor>& tensors, const std::strin
   Metadata with_checksum = metadata;
   with_checksum[kChecksumKey] = "00000000";
   std::string header = build_header(entries, with_checksum);
-  const size_t digits = header.find(checksum_field()) + checksum_field().size();
+  const size_t digits = checksum_digits(header);
+  LS_CHECK(digits != std::string::npos, where, ": internal error: the checksum entry is missing from the header");
   header.replace(digits, 8, crc_hex(file_crc(header, digits, crc, offset)));
 
   // See Note [Atomic checkpoint writes]. The counter keeps two threads of one

@@ -9,6 +9,7 @@
 #    naming the first run's PID, and a run killed with SIGKILL blocks nobody;
 #  - a FIFO as --checkpoint is refused at once, never waited on;
 #  - a symbolic link is followed: its target gets the checkpoint, the link stays;
+#  - ranks started with a different --batch fail before training, naming it;
 #  - a resume with another world size or --deterministic says so (train_fashion_mnist
 #    for --amp bf16, when its data is installed);
 #  - NaN weights in a checkpoint are refused naming the tensor; weights that make the loss
@@ -136,6 +137,15 @@ port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1
   fail "the 2-rank resume failed" "$work/world.log"
 grep -qF "resume: the checkpoint was written by 1 rank(s), this run has 2" "$work/world.log" ||
   fail "no notice for the changed world size" "$work/world.log"
+# A different --batch per rank is caught before training, not at the timeout.
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+start=$(date +%s)
+(cd "$work" && LOCKSTEP_TIMEOUT_S=60 timeout -s KILL 120 "$bin/lockstep-run" --nproc-per-node 2 --master-port "$port" -- \
+  sh -c 'exec "$0" --epochs 1 --batch $((5 + RANK)) --checkpoint batch.safetensors' "$bin/train_ddp") \
+  > "$work/batch.log" 2>&1 && fail "ranks with different --batch trained" "$work/batch.log"
+grep -qF "rank 1 was started with --batch 6 (rank 0: 5); every rank must train with the same" "$work/batch.log" ||
+  fail "a different --batch per rank is not named" "$work/batch.log"
+[ $(( $(date +%s) - start )) -lt 30 ] || fail "a different --batch per rank took until the timeout" "$work/batch.log"
 expect 0 "resumed from a.safetensors after epoch 1" train_ddp --epochs 3 --resume --checkpoint a.safetensors
 grep -qF "resume: the checkpoint was written" "$work/last.log" && fail "a notice without a change" "$work/last.log"
 
