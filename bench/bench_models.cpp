@@ -74,16 +74,6 @@ double resnet_forward_flops(const models::ResNet& net, int64_t n, int64_t image)
   return flops + 2.0 * static_cast<double>(n * net.fc->in_features * net.fc->out_features);
 }
 
-void check_model_options(cli::Program& program, const ModelOptions& o) {
-  if (o.model != "bert" && o.model != "bert-tiny") return;
-  const int64_t positions =
-      (o.model == "bert" ? models::BertConfig::base() : models::BertConfig::tiny()).max_positions;
-  if (o.seq > positions) {
-    program.usage_error("--seq " + std::to_string(o.seq) + " exceeds " + o.model + "'s " + std::to_string(positions) +
-                        " positions; pass a smaller --seq");
-  }
-}
-
 double bert_forward_flops(const models::BertConfig& c, int64_t batch, int64_t seq) {
   const double tokens = static_cast<double>(batch * seq), H = c.hidden, F = c.ffn;
   const double per_layer = 2.0 * tokens * H * (4.0 * H)     // Q, K, V, output projections
@@ -94,6 +84,16 @@ double bert_forward_flops(const models::BertConfig& c, int64_t batch, int64_t se
 }
 
 }  // namespace
+
+void check_model_options(cli::Program& program, const ModelOptions& o) {
+  if (o.model != "bert" && o.model != "bert-tiny") return;
+  const int64_t positions =
+      (o.model == "bert" ? models::BertConfig::base() : models::BertConfig::tiny()).max_positions;
+  if (o.seq > positions) {
+    program.usage_error("--seq " + std::to_string(o.seq) + " exceeds " + o.model + "'s " + std::to_string(positions) +
+                        " positions; pass a smaller --seq");
+  }
+}
 
 ReversedMLP::ReversedMLP(int64_t num_layers) {
   LS_CHECK(num_layers >= 1, "ReversedMLP: needs at least one layer, got ", num_layers);

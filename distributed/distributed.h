@@ -20,7 +20,6 @@
 #include "distributed/process_group/process_group_mpi.h"
 #include "distributed/process_group/process_group_round_robin.h"
 #include "distributed/init.h"
-#include "distributed/error_file.h"
 #include "distributed/checkpoint.h"
 
 #include "distributed/ddp/ddp_options.h"

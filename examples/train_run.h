@@ -188,8 +188,7 @@ inline Start start(lockstep::cli::Program& program, CheckpointArgs a, const Hype
 // ends its epoch early and waits in another collective until the timeout. Rank 0's are
 // broadcast; a rank whose differ says which, and every rank throws naming those ranks.
 // Two small collectives, once, before training.
-inline void check_same_hyper_parameters(const HyperParameters& h, lockstep::distributed::ProcessGroup& pg,
-                                        const std::string& name) {
+inline void check_same_hyper_parameters(const HyperParameters& h, lockstep::distributed::ProcessGroup& pg) {
   HyperParameters mine = h;
   std::vector<Field> ours = fields(mine);
   auto encode = [](const HyperParameters& x) {  // (6) int64, lr as its bits
@@ -218,9 +217,9 @@ inline void check_same_hyper_parameters(const HyperParameters& h, lockstep::dist
   for (size_t r = 0; r < flags.size(); ++r) {
     if (flags[r] != 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
   }
-  LS_CHECK(differs.empty(), name, ": rank ", pg.rank(), " was started with ", differs, "; every rank must train "
+  LS_CHECK(differs.empty(), "rank ", pg.rank(), " was started with ", differs, "; every rank must train "
            "with the same hyper-parameters: start them all with the same options");
-  LS_CHECK(ranks.empty(), name, ": rank(s) ", ranks, " were started with other hyper-parameters than rank ",
+  LS_CHECK(ranks.empty(), "rank(s) ", ranks, " were started with other hyper-parameters than rank ",
            pg.rank(), " (their output says which); every rank must train with the same options");
 }
 
@@ -237,10 +236,9 @@ inline void maybe_kill(const Start& s, int rank, int64_t epoch, int64_t step, co
 // it (step: 1-based) is a NaN or an infinity, before the epoch's checkpoint can be overwritten with what it
 // did to the weights. (One rank's non-finite gradients reach every rank through the
 // AllReduce, so every rank's loss is non-finite from the next step on.)
-inline double finite_loss(const lockstep::Tensor& loss, int rank, int64_t epoch, int64_t step,
-                          const std::string& name) {
+inline double finite_loss(const lockstep::Tensor& loss, int rank, int64_t epoch, int64_t step) {
   const double value = loss.item<double>();
-  LS_CHECK(std::isfinite(value), name, ": the loss is ", value, " on rank ", rank, " at epoch ", epoch + 1,
+  LS_CHECK(std::isfinite(value), "the loss is ", value, " on rank ", rank, " at epoch ", epoch + 1,
            " step ", step, ": training diverged (a learning rate too high, or bad data). Nothing more is "
            "trained and the checkpoint of the last complete epoch is kept; lower --lr and resume or start again");
   return value;

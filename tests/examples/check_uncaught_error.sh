@@ -40,5 +40,23 @@ grep -qF "lockstep-run: rank 1 failed first (signal SIGABRT): lockstep::Error: u
   "$work/job.log" || fail "lockstep-run does not name rank 1 with its message" "$work/job.log"
 compgen -G "$work/lockstep-run.*" > /dev/null && fail "lockstep-run left its error-file directory behind"
 
+# Note [First failure] with plain shell ranks: rank 1 records its error first but is reaped
+# last; rank 0 fails 0.3 s later, as its consequence. The older error file names the cause.
+TMPDIR="$work" timeout -s KILL 60 "$bin/lockstep-run" --nproc-per-node 2 --master-port "$(port)" -- sh -c '
+  if [ "$RANK" = 1 ]; then
+    printf "{\"message\": {\"message\": \"lockstep::Error: the cause\"}}" > "$TORCHELASTIC_ERROR_FILE"
+    sleep 5; exit 3
+  fi
+  sleep 0.3
+  printf "{\"message\": {\"message\": \"lockstep::Error: a consequence\"}}" > "$TORCHELASTIC_ERROR_FILE"
+  exit 1' > "$work/order.log" 2>&1
+grep -qF "lockstep-run: rank 1 failed first (signal SIGTERM): lockstep::Error: the cause" "$work/order.log" ||
+  fail "the rank with the older error file is not named first" "$work/order.log"
+# Without error files the reaping order stands, and no message is added.
+TMPDIR="$work" timeout -s KILL 60 "$bin/lockstep-run" --nproc-per-node 2 -- sh -c \
+  'if [ "$RANK" = 1 ]; then exit 3; fi; sleep 5' > "$work/plain.log" 2>&1
+grep -qF "lockstep-run: rank 1 failed first (exit status 3); stopped the other ranks" "$work/plain.log" ||
+  fail "a failure without an error file is not reported as before" "$work/plain.log"
+
 if [ "$failures" -gt 0 ]; then echo "$failures check(s) failed"; exit 1; fi
 echo "check_uncaught_error: PASS"
