@@ -121,7 +121,7 @@ inline std::shared_ptr<lockstep::distributed::ProcessGroup> process_group(lockst
   // LOCKSTEP_TIMEOUT_S is refused all the same.
   program.environment([&] {
     lockstep::distributed::InitOptions options;
-    if (*launched == 1 && std::getenv("RANK") == nullptr) options.rank(0);
+    if (*launched == 1 && std::getenv("RANK") == nullptr) options = options.rank(0);
     return lockstep::distributed::resolve_rendezvous(options);
   });
   if (*launched == 1) return nullptr;

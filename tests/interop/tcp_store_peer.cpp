@@ -36,7 +36,7 @@ int serve(const std::string& port_file) {
   std::ofstream out(port_file);
   out << s.port() << "\n";
   out.close();
-  LS_CHECK(out.good(), "tcp_store_peer: cannot write the port to '", port_file, "' (does its directory exist?)");
+  LS_CHECK(out.good(), "cannot write the port to '", port_file, "' (does its directory exist?)");
   s.set("ls/hello", std::string("from-lockstep"));
   s.wait({"py/done"});
   expect(s.get_string("py/key") == "from-python", "server: PyTorch's set('py/key') reads back");
@@ -74,7 +74,7 @@ int client(const std::string& host, int port) {
 int parse_port(const std::string& text) {
   const bool digits = !text.empty() && text.size() <= 5 && text.find_first_not_of("0123456789") == std::string::npos;
   const int port = digits ? std::stoi(text) : 0;
-  LS_CHECK(port >= 1 && port <= 65535, "tcp_store_peer: PORT '", text, "' is not a TCP port (1..65535)");
+  LS_CHECK(port >= 1 && port <= 65535, "PORT '", text, "' is not a TCP port (1..65535)");
   return port;
 }
 
