@@ -290,7 +290,7 @@ TEST_CASE("serialize checksum: a file whose checksum covers the data only (older
   CHECK(contains(load_error(path), "CRC-32"));
 }
 
-TEST_CASE("serialize atomic: a symbolic link is followed and its target replaced; a FIFO is refused (issue #42)") {
+TEST_CASE("serialize atomic: a symbolic link is followed and its target replaced, and a FIFO is refused (issue #42)") {
   TempDir dir;
   fs::create_directory(dir.file("store"));
   const std::string link = dir.file("link.safetensors");
