@@ -194,6 +194,7 @@ Options parse(int argc, char** argv) {
   p.switch01("--zero-defer", o.zero_defer, "with --zero 1|2: ZeroOptions().defer_broadcast_waits, each parameter "
              "waiting for its broadcast when the next forward touches it (0: step() waits for all)");
   p.parse(argc, argv);
+  ls::bench::check_model_options(p, o.model);
   if (o.zero == 2) {
     if (o.mode != "ddp" && o.mode != "no-overlap") {
       p.usage_error("--zero 2 needs --mode ddp or no-overlap (its gradients are sharded by DDP's Reducer)");
@@ -203,6 +204,12 @@ Options parse(int argc, char** argv) {
                     "--bucket-view 1 and --deterministic 1 (use --zero 1 with them)");
     }
     o.zero_overlap = true;  // ZeRO-2 is the overlapped form
+  }
+  // The --zero-* options tune ZeRO: given without --zero they would be silently ignored.
+  for (const char* flag : {"--zero-defer", "--zero-split-mb", "--zero-pieces", "--zero-broadcast-group"}) {
+    if (o.zero == 0 && p.app().get_option(flag)->count() > 0) {
+      p.usage_error(std::string(flag) + " tunes ZeroRedundancyOptimizer: it needs --zero 1 or 2");
+    }
   }
   if (o.zero_overlap && (o.zero == 0 || (o.mode != "ddp" && o.mode != "no-overlap"))) {
     p.usage_error("--zero-overlap 1 needs --zero 1 and --mode ddp or no-overlap (it steps from DDP's Reducer)");

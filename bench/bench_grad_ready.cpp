@@ -72,6 +72,7 @@ Options parse(int argc, char** argv) {
   ls::bench::add_model_options(p, o.model);
   ls::bench::add_timing_options(p, o.iters, o.warmup, o.threads);
   p.parse(argc, argv);
+  ls::bench::check_model_options(p, o.model);
   return o;
 }
 

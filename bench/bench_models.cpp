@@ -85,6 +85,16 @@ double bert_forward_flops(const models::BertConfig& c, int64_t batch, int64_t se
 
 }  // namespace
 
+void check_model_options(cli::Program& program, const ModelOptions& o) {
+  if (o.model != "bert" && o.model != "bert-tiny") return;
+  const int64_t positions =
+      (o.model == "bert" ? models::BertConfig::base() : models::BertConfig::tiny()).max_positions;
+  if (o.seq > positions) {
+    program.usage_error("--seq " + std::to_string(o.seq) + " exceeds " + o.model + "'s " + std::to_string(positions) +
+                        " positions; pass a smaller --seq");
+  }
+}
+
 ReversedMLP::ReversedMLP(int64_t num_layers) {
   LS_CHECK(num_layers >= 1, "ReversedMLP: needs at least one layer, got ", num_layers);
   layers.resize(static_cast<size_t>(num_layers));

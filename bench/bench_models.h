@@ -59,6 +59,9 @@ struct ModelOptions {
 // command line (tools/cli.h), typed and range-checked; --seq and --layers keep -1
 // (the model's default) unless given.
 void add_model_options(cli::Program& program, ModelOptions& o);
+// After parse(): a usage error (exit 2) for model flags that contradict each other (a
+// BERT --seq beyond the model's positions), before any model is built.
+void check_model_options(cli::Program& program, const ModelOptions& o);
 // Adds --iters (timed iterations, >= 1), --warmup (untimed ones first, >= 0) and --threads.
 void add_timing_options(cli::Program& program, int& iters, int& warmup, int& threads);
 

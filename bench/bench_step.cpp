@@ -94,6 +94,7 @@ Options parse(int argc, char** argv) {
   p.choice("--device", o.device, "where the model runs", {"cpu", "cuda"});
   p.choice("--amp", o.amp, "mixed precision: bf16 runs forward + loss under ls::AutocastGuard", {"off", "bf16"});
   p.parse(argc, argv);
+  ls::bench::check_model_options(p, o.model);
   if (o.device == "cuda" && !ls::cuda::is_available()) {
     p.usage_error("--device cuda: no CUDA device (this build has no CUDA backend, or no GPU is visible)");
   }

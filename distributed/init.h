@@ -10,7 +10,9 @@
 // its world (explicit rank / world_size options must then agree with MPI's).
 // "nccl" needs a CUDA build. With options.round_robin(K) > 1 the result is a
 // ProcessGroupRoundRobin over K groups of the backend, each rendezvousing
-// under its own store prefix.
+// under its own store prefix. Every call installs the terminate handler of
+// Note [TORCHELASTIC_ERROR_FILE] (distributed/error_file.h): a rank that dies of
+// an uncaught ls::Error says why, on stderr and to torchrun / lockstep-run.
 // Read before: distributed/rendezvous.h, distributed/process_group/process_group.h.
 // Read next: distributed/ddp/distributed_data_parallel.h.
 #pragma once

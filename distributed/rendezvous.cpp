@@ -99,6 +99,10 @@ std::chrono::milliseconds default_timeout() {
   double s = std::strtod(text, &end);
   LS_CHECK(end != text && *end == '\0' && std::isfinite(s) && s > 0,
            "rendezvous: LOCKSTEP_TIMEOUT_S='", text, "' is not a positive number of seconds");
+  // Larger values would overflow the milliseconds (and a deadline computed from them).
+  constexpr double kMaxSeconds = 1e8;  // about 3 years; in nanoseconds far below int64's limit
+  LS_CHECK(s <= kMaxSeconds, "rendezvous: LOCKSTEP_TIMEOUT_S='", text, "' is more than ", kMaxSeconds,
+           " seconds; give a realistic timeout (the default is 300)");
   return std::chrono::milliseconds(static_cast<int64_t>(std::ceil(s * 1000.0)));
 }
 

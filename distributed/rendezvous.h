@@ -117,7 +117,7 @@ std::optional<int> launched_world_size();
 // the first attempt. Throws naming the variable when it is not an integer >= 0.
 int restart_count();
 
-// 300 s, or LOCKSTEP_TIMEOUT_S seconds (a positive number) when set.
+// 300 s, or LOCKSTEP_TIMEOUT_S seconds (a positive number, at most 1e8) when set.
 std::chrono::milliseconds default_timeout();
 
 // Blocks until all world_size ranks have called it with the same `name` (as

@@ -18,6 +18,17 @@
 //   checkpoint's a line says so ("resume: --lr 1e-07 replaces the checkpoint's
 //   0.05 from epoch 2 on"); the result then no longer equals an uninterrupted
 //   run. The optimizer's own state (momentum buffers) always comes from the file.
+// - The checkpoint also records how the run computed (RunSettings: the number of
+//   ranks, --amp, --deterministic). A resume that changes one says so in a line
+//   ("resume: the checkpoint was written by 2 rank(s), this run has 1 ..."): the
+//   run goes on, but no longer equals an uninterrupted one.
+// - A checkpoint whose metadata was edited is refused by its checksum (Note
+//   [Checkpoint checksum] in nn/serialize.h); one whose weights or optimizer
+//   state hold a NaN or an infinity is refused naming the tensor (check_finite);
+//   a --checkpoint that is not a regular file (a FIFO, a device) is refused
+//   before it is opened; a symbolic link is followed and its target replaced.
+// - One run at a time writes a checkpoint: Note [Checkpoint lock] in
+//   examples/checkpoint_lock.h.
 // Read before: nn/serialize.h, distributed/checkpoint.h.
 // Read next: examples/train_run.h (the decision made before training, restarts).
 #pragma once
@@ -28,6 +39,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -81,11 +93,63 @@ inline std::vector<Field> fields(HyperParameters& h) {
           int_field("--seed", h.seed)};
 }
 
-// The metadata a checkpoint carries: "epochs_done" and "hparams.<flag without -->".
-inline lockstep::nn::Metadata to_metadata(HyperParameters h, int64_t epochs_done) {
-  lockstep::nn::Metadata meta{{"epochs_done", std::to_string(epochs_done)}};
+// How a run computes, besides its hyper-parameters: what a resume may change, but not
+// without changing the result (Note [Resume semantics]: a line says so).
+struct RunSettings {
+  int world_size = 1;
+  std::string amp = "off";  // --amp
+  bool deterministic = false;  // --deterministic
+};
+
+// The metadata a checkpoint carries: "epochs_done", "hparams.<flag without -->" and
+// "run.world_size", "run.amp", "run.deterministic".
+inline lockstep::nn::Metadata to_metadata(HyperParameters h, int64_t epochs_done, const RunSettings& run) {
+  lockstep::nn::Metadata meta{{"epochs_done", std::to_string(epochs_done)},
+                              {"run.world_size", std::to_string(run.world_size)},
+                              {"run.amp", run.amp},
+                              {"run.deterministic", run.deterministic ? "1" : "0"}};
   for (const Field& f : fields(h)) meta[std::string("hparams.") + (f.flag + 2)] = f.text;
   return meta;
+}
+
+// Note [Resume semantics]: one line on `out` for each RunSettings value that differs
+// from the checkpoint's (a file that records none says nothing).
+inline void announce_run_changes(const lockstep::nn::Metadata& meta, const RunSettings& run, int64_t epochs_done,
+                                 std::FILE* out) {
+  const long long next = static_cast<long long>(epochs_done + 1);
+  auto differs = [&](const char* key, const std::string& now) {
+    auto it = meta.find(key);
+    return it != meta.end() && it->second != now ? it->second : std::string();
+  };
+  if (const std::string was = differs("run.world_size", std::to_string(run.world_size)); !was.empty()) {
+    std::fprintf(out, "resume: the checkpoint was written by %s rank(s), this run has %d: from epoch %lld on each "
+                 "step sees a different global batch and data order, so the result differs from an "
+                 "uninterrupted run\n", was.c_str(), run.world_size, next);
+  }
+  if (const std::string was = differs("run.amp", run.amp); !was.empty()) {
+    std::fprintf(out, "resume: the checkpoint was written with --amp %s, this run uses --amp %s from epoch %lld "
+                 "on; the result differs from an uninterrupted run\n", was.c_str(), run.amp.c_str(), next);
+  }
+  if (const std::string was = differs("run.deterministic", run.deterministic ? "1" : "0"); !was.empty()) {
+    std::fprintf(out, "resume: the checkpoint was written with --deterministic %s, this run uses --deterministic "
+                 "%d from epoch %lld on; gradients are summed in another order, so the bytes differ from an "
+                 "uninterrupted run\n", was.c_str(), run.deterministic ? 1 : 0, next);
+  }
+}
+
+// Throws naming the first tensor of a checkpoint that holds a NaN or an infinity: training
+// on it would spread NaN to every weight and overwrite the file with it.
+inline void check_finite(const std::map<std::string, lockstep::Tensor>& tensors, const std::string& path) {
+  for (const auto& [name, t] : tensors) {
+    if (!lockstep::is_floating_point(t.dtype()) || t.numel() == 0) continue;
+    const lockstep::Tensor values = t.to(lockstep::kFloat64).contiguous();  // (numel) as doubles
+    const double* p = values.data_ptr<double>();
+    for (int64_t i = 0; i < values.numel(); ++i) {
+      LS_CHECK(std::isfinite(p[i]), "checkpoint ", path, ": tensor '", name, "' holds ", std::isnan(p[i]) ? "NaN" :
+               "an infinity", " (element ", i, "): the run that wrote it diverged. Training on it would only "
+               "spread it; resume from an earlier checkpoint, or start fresh (--overwrite) with a lower --lr");
+    }
+  }
 }
 
 // The finished epoch count of a checkpoint; throws naming the file when it is missing or malformed.
@@ -146,6 +210,10 @@ inline std::string probe_writable(const std::string& path) {
            "--checkpoint)";
   }
   if (fs::is_directory(path, ec)) return "--checkpoint " + path + " is a directory; name a file";
+  // A FIFO or a device would block or be replaced by a file (symbolic links are followed).
+  if (const fs::file_status st = fs::status(path, ec); fs::exists(st) && !fs::is_regular_file(st)) {
+    return "--checkpoint " + path + " is not a regular file (a FIFO, a socket or a device); name a file";
+  }
   const std::string probe = path + ".probe." + std::to_string(::getpid());
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) {

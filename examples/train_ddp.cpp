@@ -56,8 +56,10 @@ int run(ls::cli::Program& program, Args a) {
   std::shared_ptr<ls::distributed::ProcessGroup> pg = train::process_group(program);  // null: one process
   const int rank = pg ? pg->rank() : 0;
   const int world = pg ? pg->size() : 1;
-  train::Start start = train::start(program, a.ckpt, a.h, a.given, rank);
+  train::Start start = train::start(program, a.ckpt, a.h, a.given, rank,
+                                    train::RunSettings{world, "off", a.deterministic});
   const train::HyperParameters& h = start.h;
+  if (pg) train::check_same_hyper_parameters(h, *pg);  // e.g. --batch 5 on one rank, 6 on another
 
   ls::manual_seed(h.seed);  // the same data and initial weights on every rank
   auto [x, onehot] = examples::make_spirals(kPointsPerArm);  // (1024, 2), (1024, 2)
@@ -89,7 +91,7 @@ int run(ls::cli::Program& program, Args a) {
       ls::Tensor loss = ls::nn::functional::cross_entropy(out, batch.target);
       loss.backward();
       opt.step();
-      loss_sum += loss.item<double>() * static_cast<double>(batch.data.size(0));
+      loss_sum += train::finite_loss(loss, rank, epoch, step) * static_cast<double>(batch.data.size(0));
       seen += batch.data.size(0);
     }
     if (rank == 0) {  // replicas are identical: rank 0 reports
@@ -99,7 +101,7 @@ int run(ls::cli::Program& program, Args a) {
                   loss_sum / static_cast<double>(seen), accuracy);
       std::fflush(stdout);
     }
-    train::save_checkpoint(a.ckpt.checkpoint, *net, opt, h, epoch + 1, pg.get());
+    train::save_checkpoint(a.ckpt.checkpoint, *net, opt, start, epoch + 1, pg.get());
   }
   return 0;
 }

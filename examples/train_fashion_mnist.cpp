@@ -112,8 +112,10 @@ int run(ls::cli::Program& program, Args a) {
   const int rank = pg ? pg->rank() : 0;
   const int world = pg ? pg->size() : 1;
   // Note [Resume semantics] (examples/train_checkpoint.h): decided before any training.
-  train::Start start = train::start(program, a.ckpt, a.h, a.given, rank);
+  train::Start start = train::start(program, a.ckpt, a.h, a.given, rank,
+                                    train::RunSettings{world, a.amp, a.deterministic});
   const train::HyperParameters& h = start.h;
+  if (pg) train::check_same_hyper_parameters(h, *pg);  // e.g. --batch 5 on one rank, 6 on another
   const int64_t first_epoch = start.first_epoch;
 
   ls::manual_seed(h.seed);
@@ -124,6 +126,8 @@ int run(ls::cli::Program& program, Args a) {
 
   // Built before a resume loads the optimizer state, so its base lr is h.lr.
   const int64_t n = h.limit > 0 ? std::min<int64_t>(h.limit, train_set.size()) : train_set.size();
+  LS_CHECK(n > 0, "the training set in ", a.root, " holds no images; there is nothing to train on "
+           "(check --root, or the files there)");
   ls::data::DistributedSampler sampler(n, world, rank, /*shuffle=*/true, h.seed);
   const int64_t steps_per_epoch = (sampler.num_samples() + h.batch - 1) / h.batch;
   std::unique_ptr<ls::optim::CosineAnnealingLR> cosine;
@@ -165,7 +169,7 @@ int run(ls::cli::Program& program, Args a) {
       opt.step();
       if (cosine) cosine->step();
       const int64_t b = batch.data.size(0);
-      loss_sum += loss.item<double>() * static_cast<double>(b);
+      loss_sum += train::finite_loss(loss, rank, epoch, step + 1) * static_cast<double>(b);
       seen += b;
       window_examples += b;
       if (++step % a.log_every == 0 && rank == 0) {
@@ -187,7 +191,7 @@ int run(ls::cli::Program& program, Args a) {
                   train_secs, static_cast<double>(seen * world) / train_secs);
       std::fflush(stdout);
     }
-    train::save_checkpoint(a.ckpt.checkpoint, *model, opt, h, epoch + 1, pg.get());
+    train::save_checkpoint(a.ckpt.checkpoint, *model, opt, start, epoch + 1, pg.get());
     if (epoch + 1 == a.stop_after_epoch) break;
   }
   return 0;

@@ -31,16 +31,20 @@
 #include <signal.h>
 
 #include <array>
+#include <bit>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <lockstep.h>
 
+#include "examples/checkpoint_lock.h"
 #include "examples/train_checkpoint.h"
 #include "tools/cli.h"
 
@@ -109,10 +113,18 @@ inline std::array<int64_t, 3> sigkill_point() {
 // WORLD_SIZE; mpirun; srun), else null (one process). A malformed launcher variable is a
 // usage error (exit 2) naming it.
 inline std::shared_ptr<lockstep::distributed::ProcessGroup> process_group(lockstep::cli::Program& program) {
-  const int launched =
-      program.environment([] { return lockstep::distributed::launched_world_size().value_or(1); });
-  if (launched <= 1) return nullptr;
-  program.environment([] { return lockstep::distributed::resolve_rendezvous(); });  // RANK=abc: exit 2, not 1
+  const std::optional<int> launched =
+      program.environment([] { return lockstep::distributed::launched_world_size(); });
+  if (!launched) return nullptr;
+  // RANK=abc: exit 2, not 1 — also with WORLD_SIZE=1 (one process, no group), where a
+  // missing RANK means rank 0 but a malformed RANK, LOCAL_RANK, MASTER_PORT or
+  // LOCKSTEP_TIMEOUT_S is refused all the same.
+  program.environment([&] {
+    lockstep::distributed::InitOptions options;
+    if (*launched == 1 && std::getenv("RANK") == nullptr) options = options.rank(0);
+    return lockstep::distributed::resolve_rendezvous(options);
+  });
+  if (*launched == 1) return nullptr;
   return lockstep::distributed::init_process_group("gloo");
 }
 
@@ -123,15 +135,18 @@ struct Start {
   int64_t first_epoch = 0;                        // epochs the checkpoint has done
   std::map<std::string, lockstep::Tensor> saved;  // the checkpoint's tensors when resuming (load_state)
   std::array<int64_t, 3> kill_at{-1, -1, -1};     // sigkill_point() on the first attempt
+  RunSettings run;                                // this run's, recorded in every checkpoint it writes
+  CheckpointLock lock;                            // rank 0's, held until the run ends (Note [Checkpoint lock])
 };
 
 // Note [Resume semantics] and Note [Resuming on a restart]. A bad combination (a missing
 // checkpoint under --resume, an existing one without --resume or --overwrite, an
 // unwritable directory) is a usage error (exit 2) naming what to do.
 inline Start start(lockstep::cli::Program& program, CheckpointArgs a, const HyperParameters& cli,
-                   const std::vector<std::string>& given, int rank) {
+                   const std::vector<std::string>& given, int rank, const RunSettings& run) {
   Start s;
   s.h = cli;
+  s.run = run;
   if (a.resume.empty()) a.resume = "on";  // a bare --resume
   const int restart = program.environment([] { return lockstep::distributed::restart_count(); });
   if (restart == 0) s.kill_at = program.environment([] { return sigkill_point(); });
@@ -142,6 +157,7 @@ inline Start start(lockstep::cli::Program& program, CheckpointArgs a, const Hype
   }
   if (rank == 0) {
     if (const std::string why = probe_writable(a.checkpoint); !why.empty()) program.usage_error(why);
+    if (const std::string why = s.lock.acquire(a.checkpoint); !why.empty()) program.usage_error(why);
   }
   const bool exists = std::filesystem::exists(a.checkpoint);
   if (a.resume == "on" && !exists) {
@@ -159,11 +175,52 @@ inline Start start(lockstep::cli::Program& program, CheckpointArgs a, const Hype
   if (s.resuming) {
     lockstep::nn::Metadata meta;
     s.saved = lockstep::nn::load_tensors(a.checkpoint, &meta);
+    check_finite(s.saved, a.checkpoint);
     s.first_epoch = epochs_done(meta, a.checkpoint, program.name());
     s.h = resolve_on_resume(cli, given, meta, a.checkpoint, s.first_epoch, program.name(),
                             rank == 0 ? stdout : nullptr);
+    if (rank == 0) announce_run_changes(meta, run, s.first_epoch, stdout);
   }
   return s;
+}
+
+// Every rank must train with the same hyper-parameters: with a different --batch one rank
+// ends its epoch early and waits in another collective until the timeout. Rank 0's are
+// broadcast; a rank whose differ says which, and every rank throws naming those ranks.
+// Two small collectives, once, before training.
+inline void check_same_hyper_parameters(const HyperParameters& h, lockstep::distributed::ProcessGroup& pg) {
+  HyperParameters mine = h;
+  std::vector<Field> ours = fields(mine);
+  auto encode = [](const HyperParameters& x) {  // (6) int64, lr as its bits
+    return std::vector<int64_t>{x.epochs, x.batch, x.limit, std::bit_cast<int64_t>(x.lr), x.schedule == "cosine",
+                                static_cast<int64_t>(x.seed)};
+  };
+  lockstep::Tensor theirs = lockstep::tensor(encode(h), {6});  // rank 0's after the broadcast
+  pg.broadcast(theirs, /*root=*/0)->wait(pg.timeout());
+  const std::vector<int64_t> root = theirs.to_vector<int64_t>(), own = encode(h);
+  std::string differs;
+  HyperParameters rank0 = h;
+  rank0.epochs = root[0], rank0.batch = root[1], rank0.limit = root[2], rank0.lr = std::bit_cast<double>(root[3]);
+  rank0.schedule = root[4] ? "cosine" : "constant", rank0.seed = static_cast<uint64_t>(root[5]);
+  std::vector<Field> zero = fields(rank0);
+  for (size_t i = 0; i < ours.size(); ++i) {
+    if (ours[i].text != zero[i].text) {
+      differs += std::string(differs.empty() ? "" : ", ") + ours[i].flag + " " + ours[i].text + " (rank 0: " +
+                 zero[i].text + ")";
+    }
+  }
+  lockstep::Tensor odd = lockstep::zeros({pg.size()}, lockstep::TensorOptions().dtype(lockstep::kInt64));  // (world)
+  if (!differs.empty()) odd.data_ptr<int64_t>()[pg.rank()] = 1;
+  pg.allreduce(odd)->wait(pg.timeout());
+  std::string ranks;
+  const std::vector<int64_t> flags = odd.to_vector<int64_t>();
+  for (size_t r = 0; r < flags.size(); ++r) {
+    if (flags[r] != 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  }
+  LS_CHECK(differs.empty(), "rank ", pg.rank(), " was started with ", differs, "; every rank must train "
+           "with the same hyper-parameters: start them all with the same options");
+  LS_CHECK(ranks.empty(), "rank(s) ", ranks, " were started with other hyper-parameters than rank ",
+           pg.rank(), " (their output says which); every rank must train with the same options");
 }
 
 // Rank `rank` SIGKILLs itself when (epoch, step), both 0-based, is s.kill_at's point.
@@ -175,16 +232,28 @@ inline void maybe_kill(const Start& s, int rank, int64_t epoch, int64_t step, co
   ::raise(SIGKILL);
 }
 
+// The value of a step's loss; throws naming the rank, the epoch and the step (1-based) when
+// it (step: 1-based) is a NaN or an infinity, before the epoch's checkpoint can be overwritten with what it
+// did to the weights. (One rank's non-finite gradients reach every rank through the
+// AllReduce, so every rank's loss is non-finite from the next step on.)
+inline double finite_loss(const lockstep::Tensor& loss, int rank, int64_t epoch, int64_t step) {
+  const double value = loss.item<double>();
+  LS_CHECK(std::isfinite(value), "the loss is ", value, " on rank ", rank, " at epoch ", epoch + 1,
+           " step ", step, ": training diverged (a learning rate too high, or bad data). Nothing more is "
+           "trained and the checkpoint of the last complete epoch is kept; lower --lr and resume or start again");
+  return value;
+}
+
 // Model and optimizer state in one file: "model.<name>" and "optim.<key>" tensors; the
 // finished epoch count and the hyper-parameters in the metadata (to_metadata). Distributed:
 // rank 0 writes and every rank waits until the file is complete (distributed/checkpoint.h).
 inline void save_checkpoint(const std::string& path, const lockstep::nn::Module& model,
-                            const lockstep::optim::Optimizer& opt, const HyperParameters& h, int64_t epochs_done,
+                            const lockstep::optim::Optimizer& opt, const Start& s, int64_t epochs_done,
                             lockstep::distributed::ProcessGroup* pg) {
   std::map<std::string, lockstep::Tensor> all;
   for (auto& [k, v] : model.state_dict()) all["model." + k] = v;
   for (auto& [k, v] : opt.state_dict()) all["optim." + k] = v;
-  const lockstep::nn::Metadata meta = to_metadata(h, epochs_done);
+  const lockstep::nn::Metadata meta = to_metadata(s.h, epochs_done, s.run);
   if (pg != nullptr) lockstep::distributed::save_on_rank0(all, path, *pg, meta);
   else lockstep::nn::save_tensors(all, path, meta);
 }

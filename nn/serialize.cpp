@@ -90,6 +90,34 @@ uint32_t crc_update(uint32_t crc, const void* data, size_t n) {
   return static_cast<uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), n));
 }
 
+// Where the checksum's 8 digits start in a header as save_tensors writes it, or npos when
+// the entry is not there exactly once. The key must follow '{' or ',': inside a JSON
+// string every '"' is escaped, so a metadata value or key that merely contains the text
+// cannot match.
+size_t checksum_digits(const std::string& header) {
+  const std::string field = std::string("\"") + kChecksumKey + "\":\"";
+  size_t found = std::string::npos;
+  for (size_t at = header.find(field); at != std::string::npos; at = header.find(field, at + 1)) {
+    if (at == 0 || (header[at - 1] != '{' && header[at - 1] != ',')) continue;
+    if (found != std::string::npos) return std::string::npos;  // twice
+    found = at + field.size();
+  }
+  return found;
+}
+
+// The file's checksum (Note [Checkpoint checksum]): the CRC-32 of the 8 length bytes and
+// `header` with its checksum digits read as "00000000" (they start at `digits`), then of the
+// data section, whose own CRC-32 is `data_crc` over `data_size` bytes.
+uint32_t file_crc(const std::string& header, size_t digits, uint32_t data_crc, uint64_t data_size) {
+  uint8_t length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<uint8_t>(uint64_t{header.size()} >> (8 * i));
+  uint32_t crc = crc_update(0, length, 8);
+  crc = crc_update(crc, header.data(), digits);
+  crc = crc_update(crc, "00000000", 8);
+  crc = crc_update(crc, header.data() + digits + 8, header.size() - digits - 8);
+  return static_cast<uint32_t>(crc32_combine(crc, data_crc, static_cast<z_off_t>(data_size)));
+}
+
 // ---- writing ----
 
 struct Entry {
@@ -154,6 +182,39 @@ void sync_directory_of(const std::filesystem::path& file) {
   if (fd < 0) return;
   ::fsync(fd);
   ::close(fd);
+}
+
+// What a path that is not a regular file is, for messages.
+const char* kind_of(std::filesystem::file_type t) {
+  using std::filesystem::file_type;
+  switch (t) {
+    case file_type::directory: return "a directory";
+    case file_type::fifo: return "a FIFO (named pipe)";
+    case file_type::character: return "a character device";
+    case file_type::block: return "a block device";
+    case file_type::socket: return "a socket";
+    default: return "not a regular file";
+  }
+}
+
+// The file a save replaces (Note [Atomic checkpoint writes]): `path`, or, when `path` is a
+// symbolic link, the file it points to (through every link), so that the link stays and its
+// target gets the new checkpoint. Refuses a target that exists and is not a regular file (a
+// FIFO would be replaced by a file, and reading one blocks).
+std::filesystem::path save_target(const std::string& path, const std::string& where) {
+  namespace fs = std::filesystem;
+  fs::path p(path);
+  std::error_code ec;
+  for (int links = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++links) {
+    LS_CHECK(links < 40, where, ": too many levels of symbolic links");
+    const fs::path to = fs::read_symlink(p, ec);
+    LS_CHECK(!ec, where, ": cannot read the symbolic link '", p.string(), "': ", ec.message());
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
+  const fs::file_status st = fs::status(p, ec);
+  LS_CHECK(!fs::exists(st) || fs::is_regular_file(st), where, ": '", p.string(), "' is ", kind_of(st.type()),
+           "; a checkpoint must be a regular file: name another path");
+  return p;
 }
 
 // ---- reading ----
@@ -236,9 +297,14 @@ class ByteSource {
 
 class FileSource final : public ByteSource {
  public:
-  FileSource(const std::string& path, const std::string& where) : in_(path, std::ios::binary), where_(where) {
-    LS_CHECK(in_.is_open(), where, ": cannot open the file: ", errno_str());
+  FileSource(const std::string& path, const std::string& where) : where_(where) {
+    // Checked before opening: opening a FIFO blocks until someone writes to it.
     std::error_code ec;
+    const std::filesystem::file_status st = std::filesystem::status(path, ec);
+    LS_CHECK(!std::filesystem::exists(st) || std::filesystem::is_regular_file(st), where, ": '", path, "' is ",
+             kind_of(st.type()), ", not a checkpoint file");
+    in_.open(path, std::ios::binary);
+    LS_CHECK(in_.is_open(), where, ": cannot open the file: ", errno_str());
     size_ = std::filesystem::file_size(path, ec);
     LS_CHECK(!ec, where, ": cannot read the file size: ", ec.message());
   }
@@ -306,12 +372,18 @@ std::map<std::string, Tensor> read_safetensors(ByteSource& in, const std::string
       file_metadata[k] = v.string;
     }
   }
-  // See Note [Checkpoint checksum]: verified below, consumed here.
+  // See Note [Checkpoint checksum]: verified below, consumed here. The digits must sit
+  // where save_tensors writes them, once, so that they can be read as 0s.
   std::optional<uint32_t> recorded_crc;
+  size_t digits = 0;
   if (auto it = file_metadata.find(kChecksumKey); it != file_metadata.end()) {
     uint32_t crc = 0;
     LS_CHECK(parse_crc_hex(it->second, crc), where, ": __metadata__ \"", kChecksumKey, "\" is \"",
              it->second.substr(0, 32), "\", not 8 hex digits; the header is corrupt");
+    digits = checksum_digits(header);
+    LS_CHECK(digits != std::string::npos, where, ": the header's \"", kChecksumKey, "\" entry is not written "
+             "the way lockstep writes it (the header was edited by hand); restore the file from a backup or write "
+             "the checkpoint again");
     recorded_crc = crc;
     file_metadata.erase(it);
   }
@@ -359,10 +431,16 @@ std::map<std::string, Tensor> read_safetensors(ByteSource& in, const std::string
     }
     out.emplace(info->name, std::move(t));
   }
-  LS_CHECK(!recorded_crc || *recorded_crc == crc, where, ": the data section's CRC-32 is ",
-           crc_hex(crc), " but the header records ", crc_hex(recorded_crc.value_or(0)), " (\"",
-           kChecksumKey, "\"); the file is corrupt or truncated-and-padded, or was modified after "
-           "it was written: restore it from a backup or write the checkpoint again");
+  // A file written before the checksum covered the header records the data's CRC alone;
+  // a changed file matches that by chance once in 2^32 (Note [Checkpoint checksum]).
+  if (recorded_crc && *recorded_crc != crc) {
+    const uint32_t whole = file_crc(header, digits, crc, data_size);
+    LS_CHECK(*recorded_crc == whole, where, ": the file's CRC-32 (header, metadata and data) is ",
+             crc_hex(whole), " but the header records ", crc_hex(*recorded_crc), " (\"", kChecksumKey,
+             "\"); the file is corrupt or truncated-and-padded, or was modified after it was written (an "
+             "edited metadata value such as \"epochs_done\" counts): restore it from a backup or write the "
+             "checkpoint again");
+  }
   if (metadata) *metadata = std::move(file_metadata);
   return out;
 }
@@ -388,21 +466,26 @@ void save_tensors(const std::map<std::string, Tensor>& tensors, const std::strin
     entries.push_back({name, data, offset, offset + n});
     offset += n;
   }
-  Metadata with_checksum = metadata;  // see Note [Checkpoint checksum]
-  with_checksum[kChecksumKey] = crc_hex(crc);
-  const std::string header = build_header(entries, with_checksum);
+  // See Note [Checkpoint checksum]: the digits are written as 0s, the file's CRC-32
+  // computed over that header and the data, then put in their place.
+  Metadata with_checksum = metadata;
+  with_checksum[kChecksumKey] = "00000000";
+  std::string header = build_header(entries, with_checksum);
+  const size_t digits = checksum_digits(header);
+  LS_CHECK(digits != std::string::npos, where, ": internal error: the checksum entry is missing from the header");
+  header.replace(digits, 8, crc_hex(file_crc(header, digits, crc, offset)));
 
   // See Note [Atomic checkpoint writes]. The counter keeps two threads of one
   // process that save to the same path from sharing a temporary.
   static std::atomic<uint64_t> counter{0};
-  const std::filesystem::path target(path);
+  const std::filesystem::path target = save_target(path, where);
   const std::string tmp =
-      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+      target.string() + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
   try {
     write_file(tmp, header, entries, where);
     std::error_code ec;
     std::filesystem::rename(tmp, target, ec);
-    LS_CHECK(!ec, where, ": cannot rename '", tmp, "' to '", path, "': ", ec.message());
+    LS_CHECK(!ec, where, ": cannot rename '", tmp, "' to '", target.string(), "': ", ec.message());
   } catch (...) {
     std::error_code ignored;
     std::filesystem::remove(tmp, ignored);

@@ -19,20 +19,29 @@
 //
 // § Note [Checkpoint checksum]
 // save_tensors stores "lockstep.crc32" in __metadata__: the CRC-32 (zlib's
-// crc32, the gzip/PNG polynomial) of the whole data section [8 + N, EOF), as 8
-// lowercase hex digits. load_tensors recomputes it while reading and throws,
-// naming the file, when it differs, so a flipped bit or a file cut short and
-// padded back is caught rather than loaded as weights. The key is consumed:
-// load_tensors' metadata out-parameter never contains it, and save_tensors
-// refuses it in user metadata. Files without it (Python's safetensors, older
-// lockstep) load as before; the header itself is guarded by the strict parser.
+// crc32, the gzip/PNG polynomial) of the whole file as written — the 8 length
+// bytes, the header and the data section — with the checksum's own 8 digits
+// read as "00000000"; it is written as 8 lowercase hex digits. load_tensors
+// recomputes it while reading and throws, naming the file, when it differs, so
+// a flipped bit, a file cut short and padded back, or an edited metadata value
+// or tensor entry (a hand-changed "epochs_done") is caught rather than loaded.
+// (In Python: zlib.crc32 of the file's bytes with those digits replaced.) A file
+// written before the checksum covered the header records the CRC-32 of the data
+// section alone; it still loads (a changed file matches that by chance once in
+// 2^32). The key is consumed: load_tensors' metadata out-parameter never
+// contains it, and save_tensors refuses it in user metadata. Files without it
+// (Python's safetensors) load as before, guarded by the strict parser only.
 //
 // § Note [Atomic checkpoint writes]
 // The file is written to a unique temporary name in the same directory
 // (path.tmp.<pid>.<n>), flushed and fsync'ed, then renamed over `path`, and the
 // directory is fsync'ed: a crash or a failed write never leaves a half-written
 // checkpoint under the real name — the previous one stays until the new one is
-// complete — and a failed save removes its temporary.
+// complete — and a failed save removes its temporary. When `path` is a symbolic
+// link the link is followed (through every link) and its target is replaced,
+// the temporary beside the target; the link stays. A `path` that exists and is
+// not a regular file (a FIFO, a device, a directory) is refused, by the reader
+// too, before it is opened (opening a FIFO would block).
 //
 // Reads are strict: a truncated or corrupt file (header length beyond the file,
 // bad JSON, unknown dtype, offsets out of range, overlapping or not matching

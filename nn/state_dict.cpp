@@ -53,6 +53,8 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     auto it = state.find(name);
     if (it == state.end()) continue;
     const Tensor& value = it->second;
+    LS_CHECK(value.defined(), type_name(), ".load_state_dict: '", name, "' is an undefined tensor in the state "
+             "dict (a default-constructed ls::Tensor); give it a value, or leave the key out with strict=false");
     LS_CHECK(value.sizes() == target.sizes(), type_name(), ".load_state_dict: '", name,
              "' has shape ", value.shape_str(), " in the state dict but ", target.shape_str(),
              " in the module");

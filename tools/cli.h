@@ -20,7 +20,7 @@
 //   malformed launch environment (Program::environment, e.g. WORLD_SIZE=abc).
 // - A failure while running prints "PROG: message" and exits 1 (cli::run).
 //   Under torchrun both kinds of failure also write TORCHELASTIC_ERROR_FILE
-//   (Note [TORCHELASTIC_ERROR_FILE] in tools/error_file.h).
+//   (Note [TORCHELASTIC_ERROR_FILE] in distributed/error_file.h).
 // - --threads T warns on stderr when T times the ranks on this machine
 //   (LOCAL_WORLD_SIZE) exceeds the cores this process may run on.
 // Header-only and free of lockstep's libraries: lockstep-run uses it too.
@@ -40,18 +40,21 @@
 #include <limits>
 #include <optional>
 #include <string>
-#include <typeinfo>
-
-#include "tools/error_file.h"
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include "distributed/error_file.h"
 
 #ifndef LOCKSTEP_VERSION
 #define LOCKSTEP_VERSION "unknown"
 #endif
 
 namespace lockstep::cli {
+
+using distributed::catch_fatal_signals;  // Note [TORCHELASTIC_ERROR_FILE]
+using distributed::error_kind;
+using distributed::write_error_file;
 
 inline constexpr int kUsageExit = 2;  // a bad command line or launch environment
 inline constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
@@ -168,6 +171,13 @@ class Program {
       app_.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
       if (e.get_exit_code() == 0) std::exit(app_.exit(e));
+      // CLI11 says "At Most 1 required but received 2" for `--batch 5 --batch 6`.
+      for (const CLI::Option* o : app_.get_options()) {
+        if (o->count() > 1 && o->get_expected_max() == 1 &&
+            o->get_multi_option_policy() == CLI::MultiOptionPolicy::Throw) {
+          usage_error(o->get_name() + " is given " + std::to_string(o->count()) + " times; give it once");
+        }
+      }
       usage_error(e.what());
     }
     if (threads_) warn_about_threads(threads_());
@@ -239,15 +249,6 @@ class Program {
   CLI::App app_;
   std::function<int64_t()> threads_;
 };
-
-// The name torchrun's "Root Cause" shows for an exception's type.
-inline std::string error_kind(const std::exception& e) {
-  const std::string type = typeid(e).name();
-  // Itanium-mangled names: lockstep::Error is "N8lockstep5ErrorE".
-  if (type.find("8lockstep5Error") != std::string::npos) return "lockstep::Error";
-  if (type.find("bad_alloc") != std::string::npos) return "std::bad_alloc (out of memory)";
-  return "std::exception";
-}
 
 // Runs body() and returns its status; an exception escaping it prints
 // "PROG: what" on stderr and gives exit status 1 (never std::terminate).

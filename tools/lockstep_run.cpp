@@ -27,6 +27,18 @@
 // --max-restarts (the ranks of the other nodes fail once the store is gone, so
 // their launchers restart too). An interrupt (SIGINT/SIGTERM) never restarts.
 //
+// § Note [First failure]
+// When ranks fail, one is usually the cause and the others its consequence (they saw a
+// dead peer). Each rank gets TORCHELASTIC_ERROR_FILE, a file of its own in a directory the
+// launcher creates and removes (Note [TORCHELASTIC_ERROR_FILE] in distributed/error_file.h:
+// the library, cli::run and the fatal-signal handler write it), so the launcher can say
+// which failed first and why: the rank reaped first (within one pass, one killed by a
+// signal), unless another failed rank's error file is older than that rank's own — the
+// file says when a rank failed, reaping only when the launcher noticed. A rank killed
+// without a word (SIGKILL) has no file and keeps its place. The final line then carries
+// the chosen rank's message: "lockstep-run: rank 1 failed first (signal SIGABRT):
+// lockstep::Error: ...".
+//
 // One thread, one poll() loop: it reads every rank's pipes, a self-pipe that
 // the signal handler writes to (SIGCHLD, SIGINT, SIGTERM), and reaps children.
 // Each rank runs in its own process group, so signals reach a shell's children
@@ -37,6 +49,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -45,6 +58,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -120,6 +134,23 @@ Options parse_args(int argc, char** argv) {
     p.usage_error("no program given: put it after `--`, e.g. lockstep-run --nproc-per-node 2 -- ./train");
   }
   return o;
+}
+
+// ---- error files (Note [First failure]) ---------------------------------------
+
+std::string g_error_dir;  // created by main, removed at exit
+
+std::string error_file(int rank) { return g_error_dir + "/rank_" + std::to_string(rank) + ".json"; }
+
+// When `rank`'s error file was written, or nullopt when it has none.
+std::optional<timespec> error_file_time(int rank) {
+  struct stat st {};
+  if (::stat(error_file(rank).c_str(), &st) != 0) return std::nullopt;
+  return st.st_mtim;
+}
+
+bool earlier(const timespec& a, const timespec& b) {
+  return a.tv_sec != b.tv_sec ? a.tv_sec < b.tv_sec : a.tv_nsec < b.tv_nsec;
 }
 
 // ---- signals -----------------------------------------------------------------
@@ -249,6 +280,7 @@ void spawn(Rank& r, const Options& o, long attempt) {
     // Note [Restarts]: torchrun's names, so a program reads one variable under either launcher.
     setenv("TORCHELASTIC_RESTART_COUNT", std::to_string(attempt).c_str(), 1);
     setenv("TORCHELASTIC_MAX_RESTARTS", std::to_string(o.max_restarts).c_str(), 1);
+    if (!g_error_dir.empty()) setenv("TORCHELASTIC_ERROR_FILE", error_file(r.rank).c_str(), 1);
     std::vector<char*> args;
     for (const auto& a : o.command) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -283,6 +315,7 @@ struct Outcome {
   int interrupted = 0;  // the signal the launcher received, if any
   int failed_rank = -1;
   int failed_status = 0;
+  std::string message;  // the failed rank's error file's message, if it wrote one
 };
 
 // Starts every rank of this node, runs the poll loop until all have exited.
@@ -290,6 +323,7 @@ Outcome run_attempt(const Options& o, long attempt) {
   std::vector<Rank> ranks(static_cast<size_t>(o.nproc));
   for (long i = 0; i < o.nproc; ++i) {
     ranks[i].rank = static_cast<int>(o.node_rank * o.nproc + i);
+    if (!g_error_dir.empty()) ::unlink(error_file(ranks[i].rank).c_str());  // the previous attempt's
     spawn(ranks[i], o, attempt);
   }
   using Clock = std::chrono::steady_clock;
@@ -385,17 +419,36 @@ Outcome run_attempt(const Options& o, long attempt) {
   Outcome out;
   out.interrupted = interrupted;
   if (failed >= 0) {
+    // Note [First failure]: an older error file of another failed rank names the cause.
+    if (std::optional<timespec> first = error_file_time(ranks[failed].rank)) {
+      for (size_t i = 0; i < ranks.size(); ++i) {
+        const bool ok = WIFEXITED(ranks[i].status) && WEXITSTATUS(ranks[i].status) == 0;
+        const std::optional<timespec> t = ok ? std::nullopt : error_file_time(ranks[i].rank);
+        if (t && earlier(*t, *first)) {
+          failed = static_cast<int>(i);
+          first = t;
+        }
+      }
+    }
     out.failed_rank = ranks[failed].rank;
     out.failed_status = ranks[failed].status;
+    if (!g_error_dir.empty()) out.message = lockstep::distributed::read_error_file_message(error_file(out.failed_rank));
+  }
+  for (const Rank& r : ranks) {
+    if (!g_error_dir.empty()) ::unlink(error_file(r.rank).c_str());
   }
   return out;
 }
 
-}  // namespace
+// The directory of the ranks' error files (Note [First failure]); "" when it cannot be
+// made (the launcher then works as before, without the ranks' messages).
+std::string make_error_dir() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/lockstep-run.XXXXXX";
+  return ::mkdtemp(pattern.data()) != nullptr ? pattern : std::string();
+}
 
-int main(int argc, char** argv) {
-  Options o = parse_args(argc, argv);
-  install_handlers();
+int run_attempts(const Options& o) {
   for (long attempt = 0;; ++attempt) {
     const Outcome out = run_attempt(o, attempt);
     if (out.interrupted) {
@@ -407,15 +460,26 @@ int main(int argc, char** argv) {
     const int status = out.failed_status;
     if (attempt < o.max_restarts) {
       // Note [Restarts]: every rank of this node starts again, attempt + 1.
-      std::fprintf(stderr, "lockstep-run: rank %d failed first (%s); stopped the other ranks; restarting all "
-                   "ranks (restart %ld of %ld)\n", out.failed_rank, describe(status).c_str(), attempt + 1,
-                   o.max_restarts);
+      std::fprintf(stderr, "lockstep-run: rank %d failed first (%s)%s; stopped the other ranks; restarting all "
+                   "ranks (restart %ld of %ld)\n", out.failed_rank, describe(status).c_str(),
+                   out.message.empty() ? "" : (": " + out.message).c_str(), attempt + 1, o.max_restarts);
       continue;
     }
-    std::fprintf(stderr, "lockstep-run: rank %d failed first (%s); stopped the other ranks%s\n", out.failed_rank,
-                 describe(status).c_str(),
+    std::fprintf(stderr, "lockstep-run: rank %d failed first (%s)%s; stopped the other ranks%s\n", out.failed_rank,
+                 describe(status).c_str(), out.message.empty() ? "" : (": " + out.message).c_str(),
                  o.max_restarts > 0 ? (" (no restarts left of " + std::to_string(o.max_restarts) + ")").c_str() : "");
     if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
     return WEXITSTATUS(status);
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o = parse_args(argc, argv);
+  install_handlers();
+  g_error_dir = make_error_dir();
+  const int status = run_attempts(o);
+  if (!g_error_dir.empty()) ::rmdir(g_error_dir.c_str());
+  return status;
 }

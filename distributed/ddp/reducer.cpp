@@ -158,11 +158,12 @@ void Reducer::mark_variable_ready(size_t index, bool locally_unused) {
   if (ready_[index]) {
     fail(lockstep::detail::str(
         "DDP (rank ", process_group_->rank(), "): parameter '", names_[index], "' received a gradient twice in "
-        "one backward. DDP reduces each gradient once per iteration; this happens with activation "
-        "checkpointing (autograd/checkpoint.h) of a block used twice, other reentrant backward, or a parameter "
-        "shared by two graphs backpropagated separately. If every iteration does the same, pass "
-        "DDPOptions().static_graph(true): DDP then counts the readies in the first iteration and reduces "
-        "after the last one"));
+        "one backward. DDP reduces each gradient once per iteration. Most often the module (or this parameter) "
+        "was also used outside ddp.forward in this iteration, e.g. net->forward(x) beside ddp.forward(x): run "
+        "every forward through ddp.forward. It also happens with a block run twice under activation "
+        "checkpointing (autograd/checkpoint.h) or other reentrant backward, or a parameter shared by two graphs "
+        "backpropagated separately; if every iteration does the same, pass DDPOptions().static_graph(true): "
+        "DDP then counts the readies in the first iteration and reduces after the last one"));
   }
   ready_[index] = true;
   if (!locally_unused) record_ready_order(index);  // Note [Bucket rebuild from the traced order]

@@ -34,6 +34,8 @@ constexpr auto kServerGrace = std::chrono::seconds(5);
 // After this long without a connection, connect() prints one "waiting for rank 0 at HOST:PORT (timeout N s)" line on stderr (a
 // notice, not an error: the wait goes on until the timeout).
 constexpr auto kWaitNotice = std::chrono::seconds(3);
+// A connected service silent this long at the handshake gets one line on stderr the same way.
+constexpr auto kHandshakeNotice = std::chrono::milliseconds(2000);
 
 int remaining_ms(std::chrono::steady_clock::time_point deadline) {
   auto ms = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
@@ -164,6 +166,21 @@ void TCPStore::handshake(Clock::time_point deadline) {
   std::string saw;
   try {
     send_request(Command::kValidate, e, deadline);
+    // A TCPStore answers at once. A silent service is most likely not one: say so now, not
+    // only when the handshake's deadline passes (the wait goes on until then).
+    pollfd answer{fd_, POLLIN, 0};
+    int ready;
+    do {
+      ready = ::poll(&answer, 1, std::min(remaining_ms(deadline), static_cast<int>(kHandshakeNotice.count())));
+    } while (ready < 0 && errno == EINTR);
+    if (ready == 0 && remaining_ms(deadline) > 0) {
+      std::fprintf(stderr, "lockstep: the service at %s accepted the connection but has not answered the store "
+                   "handshake for %lld s; if it is not rank 0's store (another program on MASTER_PORT?), choose "
+                   "another port. Waiting up to %d s more\n", where().c_str(),
+                   static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(kHandshakeNotice).count()),
+                   remaining_ms(deadline) / 1000);
+      std::fflush(stderr);
+    }
     for (int i = 0; i < 4 && saw.empty(); ++i) {
       uint8_t got = read_u8(deadline);
       if (got == want[i]) continue;

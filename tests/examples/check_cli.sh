@@ -59,6 +59,7 @@ case "$prog" in
     expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --epochs 1
     expect 2 "RANK='abc' is not an integer" WORLD_SIZE=2 RANK=abc -- --epochs 1
     expect 0 "--resume [auto]" -- --help
+    expect 2 "--batch is given 2 times; give it once" -- --batch 5 --batch 6
     ;;
   train_ddp)
     expect 2 "--batch: 0 is out of range" -- --batch 0
@@ -69,6 +70,14 @@ case "$prog" in
     expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --epochs 1
     expect 2 "TORCHELASTIC_RESTART_COUNT" TORCHELASTIC_RESTART_COUNT=x -- --epochs 1
     expect 2 "LOCKSTEP_TEST_SIGKILL_AT='1:2' is not RANK:EPOCH:STEP" LOCKSTEP_TEST_SIGKILL_AT=1:2 -- --epochs 1
+    expect 2 "--batch is given 2 times; give it once" -- --batch 5 --batch 6
+    # WORLD_SIZE=1 is one process, but a malformed launch variable is refused all the same.
+    expect 2 "RANK='abc' is not an integer" WORLD_SIZE=1 RANK=abc -- --epochs 1
+    expect 2 "RANK=1 but WORLD_SIZE=1; the rank must be in [0, 1)" WORLD_SIZE=1 RANK=1 -- --epochs 1
+    expect 2 "MASTER_PORT='abc' is not an integer" WORLD_SIZE=1 MASTER_PORT=abc -- --epochs 1
+    expect 2 "LOCAL_RANK='x' is not an integer" WORLD_SIZE=1 RANK=0 LOCAL_RANK=x -- --epochs 1
+    expect 2 "LOCKSTEP_TIMEOUT_S='soon' is not a positive number" WORLD_SIZE=1 LOCKSTEP_TIMEOUT_S=soon -- --epochs 1
+    expect 2 "LOCKSTEP_TIMEOUT_S='1e16' is more than" WORLD_SIZE=1 LOCKSTEP_TIMEOUT_S=1e16 -- --epochs 1
     expect 0 "epoch 1 train_loss" -- --epochs 1 --checkpoint one.safetensors
     expect 2 "the checkpoint one.safetensors exists; pass --resume" -- --epochs 1 --checkpoint one.safetensors
     ;;
@@ -97,12 +106,15 @@ case "$prog" in
     expect 2 "--iters: 0 is out of range" -- --iters 0
     expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --iters 1
     expect 2 "RANK=2 but WORLD_SIZE=2; the rank must be in [0, 2)" WORLD_SIZE=2 RANK=2 -- --iters 1
+    expect 2 "--zero-defer tunes ZeroRedundancyOptimizer: it needs --zero 1 or 2" -- --zero-defer 0
+    expect 2 "--zero-split-mb tunes ZeroRedundancyOptimizer: it needs --zero 1 or 2" -- --zero-split-mb 4
     ;;
   bench_step)
     expect 2 "--batch: '3e1' is not a whole number" -- --batch 3e1
     expect 2 "--model: 'vgg' is not one of resnet50|resnet18|bert|bert-tiny|mlp-reversed" -- --model vgg
     expect 2 "--iters: 0 is out of range" -- --iters 0
     expect 2 "--image: 8 is out of range" -- --image 8
+    expect 2 "--seq 1048576 exceeds bert-tiny's 64 positions" -- --model bert-tiny --seq 1048576
     ;;
   bench_grad_ready)
     expect 2 "--iters: 0 is out of range" -- --iters 0

@@ -84,15 +84,20 @@ cmp -s "$work/d.safetensors" "$work/e.safetensors" && {
 # A checkpoint that has all its epochs: nothing to do, said so.
 expect 0 "nothing to train: the checkpoint has 2 of --epochs 2" --resume --checkpoint "$work/e.safetensors"
 
-# A checkpoint whose epochs_done is not a number: an error naming it, not a crash.
+# A checkpoint whose epochs_done is not a number: an error naming it, not a crash. (Its
+# checksum is written anew, as a program writing that value would; an edit by hand alone is
+# refused by the checksum: tests/examples/check_checkpoint_safety.sh.)
 python3 - "$work/e.safetensors" "$work/bad.safetensors" <<'PY'
-import json, struct, sys
+import json, struct, sys, zlib
 data = open(sys.argv[1], "rb").read()
 n = struct.unpack("<Q", data[:8])[0]
 header = json.loads(data[8:8 + n])
 header["__metadata__"]["epochs_done"] = "two"
+header["__metadata__"]["lockstep.crc32"] = "00000000"
 text = json.dumps(header, separators=(",", ":")).encode()
-open(sys.argv[2], "wb").write(struct.pack("<Q", len(text)) + text + data[8 + n:])
+blob = struct.pack("<Q", len(text)) + text + data[8 + n:]
+crc = b'"lockstep.crc32":"%08x"' % (zlib.crc32(blob) & 0xffffffff)
+open(sys.argv[2], "wb").write(blob.replace(b'"lockstep.crc32":"00000000"', crc))
 PY
 expect 1 "epochs_done 'two' is not a whole number >= 0; the file is damaged" --resume --checkpoint "$work/bad.safetensors"
 

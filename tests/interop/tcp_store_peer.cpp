@@ -33,7 +33,10 @@ dist::Bytes bytes(const std::string& s) { return dist::Bytes(s.begin(), s.end())
 
 int serve(const std::string& port_file) {
   dist::TCPStore s("127.0.0.1", 0, /*is_master=*/true, 60s);
-  std::ofstream(port_file) << s.port() << "\n";
+  std::ofstream out(port_file);
+  out << s.port() << "\n";
+  out.close();
+  LS_CHECK(out.good(), "cannot write the port to '", port_file, "' (does its directory exist?)");
   s.set("ls/hello", std::string("from-lockstep"));
   s.wait({"py/done"});
   expect(s.get_string("py/key") == "from-python", "server: PyTorch's set('py/key') reads back");
@@ -67,13 +70,21 @@ int client(const std::string& host, int port) {
   return 0;
 }
 
+// PORT as a TCP port number; throws naming it when it is not one.
+int parse_port(const std::string& text) {
+  const bool digits = !text.empty() && text.size() <= 5 && text.find_first_not_of("0123456789") == std::string::npos;
+  const int port = digits ? std::stoi(text) : 0;
+  LS_CHECK(port >= 1 && port <= 65535, "PORT '", text, "' is not a TCP port (1..65535)");
+  return port;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     const std::string mode = argc > 1 ? argv[1] : "";
     if (mode == "serve" && argc == 3) return serve(argv[2]);
-    if (mode == "client" && argc == 4) return client(argv[2], std::atoi(argv[3]));
+    if (mode == "client" && argc == 4) return client(argv[2], parse_port(argv[3]));
     std::fprintf(stderr, "usage: %s serve PORT_FILE | client HOST PORT\n", argv[0]);
     return 2;
   } catch (const std::exception& e) {

@@ -233,6 +233,17 @@ TEST_CASE("module: load_state_dict names missing, unexpected and mis-shaped keys
   }
   CHECK_THROWS_AS(top.load_state_dict(wrong_shape, /*strict=*/false), ls::Error);
 
+  // An undefined tensor is named by its key (it said "sizes: called on an undefined tensor").
+  ls::nn::StateDict undefined = sd;
+  undefined["head.w"] = ls::Tensor();
+  try {
+    top.load_state_dict(undefined);
+    FAIL("expected an error");
+  } catch (const ls::Error& e) {
+    const std::string msg = e.what();
+    CHECK_MESSAGE(msg.find("'head.w' is an undefined tensor") != std::string::npos, msg);
+  }
+
   // strict = false loads what matches and ignores the rest.
   ls::nn::StateDict partial;
   partial["head.b"] = ls::full({3}, 5.0);

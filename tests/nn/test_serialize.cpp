@@ -118,9 +118,10 @@ TEST_CASE("serialize: the bytes of a tiny file are exactly the safetensors layou
   ls::nn::save_tensors({{"b", ls::tensor(std::vector<int32_t>{7}, {1})},
                         {"a", ls::tensor(std::vector<float>{1, 2}, {2})}},
                        path, {{"format", "pt"}});
-  // a97ca09d: Python's zlib.crc32 of the 12 data bytes below (Note [Checkpoint checksum]).
+  // 25fbcb84: Python's zlib.crc32 of this whole file with the checksum's digits read as
+  // "00000000" (Note [Checkpoint checksum]).
   const std::string header =
-      R"({"__metadata__":{"format":"pt","lockstep.crc32":"a97ca09d"},)"
+      R"({"__metadata__":{"format":"pt","lockstep.crc32":"25fbcb84"},)"
       R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
       R"("b":{"dtype":"I32","shape":[1],"data_offsets":[8,12]}})";
   const std::string padded = header + std::string((8 - header.size() % 8) % 8, ' ');

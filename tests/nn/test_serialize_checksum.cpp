@@ -7,6 +7,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -231,4 +232,81 @@ TEST_CASE("serialize atomic: concurrent saves to one path leave one whole checkp
   CHECK((first == 1.0 || first == 2.0));
   CHECK(ls::equal(w, ls::full({64, 256}, first)));
   CHECK(dir.count_files() == 1);
+}
+
+TEST_CASE("serialize checksum: an edited metadata value is caught") {
+  TempDir dir;
+  const std::string path = dir.file("m.safetensors");
+  ls::nn::save_tensors(sample_tensors(), path, {{"epochs_done", "7"}, {"hparams.lr", "0.05"}});
+  const std::string good = read_bytes(path);
+  // The edits a user makes by hand: same length, so only the checksum can tell.
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"\"7\"", "\"9\""}, {"0.05", "0.50"}}) {
+    CAPTURE(to);
+    std::string edited = good;
+    const size_t at = edited.find(from);
+    REQUIRE(at < data_start(good));
+    edited.replace(at, from.size(), to);
+    write_bytes(path, edited);
+    const std::string err = load_error(path);
+    CHECK(contains(err, path));
+    CHECK(contains(err, "CRC-32 (header, metadata and data)"));
+    CHECK(contains(err, "modified after it was written"));
+  }
+  // A flipped byte of the tensor table (a shape digit's neighbour in "data_offsets") too.
+  std::string table = good;
+  const size_t offsets = table.find("\"data_offsets\":[0,");
+  REQUIRE(offsets != std::string::npos);
+  table[offsets + 1] = 'D';
+  write_bytes(path, table);
+  CHECK(!load_error(path).empty());
+  write_bytes(path, good);
+  CHECK(load_error(path).empty());
+  // Metadata that merely contains the checksum's key text does not confuse either side.
+  const ls::nn::Metadata tricky{{"a\"lockstep.crc32", "b"}, {"c", ",\"lockstep.crc32\":\"12345678"}};
+  ls::nn::save_tensors(sample_tensors(), path, tricky);
+  ls::nn::Metadata back;
+  ls::nn::load_tensors(path, &back);
+  CHECK(back == tricky);
+}
+
+TEST_CASE("serialize checksum: a file whose checksum covers the data only (older lockstep) still loads") {
+  // a97ca09d: zlib.crc32 of the 12 data bytes, as lockstep wrote it before the checksum covered the whole file.
+  TempDir dir;
+  std::string header = R"({"__metadata__":{"format":"pt","lockstep.crc32":"a97ca09d"},)"
+                       R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                       R"("b":{"dtype":"I32","shape":[1],"data_offsets":[8,12]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[i] = static_cast<char>((header.size() >> (8 * i)) & 0xFF);
+  const float a[2] = {1, 2};
+  const int32_t b = 7;
+  file += header + std::string(reinterpret_cast<const char*>(a), 8) + std::string(reinterpret_cast<const char*>(&b), 4);
+  const std::string path = dir.file("old.safetensors");
+  write_bytes(path, file);
+  CHECK(load_error(path).empty());
+  // Its data is still checked.
+  file.back() = 8;
+  write_bytes(path, file);
+  CHECK(contains(load_error(path), "CRC-32"));
+}
+
+TEST_CASE("serialize atomic: a symbolic link is followed and its target replaced, and a FIFO is refused") {
+  TempDir dir;
+  fs::create_directory(dir.file("store"));
+  const std::string link = dir.file("link.safetensors");
+  fs::create_symlink("store/real.safetensors", link);
+  ls::nn::save_tensors(sample_tensors(), link);
+  CHECK(fs::is_symlink(link));
+  CHECK(fs::is_regular_file(dir.file("store/real.safetensors")));
+  ls::nn::save_tensors({{"w", ls::ones({2})}}, link);  // again, over the existing target
+  CHECK(fs::is_symlink(link));
+  CHECK(ls::nn::load_tensors(link).count("w") == 1);
+  CHECK(ls::nn::load_tensors(dir.file("store/real.safetensors")).size() == 1);
+
+  const std::string fifo = dir.file("fifo.safetensors");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  CHECK(contains(load_error(fifo), "is a FIFO (named pipe), not a checkpoint file"));
+  const std::string err = ls::testing::error_of([&] { ls::nn::save_tensors(sample_tensors(), fifo); });
+  CHECK_MESSAGE(contains(err, "is a FIFO (named pipe); a checkpoint must be a regular file"), err);
+  CHECK(fs::is_fifo(fifo));
 }

@@ -1,26 +1,35 @@
-// tools/error_file.h — torchrun's error file: when a program fails under
-// torchrun, its "Root Cause" shows lockstep's message instead of "exitcode 1".
+// distributed/error_file.h — torchrun's error file: when a rank fails under
+// torchrun (or lockstep-run), the launcher shows lockstep's message instead of
+// "exitcode 1" or "Signal 6".
 //
 // § Note [TORCHELASTIC_ERROR_FILE]
 // torchrun's agent gives each worker TORCHELASTIC_ERROR_FILE, a path to write
-// when it fails, and reads it after the worker exits. The format is what
+// when it fails, and reads it after the worker exits (lockstep-run does the
+// same: Note [First failure] in tools/lockstep_run.cpp). The format is what
 // PyTorch's ErrorHandler.record_exception writes
 // (torch/distributed/elastic/multiprocessing/errors/error_handler.py):
 //   {"message": {"message": "<type>: <what>",
 //                "extraInfo": {"py_callstack": "<text>", "timestamp": "<unix s>"}}}
 // torchrun prints py_callstack as the failure's "traceback" (there is no Python
-// stack: lockstep puts the program, the rank and the message there). cli::run
-// (an exception escaping a program) and Program::usage_error (exit 2) call
-// write_error_file(); without the variable it does nothing. Writing is best
+// stack: lockstep puts the program, the rank and the message there). Three
+// paths write it; without the variable none does anything, and writing is best
 // effort: a failure to write never hides the original error.
-// A fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT — an uncaught
-// exception off the main thread ends in std::terminate's SIGABRT) writes
-// "fatal signal SIGSEGV" the same way: Program's constructor calls
-// catch_fatal_signals(), whose handler only uses async-signal-safe calls
-// (open, write, close, clock_gettime) on text prepared beforehand, then dies
-// of the same signal (the exit status torchrun reports is unchanged).
-// Header-only, no lockstep libraries (lockstep-run includes tools/cli.h too).
-// Read before: tools/cli.h. Read next: tests/examples/check_error_file.sh.
+// - The library: init_process_group installs install_terminate_handler(), so
+//   a user's program that lets an ls::Error (any std::exception) escape main,
+//   or a thread, prints "PROG (rank R): terminate called after an uncaught
+//   lockstep::Error: what" and writes the file before it aborts (SIGABRT).
+// - The project's programs (tools/cli.h): cli::run (an exception escaping a
+//   program, exit 1) and Program::usage_error (exit 2) call write_error_file().
+// - A fatal signal (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) writes "fatal
+//   signal SIGSEGV" the same way: Program's constructor calls
+//   catch_fatal_signals(), whose handler only uses async-signal-safe calls
+//   (open, write, close, clock_gettime) on text prepared beforehand, then dies
+//   of the same signal (the exit status torchrun reports is unchanged). The
+//   terminate handler resets SIGABRT's handler first, so its message is kept.
+// Header-only except install_terminate_handler (error_file.cpp): lockstep-run,
+// which links no lockstep library, includes it through tools/cli.h.
+// Read before: core/error.h. Read next: distributed/init.h (where the terminate
+// handler is installed), tools/cli.h; torchrun reads the file in its ProcessFailure.
 #pragma once
 
 #include <fcntl.h>
@@ -31,9 +40,11 @@
 #include <cstring>
 #include <cstdlib>
 #include <ctime>
+#include <exception>
 #include <string>
+#include <typeinfo>
 
-namespace lockstep::cli {
+namespace lockstep::distributed {
 
 // `text` as a JSON string literal: quotes and backslashes escaped, control
 // characters as \u00XX (newlines too; json.load reads them back), UTF-8 as is.
@@ -65,6 +76,46 @@ inline bool write_error_file(const std::string& program, const std::string& kind
   if (f == nullptr) return false;
   const bool ok = std::fwrite(json.data(), 1, json.size(), f) == json.size();
   return std::fclose(f) == 0 && ok;
+}
+
+// The "<type>: <what>" of an error file in the format above (lockstep-run shows it), or ""
+// when the file is missing or not in that format. Reads the first "message" string that
+// follows {"message": {, and decodes its JSON escapes (\uXXXX below 0x80 only; others
+// become '?').
+inline std::string read_error_file_message(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return "";
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() < (1u << 20);) text.append(buf, n);
+  std::fclose(f);
+  const size_t outer = text.find("\"message\"");
+  const size_t inner = outer == std::string::npos ? outer : text.find("\"message\"", outer + 9);
+  if (inner == std::string::npos) return "";
+  size_t i = text.find_first_not_of(" \t\r\n:", inner + 9);
+  if (i == std::string::npos || text[i] != '"') return "";
+  std::string out;
+  for (++i; i < text.size() && text[i] != '"'; ++i) {
+    if (text[i] != '\\') {
+      out += text[i];
+      continue;
+    }
+    if (++i >= text.size()) break;
+    switch (text[i]) {
+      case 'n': out += '\n'; break;
+      case 't': out += '\t'; break;
+      case 'r': out += '\r'; break;
+      case 'b': case 'f': break;
+      case 'u': {
+        const unsigned long code = i + 4 < text.size() ? std::strtoul(text.substr(i + 1, 4).c_str(), nullptr, 16) : 0;
+        out += code > 0 && code < 0x80 ? static_cast<char>(code) : '?';
+        i += 4;
+        break;
+      }
+      default: out += text[i];  // \" \\ \/
+    }
+  }
+  return out;
 }
 
 namespace detail {
@@ -112,6 +163,20 @@ inline void on_fatal_signal(int sig) {
 
 }  // namespace detail
 
+// The name torchrun's "Root Cause" shows for an exception's type.
+inline std::string error_kind(const std::exception& e) {
+  const std::string type = typeid(e).name();
+  // Itanium-mangled names: lockstep::Error is "N8lockstep5ErrorE".
+  if (type.find("8lockstep5Error") != std::string::npos) return "lockstep::Error";
+  if (type.find("bad_alloc") != std::string::npos) return "std::bad_alloc (out of memory)";
+  return "std::exception";
+}
+
+// Installs, once per process, a std::terminate handler that reports the exception being
+// terminated on (stderr and TORCHELASTIC_ERROR_FILE) before it aborts. Called by
+// init_process_group; a program may call it itself earlier.
+void install_terminate_handler();
+
 // Installs the fatal-signal handler when TORCHELASTIC_ERROR_FILE is set (once per process).
 inline void catch_fatal_signals(const std::string& program) {
   const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
@@ -130,4 +195,4 @@ inline void catch_fatal_signals(const std::string& program) {
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &sa, nullptr);
 }
 
-}  // namespace lockstep::cli
+}  // namespace lockstep::distributed
