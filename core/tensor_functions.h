@@ -24,6 +24,8 @@ inline Tensor sqrt(const Tensor& x) { return x.sqrt(); }
 inline Tensor rsqrt(const Tensor& x) { return x.rsqrt(); }
 inline Tensor abs(const Tensor& x) { return x.abs(); }
 inline Tensor neg(const Tensor& x) { return x.neg(); }
+inline Tensor sin(const Tensor& x) { return x.sin(); }
+inline Tensor cos(const Tensor& x) { return x.cos(); }
 inline Tensor pow(const Tensor& x, double exponent) { return x.pow(exponent); }
 inline Tensor softmax(const Tensor& x, int64_t dim) { return x.softmax(dim); }
 inline Tensor log_softmax(const Tensor& x, int64_t dim) { return x.log_softmax(dim); }
@@ -37,6 +39,10 @@ inline Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = 
 }
 inline Tensor reshape(const Tensor& x, const IntList& sizes) { return x.reshape(sizes); }
 inline Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) { return x.transpose(dim0, dim1); }
+inline Tensor tril(const Tensor& x, int64_t diagonal = 0) { return x.tril(diagonal); }
+inline Tensor triu(const Tensor& x, int64_t diagonal = 0) { return x.triu(diagonal); }
+inline Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) { return x.masked_fill(mask, value); }
+inline Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) { return x.gather(dim, index); }
 
 // max_pool2d(x, 2): libtorch's square kernel from one number; stride defaults to
 // the kernel (PyTorch's default), padding to 0.
