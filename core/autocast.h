@@ -19,7 +19,9 @@
 //                                         weight, statistics and
 //                                         arithmetic (Note [bfloat16
 //                                         batch norm])
-//   cross_entropy, mse_loss               float32                  float32
+//   cross_entropy, mse_loss, nll_loss,    float32                  float32
+//     binary_cross_entropy(_with_logits),
+//     smooth_l1_loss (core/losses.h)
 //   everything else (add, mul, relu,      the inputs' own dtypes   promote_types of the
 //     gelu, dropout, pooling, views...)   (bf16 computes in fp32   inputs: bf16 + fp32
 //                                         registers, rounded once) is fp32

@@ -9,9 +9,17 @@ namespace lockstep {
 
 enum class DeviceType : uint8_t { CPU, CUDA };
 
+// libtorch's spellings: ls::kCPU, ls::kCUDA, and a Device made from them
+// (t.to(ls::kCPU), ls::Device(ls::kCUDA, 1)).
+inline constexpr DeviceType kCPU = DeviceType::CPU;
+inline constexpr DeviceType kCUDA = DeviceType::CUDA;
+
 struct Device {
   DeviceType type = DeviceType::CPU;
   int index = 0;
+
+  constexpr Device() = default;
+  constexpr Device(DeviceType type, int index = 0) : type(type), index(index) {}  // NOLINT: implicit, as libtorch's
 
   static Device cpu() { return {DeviceType::CPU, 0}; }
   static Device cuda(int index = 0) { return {DeviceType::CUDA, index}; }

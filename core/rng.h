@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <mutex>
 #include <random>
+#include <string>
 
 namespace lockstep {
 
@@ -22,6 +23,17 @@ class Generator {
   double uniform();         // [0, 1), 53 random bits
   double normal();          // standard normal
   std::mutex& mutex() { return mutex_; }  // held by factories while drawing a tensor
+
+  // Note [Generator state]
+  // The whole state (the Mersenne Twister's 312 words and position, and the
+  // Box-Muller spare) as text, so that a checkpoint can hold it: a Generator
+  // given set_state(g.get_state()) draws exactly the numbers g draws next.
+  // ls::get_rng_state() / ls::set_rng_state(t) (core/rng_state.h, PyTorch's
+  // torch.get_rng_state) carry the same text as a uint8 tensor, for a state
+  // dict. set_state checks the text and throws ls::Error on anything but
+  // get_state's output.
+  std::string get_state();
+  void set_state(const std::string& state);
 
  private:
   std::mt19937_64 engine_;

@@ -19,7 +19,10 @@
 // on README's DDP track, autograd/accumulate_grad.h.
 #pragma once
 
+#include <concepts>
+#include <cstdint>
 #include <functional>
+#include <limits>
 #include <initializer_list>
 #include <memory>
 #include <ostream>
@@ -74,6 +77,7 @@ class Tensor {
   // The value of a one-element tensor, converted to T.
   template <class T>
   T item() const;
+  double item() const;  // untyped, as a double (libtorch's item() returns a Scalar)
   // All elements in logical (row-major) order, converted to T.
   template <class T>
   std::vector<T> to_vector() const;
@@ -117,6 +121,23 @@ class Tensor {
   Tensor select(int64_t dim, int64_t index) const;
   Tensor expand(const IntList& sizes) const;  // -1 keeps a size
   Tensor index_select(int64_t dim, const Tensor& index) const;
+  // ---- libtorch's indexing spellings (autograd/functions/indexing_extra.cpp) ----
+  Tensor operator[](int64_t index) const;  // select(0, index)
+  // Elements [start, end) of dim with a step, Python's slice clamping; a view for
+  // step 1 (narrow), a copy (index_select) for step > 1.
+  Tensor slice(int64_t dim = 0, int64_t start = 0,
+               int64_t end = std::numeric_limits<int64_t>::max(), int64_t step = 1) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;  // out[i][j] = self[index[i][j]][j] (dim 0)
+  // A copy of self with self[index[i][j]][j] = src[i][j] (dim 0); differentiable in self and src.
+  Tensor scatter(int64_t dim, const Tensor& index, const Tensor& src) const;
+  Tensor masked_fill(const Tensor& mask, double value) const;  // value where mask (bool) is true
+  Tensor tril(int64_t diagonal = 0) const;  // zero above the diagonal (last two dims)
+  Tensor triu(int64_t diagonal = 0) const;  // zero below the diagonal
+  // New tensors with self's dtype and device (not its requires_grad).
+  Tensor new_zeros(const IntList& sizes) const;
+  Tensor new_ones(const IntList& sizes) const;
+  Tensor new_full(const IntList& sizes, double value) const;
+  Tensor new_empty(const IntList& sizes) const;
 
   // ---- math (differentiable) ----
   Tensor matmul(const Tensor& other) const;
@@ -137,6 +158,8 @@ class Tensor {
   Tensor log() const;
   Tensor tanh() const;
   Tensor sigmoid() const;
+  Tensor sin() const;
+  Tensor cos() const;
   Tensor sqrt() const;
   Tensor rsqrt() const;
   Tensor abs() const;
@@ -169,6 +192,23 @@ class Tensor {
   Tensor& mul_(double other);
   Tensor& div_(const Tensor& other);
   Tensor& div_(double other);
+  // Fill from the default Generator (core/rng.h), floating dtypes only.
+  Tensor& uniform_(double from = 0.0, double to = 1.0);
+  Tensor& normal_(double mean = 0.0, double std = 1.0);
+  // libtorch's in-place methods are const (a Tensor is a handle), so they work on
+  // p.grad(), which is a const Tensor&; these forward to the ones above.
+  const Tensor& zero_() const;
+  const Tensor& fill_(double value) const;
+  const Tensor& copy_(const Tensor& src) const;
+  const Tensor& add_(const Tensor& other, double alpha = 1.0) const;
+  const Tensor& add_(double other) const;
+  const Tensor& sub_(const Tensor& other, double alpha = 1.0) const;
+  const Tensor& mul_(const Tensor& other) const;
+  const Tensor& mul_(double other) const;
+  const Tensor& div_(const Tensor& other) const;
+  const Tensor& div_(double other) const;
+  const Tensor& uniform_(double from = 0.0, double to = 1.0) const;
+  const Tensor& normal_(double mean = 0.0, double std = 1.0) const;
 
  private:
   std::shared_ptr<TensorImpl> impl_;
@@ -188,6 +228,42 @@ Tensor operator-(double a, const Tensor& b);
 Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& a);
+
+// Note [Scalar type promotion]
+// A C++ scalar keeps its category, as a Python number does in PyTorch: a floating
+// scalar (double, float) is a "float" operand and an integral one (int, int64_t,
+// bool...) an "integer" one, whatever its value. The overloads on double above
+// are the floating ones; these templates catch every integral type exactly, so
+// `x * 2` and `x * 2.0` differ as in PyTorch (table in docs/api.md):
+//   integer tensor (op) floating scalar  -> float32 (the default float dtype)
+//   integer tensor (op) integer scalar   -> the tensor's dtype (bool -> int64); / is float32
+//   floating tensor (op) any scalar      -> the tensor's dtype
+// Tensor-tensor ops follow result_type() below.
+namespace detail {
+enum class ScalarOp { Add, Sub, Mul, Div, RSub, RDiv };
+Tensor integer_scalar_op(ScalarOp op, const Tensor& a, int64_t s);  // elementwise.cpp
+}  // namespace detail
+template <std::integral I>
+Tensor operator+(const Tensor& a, I b) { return detail::integer_scalar_op(detail::ScalarOp::Add, a, static_cast<int64_t>(b)); }
+template <std::integral I>
+Tensor operator-(const Tensor& a, I b) { return detail::integer_scalar_op(detail::ScalarOp::Sub, a, static_cast<int64_t>(b)); }
+template <std::integral I>
+Tensor operator*(const Tensor& a, I b) { return detail::integer_scalar_op(detail::ScalarOp::Mul, a, static_cast<int64_t>(b)); }
+template <std::integral I>
+Tensor operator/(const Tensor& a, I b) { return detail::integer_scalar_op(detail::ScalarOp::Div, a, static_cast<int64_t>(b)); }
+template <std::integral I>
+Tensor operator+(I a, const Tensor& b) { return detail::integer_scalar_op(detail::ScalarOp::Add, b, static_cast<int64_t>(a)); }
+template <std::integral I>
+Tensor operator-(I a, const Tensor& b) { return detail::integer_scalar_op(detail::ScalarOp::RSub, b, static_cast<int64_t>(a)); }
+template <std::integral I>
+Tensor operator*(I a, const Tensor& b) { return detail::integer_scalar_op(detail::ScalarOp::Mul, b, static_cast<int64_t>(a)); }
+template <std::integral I>
+Tensor operator/(I a, const Tensor& b) { return detail::integer_scalar_op(detail::ScalarOp::RDiv, b, static_cast<int64_t>(a)); }
+
+// PyTorch's result_type: the dtype a (op) b computes in. Categories rank
+// bool < integer < floating; a dimensioned operand decides within its category,
+// a 0-d operand only when its category is higher (core/type_promotion.cpp).
+ScalarType result_type(const Tensor& a, const Tensor& b);
 
 // ---- free functions (differentiable unless noted) ----
 Tensor matmul(const Tensor& a, const Tensor& b);  // 1-d, 2-d and batched (broadcast batch dims)

@@ -168,7 +168,7 @@ void check_options(const DataLoaderOptions& o) {
 }  // namespace
 
 DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options, Sampler& sampler)
-    : dataset_(dataset), options_(options), sampler_(&sampler) {
+    : dataset_(&dataset), options_(options), sampler_(&sampler) {
   check_options(options_);
   LS_CHECK(!options_.shuffle(),
            "DataLoader: shuffle(true) cannot be combined with an explicit sampler; let the "
@@ -176,7 +176,7 @@ DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options, Sample
 }
 
 DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
-    : dataset_(dataset), options_(options) {
+    : dataset_(&dataset), options_(options) {
   check_options(options_);
   if (options_.shuffle()) {
     owned_sampler_ = std::make_unique<RandomSampler>(dataset.size(), options_.seed());
@@ -184,6 +184,35 @@ DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
     owned_sampler_ = std::make_unique<SequentialSampler>(dataset.size());
   }
   sampler_ = owned_sampler_.get();
+}
+
+namespace {
+const Dataset& checked(const std::shared_ptr<const Dataset>& dataset) {
+  LS_CHECK(dataset != nullptr, "DataLoader: the dataset pointer is null");
+  return *dataset;
+}
+Sampler& checked(const std::unique_ptr<Sampler>& sampler) {
+  LS_CHECK(sampler != nullptr, "DataLoader: the sampler pointer is null");
+  return *sampler;
+}
+}  // namespace
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options,
+                       Sampler& sampler)
+    : DataLoader(checked(dataset), options, sampler) {
+  owned_dataset_ = std::move(dataset);
+}
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options)
+    : DataLoader(checked(dataset), options) {
+  owned_dataset_ = std::move(dataset);
+}
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options,
+                       std::unique_ptr<Sampler> sampler)
+    : DataLoader(checked(dataset), options, checked(sampler)) {
+  owned_dataset_ = std::move(dataset);
+  owned_sampler_ = std::move(sampler);
 }
 
 DataLoader::~DataLoader() = default;
@@ -198,7 +227,7 @@ DataLoader::Iterator DataLoader::begin() {
   if (owned_sampler_) owned_sampler_->set_epoch(epochs_started_);
   ++epochs_started_;
   std::vector<int64_t> indices = sampler_->indices();
-  const int64_t n = dataset_.size();
+  const int64_t n = dataset_->size();
   for (int64_t i : indices) {
     LS_CHECK(i >= 0 && i < n, "DataLoader: the sampler yielded index ", i,
              " but the dataset has ", n, " examples; build the sampler with dataset.size()");
@@ -213,7 +242,7 @@ DataLoader::Iterator DataLoader::begin() {
                          indices.begin() + static_cast<std::ptrdiff_t>(end));
   }
   const int64_t workers = options_.workers();
-  return Iterator(std::make_shared<detail::EpochRun>(dataset_, std::move(batches), workers,
+  return Iterator(std::make_shared<detail::EpochRun>(*dataset_, std::move(batches), workers,
                                                      options_.prefetch() * workers));
 }
 

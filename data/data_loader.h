@@ -22,13 +22,29 @@
 // belong to the epoch's iterator: when the loop finishes, throws, or is left
 // early with break, the iterator's destruction stops the threads and joins them
 // (a thread busy with a batch finishes that one batch first).
+//
+// Note [Who owns the dataset]
+// A loader reads its dataset on every epoch, so the dataset must live as long
+// as the loader. Given an lvalue (`DataLoader loader(train, ...)`) the loader
+// borrows it: `train` must outlive the loader, as a range-for's container must.
+// Given an rvalue — a temporary `DataLoader loader(MyDataset(root), ...)` or
+// `std::move(train)` — the loader takes it over (moved into a shared_ptr it
+// holds), so the libtorch habit `make_data_loader(std::move(ds), options)` and
+// the temporary both work; a borrowed temporary would dangle at the end of the
+// statement. A std::shared_ptr<const Dataset> is shared. make_data_loader
+// always owns its dataset (an lvalue is copied, as libtorch copies it) and its
+// sampler, and returns a std::unique_ptr<DataLoader> to loop over with
+// `for (auto& batch : *loader)`. A sampler the loader owns is told the epoch at
+// each begin() (0, 1, ...); a borrowed sampler's set_epoch is the caller's.
 // Read before: data/dataset.h, data/sampler.h. Read next: examples/ (training programs).
 #pragma once
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <memory>
+#include <type_traits>
 
 #include "data/dataset.h"
 #include "data/sampler.h"
@@ -39,6 +55,10 @@ namespace lockstep::data {
 class DataLoaderOptions {
  public:
   explicit DataLoaderOptions(int64_t batch_size) : batch_size_(batch_size) {}
+  DataLoaderOptions() = default;  // batch_size 1, as libtorch's
+
+  // libtorch's setter spelling: DataLoaderOptions().batch_size(64).workers(2).
+  DataLoaderOptions batch_size(int64_t b) const { auto o = *this; o.batch_size_ = b; return o; }
 
   // Background loading threads; 0 loads on the caller's thread. Default 0.
   DataLoaderOptions workers(int64_t n) const { auto o = *this; o.workers_ = n; return o; }
@@ -60,7 +80,7 @@ class DataLoaderOptions {
   int64_t prefetch() const { return prefetch_; }
 
  private:
-  int64_t batch_size_;
+  int64_t batch_size_ = 1;
   int64_t workers_ = 0;
   bool drop_last_ = false;
   bool shuffle_ = false;
@@ -98,10 +118,28 @@ class DataLoader {
 
   // Reads `dataset` in the order of `sampler` (e.g. a DistributedSampler). Both
   // must outlive the loader's iteration; call sampler.set_epoch(e) before each epoch.
+  // An lvalue dataset is borrowed (Note [Who owns the dataset]).
   DataLoader(const Dataset& dataset, DataLoaderOptions options, Sampler& sampler);
   // Uses its own SequentialSampler, or RandomSampler(seed) when options.shuffle(true);
   // the random order changes with every begin() (epoch 0, 1, ...).
   DataLoader(const Dataset& dataset, DataLoaderOptions options);
+  // Shared ownership of the dataset.
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options, Sampler& sampler);
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options);
+  // Owned sampler: the loader sets its epoch at each begin() (make_data_loader uses it).
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options,
+             std::unique_ptr<Sampler> sampler);
+  // An rvalue dataset (a temporary, or std::move(ds)) is moved in and owned.
+  template <class D>
+    requires(std::derived_from<D, Dataset> && !std::is_reference_v<D>)
+  DataLoader(D&& dataset, DataLoaderOptions options, Sampler& sampler)
+      : DataLoader(std::shared_ptr<const Dataset>(std::make_shared<const D>(std::move(dataset))),
+                   options, sampler) {}
+  template <class D>
+    requires(std::derived_from<D, Dataset> && !std::is_reference_v<D>)
+  DataLoader(D&& dataset, DataLoaderOptions options)
+      : DataLoader(std::shared_ptr<const Dataset>(std::make_shared<const D>(std::move(dataset))),
+                   options) {}
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -112,13 +150,30 @@ class DataLoader {
 
   int64_t size() const;  // batches per epoch
   const DataLoaderOptions& options() const { return options_; }
+  const Dataset& dataset() const { return *dataset_; }
+  Sampler& sampler() const { return *sampler_; }
 
  private:
-  const Dataset& dataset_;
+  std::shared_ptr<const Dataset> owned_dataset_;  // null when borrowed
+  const Dataset* dataset_;
   DataLoaderOptions options_;
   std::unique_ptr<Sampler> owned_sampler_;
   Sampler* sampler_;
   int64_t epochs_started_ = 0;
 };
+
+// libtorch's spelling: an owning loader (Note [Who owns the dataset]).
+//   auto loader = ls::data::make_data_loader(std::move(ds), DataLoaderOptions().batch_size(64));
+//   for (auto& batch : *loader) { ... }
+template <std::derived_from<Dataset> D>
+std::unique_ptr<DataLoader> make_data_loader(D dataset, DataLoaderOptions options = DataLoaderOptions()) {
+  return std::make_unique<DataLoader>(std::make_shared<const D>(std::move(dataset)), options);
+}
+template <std::derived_from<Dataset> D, std::derived_from<Sampler> S>
+std::unique_ptr<DataLoader> make_data_loader(D dataset, S sampler,
+                                             DataLoaderOptions options = DataLoaderOptions()) {
+  return std::make_unique<DataLoader>(std::make_shared<const D>(std::move(dataset)), options,
+                                      std::unique_ptr<Sampler>(std::make_unique<S>(std::move(sampler))));
+}
 
 }  // namespace lockstep::data

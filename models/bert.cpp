@@ -17,7 +17,8 @@ BertEncoder::BertEncoder(const BertConfig& c) {
 
 Tensor BertEncoder::forward(const Tensor& x, const Tensor& key_padding_mask) {
   Tensor h = x;
-  for (const auto& layer : *layers) h = layer->forward(h, key_padding_mask);
+  const nn::AttentionMasks masks = nn::AttentionMasks().key_padding_mask(key_padding_mask);
+  for (const auto& layer : *layers) h = layer->forward(h, masks);  // named: B may equal T
   return h;
 }
 

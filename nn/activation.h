@@ -1,5 +1,7 @@
-// nn/activation.h — ReLU and GELU as modules (no parameters), for Sequential.
-// GELU is the exact erf form, PyTorch's default (approximate = "none").
+// nn/activation.h — ReLU, GELU, LeakyReLU, Sigmoid and Tanh as modules (no
+// parameters), for Sequential. GELU is the exact erf form, PyTorch's default
+// (approximate = "none"). LeakyReLU(slope) is x where x > 0, else slope * x
+// (its gradient at 0 is slope, as PyTorch's).
 // Read before: nn/unary_module.h. Read next: nn/pooling.h.
 #pragma once
 
@@ -15,6 +17,28 @@ struct ReLU : UnaryModule {
 struct GELU : UnaryModule {
   std::string type_name() const override { return "GELU"; }
   Tensor forward(const Tensor& input) override { return input.gelu(); }
+};
+
+// x where x > 0, else negative_slope * x (torch.nn.functional.leaky_relu).
+inline Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01) {
+  return where(x.gt(0.0), x, x * negative_slope);
+}
+
+struct LeakyReLU : UnaryModule {
+  explicit LeakyReLU(double negative_slope = 0.01) : negative_slope(negative_slope) {}
+  std::string type_name() const override { return "LeakyReLU"; }
+  Tensor forward(const Tensor& input) override { return leaky_relu(input, negative_slope); }
+  double negative_slope;
+};
+
+struct Sigmoid : UnaryModule {
+  std::string type_name() const override { return "Sigmoid"; }
+  Tensor forward(const Tensor& input) override { return input.sigmoid(); }
+};
+
+struct Tanh : UnaryModule {
+  std::string type_name() const override { return "Tanh"; }
+  Tensor forward(const Tensor& input) override { return input.tanh(); }
 };
 
 }  // namespace lockstep::nn

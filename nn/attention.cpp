@@ -30,26 +30,77 @@ MultiheadAttention::MultiheadAttention(int64_t embed_dim, int64_t num_heads, dou
 }
 
 namespace {
-// The (B, 1, 1, T) additive mask: -inf where a bool mask is true, or a float mask as is.
-Tensor additive_mask(const Tensor& mask, int64_t B, int64_t T, ScalarType dtype) {
-  LS_CHECK(mask.dim() == 2 && mask.size(0) == B && mask.size(1) == T,
-           "MultiheadAttention.forward: key_padding_mask must be (B, T) = [", B, ", ", T,
-           "] but got ", mask.shape_str());
-  Tensor m = mask.reshape({B, 1, 1, T});
-  if (mask.dtype() == kBool) {
+constexpr const char* kOp = "MultiheadAttention.forward";
+
+// A bool mask (true = hidden) as -inf / 0 of `dtype`, or a floating mask as is.
+Tensor additive(const Tensor& m, ScalarType dtype, const char* what) {
+  if (m.dtype() == kBool) {
     const double inf = std::numeric_limits<double>::infinity();
     return where(m, scalar_tensor(-inf, dtype), scalar_tensor(0.0, dtype));
   }
-  LS_CHECK(mask.is_floating_point(), "MultiheadAttention.forward: key_padding_mask must be bool "
-           "(true = ignore) or floating (added to the scores) but got ", mask.dtype());
+  LS_CHECK(m.is_floating_point(), kOp, ": ", what, " must be bool (true = ignore) or floating "
+           "(added to the scores) but got ", m.dtype());
   return m.detach().to(dtype);
+}
+
+// The (B, 1, 1, T) additive key padding mask.
+Tensor padding_scores(const Tensor& mask, int64_t B, int64_t T, ScalarType dtype) {
+  LS_CHECK(mask.dim() == 2 && mask.size(0) == B && mask.size(1) == T, kOp,
+           ": key_padding_mask must be (B, T) = [", B, ", ", T, "] but got ", mask.shape_str());
+  return additive(mask.reshape({B, 1, 1, T}), dtype, "key_padding_mask");
+}
+
+// The (1, 1, T, T) or (B, H, T, T) additive attention mask.
+Tensor attn_scores(const Tensor& mask, int64_t B, int64_t H, int64_t T, ScalarType dtype) {
+  if (mask.dim() == 2 && mask.size(0) == T && mask.size(1) == T) {
+    return additive(mask.reshape({1, 1, T, T}), dtype, "attn_mask");
+  }
+  LS_CHECK(mask.dim() == 3 && mask.size(0) == B * H && mask.size(1) == T && mask.size(2) == T, kOp,
+           ": attn_mask must be (T, T) = [", T, ", ", T, "] or (B * num_heads, T, T) = [", B * H,
+           ", ", T, ", ", T, "] but got ", mask.shape_str());
+  return additive(mask.reshape({B, H, T, T}), dtype, "attn_mask");
+}
+
+// (1, 1, T, T): 0 where key <= query, -inf above the diagonal.
+Tensor causal_scores(int64_t T, ScalarType dtype, Device device) {
+  const TensorOptions opts = TensorOptions().dtype(kInt64).device(device);
+  const Tensor key = arange(T, opts).reshape({1, T}), query = arange(T, opts).reshape({T, 1});
+  const Tensor above = key.gt(query);  // (T, T) bool: the future
+  return additive(above.reshape({1, 1, T, T}), dtype, "is_causal");
 }
 }  // namespace
 
-Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& key_padding_mask) {
+AttentionMasks AttentionMasks::from_positional(const Tensor& mask, int64_t B, int64_t T,
+                                               const char* op) {
+  if (!mask.defined()) return AttentionMasks();
+  LS_CHECK(mask.dim() == 2, op, ": a positional mask must be 2-d, (B, T) key padding or (T, T) "
+           "attention mask, but got ", mask.shape_str(), "; pass a (B * num_heads, T, T) mask as "
+           "ls::nn::AttentionMasks().attn_mask(m)");
+  const bool padding = mask.size(0) == B && mask.size(1) == T;
+  const bool square = mask.size(0) == T && mask.size(1) == T;
+  LS_CHECK(!(padding && square), op, ": the mask is ", mask.shape_str(), " and the batch size "
+           "equals the sequence length (B = T = ", T, "), so it could be a (B, T) key padding "
+           "mask or a (T, T) attention mask (e.g. causal); say which: forward(x, "
+           "ls::nn::AttentionMasks().key_padding_mask(mask)) or forward(x, "
+           "ls::nn::AttentionMasks().attn_mask(mask)) (or .is_causal(true) for a causal mask)");
+  if (padding) return AttentionMasks().key_padding_mask(mask);
+  LS_CHECK(square, op, ": a positional mask must be (B, T) = [", B, ", ", T, "] (key padding) or "
+           "(T, T) = [", T, ", ", T, "] (attention mask) but got ", mask.shape_str());
+  return AttentionMasks().attn_mask(mask);
+}
+
+Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& mask) {
+  LS_CHECK(x.defined() && x.dim() == 3, kOp, ": expected x (B, T, ", embed_dim, ") but got ",
+           x.defined() ? x.shape_str() : "an undefined tensor");
+  return forward(x, AttentionMasks::from_positional(mask, x.size(0), x.size(1), kOp));
+}
+
+Tensor MultiheadAttention::forward(const Tensor& x, const AttentionMasks& masks) {
   LS_CHECK(x.defined() && x.dim() == 3 && x.size(2) == embed_dim, "MultiheadAttention(",
            embed_dim, ", ", num_heads, ").forward: expected x (B, T, ", embed_dim, ") but got ",
            x.defined() ? x.shape_str() : "an undefined tensor");
+  LS_CHECK(!(masks.is_causal() && masks.attn_mask().defined()), kOp, ": give either attn_mask or "
+           "is_causal(true), not both (a causal attn_mask already says it)");
   const int64_t B = x.size(0), T = x.size(1), E = embed_dim, H = num_heads, D = head_dim;
 
   Tensor qkv = linear(x, in_proj_weight, in_proj_bias);  // (B, T, 3E)
@@ -61,7 +112,10 @@ Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& key_padding_ma
   Tensor v = split_heads(2);
 
   Tensor scores = matmul(q, k.transpose(2, 3));  // (B, H, T, T)
-  if (key_padding_mask.defined()) scores = scores + additive_mask(key_padding_mask, B, T, x.dtype());
+  const ScalarType dt = x.dtype();
+  if (masks.key_padding_mask().defined()) scores = scores + padding_scores(masks.key_padding_mask(), B, T, dt);
+  if (masks.attn_mask().defined()) scores = scores + attn_scores(masks.attn_mask(), B, H, T, dt);
+  if (masks.is_causal()) scores = scores + causal_scores(T, dt, x.device());
   Tensor attn = lockstep::dropout(scores.softmax(-1), dropout, is_training());  // (B, H, T, T)
   Tensor out = matmul(attn, v);                                      // (B, H, T, D)
   out = out.transpose(1, 2).reshape({B, T, E});                      // (B, T, E)

@@ -16,17 +16,14 @@
 namespace lockstep::nn {
 
 // Fluent options like libtorch's: each setter returns *this, each getter has the
-// setter's name without arguments.
-class Conv2dOptions {
+// setter's name without arguments. The fields Conv2d and ConvTranspose2d share
+// live in ConvOptionsBase; `Self` is the options class, so a chain of setters
+// keeps its type (ConvTranspose2dOptions(...).stride(2).output_padding(1)).
+// The values: getters only.
+class ConvOptionsValues {
  public:
-  Conv2dOptions(int64_t in_channels, int64_t out_channels, ExpandingArray<2> kernel_size)
+  ConvOptionsValues(int64_t in_channels, int64_t out_channels, ExpandingArray<2> kernel_size)
       : in_channels_(in_channels), out_channels_(out_channels), kernel_size_(kernel_size) {}
-
-  Conv2dOptions& stride(ExpandingArray<2> v) { stride_ = v; return *this; }
-  Conv2dOptions& padding(ExpandingArray<2> v) { padding_ = v; return *this; }
-  Conv2dOptions& dilation(ExpandingArray<2> v) { dilation_ = v; return *this; }
-  Conv2dOptions& groups(int64_t v) { groups_ = v; return *this; }
-  Conv2dOptions& bias(bool v) { bias_ = v; return *this; }
 
   int64_t in_channels() const { return in_channels_; }
   int64_t out_channels() const { return out_channels_; }
@@ -37,7 +34,7 @@ class Conv2dOptions {
   int64_t groups() const { return groups_; }
   bool bias() const { return bias_; }
 
- private:
+ protected:
   int64_t in_channels_, out_channels_;
   ExpandingArray<2> kernel_size_;
   ExpandingArray<2> stride_ = 1;
@@ -46,6 +43,40 @@ class Conv2dOptions {
   int64_t groups_ = 1;
   bool bias_ = true;
 };
+
+// The setters, returning the options class `Self`.
+template <class Self>
+class ConvOptionsBase : public ConvOptionsValues {
+ public:
+  using ConvOptionsValues::ConvOptionsValues;
+  using ConvOptionsValues::bias;
+  using ConvOptionsValues::dilation;
+  using ConvOptionsValues::groups;
+  using ConvOptionsValues::padding;
+  using ConvOptionsValues::stride;
+
+  Self& stride(ExpandingArray<2> v) { stride_ = v; return self(); }
+  Self& padding(ExpandingArray<2> v) { padding_ = v; return self(); }
+  Self& dilation(ExpandingArray<2> v) { dilation_ = v; return self(); }
+  Self& groups(int64_t v) { groups_ = v; return self(); }
+  Self& bias(bool v) { bias_ = v; return self(); }
+
+ private:
+  Self& self() { return static_cast<Self&>(*this); }
+};
+
+class Conv2dOptions : public ConvOptionsBase<Conv2dOptions> {
+ public:
+  using ConvOptionsBase::ConvOptionsBase;
+};
+
+namespace detail {
+// The checks and PyTorch's initialisation both convolution layers share
+// (`name` in messages): registers weight of `weight_shape` and, when
+// options.bias(), bias (out). See Note [Kaiming init of Linear and Conv] in nn/init.h.
+void init_conv_parameters(Module& m, const char* name, const ConvOptionsValues& options,
+                          const IntList& weight_shape, Tensor& weight, Tensor& bias);
+}  // namespace detail
 
 struct Conv2d : UnaryModule {
   explicit Conv2d(const Conv2dOptions& options);

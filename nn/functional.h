@@ -4,15 +4,29 @@
 // Read before: core/nn_ops.h. Read next: nn/linear.h and the other layers.
 #pragma once
 
+#include "core/conv_transpose.h"
+#include "core/losses.h"
 #include "core/nn_ops.h"
 #include "core/tensor.h"
+#include "core/tensor_functions.h"
 
 namespace lockstep::nn::functional {
 
-inline Tensor relu(const Tensor& x) { return x.relu(); }
-inline Tensor gelu(const Tensor& x) { return x.gelu(); }
-inline Tensor softmax(const Tensor& x, int64_t dim) { return x.softmax(dim); }
-inline Tensor log_softmax(const Tensor& x, int64_t dim) { return x.log_softmax(dim); }
+// The same functions as ls::relu, ... (core/tensor_functions.h), not copies:
+// an unqualified call that finds both is not ambiguous.
+using lockstep::gelu;
+using lockstep::log_softmax;
+using lockstep::max_pool2d;
+using lockstep::relu;
+using lockstep::sigmoid;
+using lockstep::softmax;
+using lockstep::tanh;
+// The losses of core/losses.h, with reduction (ls::kNone, ls::kSum, ls::kMean).
+using lockstep::binary_cross_entropy;
+using lockstep::binary_cross_entropy_with_logits;
+using lockstep::nll_loss;
+using lockstep::smooth_l1_loss;
+using lockstep::conv_transpose2d;
 inline Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor()) {
   return lockstep::linear(x, weight, bias);
 }

@@ -5,6 +5,7 @@
 //   mlp->push_back(std::make_shared<ls::nn::ReLU>());         // named "1" (its index)
 //   mlp->push_back("fc2", std::make_shared<ls::nn::Linear>(128, 10));
 //   ls::Tensor y = mlp->forward(x);
+//   auto net = std::make_shared<ls::nn::Sequential>(fc1, relu, fc2);  // named "0", "1", "2"
 //
 // Children are registered as submodules under their names, so parameters get
 // dotted names like "fc1.weight" or "0.weight" (torch.nn.Sequential's). Any
@@ -26,6 +27,11 @@ struct Sequential : UnaryModule {
   Sequential() = default;
   // Sequential({a, b, c}): children named "0", "1", "2".
   Sequential(std::initializer_list<std::shared_ptr<UnaryModule>> modules);
+  // libtorch's variadic form: Sequential(a, b, c), the same names.
+  template <class... M>
+    requires(sizeof...(M) >= 1 && (std::is_base_of_v<UnaryModule, M> && ...))
+  explicit Sequential(std::shared_ptr<M>... modules)
+      : Sequential({std::shared_ptr<UnaryModule>(std::move(modules))...}) {}
 
   std::string type_name() const override { return "Sequential"; }
   Tensor forward(const Tensor& input) override;  // children in order

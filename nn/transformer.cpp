@@ -21,8 +21,15 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
   dropout2 = register_module("dropout2", std::make_shared<Dropout>(dropout_p));
 }
 
-Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_padding_mask) {
-  Tensor h = norm1->forward(x + dropout1->forward(self_attn->forward(x, key_padding_mask)));
+Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& mask) {
+  LS_CHECK(x.defined() && x.dim() == 3, "TransformerEncoderLayer.forward: expected x (B, T, d_model) "
+           "but got ", x.defined() ? x.shape_str() : "an undefined tensor");
+  return forward(x, AttentionMasks::from_positional(mask, x.size(0), x.size(1),
+                                                    "TransformerEncoderLayer.forward"));
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& x, const AttentionMasks& masks) {
+  Tensor h = norm1->forward(x + dropout1->forward(self_attn->forward(x, masks)));
   Tensor f = linear1->forward(h);  // (B, T, ffn)
   f = activation == "gelu" ? f.gelu() : f.relu();
   f = linear2->forward(dropout->forward(f));  // (B, T, d_model)

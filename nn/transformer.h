@@ -1,7 +1,7 @@
 // nn/transformer.h — TransformerEncoderLayer: self-attention + feed-forward,
 // post-norm like BERT and torch.nn.TransformerEncoderLayer(norm_first=False),
 // batch-first (B, T, d_model):
-//   x = norm1(x + dropout1(self_attn(x, key_padding_mask)))
+//   x = norm1(x + dropout1(self_attn(x, masks)))
 //   x = norm2(x + dropout2(linear2(dropout(activation(linear1(x))))))
 // Children in PyTorch's order and names: self_attn, linear1, dropout, linear2,
 // norm1, norm2, dropout1, dropout2 — so parameter names match
@@ -26,8 +26,10 @@ struct TransformerEncoderLayer : Module {
                           double layer_norm_eps = 1e-5);
 
   std::string type_name() const override { return "TransformerEncoderLayer"; }
-  // (B, T, d_model), optional bool (B, T) mask (true = padding) -> (B, T, d_model)
-  Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor());
+  // (B, T, d_model) -> (B, T, d_model); the masks as MultiheadAttention's
+  // (Note [Attention masks] in nn/attention.h: a positional mask is told by shape).
+  Tensor forward(const Tensor& x, const Tensor& mask = Tensor());
+  Tensor forward(const Tensor& x, const AttentionMasks& masks);
 
   std::string activation;
   std::shared_ptr<MultiheadAttention> self_attn;

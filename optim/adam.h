@@ -17,6 +17,8 @@
 // Read before: optim/optimizer.h, optim/sgd.h. Read next: optim/lr_scheduler.h.
 #pragma once
 
+#include <tuple>
+
 #include "optim/optimizer.h"
 
 namespace lockstep::optim {
@@ -36,6 +38,8 @@ class AdamOptionsBase {
     beta2_ = beta2;
     return self();
   }
+  // libtorch's spelling: AdamOptions(1e-3).betas({0.9, 0.999}) or betas(std::make_tuple(...)).
+  Self& betas(const std::tuple<double, double>& b) { return betas(std::get<0>(b), std::get<1>(b)); }
   Self& eps(double v) {
     eps_ = v;
     return self();

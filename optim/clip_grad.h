@@ -25,3 +25,8 @@ namespace lockstep::optim {
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, double norm_type = 2.0);
 
 }  // namespace lockstep::optim
+
+// libtorch's spelling: ls::nn::utils::clip_grad_norm_(net->parameters(), 1.0).
+namespace lockstep::nn::utils {
+using optim::clip_grad_norm_;
+}  // namespace lockstep::nn::utils

@@ -121,6 +121,7 @@ namespace {
 const std::string kGroups = "param_groups.";
 const std::string kState = "state.";
 const std::string kNumParams = "param_groups.num_params";
+const std::string kInitialLr = "param_groups.initial_lr";
 
 double scalar_of(const OptimizerState& state, const std::string& key, const std::string& op) {
   auto it = state.find(key);
@@ -152,6 +153,7 @@ OptimizerState Optimizer::state_dict() const {
   }
   out[kNumParams] =
       scalar_tensor(static_cast<double>(params_.size()), TensorOptions().dtype(kInt64));
+  if (initial_lr_) out[kInitialLr] = scalar_tensor(*initial_lr_, TensorOptions().dtype(kFloat64));
   for (size_t i = 0; i < state_.size(); ++i) {
     const ParamState& s = state_[i];
     if (s.step == 0) continue;
@@ -175,6 +177,8 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
     values[name] = scalar_of(state, kGroups + name, op);
   }
   const double count = scalar_of(state, kNumParams, op);
+  std::optional<double> loaded_initial_lr;
+  if (state.count(kInitialLr)) loaded_initial_lr = scalar_of(state, kInitialLr, op);
   LS_CHECK(count == static_cast<double>(params_.size()), op, ": '", kNumParams,
            "' says the state was saved for ", count, " parameters but this optimizer has ",
            params_.size());
@@ -191,7 +195,7 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
     std::vector<bool> present(params_.size(), false);
     for (const auto& [key, value] : state) {
       if (key.rfind(kGroups, 0) == 0) {
-        LS_CHECK(key == kNumParams || values.count(key.substr(kGroups.size())), op,
+        LS_CHECK(key == kNumParams || key == kInitialLr || values.count(key.substr(kGroups.size())), op,
                  ": unexpected key '", key, "'; ", name_, " has no such hyper-parameter");
         continue;
       }
@@ -234,6 +238,7 @@ void Optimizer::load_state_dict(const OptimizerState& state) {
     }
     // 3. Everything checked: commit.
     state_ = std::move(loaded);
+    if (loaded_initial_lr) initial_lr_ = loaded_initial_lr;
   } catch (...) {
     set_hyperparameters(previous);
     throw;

@@ -32,7 +32,10 @@
 // Parameters are named by their index in the list given to the constructor
 // (as in PyTorch); a parameter that has never been stepped has no "state.i.*".
 // load_state_dict() checks everything before changing anything and throws an
-// ls::Error naming the offending key. Both are virtual: a wrapper with its own
+// ls::Error naming the offending key. "param_groups.initial_lr" (0-d float64)
+// is there once a scheduler has recorded the lr its schedule starts from
+// (Note [Resuming a schedule] in optim/lr_scheduler.h); a state without it
+// loads and leaves initial_lr unset. Both are virtual: a wrapper with its own
 // layout (distributed/zero/zero_redundancy_optimizer.h) replaces them.
 //
 // § Note [Stepping a subset]
@@ -64,6 +67,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -98,6 +102,11 @@ class Optimizer {
   // The learning rate; schedulers (optim/lr_scheduler.h) call set_lr before each step.
   virtual double lr() const = 0;
   virtual void set_lr(double lr) = 0;
+
+  // The lr a schedule starts from, recorded by the first scheduler built on this
+  // optimizer and saved in the state dict (PyTorch's param_groups[0]["initial_lr"]).
+  std::optional<double> initial_lr() const { return initial_lr_; }
+  void set_initial_lr(double lr) { initial_lr_ = lr; }
 
   const std::vector<Tensor>& parameters() const { return params_; }
   const std::string& name() const { return name_; }
@@ -139,6 +148,7 @@ class Optimizer {
   std::vector<Tensor> params_;
   std::vector<ParamState> state_;  // one per parameter, same order
   std::string name_;
+  std::optional<double> initial_lr_;
   const std::vector<bool>* step_mask_ = nullptr;  // set during step_subset
   int64_t chunk_numel_ = 0;                        // Note [Stepping in chunks]
   StepChunkFn chunk_fn_;

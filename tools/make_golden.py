@@ -272,6 +272,36 @@ def layer_cases():
     total += case("loss_mse", nn.Module, lambda: {"input": r(3, 4), "target": r(3, 4)},
                   "F.mse_loss(input (3, 4), target (3, 4)), mean reduction; both require grad",
                   forward=lambda m, xs: F.mse_loss(xs["input"], xs["target"]))
+
+    # Issue 41's layers and losses.
+    def group_norm():
+        gn = nn.GroupNorm(2, 4)
+        with torch.no_grad():  # non-trivial affine parameters
+            gn.weight.copy_(1 + 0.3 * torch.randn(4))
+            gn.bias.copy_(0.3 * torch.randn(4))
+        return gn
+    total += case("nn_group_norm", group_norm, lambda: {"x": 2 * r(2, 4, 3, 3) + 0.5},
+                  "nn.GroupNorm(2, 4) with random affine parameters, x (2, 4, 3, 3)")
+    total += case("nn_conv_transpose2d",
+                  lambda: nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2),
+                  lambda: {"x": r(2, 4, 4, 5)},
+                  "nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2), x (2, 4, 4, 5)")
+    total += case("nn_leaky_relu", lambda: nn.LeakyReLU(0.1), lambda: {"x": r(3, 7)}, "nn.LeakyReLU(0.1), x (3, 7)")
+    total += case("loss_nll", nn.Module,
+                  lambda: {"log_probs": F.log_softmax(2 * r(6, 5), 1), "target": torch.tensor([1, -100, 4, 0, 2, 4])},
+                  "F.nll_loss(log_probs (6, 5), target (6,)), mean over the 5 targets not ignored",
+                  forward=lambda m, xs: F.nll_loss(xs["log_probs"], xs["target"]))
+    total += case("loss_binary_cross_entropy", nn.Module,
+                  lambda: {"input": torch.sigmoid(2 * r(3, 4)), "target": torch.rand(3, 4)},
+                  "F.binary_cross_entropy(input (3, 4) in (0, 1), target (3, 4), reduction='sum')",
+                  forward=lambda m, xs: F.binary_cross_entropy(xs["input"], xs["target"], reduction="sum"))
+    total += case("loss_binary_cross_entropy_with_logits", nn.Module,
+                  lambda: {"input": 3 * r(3, 4), "target": torch.rand(3, 4)},
+                  "F.binary_cross_entropy_with_logits(input (3, 4), target (3, 4)), mean; both require grad",
+                  forward=lambda m, xs: F.binary_cross_entropy_with_logits(xs["input"], xs["target"]))
+    total += case("loss_smooth_l1", nn.Module, lambda: {"input": 2 * r(3, 4), "target": r(3, 4)},
+                  "F.smooth_l1_loss(input (3, 4), target (3, 4), reduction='none', beta=0.5)",
+                  forward=lambda m, xs: F.smooth_l1_loss(xs["input"], xs["target"], reduction="none", beta=0.5))
     return total
 
 

@@ -286,20 +286,29 @@ Tensor operator/(const Tensor& a, const Tensor& b) {
 }
 
 // ---- tensor (op) scalar ----
+// See Note [Scalar type promotion] in core/tensor.h. The scalar_* functions take
+// the scalar's value as it is; the operators on double are the floating
+// scalar's: an integer or bool tensor computes in float32, the default float
+// dtype, whatever the value (arange(4) * 10.0 is float32, as in PyTorch), while
+// detail::integer_scalar_op keeps an integer tensor's dtype (bool -> int64).
 
-Tensor operator+(const Tensor& a, double b) {
+namespace {
+
+Tensor as_float_operand(const Tensor& a) {
+  return a.defined() && !a.is_floating_point() ? a.to(kFloat32) : a;
+}
+
+Tensor scalar_add(const Tensor& a, double b) {
   profiler::Scope prof("add");
   return record_scalar<AddScalarBackward>(native::binary_scalar(BinaryOp::Add, a, b), a);
 }
 
-Tensor operator-(const Tensor& a, double b) {
+Tensor scalar_sub(const Tensor& a, double b) {
   profiler::Scope prof("sub");
   return record_scalar<AddScalarBackward>(native::binary_scalar(BinaryOp::Sub, a, b), a);
 }
 
-Tensor operator*(const Tensor& a, double b) { return mul_scalar(a, b); }
-
-Tensor operator/(const Tensor& a, double b) {
+Tensor scalar_div(const Tensor& a, double b) {
   profiler::Scope prof("div");
   Tensor out = native::binary_scalar(BinaryOp::Div, a, b);
   if (compute_requires_grad({a})) {
@@ -311,21 +320,12 @@ Tensor operator/(const Tensor& a, double b) {
   return out;
 }
 
-// ---- scalar (op) tensor ----
-
-Tensor operator+(double a, const Tensor& b) {
-  profiler::Scope prof("add");
-  return record_scalar<AddScalarBackward>(native::scalar_binary(BinaryOp::Add, a, b), b);
-}
-
-Tensor operator-(double a, const Tensor& b) {
+Tensor scalar_rsub(double a, const Tensor& b) {  // a - b
   profiler::Scope prof("rsub");
   return record_scalar<RsubScalarBackward>(native::scalar_binary(BinaryOp::Sub, a, b), b);
 }
 
-Tensor operator*(double a, const Tensor& b) { return mul_scalar(b, a); }
-
-Tensor operator/(double a, const Tensor& b) {
+Tensor scalar_rdiv(double a, const Tensor& b) {  // a / b
   profiler::Scope prof("div");
   Tensor out = native::scalar_binary(BinaryOp::Div, a, b);
   if (compute_requires_grad({b})) {
@@ -336,6 +336,32 @@ Tensor operator/(double a, const Tensor& b) {
     record(node, {b}, {out});
   }
   return out;
+}
+
+}  // namespace
+
+Tensor operator+(const Tensor& a, double b) { return scalar_add(as_float_operand(a), b); }
+Tensor operator-(const Tensor& a, double b) { return scalar_sub(as_float_operand(a), b); }
+Tensor operator*(const Tensor& a, double b) { return mul_scalar(as_float_operand(a), b); }
+Tensor operator/(const Tensor& a, double b) { return scalar_div(as_float_operand(a), b); }
+Tensor operator+(double a, const Tensor& b) { return scalar_add(as_float_operand(b), a); }
+Tensor operator-(double a, const Tensor& b) { return scalar_rsub(a, as_float_operand(b)); }
+Tensor operator*(double a, const Tensor& b) { return mul_scalar(as_float_operand(b), a); }
+Tensor operator/(double a, const Tensor& b) { return scalar_rdiv(a, as_float_operand(b)); }
+
+Tensor lockstep::detail::integer_scalar_op(lockstep::detail::ScalarOp op, const Tensor& a, int64_t s) {
+  // A whole double: the kernels keep an integer tensor's dtype for it, and
+  // int64 values beyond 2^53 round (PyTorch keeps them exact; rare enough here).
+  const double v = static_cast<double>(s);
+  switch (op) {
+    case lockstep::detail::ScalarOp::Add: return scalar_add(a, v);
+    case lockstep::detail::ScalarOp::Sub: return scalar_sub(a, v);
+    case lockstep::detail::ScalarOp::Mul: return mul_scalar(a, v);
+    case lockstep::detail::ScalarOp::Div: return scalar_div(a, v);  // true division: integers give float32
+    case lockstep::detail::ScalarOp::RSub: return scalar_rsub(v, a);
+    case lockstep::detail::ScalarOp::RDiv: return scalar_rdiv(v, a);
+  }
+  throw Error("integer_scalar_op: unknown op");
 }
 
 Tensor operator-(const Tensor& a) { return a.neg(); }

@@ -1,5 +1,5 @@
 // autograd/functions/unary.cpp — one-input math: neg, relu, gelu, exp, log, tanh,
-// sigmoid, sqrt, rsqrt, abs, pow.
+// sigmoid, sqrt, rsqrt, abs, pow, sin, cos.
 //
 // With y = f(x) and g = dL/dy, each node returns dL/dx = g * f'(x), written with
 // whichever of x ("self") or y ("result") makes f' cheapest:
@@ -14,6 +14,8 @@
 //   RsqrtBackward    y = 1/√x        g * (-1/2) * y^3
 //   AbsBackward      y = |x|         g * sign(x)   (0 at x = 0, like PyTorch)
 //   PowBackward      y = x^p         g * p * x^(p-1)   (0 when p == 0)
+//   SinBackward      y = sin x       g * cos x
+//   CosBackward      y = cos x       -g * sin x
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/reduce.cpp.
 #include "autograd/functions/functions.h"
@@ -122,6 +124,21 @@ struct PowBackward final : UnaryBackward {  // saved = self
   }
 };
 
+struct SinBackward final : UnaryBackward {  // saved = self: d sin(x) = cos(x)
+  std::string name() const override { return "SinBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    return {mul(grads[0], native::unary(UnaryOp::Cos, saved.unpack(name())))};
+  }
+};
+
+struct CosBackward final : UnaryBackward {  // saved = self: d cos(x) = -sin(x)
+  std::string name() const override { return "CosBackward"; }
+  variable_list apply(variable_list&& grads) override {
+    Tensor minus_sin = native::unary(UnaryOp::Neg, native::unary(UnaryOp::Sin, saved.unpack(name())));
+    return {mul(grads[0], minus_sin)};
+  }
+};
+
 enum class Save { Self, Result };
 
 // Runs native::unary(op, x) and records NodeT saving x or the result; `name`
@@ -174,6 +191,9 @@ Tensor Tensor::abs() const { return unary_op<AbsBackward>("abs", UnaryOp::Abs, *
 Tensor Tensor::sigmoid() const {
   return unary_op<SigmoidBackward>("sigmoid", UnaryOp::Sigmoid, *this, Save::Result);
 }
+
+Tensor Tensor::sin() const { return unary_op<SinBackward>("sin", UnaryOp::Sin, *this, Save::Self); }
+Tensor Tensor::cos() const { return unary_op<CosBackward>("cos", UnaryOp::Cos, *this, Save::Self); }
 
 Tensor Tensor::rsqrt() const {
   return unary_op<RsqrtBackward>("rsqrt", UnaryOp::Rsqrt, *this, Save::Result);

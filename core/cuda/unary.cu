@@ -70,6 +70,8 @@ struct FloatingFn {
       case UnaryOp::Sqrt: return sqrt(x);
       case UnaryOp::Rsqrt: return T(1) / sqrt(x);
       case UnaryOp::Erf: return erf(x);
+      case UnaryOp::Sin: return sin(x);
+      case UnaryOp::Cos: return cos(x);
       default: return IntegerSafeFn<T>{op}(x);
     }
   }

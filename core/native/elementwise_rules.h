@@ -77,9 +77,10 @@ inline ScalarType scalar_result_dtype(BinaryOp op, ScalarType a, double s) {
   return a == kBool ? kInt64 : a;
 }
 
-// The dtype `a (op) b` computes in: promoted, and integer division is true division.
+// The dtype `a (op) b` computes in: result_type (Note [Type promotion categories] in
+// core/type_promotion.cpp), and integer division is true division.
 inline ScalarType binary_result_dtype(BinaryOp op, const Tensor& a, const Tensor& b) {
-  ScalarType dtype = promote_types(a.dtype(), b.dtype());
+  ScalarType dtype = result_type(a, b);
   if (op == BinaryOp::Div && is_integral(dtype)) dtype = kFloat32;  // true division
   check_not_bool_sub(op, dtype);
   return dtype;

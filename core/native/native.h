@@ -80,7 +80,7 @@ bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol);
 bool equal(const Tensor& a, const Tensor& b);
 
 // ---- unary math (unary.cpp); float32/float64 except neg/abs/relu ----
-enum class UnaryOp { Neg, Abs, Relu, Gelu, Exp, Log, Tanh, Sigmoid, Sqrt, Rsqrt, Sign, Erf };
+enum class UnaryOp { Neg, Abs, Relu, Gelu, Exp, Log, Tanh, Sigmoid, Sqrt, Rsqrt, Sign, Erf, Sin, Cos };
 const char* unary_op_name(UnaryOp op);
 Tensor unary(UnaryOp op, const Tensor& a);
 Tensor pow_scalar(const Tensor& a, double exponent);

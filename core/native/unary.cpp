@@ -2,7 +2,7 @@
 // helpers of relu and gelu.
 //
 // neg, abs, relu and sign work on every computing dtype; the transcendental
-// ops (gelu, exp, log, tanh, sigmoid, sqrt, rsqrt, erf) and pow need
+// ops (gelu, exp, log, tanh, sigmoid, sqrt, rsqrt, erf, sin, cos) and pow need
 // float32/float64 and say so otherwise. Each op is one element function run
 // through map_elements (core/native/elementwise_loop.h); the result is a new
 // contiguous tensor of the input's shape and dtype.
@@ -90,6 +90,8 @@ void with_floating_fn(UnaryOp op, Body&& body) {
     case UnaryOp::Sqrt: return body([](T x) { return std::sqrt(x); });
     case UnaryOp::Rsqrt: return body([](T x) { return T(1) / std::sqrt(x); });
     case UnaryOp::Erf: return body([](T x) { return erf_simd(x); });
+    case UnaryOp::Sin: return body([](T x) { return std::sin(x); });
+    case UnaryOp::Cos: return body([](T x) { return std::cos(x); });
     default: return with_integer_safe_fn<T>(op, body);
   }
 }
@@ -161,6 +163,8 @@ const char* unary_op_name(UnaryOp op) {
     case UnaryOp::Rsqrt: return "rsqrt";
     case UnaryOp::Sign: return "sign";
     case UnaryOp::Erf: return "erf";
+    case UnaryOp::Sin: return "sin";
+    case UnaryOp::Cos: return "cos";
   }
   return "unary";
 }

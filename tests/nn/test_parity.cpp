@@ -1,4 +1,4 @@
-// tests/nn/test_parity.cpp — every layer and loss against PyTorch 1.13.
+// tests/nn/test_parity.cpp — every layer and loss against PyTorch (1.13; the issue-41 cases 2.15).
 //
 // Each case loads tests/golden/<case>.safetensors (written by tools/make_golden.py),
 // copies PyTorch's state_dict into the lockstep module with load_state_dict (so the
@@ -207,6 +207,37 @@ TEST_CASE("parity: mse_loss differentiates both input and target") {
     ls::nn::Module none;
     check_case("loss_mse", none, dtype, [](const Inputs& in) {
       return ls::nn::functional::mse_loss(in.at("input"), in.at("target"));
+    });
+  }
+}
+
+TEST_CASE("parity: GroupNorm, ConvTranspose2d and LeakyReLU (issue 41's layers)") {
+  for (ls::ScalarType dtype : kDtypes) {
+    ls::nn::GroupNorm gn(2, 4);
+    check_case("nn_group_norm", gn, dtype, [&](const Inputs& in) { return gn.forward(in.at("x")); });
+    ls::nn::ConvTranspose2d up(
+        ls::nn::ConvTranspose2dOptions(4, 6, 3).stride(2).padding(1).output_padding(1).groups(2));
+    check_case("nn_conv_transpose2d", up, dtype, [&](const Inputs& in) { return up.forward(in.at("x")); });
+    ls::nn::LeakyReLU leaky(0.1);
+    check_case("nn_leaky_relu", leaky, dtype, [&](const Inputs& in) { return leaky.forward(in.at("x")); });
+  }
+}
+
+TEST_CASE("parity: nll_loss, binary_cross_entropy(_with_logits), smooth_l1_loss with reductions") {
+  namespace F = ls::nn::functional;
+  for (ls::ScalarType dtype : kDtypes) {
+    ls::nn::Module none;
+    check_case("loss_nll", none, dtype, [](const Inputs& in) {
+      return F::nll_loss(in.at("log_probs"), in.at("target"));
+    });
+    check_case("loss_binary_cross_entropy", none, dtype, [](const Inputs& in) {
+      return F::binary_cross_entropy(in.at("input"), in.at("target"), ls::kSum);
+    });
+    check_case("loss_binary_cross_entropy_with_logits", none, dtype, [](const Inputs& in) {
+      return F::binary_cross_entropy_with_logits(in.at("input"), in.at("target"));
+    });
+    check_case("loss_smooth_l1", none, dtype, [](const Inputs& in) {
+      return F::smooth_l1_loss(in.at("input"), in.at("target"), ls::kNone, 0.5);
     });
   }
 }
