@@ -14,7 +14,7 @@
 // Under bf16 autocast each computes in float32 and returns float32, as PyTorch's
 // autocast lists them (Note [Autocast policy] in core/autocast.h).
 // Defined in autograd/functions/loss_extra.cpp.
-// Read before: core/nn_ops.h. Read next: nn/loss.h (the loss modules).
+// Read before: core/nn_ops.h. Read next: nn/functional.h (the losses as libtorch spells them).
 #pragma once
 
 #include "core/tensor.h"

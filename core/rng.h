@@ -24,7 +24,7 @@ class Generator {
   double normal();          // standard normal
   std::mutex& mutex() { return mutex_; }  // held by factories while drawing a tensor
 
-  // Note [Generator state]
+  // § Note [Generator state]
   // The whole state (the Mersenne Twister's 312 words and position, and the
   // Box-Muller spare) as text, so that a checkpoint can hold it: a Generator
   // given set_state(g.get_state()) draws exactly the numbers g draws next.

@@ -229,7 +229,7 @@ Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& a);
 
-// Note [Scalar type promotion]
+// § Note [Scalar type promotion]
 // A C++ scalar keeps its category, as a Python number does in PyTorch: a floating
 // scalar (double, float) is a "float" operand and an integral one (int, int64_t,
 // bool...) an "integer" one, whatever its value. The overloads on double above

@@ -1,6 +1,6 @@
 // core/type_promotion.cpp — result_type: PyTorch's type promotion of two tensors.
 //
-// Note [Type promotion categories]
+// § Note [Type promotion categories]
 // Dtypes fall in categories ranked bool < integer < floating. promote_types
 // (core/dtype.h) is the lattice: the wider type of the higher category wins.
 // result_type refines it the way PyTorch does for operands that carry no size:

@@ -23,7 +23,7 @@
 // early with break, the iterator's destruction stops the threads and joins them
 // (a thread busy with a batch finishes that one batch first).
 //
-// Note [Who owns the dataset]
+// § Note [Who owns the dataset]
 // A loader reads its dataset on every epoch, so the dataset must live as long
 // as the loader. Given an lvalue (`DataLoader loader(train, ...)`) the loader
 // borrows it: `train` must outlive the loader, as a range-for's container must.

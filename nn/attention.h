@@ -18,7 +18,7 @@
 // zero weight; a query whose keys are all masked gets NaN, as in PyTorch.
 // Unlike PyTorch, forward returns only the output, not the attention weights.
 //
-// Note [Attention masks]
+// § Note [Attention masks]
 // Two masks mean different things: a key padding mask (B, T) hides keys per
 // example (padding), an attention mask (T, T) — or (B * H, T, T), one per head —
 // hides keys per query (a causal mask hides the future); is_causal builds the

@@ -17,7 +17,7 @@
 // warmup), so the first warmup step runs at lr 0 as there.
 // The scheduler keeps a reference to the optimizer, which must outlive it.
 //
-// Note [Resuming a schedule]
+// § Note [Resuming a schedule]
 // As in PyTorch, the schedule's base_lr is the optimizer's initial_lr: the
 // first scheduler built on an optimizer records the optimizer's lr there
 // (Optimizer::set_initial_lr), and the optimizer's state dict saves it. So a

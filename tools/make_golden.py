@@ -273,7 +273,7 @@ def layer_cases():
                   "F.mse_loss(input (3, 4), target (3, 4)), mean reduction; both require grad",
                   forward=lambda m, xs: F.mse_loss(xs["input"], xs["target"]))
 
-    # Issue 41's layers and losses.
+    # The layers and losses a libtorch user's programs need.
     def group_norm():
         gn = nn.GroupNorm(2, 4)
         with torch.no_grad():  # non-trivial affine parameters

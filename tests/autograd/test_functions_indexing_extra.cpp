@@ -1,5 +1,5 @@
 // tests/autograd/test_functions_indexing_extra.cpp — libtorch's spellings added
-// for issue 41: gather, scatter, masked_fill, tril, triu, slice, operator[],
+// for the libtorch frontend: gather, scatter, masked_fill, tril, triu, slice, operator[],
 // sin, cos (values by hand, as torch computes them; gradchecks), new_zeros and
 // friends, uniform_ / normal_, const in-place ops on p.grad(), untyped item(),
 // kCPU, and the free functions of core/tensor_functions.h.

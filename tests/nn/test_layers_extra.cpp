@@ -1,4 +1,4 @@
-// tests/nn/test_layers_extra.cpp — the layers added for issue 41: LeakyReLU,
+// tests/nn/test_layers_extra.cpp — the layers added for libtorch users: LeakyReLU,
 // Sigmoid, Tanh, Dropout2d, Functional, GroupNorm, ConvTranspose2d: values
 // against loop references written here, gradchecks, shapes and messages.
 #include <doctest/doctest.h>

@@ -211,7 +211,7 @@ TEST_CASE("parity: mse_loss differentiates both input and target") {
   }
 }
 
-TEST_CASE("parity: GroupNorm, ConvTranspose2d and LeakyReLU (issue 41's layers)") {
+TEST_CASE("parity: GroupNorm, ConvTranspose2d and LeakyReLU") {
   for (ls::ScalarType dtype : kDtypes) {
     ls::nn::GroupNorm gn(2, 4);
     check_case("nn_group_norm", gn, dtype, [&](const Inputs& in) { return gn.forward(in.at("x")); });
