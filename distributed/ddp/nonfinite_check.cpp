@@ -13,22 +13,15 @@ namespace lockstep::distributed::detail {
 namespace {
 
 // Exponent bits all ones: NaN or +-Inf. Integer compares, so the loop vectorises.
-int64_t count_float32(const float* p, int64_t n) {
+// Bits is the float's same-sized unsigned integer, `exponent` its exponent mask.
+template <typename Float, typename Bits, Bits exponent>
+int64_t count_non_finite_bits(const Float* p, int64_t n) {
+  static_assert(sizeof(Float) == sizeof(Bits));
   int64_t count = 0;
   for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, p + i, 4);
-    count += (bits & 0x7f800000u) == 0x7f800000u;
-  }
-  return count;
-}
-
-int64_t count_float64(const double* p, int64_t n) {
-  int64_t count = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t bits;
-    std::memcpy(&bits, p + i, 8);
-    count += (bits & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
+    Bits bits;
+    std::memcpy(&bits, p + i, sizeof(Bits));
+    count += (bits & exponent) == exponent;
   }
   return count;
 }
@@ -48,9 +41,13 @@ const char* policy_name(NonFinitePolicy p) {
 int64_t count_non_finite(const Tensor& original) {
   if (!original.defined() || !is_floating_point(original.dtype())) return 0;
   Tensor t = original.device().is_cpu() ? original.contiguous() : original.to(Device::cpu()).contiguous();
-  if (t.dtype() == kFloat64) return count_float64(static_cast<const double*>(t.raw_data()), t.numel());
+  if (t.dtype() == kFloat64) {
+    return count_non_finite_bits<double, uint64_t, 0x7ff0000000000000ull>(static_cast<const double*>(t.raw_data()),
+                                                                         t.numel());
+  }
   if (t.dtype() != kFloat32) t = t.to(kFloat32);  // half, bfloat16: Inf and NaN survive the cast
-  return count_float32(static_cast<const float*>(t.raw_data()), t.numel());
+  return count_non_finite_bits<float, uint32_t, 0x7f800000u>(static_cast<const float*>(t.raw_data()),
+                                                             t.numel());
 }
 
 NonFinitePolicy non_finite_policy(NonFinitePolicy option) {

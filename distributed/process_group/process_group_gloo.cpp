@@ -250,6 +250,7 @@ std::shared_ptr<Work> ProcessGroupGloo::enqueue(Pending pending, bool collective
                                               pending.on_shm ? " (gloo, shared memory, rank " : " (gloo, rank ",
                                               rank_, ")");
   pending.timeout = timeout();
+  if (collective && shm_ != nullptr && !pending.on_shm) check_in_shared_memory_first(pending);
   if (collective) post_fingerprint(pending);
   auto work = std::make_shared<Work>(pending.description);
   detail::WorkQueue& queue = pending.on_shm ? *shm_queue_ : *queue_;
@@ -317,12 +318,30 @@ std::shared_ptr<Work> ProcessGroupGloo::enqueue(std::vector<Pending> parts, std:
   return work;
 }
 
+// With shared memory, a collective that moves its data over TCP (reduce,
+// reduce_scatter, barrier) runs on the shared-memory worker too, after one
+// fingerprint step there: every collective of the group is then checked in the
+// same order and place, so one rank's barrier against another's broadcast is a
+// mismatch error, not a timeout (Note [Shared memory on one host]).
+void ProcessGroupGloo::check_in_shared_memory_first(Pending& p) {
+  p.on_shm = true;
+  p.body = [this, body = std::move(p.body), f = p.fingerprint](uint32_t tag, std::chrono::milliseconds timeout) {
+    on_shm(tag, f, [&](const detail::Fingerprint& fp) { shm_->check(fp, timeout); });
+    return body(tag, timeout);
+  };
+}
+
 // Called under issue_mutex_, on the caller's thread: starts this collective's
 // fingerprint exchange when it is checked — every collective by default, the
 // first one always (Note [Collective fingerprints]). The decision depends only
 // on the sequence number and the options, so all ranks agree on it.
+// A collective that runs in shared memory carries its fingerprint in every chunk
+// it writes there, compared before any of its data is read (Note [Shared memory
+// on one host]), so it posts none after the first: the check costs no message,
+// and a dead or silent peer is named by the shared-memory wait.
 void ProcessGroupGloo::post_fingerprint(Pending& p) {
   if (size_ == 1 || !(p.fingerprint.seq == 0 || options_.check_every_collective)) return;
+  if (p.on_shm && p.fingerprint.seq != 0) return;
   p.exchange = std::make_shared<gloo_detail::FingerprintExchange>(context_, p.fingerprint);
 }
 

@@ -144,6 +144,7 @@ class ProcessGroupGloo : public ProcessGroup {
   std::shared_ptr<Work> enqueue(Pending pending, bool collective = true);
   std::shared_ptr<Work> enqueue(std::vector<Pending> parts, std::vector<Tensor> result);
   void post_fingerprint(Pending& pending);  // at issue, under issue_mutex_
+  void check_in_shared_memory_first(Pending& pending);  // at issue, with shm_
   // On the worker threads:
   std::vector<Tensor> run(const Pending& pending);  // check_before_running, then execute
   void check_before_running(const Pending& pending);  // the one check entry point

@@ -263,7 +263,8 @@ std::shared_ptr<Work> ProcessGroupGloo::barrier() {
   Pending p;
   p.fingerprint = detail::make_fingerprint(0, CollectiveKind::BARRIER);
   p.body = [this](uint32_t tag, std::chrono::milliseconds timeout) {
-    if (size_ > 1) {
+    // With shared memory the fingerprint step before it (check_in_shared_memory_first) is the barrier.
+    if (size_ > 1 && shm_ == nullptr) {
       gloo::BarrierOptions opts(context_);
       opts.setTag(tag);
       opts.setTimeout(timeout);

@@ -209,6 +209,7 @@ void ShmChannel::allreduce(void* data, int64_t numel, ScalarType dtype, ReduceOp
   const size_t es = element_size(dtype);
   const int64_t chunk = static_cast<int64_t>(slot_bytes_ / es);
   auto* bytes = static_cast<uint8_t*>(data);
+  if (numel == 0) return check(fingerprint, timeout);
   for (int64_t off = 0, k = 0; off < numel; off += chunk, ++k) {
     const int64_t n = std::min(chunk, numel - off);  // elements in this chunk
     Step step(*this, fingerprint, k, timeout);
@@ -237,8 +238,15 @@ void ShmChannel::allreduce(void* data, int64_t numel, ScalarType dtype, ReduceOp
   }
 }
 
+void ShmChannel::check(const Fingerprint& fingerprint, std::chrono::milliseconds timeout) {
+  Step step(*this, fingerprint, 0, timeout);
+  step.arrive();
+  step.post(Phase::LEFT);
+}
+
 void ShmChannel::broadcast(void* data, size_t bytes, int root, const Fingerprint& fingerprint,
                            std::chrono::milliseconds timeout) {
+  if (bytes == 0) return check(fingerprint, timeout);
   auto* p = static_cast<uint8_t*>(data);
   for (size_t off = 0, k = 0; off < bytes; off += slot_bytes_, ++k) {
     const size_t n = std::min(slot_bytes_, bytes - off);
@@ -253,6 +261,7 @@ void ShmChannel::broadcast(void* data, size_t bytes, int root, const Fingerprint
 void ShmChannel::allgather(const void* input, const std::vector<void*>& outputs, size_t bytes,
                            const Fingerprint& fingerprint, std::chrono::milliseconds timeout) {
   const auto* in = static_cast<const uint8_t*>(input);
+  if (bytes == 0) return check(fingerprint, timeout);
   for (size_t off = 0, k = 0; off < bytes; off += slot_bytes_, ++k) {
     const size_t n = std::min(slot_bytes_, bytes - off);
     Step step(*this, fingerprint, static_cast<int64_t>(k), timeout);

@@ -108,6 +108,12 @@ class ShmChannel {
   // outputs[q] (bytes each) receives rank q's `input`.
   void allgather(const void* input, const std::vector<void*>& outputs, size_t bytes,
                  const Fingerprint& fingerprint, std::chrono::milliseconds timeout);
+  // One step that moves no data: every rank publishes `fingerprint`, waits for
+  // all the others' and compares them. It is the barrier, the check of a
+  // collective that moves nothing here (an empty tensor), and the check that
+  // runs before a collective that goes over TCP while the group has shared
+  // memory (reduce, reduce_scatter), so every collective is checked in one place.
+  void check(const Fingerprint& fingerprint, std::chrono::milliseconds timeout);
 
   const std::string& segment_name() const { return segment_.name(); }
   size_t slot_bytes() const { return slot_bytes_; }
