@@ -2,9 +2,10 @@
 # bench/compare_ddp.sh — DDP on one machine, ours (bench_ddp) vs PyTorch (bench/torch/ddp.py).
 #
 # Runs 2 ranks of each, ALTERNATELY, ROUNDS times (the one that goes first swaps every
-# round), in three modes each: local (no communication: the compute-only baseline), flat
+# round), in three modes each (ours in four): local (no communication: the compute-only baseline), flat
 # (one AllReduce of every gradient after backward: nothing overlapped) and ddp (bucketed
-# AllReduce overlapped with backward). Same model, batch per rank, threads per rank, Gloo
+# AllReduce overlapped with backward); ours also in no-overlap (the same buckets, every one
+# launched when backward ends: DDPOptions().overlap(false); PyTorch has no such switch). Same model, batch per rank, threads per rank, Gloo
 # over loopback, timed iterations after one warm-up. AMP=bf16 runs both under autocast
 # (bench_ddp --amp bf16; ddp.py --amp bf16, i.e. torch.autocast + channels_last). Prints
 # each run, then per framework the medians over rounds: local, flat and ddp ms per
@@ -63,7 +64,9 @@ for ((r = 1; r <= rounds; ++r)); do
   sides=(ours theirs)
   ((r % 2 == 0)) && sides=(theirs ours)
   for side in "${sides[@]}"; do
-    for mode in local flat ddp; do
+    modes=(local flat ddp)
+    [[ $side == ours ]] && modes=(local flat no-overlap ddp)
+    for mode in "${modes[@]}"; do
       ms=$($side "$mode")
       echo "round $r $side $mode iter_ms=$ms"
       echo "$side $mode $ms" >>"$out/rows"
@@ -77,13 +80,18 @@ rows = [l.split() for l in open(sys.argv[1])]
 med = {(s, m): statistics.median(float(v) for s2, m2, v in rows if (s2, m2) == (s, m))
        for s in ("ours", "theirs") for m in ("local", "flat", "ddp")}
 print("# medians over rounds, ms per iteration")
-print("%-9s %8s %8s %8s %10s %7s" % ("", "local", "flat", "ddp", "ddp/local", "hidden"))
+print("%-9s %8s %8s %8s %8s %10s %7s" % ("", "local", "flat", "no-ovl", "ddp", "ddp/local", "hidden"))
 summary = {"bench": "compare_ddp", "summary": True, "model": sys.argv[2], "batch": int(sys.argv[3]),
            "world": 2, "amp": sys.argv[4]}
 for side, name in (("ours", "lockstep"), ("theirs", "pytorch")):
     l, f, d = med[(side, "local")], med[(side, "flat")], med[(side, "ddp")]
     hidden = (f - d) / (f - l) if f > l else float("nan")
-    print("%-9s %8.0f %8.0f %8.0f %10.3f %6.0f%%" % (name, l, f, d, d / l, 100 * hidden))
+    n = [float(v) for s2, m2, v in rows if (s2, m2) == (side, "no-overlap")]
+    no = statistics.median(n) if n else float("nan")
+    print("%-9s %8.0f %8.0f %8s %8.0f %10.3f %6.0f%%" % (name, l, f, "%.0f" % no if n else "-", d, d / l,
+                                                         100 * hidden))
+    if n:
+        summary[name + "_no_overlap_ms"] = no
     summary.update({name + "_local_ms": l, name + "_flat_ms": f, name + "_ddp_ms": d,
                     name + "_ddp_over_local": round(d / l, 3), name + "_hidden": round(hidden, 3)})
 summary["ddp_ratio"] = round(med[("ours", "ddp")] / med[("theirs", "ddp")], 3)

@@ -4,10 +4,13 @@
 // § Note [Shared-memory rendezvous]
 // 1. Every rank publishes its host identity in the group's store (under
 //    "shm/"): the hostname, the kernel's boot id, the device number of the
-//    /dev/shm file system and the PID namespace. Equal identities mean the
-//    ranks see the same /dev/shm (so the same segment) and each other's PIDs
-//    (so a peer's death can be noticed, Note [Shared-memory waiting]). If any
-//    differs, every rank returns null at once and the group stays on Gloo.
+//    /dev/shm file system, the PID namespace and the network namespace. Equal
+//    identities mean the ranks see the same /dev/shm (so the same segment) and
+//    each other's PIDs (so a peer's death can be noticed, Note [Shared-memory
+//    waiting]). The network namespace is there because ranks put in namespaces
+//    of their own were put there to talk through a network (containers, or
+//    bench/hosts.sh's simulated hosts): they keep it. If any part differs,
+//    every rank returns null at once and the group stays on Gloo.
 // 2. Rank 0 creates the segment under a name no job used before
 //    ("/lockstep-<pid>-<64 random bits>", created with O_EXCL) and publishes
 //    the name and slot size; the others map it. Each rank publishes "ok" or
@@ -41,17 +44,23 @@ std::string read_first_line(const std::string& path) {
   return line;
 }
 
-// Equal on two processes exactly when they share a /dev/shm and a PID namespace.
+// The namespace a /proc/self/ns link names, e.g. "pid:[4026531836]"; "?" if unreadable.
+std::string namespace_of(const char* link) {
+  char target[64] = {0};
+  const ssize_t n = readlink(link, target, sizeof(target) - 1);
+  return n > 0 ? std::string(target, n) : std::string("?");
+}
+
+// Equal on two processes exactly when they share a /dev/shm, a PID namespace and a
+// network namespace.
 std::string host_identity() {
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
   struct stat shm {};
   const bool has_shm = stat("/dev/shm", &shm) == 0;
-  char pid_ns[64] = {0};
-  const ssize_t n = readlink("/proc/self/ns/pid", pid_ns, sizeof(pid_ns) - 1);
   return lockstep::detail::str(host, "|", read_first_line("/proc/sys/kernel/random/boot_id"), "|",
                                has_shm ? static_cast<long long>(shm.st_dev) : -1LL, "|",
-                               n > 0 ? std::string(pid_ns, n) : std::string("?"));
+                               namespace_of("/proc/self/ns/pid"), "|", namespace_of("/proc/self/ns/net"));
 }
 
 Bytes to_bytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
