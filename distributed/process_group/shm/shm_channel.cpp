@@ -212,27 +212,34 @@ void ShmChannel::allreduce(void* data, int64_t numel, ScalarType dtype, ReduceOp
   if (numel == 0) return check(fingerprint, timeout);
   for (int64_t off = 0, k = 0; off < numel; off += chunk, ++k) {
     const int64_t n = std::min(chunk, numel - off);  // elements in this chunk
-    Step step(*this, fingerprint, k, timeout);
-    std::memcpy(step.slot(rank_), bytes + off * es, n * es);
-    step.arrive();
+    uint8_t* in = bytes + off * es;                  // this chunk of the tensor
     // Rank q's share: elements [q * per, (q + 1) * per) of the chunk, whole cache lines.
     const int64_t line = static_cast<int64_t>(kShmCacheLine / es);
     const int64_t per = (n + size_ * line - 1) / (size_ * line) * line;
     auto share = [&](int q) { return std::pair<int64_t, int64_t>{std::min(n, q * per), std::min(n, (q + 1) * per)}; };
     const auto [lo, hi] = share(rank_);
+    Step step(*this, fingerprint, k, timeout);
+    // Copy in every share but this rank's own: only rank q reads share q of
+    // the slots, and this rank reads its own share straight from the tensor.
+    std::memcpy(step.slot(rank_), in, lo * es);
+    std::memcpy(step.slot(rank_) + hi * es, in + hi * es, (n - hi) * es);
+    step.arrive();
     if (hi > lo) {
-      // Only this rank reads share `rank_` of the other slots, so the partial
-      // results build up in rank 0's slot (x0 op x1, then op x2, ...) and the
-      // last step writes into this rank's slot, whose x_rank it reads first.
-      auto at = [&](int q) { return step.slot(q) + lo * es; };
-      for (int q = 1; q < size_; ++q) reduce(q == size_ - 1 ? at(rank_) : at(0), at(0), at(q), hi - lo);
-      if (op == ReduceOp::AVG) divide_in_place(at(rank_), dtype, hi - lo, size_);
+      // x_q of this share: rank q's slot, or the tensor itself for q == rank_.
+      // The result builds up in this rank's own slot (((x0 op x1) op x2) ...),
+      // where the others copy it from, then goes into the tensor.
+      auto x = [&](int q) -> const uint8_t* { return (q == rank_ ? in : step.slot(q)) + lo * es; };
+      uint8_t* result = step.slot(rank_) + lo * es;
+      if (size_ == 1) std::memcpy(result, x(0), (hi - lo) * es);
+      for (int q = 1; q < size_; ++q) reduce(result, q == 1 ? x(0) : result, x(q), hi - lo);
+      if (op == ReduceOp::AVG) divide_in_place(result, dtype, hi - lo, size_);
+      std::memcpy(in + lo * es, result, (hi - lo) * es);
     }
     step.post(Phase::REDUCED);
     step.wait_all(Phase::REDUCED, step.number());
     for (int q = 0; q < size_; ++q) {
       const auto [qlo, qhi] = share(q);
-      if (qhi > qlo) std::memcpy(bytes + (off + qlo) * es, step.slot(q) + qlo * es, (qhi - qlo) * es);
+      if (q != rank_ && qhi > qlo) std::memcpy(in + qlo * es, step.slot(q) + qlo * es, (qhi - qlo) * es);
     }
     step.post(Phase::LEFT);
   }

@@ -17,15 +17,20 @@
 // chunks of at most slot_bytes; chunk number s of the channel's life (its
 // "step", counted on every rank alike) uses slot buffer s % 2 and three
 // counters per rank, each set to s when that rank has finished a phase:
-//   1. arrived: the rank copied its chunk into its own slot;
+//   1. arrived: the rank copied its chunk into its own slot, all but its own
+//      share (below), which no other rank reads;
 //   2. reduced: once all ranks arrived, rank r reduced its share, the r-th of
-//      N equal parts of the chunk, over all ranks' slots in rank order
-//      (((x0 op x1) op x2) ...; partial results in rank 0's slot, which no
-//      other rank reads there), the result in its own slot (AVG divides there
-//      too) — the reduce-scatter, so every core reduces 1/N of the data;
-//   3. left: once all ranks reduced, the rank copied every part q from rank q's
-//      slot into its tensor — the all-gather — and will not read this buffer
-//      again.
+//      N equal parts of the chunk, over all ranks' data in rank order
+//      (((x0 op x1) op x2) ...; x_r read from its own tensor, the others from
+//      their slots), the result built up in its own slot's share (AVG divides
+//      there too) and copied into its tensor — the reduce-scatter, so every
+//      core reduces 1/N of the data;
+//   3. left: once all ranks reduced, the rank copied every other part q from
+//      rank q's slot into its tensor — the all-gather — and will not read this
+//      buffer again.
+// Skipping the own share saves memory traffic: with 2 ranks each rank reads
+// and writes 9 half-chunks per chunk instead of 11 (one of the 9 a read of
+// the result it has just written, from its cache).
 // Before writing buffer s % 2 again at step s + 2 a rank waits until every
 // rank has left step s. Two buffers let a fast rank copy in its next chunk
 // while a slow one still reads the previous. Each element is reduced once, by
