@@ -9,9 +9,12 @@
 #include <doctest/doctest.h>
 
 #include <signal.h>
+#include <sched.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -291,4 +294,44 @@ TEST_CASE("shm: ranks whose host identities differ stay on Gloo, LOCKSTEP_SHM=0 
     CHECK_MESSAGE(contains(msg, "LOCKSTEP_SHM='yes'"), msg);
     unsetenv("LOCKSTEP_SHM");
   }, 60s);
+}
+
+// The identity a child process computes, after unsharing its network namespace if asked
+// (as root, or through a new user namespace where unprivileged ones are allowed).
+static std::string identity_in_child(bool own_network, std::string* error) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    close(fds[0]);
+    std::string out;
+    if (own_network && unshare(CLONE_NEWNET) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) {
+      out = std::string("!unshare: ") + std::strerror(errno);
+    } else {
+      out = dist::detail::shm_host_identity();
+    }
+    (void)!write(fds[1], out.data(), out.size());
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string got;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) got.append(buf, n);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (got.rfind("!", 0) == 0) *error = got.substr(1);
+  return got;
+}
+
+TEST_CASE("shm: processes in different network namespaces (containers, bench/hosts.sh) do not share the segment") {
+  const std::string mine = dist::detail::shm_host_identity();
+  std::string error;
+  CHECK(identity_in_child(false, &error) == mine);
+  const std::string other = identity_in_child(true, &error);
+  INFO("a new network namespace needs root or unprivileged user namespaces");
+  REQUIRE_MESSAGE(error.empty(), error);
+  CHECK(other != mine);
+  CHECK(mine.find("net:[") != std::string::npos);
 }

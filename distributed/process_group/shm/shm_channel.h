@@ -93,6 +93,10 @@ class ShmFailure : public Error {
   using Error::Error;
 };
 
+// What connect compares across ranks (Note [Shared-memory rendezvous]): the
+// hostname, boot id, /dev/shm device, PID and network namespaces of the caller.
+std::string shm_host_identity();
+
 class ShmChannel {
  public:
   // The rendezvous (shm_rendezvous.cpp), called by every rank of the group at

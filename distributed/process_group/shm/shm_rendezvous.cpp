@@ -51,18 +51,6 @@ std::string namespace_of(const char* link) {
   return n > 0 ? std::string(target, n) : std::string("?");
 }
 
-// Equal on two processes exactly when they share a /dev/shm, a PID namespace and a
-// network namespace.
-std::string host_identity() {
-  char host[256] = {0};
-  gethostname(host, sizeof(host) - 1);
-  struct stat shm {};
-  const bool has_shm = stat("/dev/shm", &shm) == 0;
-  return lockstep::detail::str(host, "|", read_first_line("/proc/sys/kernel/random/boot_id"), "|",
-                               has_shm ? static_cast<long long>(shm.st_dev) : -1LL, "|",
-                               namespace_of("/proc/self/ns/pid"), "|", namespace_of("/proc/self/ns/net"));
-}
-
 Bytes to_bytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
 std::string to_string(const Bytes& b) { return std::string(b.begin(), b.end()); }
 
@@ -98,6 +86,18 @@ ShmSegment open_segment(const std::string& name, int size, size_t slot_bytes) {
 
 }  // namespace
 
+// Equal on two processes exactly when they share a /dev/shm, a PID namespace and a
+// network namespace.
+std::string shm_host_identity() {
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  struct stat shm {};
+  const bool has_shm = stat("/dev/shm", &shm) == 0;
+  return lockstep::detail::str(host, "|", read_first_line("/proc/sys/kernel/random/boot_id"), "|",
+                               has_shm ? static_cast<long long>(shm.st_dev) : -1LL, "|",
+                               namespace_of("/proc/self/ns/pid"), "|", namespace_of("/proc/self/ns/net"));
+}
+
 std::unique_ptr<ShmChannel> ShmChannel::connect(Store& store, int rank, int size, size_t slot_bytes,
                                                 std::chrono::milliseconds timeout, std::string* why_not) {
   why_not->clear();
@@ -108,7 +108,7 @@ std::unique_ptr<ShmChannel> ShmChannel::connect(Store& store, int rank, int size
     mapped.push_back(key("mapped", r));
   }
   // 1. One host?
-  const std::string me = host_identity();
+  const std::string me = shm_host_identity();
   store.set(hosts[rank], to_bytes(me));
   store.wait(hosts, timeout);
   for (int r = 0; r < size; ++r) {
