@@ -20,11 +20,16 @@ TransformerEncoder::TransformerEncoder(const TransformerEncoderOptions& o) : opt
   }
 }
 
+namespace {
+const TransformerEncoderLayerOptions& options_of(const std::shared_ptr<TransformerEncoderLayer>& layer) {
+  LS_CHECK(layer != nullptr, "TransformerEncoder: the encoder layer is null");
+  return layer->options;
+}
+}  // namespace
+
 TransformerEncoder::TransformerEncoder(const std::shared_ptr<TransformerEncoderLayer>& layer,
                                        int64_t num_layers, std::shared_ptr<LayerNorm> norm)
-    : TransformerEncoder(TransformerEncoderOptions(layer ? layer->options : TransformerEncoderLayerOptions(1, 1),
-                                                   num_layers).norm(std::move(norm))) {
-  LS_CHECK(layer != nullptr, "TransformerEncoder: the encoder layer is null");
+    : TransformerEncoder(TransformerEncoderOptions(options_of(layer), num_layers).norm(std::move(norm))) {
   const StateDict state = layer->state_dict();
   for (const auto& copy : *layers) copy->load_state_dict(state);
 }

@@ -8,11 +8,13 @@
 //   Tensor y = encoder->forward(src, ls::nn::AttentionMasks().is_causal(true));
 //
 // Children "layers" (a ModuleList: "layers.0.self_attn.in_proj_weight", ...) and
-// "norm" when given: PyTorch's names. Built from a layer, TransformerEncoder(layer,
-// num_layers) makes num_layers layers with the layer's options and copies its
-// weights into each, as PyTorch's deep copies do (every layer starts equal); the
-// layer itself is not registered. The layout (batch_first or not) is the layers';
-// the input is turned batch-first once for the whole stack.
+// "norm" when given: PyTorch's names. The norm module given is registered as it
+// is, so two encoders built from one options object share it. Built from a
+// layer, TransformerEncoder(layer, num_layers) makes num_layers layers with the
+// layer's options and copies its weights into each, as PyTorch's deep copies do
+// (every layer starts equal); the layer itself is not registered. The layout
+// (batch_first or not) is the layers'; the input is turned batch-first once for
+// the whole stack.
 // Read before: nn/transformer.h, nn/module_list.h. Read next: models/bert.h.
 #pragma once
 

@@ -321,6 +321,14 @@ def layer_cases():
                   lambda: {"x": r(3, 4, 5), "h0": r(2, 3, 6)},
                   "nn.GRU(5, 6, num_layers=2, batch_first=True), x (3, 4, 5), h0 (2, 3, 6); output "
                   "cat(out, h_n) flattened", forward=lambda m, xs: flat(*m(xs["x"], xs["h0"])))
+    total += case("nn_lstm_bidirectional", lambda: nn.LSTM(5, 6, num_layers=2, bidirectional=True),
+                  lambda: {"x": r(4, 3, 5), "h0": r(4, 3, 6), "c0": r(4, 3, 6)},
+                  "nn.LSTM(5, 6, num_layers=2, bidirectional=True), x (4, 3, 5), h0 and c0 (4, 3, 6); "
+                  "output cat(out, h_n, c_n) flattened", forward=lstm_forward)
+    total += case("nn_gru_bidirectional", lambda: nn.GRU(5, 6, batch_first=True, bidirectional=True),
+                  lambda: {"x": r(3, 4, 5)},
+                  "nn.GRU(5, 6, batch_first=True, bidirectional=True), x (3, 4, 5), no h0; output "
+                  "cat(out, h_n) flattened", forward=lambda m, xs: flat(*m(xs["x"])))
     total += case("nn_lstm_cell", lambda: nn.LSTMCell(5, 6), lambda: {"x": r(3, 5), "h": r(3, 6), "c": r(3, 6)},
                   "nn.LSTMCell(5, 6), x (3, 5), (h, c) (3, 6); output cat(h', c') flattened",
                   forward=lambda m, xs: flat(*m(xs["x"], (xs["h"], xs["c"]))))

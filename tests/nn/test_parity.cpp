@@ -272,6 +272,21 @@ TEST_CASE("parity: LSTM and GRU (2 layers, batch_first, with and without states 
   }
 }
 
+TEST_CASE("parity: bidirectional LSTM (2 layers, with states) and GRU (batch_first, no state)") {
+  for (ls::ScalarType dtype : kDtypes) {
+    ls::nn::LSTM lstm(ls::nn::LSTMOptions(5, 6).num_layers(2).bidirectional(true));
+    check_case("nn_lstm_bidirectional", lstm, dtype, [&](const Inputs& in) {
+      auto [out, state] = lstm.forward(in.at("x"), std::make_tuple(in.at("h0"), in.at("c0")));
+      return flat({out, std::get<0>(state), std::get<1>(state)});
+    });
+    ls::nn::GRU gru(ls::nn::GRUOptions(5, 6).batch_first(true).bidirectional(true));
+    check_case("nn_gru_bidirectional", gru, dtype, [&](const Inputs& in) {
+      auto [out, h] = gru.forward(in.at("x"));
+      return flat({out, h});
+    });
+  }
+}
+
 TEST_CASE("parity: LSTMCell and GRUCell") {
   for (ls::ScalarType dtype : kDtypes) {
     ls::nn::LSTMCell lstm(5, 6);

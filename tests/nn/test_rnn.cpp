@@ -12,6 +12,7 @@
 #include "autograd/functions/unbind.h"
 #include "core/autocast.h"
 #include "core/factory.h"
+#include "core/grad_mode.h"
 #include "core/rng.h"
 #include "nn/rnn.h"
 #include "tests/support/errors.h"
@@ -75,6 +76,13 @@ TEST_CASE("rnn: LSTM and GRU have PyTorch's parameter names, shapes and init ran
     CHECK(p.abs().max().item<double>() <= 0.5);
     CHECK(p.abs().max().item<double>() > 0.3);
   }
+  nn::GRU bi(nn::GRUOptions(3, 4).num_layers(2).bidirectional(true));
+  CHECK(names_of(bi) == Names{"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0",
+                              "weight_ih_l0_reverse", "weight_hh_l0_reverse", "bias_ih_l0_reverse",
+                              "bias_hh_l0_reverse", "weight_ih_l1", "weight_hh_l1", "bias_ih_l1",
+                              "bias_hh_l1", "weight_ih_l1_reverse", "weight_hh_l1_reverse",
+                              "bias_ih_l1_reverse", "bias_hh_l1_reverse"});
+  CHECK(bi.layer(1, /*reverse=*/true).w_ih.sizes() == ls::IntList{12, 8});  // reads both directions
   nn::GRU gru(nn::GRUOptions(3, 4).bias(false));
   CHECK(names_of(gru) == Names{"weight_ih_l0", "weight_hh_l0"});
   CHECK(gru.layer(0).w_ih.sizes() == ls::IntList{12, 3});
@@ -131,6 +139,36 @@ TEST_CASE("rnn: LSTM and GRU equal a loop of lstm_cell / gru_cell over layers an
   CHECK(ls::equal(std::get<0>(gru.forward(x)), std::get<0>(gru.forward(x, ls::zeros({L, B, H})))));
 }
 
+TEST_CASE("rnn: a bidirectional layer's reverse half is the forward recurrence on the reversed sequence") {
+  ls::manual_seed(8);
+  const int64_t T = 4, B = 2, I = 3, H = 5;
+  nn::LSTM bi(nn::LSTMOptions(I, H).bidirectional(true));
+  nn::LSTM fwd(I, H), bwd(I, H);
+  const auto copy = [](const nn::RNNWeights& from, nn::LSTM& to) {
+    ls::NoGradGuard no_grad;
+    to.layer(0).w_ih.copy_(from.w_ih);
+    to.layer(0).w_hh.copy_(from.w_hh);
+    to.layer(0).b_ih.copy_(from.b_ih);
+    to.layer(0).b_hh.copy_(from.b_hh);
+  };
+  copy(bi.layer(0), fwd);
+  copy(bi.layer(0, /*reverse=*/true), bwd);
+  ls::Tensor x = ls::randn({T, B, I});
+  std::vector<ls::Tensor> steps = ls::unbind(x, 0);
+  const ls::Tensor reversed = ls::stack(std::vector<ls::Tensor>(steps.rbegin(), steps.rend()), 0);
+  auto [out, state] = bi.forward(x);
+  CHECK(out.sizes() == ls::IntList{T, B, 2 * H});
+  CHECK(std::get<0>(state).sizes() == ls::IntList{2, B, H});
+  auto [fout, fstate] = fwd.forward(x);
+  auto [rout, rstate] = bwd.forward(reversed);
+  CHECK(ls::allclose(out.narrow(2, 0, H), fout, 1e-6, 1e-7));
+  for (int64_t t = 0; t < T; ++t) {
+    CHECK(ls::allclose(out.select(0, t).narrow(1, H, H), rout.select(0, T - 1 - t), 1e-6, 1e-7));
+  }
+  CHECK(ls::allclose(std::get<0>(state).select(0, 1), std::get<0>(rstate).select(0, 0), 1e-6, 1e-7));
+  CHECK(ls::allclose(std::get<1>(state).select(0, 0), std::get<1>(fstate).select(0, 0), 1e-6, 1e-7));
+}
+
 TEST_CASE("rnn: gradcheck of lstm_cell and gru_cell in every input and weight (float64)") {
   ls::manual_seed(4);
   const int64_t B = 2, I = 3, H = 2;
@@ -147,10 +185,10 @@ TEST_CASE("rnn: gradcheck of lstm_cell and gru_cell in every input and weight (f
                   {randn64({I}), randn64({H}), randn64({3 * H, I}), randn64({3 * H, H})});
 }
 
-TEST_CASE("rnn: gradcheck of 2-layer LSTM and GRU in input and initial states (float64)") {
+TEST_CASE("rnn: gradcheck of 2-layer LSTM and bidirectional GRU in input and initial states (float64)") {
   ls::manual_seed(5);
   auto lstm = std::make_shared<nn::LSTM>(nn::LSTMOptions(3, 2).num_layers(2).batch_first(true));
-  auto gru = std::make_shared<nn::GRU>(nn::GRUOptions(3, 2).num_layers(2));
+  auto gru = std::make_shared<nn::GRU>(nn::GRUOptions(3, 2).num_layers(2).bidirectional(true));
   lstm->to(ls::kFloat64);
   gru->to(ls::kFloat64);
   CHECK_GRADCHECK([&](const Inputs& v) {
@@ -160,7 +198,7 @@ TEST_CASE("rnn: gradcheck of 2-layer LSTM and GRU in input and initial states (f
   CHECK_GRADCHECK([&](const Inputs& v) {
     auto [out, h] = gru->forward(v[0], v[1]);
     return flat({out, h});
-  }, {randn64({3, 2, 3}), randn64({2, 2, 2})});
+  }, {randn64({3, 2, 3}), randn64({4, 2, 2})});
 }
 
 TEST_CASE("rnn: dropout acts between layers while training only, never after the last layer") {
@@ -208,7 +246,7 @@ TEST_CASE("rnn: misuse gets a message naming the layer, the expected shape or dt
   CHECK(contains(error_of([&] { lstm.forward(x, std::make_tuple(ls::zeros({2, 5, 4}), ls::zeros({2, 2, 4}))); }),
                  "batch_first does not apply to the states"));
   CHECK(contains(error_of([&] { lstm.forward(x, std::make_tuple(ls::zeros({2, 2, 4}), ls::zeros({1, 2, 4}))); }),
-                 "expected c0 (num_layers, batch, hidden_size) = [2, 2, 4]"));
+                 "expected c0 (num_layers * num_directions, batch, hidden_size) = [2, 2, 4]"));
   CHECK(contains(error_of([&] { gru.forward(x.to(ls::kFloat64)); }), "the input is float64 but the parameters are float32"));
   CHECK(contains(error_of([&] { gru.forward(ls::randn({0, 2, 3})); }), "no time steps"));
   CHECK(contains(error_of([] { nn::LSTM(nn::LSTMOptions(3, 4).num_layers(0)); }), "must be positive"));
