@@ -25,6 +25,7 @@
 #include "autograd/accumulate_grad.h"
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
+#include "autograd/functions/unbind.h"
 #include "autograd/graph_traversal.h"
 #include "autograd/node.h"
 

@@ -22,6 +22,10 @@
 //   cross_entropy, mse_loss, nll_loss,    float32                  float32
 //     binary_cross_entropy(_with_logits),
 //     smooth_l1_loss (core/losses.h)
+//   lstm_cell, gru_cell, LSTM, GRU        GEMMs bfloat16, gates    float32 (the
+//     (nn/rnn_cell.h)                     and states float32       parameters' dtype)
+//   TransformerEncoder(Layer)             the rows of its ops: linear, matmul, softmax,
+//                                         layer_norm, gelu/relu, dropout, add
 //   everything else (add, mul, relu,      the inputs' own dtypes   promote_types of the
 //     gelu, dropout, pooling, views...)   (bf16 computes in fp32   inputs: bf16 + fp32
 //                                         registers, rounded once) is fp32

@@ -4,36 +4,84 @@
 
 namespace lockstep::nn {
 
+TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOptions& o) : options(o) {
+  LS_CHECK(o.activation() == "gelu" || o.activation() == "relu", "TransformerEncoderLayer: "
+           "activation must be \"gelu\" or \"relu\" but got \"", o.activation(), "\"");
+  LS_CHECK(o.dim_feedforward() > 0, "TransformerEncoderLayer: dim_feedforward must be positive "
+           "but got ", o.dim_feedforward());
+  const int64_t d = o.d_model();
+  self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(d, o.nhead(), o.dropout()));
+  linear1 = register_module("linear1", std::make_shared<Linear>(d, o.dim_feedforward()));
+  dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout()));
+  linear2 = register_module("linear2", std::make_shared<Linear>(o.dim_feedforward(), d));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(d, o.layer_norm_eps()));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(d, o.layer_norm_eps()));
+  dropout1 = register_module("dropout1", std::make_shared<Dropout>(o.dropout()));
+  dropout2 = register_module("dropout2", std::make_shared<Dropout>(o.dropout()));
+}
+
 TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead,
                                                  int64_t dim_feedforward, double dropout_p,
                                                  const std::string& activation,
                                                  double layer_norm_eps)
-    : activation(activation) {
-  LS_CHECK(activation == "gelu" || activation == "relu", "TransformerEncoderLayer: activation "
-           "must be \"gelu\" or \"relu\" but got \"", activation, "\"");
-  self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(d_model, nhead, dropout_p));
-  linear1 = register_module("linear1", std::make_shared<Linear>(d_model, dim_feedforward));
-  dropout = register_module("dropout", std::make_shared<Dropout>(dropout_p));
-  linear2 = register_module("linear2", std::make_shared<Linear>(dim_feedforward, d_model));
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(d_model, layer_norm_eps));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(d_model, layer_norm_eps));
-  dropout1 = register_module("dropout1", std::make_shared<Dropout>(dropout_p));
-  dropout2 = register_module("dropout2", std::make_shared<Dropout>(dropout_p));
+    : TransformerEncoderLayer(TransformerEncoderLayerOptions(d_model, nhead)
+                                  .dim_feedforward(dim_feedforward)
+                                  .dropout(dropout_p)
+                                  .activation(activation)
+                                  .layer_norm_eps(layer_norm_eps)
+                                  .batch_first(true)) {}
+
+AttentionMasks masks_of(const Tensor& src_mask, const Tensor& src_key_padding_mask) {
+  AttentionMasks masks;
+  if (src_mask.defined()) masks = masks.attn_mask(src_mask);
+  if (src_key_padding_mask.defined()) masks = masks.key_padding_mask(src_key_padding_mask);
+  return masks;
 }
 
+void check_src(const Tensor& src, bool batch_first, const char* op) {
+  LS_CHECK(src.defined() && src.dim() == 3, op, ": expected src ",
+           batch_first ? "(B, T, d_model)" : "(T, B, d_model)", " but got ",
+           src.defined() ? src.shape_str() : "an undefined tensor");
+}
+
+AttentionMasks positional_masks(const Tensor& src, const Tensor& mask, bool batch_first, const char* op) {
+  check_src(src, batch_first, op);
+  const Tensor xb = to_batch_first(src, batch_first);
+  return AttentionMasks::from_positional(mask, xb.size(0), xb.size(1), op);
+}
+
+namespace {
+constexpr const char* kOp = "TransformerEncoderLayer.forward";
+}  // namespace
+
 Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& mask) {
-  LS_CHECK(x.defined() && x.dim() == 3, "TransformerEncoderLayer.forward: expected x (B, T, d_model) "
-           "but got ", x.defined() ? x.shape_str() : "an undefined tensor");
-  return forward(x, AttentionMasks::from_positional(mask, x.size(0), x.size(1),
-                                                    "TransformerEncoderLayer.forward"));
+  return forward(x, positional_masks(x, mask, options.batch_first(), kOp));
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& src_mask,
+                                        const Tensor& src_key_padding_mask) {
+  return forward(x, masks_of(src_mask, src_key_padding_mask));
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& x, const AttentionMasks& masks) {
-  Tensor h = norm1->forward(x + dropout1->forward(self_attn->forward(x, masks)));
-  Tensor f = linear1->forward(h);  // (B, T, ffn)
-  f = activation == "gelu" ? f.gelu() : f.relu();
-  f = linear2->forward(dropout->forward(f));  // (B, T, d_model)
-  return norm2->forward(h + dropout2->forward(f));
+  check_src(x, options.batch_first(), kOp);
+  const Tensor y = forward_batch_first(to_batch_first(x, options.batch_first()), masks);
+  return to_batch_first(y, options.batch_first());  // a transpose is its own inverse
+}
+
+Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
+  Tensor f = linear1->forward(x);  // (B, T, ffn)
+  f = options.activation() == "gelu" ? f.gelu() : f.relu();
+  return dropout2->forward(linear2->forward(dropout->forward(f)));  // (B, T, d_model)
+}
+
+Tensor TransformerEncoderLayer::forward_batch_first(const Tensor& x, const AttentionMasks& masks) {
+  if (options.norm_first()) {
+    const Tensor h = x + dropout1->forward(self_attn->forward(norm1->forward(x), masks));
+    return h + feed_forward(norm2->forward(h));
+  }
+  const Tensor h = norm1->forward(x + dropout1->forward(self_attn->forward(x, masks)));
+  return norm2->forward(h + feed_forward(h));
 }
 
 }  // namespace lockstep::nn

@@ -302,6 +302,52 @@ def layer_cases():
     total += case("loss_smooth_l1", nn.Module, lambda: {"input": 2 * r(3, 4), "target": r(3, 4)},
                   "F.smooth_l1_loss(input (3, 4), target (3, 4), reduction='none', beta=0.5)",
                   forward=lambda m, xs: F.smooth_l1_loss(xs["input"], xs["target"], reduction="none", beta=0.5))
+
+    # Recurrent layers: the output and the final states joined into one tensor
+    # (output.flatten(), h_n.flatten()[, c_n.flatten()]), so one backward checks all three.
+    flat = lambda *ts: torch.cat([t.flatten() for t in ts])  # noqa: E731
+
+    def lstm_forward(m, xs):
+        out, (h, c) = m(xs["x"], (xs["h0"], xs["c0"])) if "h0" in xs else m(xs["x"])
+        return flat(out, h, c)
+    total += case("nn_lstm", lambda: nn.LSTM(5, 6, num_layers=2, batch_first=True),
+                  lambda: {"x": r(3, 4, 5), "h0": r(2, 3, 6), "c0": r(2, 3, 6)},
+                  "nn.LSTM(5, 6, num_layers=2, batch_first=True), x (3, 4, 5), h0 and c0 (2, 3, 6); "
+                  "output cat(out, h_n, c_n) flattened", forward=lstm_forward)
+    total += case("nn_lstm_nobias_nohx", lambda: nn.LSTM(5, 6, bias=False), lambda: {"x": r(4, 3, 5)},
+                  "nn.LSTM(5, 6, bias=False), x (4, 3, 5) time-major, no (h0, c0); output cat(out, h_n, c_n) "
+                  "flattened", forward=lstm_forward)
+    total += case("nn_gru", lambda: nn.GRU(5, 6, num_layers=2, batch_first=True),
+                  lambda: {"x": r(3, 4, 5), "h0": r(2, 3, 6)},
+                  "nn.GRU(5, 6, num_layers=2, batch_first=True), x (3, 4, 5), h0 (2, 3, 6); output "
+                  "cat(out, h_n) flattened", forward=lambda m, xs: flat(*m(xs["x"], xs["h0"])))
+    total += case("nn_lstm_bidirectional", lambda: nn.LSTM(5, 6, num_layers=2, bidirectional=True),
+                  lambda: {"x": r(4, 3, 5), "h0": r(4, 3, 6), "c0": r(4, 3, 6)},
+                  "nn.LSTM(5, 6, num_layers=2, bidirectional=True), x (4, 3, 5), h0 and c0 (4, 3, 6); "
+                  "output cat(out, h_n, c_n) flattened", forward=lstm_forward)
+    total += case("nn_gru_bidirectional", lambda: nn.GRU(5, 6, batch_first=True, bidirectional=True),
+                  lambda: {"x": r(3, 4, 5)},
+                  "nn.GRU(5, 6, batch_first=True, bidirectional=True), x (3, 4, 5), no h0; output "
+                  "cat(out, h_n) flattened", forward=lambda m, xs: flat(*m(xs["x"])))
+    total += case("nn_lstm_cell", lambda: nn.LSTMCell(5, 6), lambda: {"x": r(3, 5), "h": r(3, 6), "c": r(3, 6)},
+                  "nn.LSTMCell(5, 6), x (3, 5), (h, c) (3, 6); output cat(h', c') flattened",
+                  forward=lambda m, xs: flat(*m(xs["x"], (xs["h"], xs["c"]))))
+    total += case("nn_gru_cell", lambda: nn.GRUCell(5, 6), lambda: {"x": r(3, 5), "h": r(3, 6)},
+                  "nn.GRUCell(5, 6), x (3, 5), h (3, 6)", forward=lambda m, xs: m(xs["x"], xs["h"]))
+
+    def encoder():
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation="relu", norm_first=True)
+        m = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(8), enable_nested_tensor=False)
+        with torch.no_grad():  # the copies start equal and PyTorch zeroes the attention biases: vary them
+            for p in m.parameters():
+                p.add_(0.1 * torch.randn(p.shape))
+        return m
+    total += case("nn_transformer_encoder", encoder,
+                  lambda: {"x": r(5, 2, 8), "mask": torch.triu(torch.ones(5, 5, dtype=torch.bool), 1)},
+                  "nn.TransformerEncoder(TransformerEncoderLayer(8, 2, 16, dropout=0.0, activation='relu', "
+                  "norm_first=True), 2, norm=LayerNorm(8)), every parameter + 0.1 N(0, 1), x (5, 2, 8) "
+                  "time-major, mask (5, 5) bool causal (true = hidden)",
+                  forward=lambda m, xs: m(xs["x"], mask=xs["mask"]))
     return total
 
 

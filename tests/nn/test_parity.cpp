@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/nn_ops.h"
@@ -238,6 +239,77 @@ TEST_CASE("parity: nll_loss, binary_cross_entropy(_with_logits), smooth_l1_loss 
     });
     check_case("loss_smooth_l1", none, dtype, [](const Inputs& in) {
       return F::smooth_l1_loss(in.at("input"), in.at("target"), ls::kNone, 0.5);
+    });
+  }
+}
+
+namespace {
+// Tensors flattened and joined, as tools/make_golden.py joins a recurrent layer's results.
+ls::Tensor flat(const std::vector<ls::Tensor>& ts) {
+  std::vector<ls::Tensor> parts;
+  for (const auto& t : ts) parts.push_back(t.reshape({-1}));
+  return ls::cat(parts, 0);
+}
+}  // namespace
+
+TEST_CASE("parity: LSTM and GRU (2 layers, batch_first, with and without states and bias)") {
+  for (ls::ScalarType dtype : kDtypes) {
+    ls::nn::LSTM lstm(ls::nn::LSTMOptions(5, 6).num_layers(2).batch_first(true));
+    check_case("nn_lstm", lstm, dtype, [&](const Inputs& in) {
+      auto [out, state] = lstm.forward(in.at("x"), std::make_tuple(in.at("h0"), in.at("c0")));
+      return flat({out, std::get<0>(state), std::get<1>(state)});
+    });
+    ls::nn::LSTM plain(ls::nn::LSTMOptions(5, 6).bias(false));
+    check_case("nn_lstm_nobias_nohx", plain, dtype, [&](const Inputs& in) {
+      auto [out, state] = plain.forward(in.at("x"));
+      return flat({out, std::get<0>(state), std::get<1>(state)});
+    });
+    ls::nn::GRU gru(ls::nn::GRUOptions(5, 6).num_layers(2).batch_first(true));
+    check_case("nn_gru", gru, dtype, [&](const Inputs& in) {
+      auto [out, h] = gru.forward(in.at("x"), in.at("h0"));
+      return flat({out, h});
+    });
+  }
+}
+
+TEST_CASE("parity: bidirectional LSTM (2 layers, with states) and GRU (batch_first, no state)") {
+  for (ls::ScalarType dtype : kDtypes) {
+    ls::nn::LSTM lstm(ls::nn::LSTMOptions(5, 6).num_layers(2).bidirectional(true));
+    check_case("nn_lstm_bidirectional", lstm, dtype, [&](const Inputs& in) {
+      auto [out, state] = lstm.forward(in.at("x"), std::make_tuple(in.at("h0"), in.at("c0")));
+      return flat({out, std::get<0>(state), std::get<1>(state)});
+    });
+    ls::nn::GRU gru(ls::nn::GRUOptions(5, 6).batch_first(true).bidirectional(true));
+    check_case("nn_gru_bidirectional", gru, dtype, [&](const Inputs& in) {
+      auto [out, h] = gru.forward(in.at("x"));
+      return flat({out, h});
+    });
+  }
+}
+
+TEST_CASE("parity: LSTMCell and GRUCell") {
+  for (ls::ScalarType dtype : kDtypes) {
+    ls::nn::LSTMCell lstm(5, 6);
+    check_case("nn_lstm_cell", lstm, dtype, [&](const Inputs& in) {
+      auto [h, c] = lstm.forward(in.at("x"), std::make_tuple(in.at("h"), in.at("c")));
+      return flat({h, c});
+    });
+    ls::nn::GRUCell gru(5, 6);
+    check_case("nn_gru_cell", gru, dtype, [&](const Inputs& in) { return gru.forward(in.at("x"), in.at("h")); });
+  }
+}
+
+TEST_CASE("parity: TransformerEncoder (2 pre-norm relu layers, final norm, time-major, causal)") {
+  for (ls::ScalarType dtype : kDtypes) {
+    auto layer = ls::nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.0).norm_first(true);
+    auto options = ls::nn::TransformerEncoderOptions(layer, 2).norm(std::make_shared<ls::nn::LayerNorm>(8));
+    ls::nn::TransformerEncoder positional(options);
+    check_case("nn_transformer_encoder", positional, dtype,
+               [&](const Inputs& in) { return positional.forward(in.at("x"), in.at("mask")); });
+    ls::nn::TransformerEncoder causal(
+        ls::nn::TransformerEncoderOptions(layer, 2).norm(std::make_shared<ls::nn::LayerNorm>(8)));
+    check_case("nn_transformer_encoder", causal, dtype, [&](const Inputs& in) {
+      return causal.forward(in.at("x"), ls::nn::AttentionMasks().is_causal(true));
     });
   }
 }

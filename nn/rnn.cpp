@@ -1,0 +1,126 @@
+// nn/rnn.cpp — LSTM and GRU: the layout of inputs and states, and the layer loops.
+// Read before: nn/rnn.h.
+#include "nn/rnn.h"
+
+#include "autograd/functions/unbind.h"
+#include "core/autocast.h"
+#include "core/factory.h"
+#include "core/nn_ops.h"
+#include "core/shape.h"
+
+namespace lockstep::nn {
+
+RNNBase::RNNBase(const char* name, int64_t gates, int64_t input_size, int64_t hidden_size,
+                 int64_t num_layers, bool bias, bool batch_first, double dropout, bool bidirectional)
+    : name_(name), input_size_(input_size), hidden_size_(hidden_size), num_layers_(num_layers),
+      directions_(bidirectional ? 2 : 1), batch_first_(batch_first), dropout_(dropout) {
+  LS_CHECK(input_size > 0 && hidden_size > 0 && num_layers > 0, name, ": input_size, hidden_size "
+           "and num_layers must be positive but got ", name, "Options(", input_size, ", ",
+           hidden_size, ").num_layers(", num_layers, ")");
+  LS_CHECK(dropout >= 0.0 && dropout <= 1.0, name, ": dropout must be in [0, 1] but got ", dropout);
+  for (int64_t l = 0; l < num_layers; ++l) {
+    for (int64_t d = 0; d < directions_; ++d) {
+      const std::string suffix = "_l" + std::to_string(l) + (d == 1 ? "_reverse" : "");
+      layers_.push_back(RNNWeights::create(*this, suffix, gates, l == 0 ? input_size : directions_ * hidden_size,
+                                           hidden_size, bias));
+    }
+  }
+}
+
+RNNBase::Sequence RNNBase::to_time_major(const Tensor& input) const {
+  LS_CHECK(input.defined() && (input.dim() == 2 || input.dim() == 3) && input.size(-1) == input_size_,
+           name_, "(", input_size_, ", ", hidden_size_, ").forward: expected input ",
+           batch_first_ ? "(B, T, " : "(T, B, ", input_size_, ") or unbatched (T, ", input_size_,
+           ") but got ", input.defined() ? input.shape_str() : "an undefined tensor");
+  const Tensor& w = layers_[0].w_ih;
+  LS_CHECK(is_autocast_enabled() || input.dtype() == w.dtype(), name_, ".forward: the input is ",
+           input.dtype(), " but the parameters are ", w.dtype(), "; convert one of them "
+           "(module->to(dtype) or input.to(dtype)), or run under ls::AutocastGuard");
+  const bool batched = input.dim() == 3;
+  const Tensor x = !batched ? input.unsqueeze(1) : batch_first_ ? input.transpose(0, 1) : input;
+  LS_CHECK(x.size(0) > 0, name_, ".forward: the input has no time steps (", input.shape_str(), ")");
+  return {x, batched};
+}
+
+Tensor RNNBase::state_or_zeros(const Tensor& state, const Sequence& seq, const char* what) const {
+  const int64_t L = num_layers_ * directions_, B = seq.x.size(1), H = hidden_size_;
+  const Tensor& w = layers_[0].w_ih;
+  if (!state.defined()) return zeros({L, B, H}, TensorOptions().dtype(w.dtype()).device(w.device()));
+  const IntList want = seq.batched ? IntList{L, B, H} : IntList{L, H};
+  LS_CHECK(state.sizes() == want, name_, ".forward: expected ", what, " (num_layers * num_directions, ",
+           seq.batched ? "batch, " : "", "hidden_size) = ", shape_str(want), " but got ",
+           state.shape_str(), seq.batched && batch_first_ ? " (batch_first does not apply to the "
+           "states, as in PyTorch)" : "");
+  LS_CHECK(is_autocast_enabled() || state.dtype() == w.dtype(), name_, ".forward: ", what, " is ",
+           state.dtype(), " but the parameters are ", w.dtype());
+  return (seq.batched ? state : state.unsqueeze(1)).to(w.dtype());
+}
+
+Tensor RNNBase::output_layout(const Tensor& out, const Sequence& seq) const {
+  if (!seq.batched) return out.squeeze(1);
+  return batch_first_ ? out.transpose(0, 1) : out;
+}
+
+Tensor RNNBase::state_layout(const Tensor& state, const Sequence& seq) const {
+  return seq.batched ? state : state.squeeze(1);
+}
+
+Tensor RNNBase::between_layers(const std::vector<Tensor>& outs, int64_t l) const {
+  const Tensor out = outs.size() == 1 ? outs[0] : cat(outs, 2);  // (T, B, D*H)
+  if (l + 1 == num_layers_ || dropout_ == 0.0) return out;
+  return lockstep::dropout(out, dropout_, is_training());
+}
+
+std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(
+    const Tensor& input, const std::optional<std::tuple<Tensor, Tensor>>& hx) {
+  const Sequence seq = to_time_major(input);
+  const Tensor h0 = state_or_zeros(hx ? std::get<0>(*hx) : Tensor(), seq, "h0");
+  const Tensor c0 = state_or_zeros(hx ? std::get<1>(*hx) : Tensor(), seq, "c0");
+  const std::vector<Tensor> h_init = unbind(h0, 0), c_init = unbind(c0, 0);  // L*D x (B, H)
+  std::vector<Tensor> h_n, c_n;
+  Tensor x = seq.x;  // (T, B, I), then (T, B, D*H)
+  for (int64_t l = 0; l < num_layers_; ++l) {
+    std::vector<Tensor> outs;  // per direction, (T, B, H)
+    for (int64_t d = 0; d < directions_; ++d) {
+      const size_t i = static_cast<size_t>(l * directions_ + d);
+      const RNNWeights& w = layers_[i];
+      const ScalarType dt = w.w_ih.dtype();  // Note [Recurrent layers under autocast]
+      const std::vector<Tensor> xg = unbind(linear(x, w.w_ih, w.b_ih).to(dt), 0);  // T x (B, 4H)
+      Tensor h = h_init[i], c = c_init[i];
+      outs.push_back(scan(xg, d == 1, [&](const Tensor& xt) {
+        std::tie(h, c) = lstm_step(xt + linear(h, w.w_hh, w.b_hh).to(dt), c);
+        return h;
+      }));
+      h_n.push_back(h);
+      c_n.push_back(c);
+    }
+    x = between_layers(outs, l);
+  }
+  return {output_layout(x, seq), {state_layout(stack(h_n, 0), seq), state_layout(stack(c_n, 0), seq)}};
+}
+
+std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
+  const Sequence seq = to_time_major(input);
+  const std::vector<Tensor> h_init = unbind(state_or_zeros(hx, seq, "h0"), 0);  // L*D x (B, H)
+  std::vector<Tensor> h_n;
+  Tensor x = seq.x;
+  for (int64_t l = 0; l < num_layers_; ++l) {
+    std::vector<Tensor> outs;
+    for (int64_t d = 0; d < directions_; ++d) {
+      const size_t i = static_cast<size_t>(l * directions_ + d);
+      const RNNWeights& w = layers_[i];
+      const ScalarType dt = w.w_ih.dtype();
+      const std::vector<Tensor> xg = unbind(linear(x, w.w_ih, w.b_ih).to(dt), 0);  // T x (B, 3H)
+      Tensor h = h_init[i];
+      outs.push_back(scan(xg, d == 1, [&](const Tensor& xt) {
+        h = gru_step(xt, linear(h, w.w_hh, w.b_hh).to(dt), h);
+        return h;
+      }));
+      h_n.push_back(h);
+    }
+    x = between_layers(outs, l);
+  }
+  return {output_layout(x, seq), state_layout(stack(h_n, 0), seq)};
+}
+
+}  // namespace lockstep::nn
