@@ -20,6 +20,7 @@ struct Dropout : UnaryModule {
   }
 
   std::string type_name() const override { return "Dropout"; }
+  LS_NOT_A_HOLDER(Dropout)
   Tensor forward(const Tensor& input) override { return dropout(input, p, is_training()); }
 
   double p;
@@ -31,6 +32,7 @@ struct Dropout2d : UnaryModule {
   }
 
   std::string type_name() const override { return "Dropout2d"; }
+  LS_NOT_A_HOLDER(Dropout2d)
   Tensor forward(const Tensor& input) override {
     LS_CHECK(input.defined() && (input.dim() == 3 || input.dim() == 4),
              "Dropout2d.forward: expected (N, C, H, W) or (C, H, W) but got ",

@@ -21,6 +21,7 @@ struct Functional : UnaryModule {
     LS_CHECK(this->fn != nullptr, "Functional: the function is empty");
   }
   std::string type_name() const override { return "Functional"; }
+  LS_NOT_A_HOLDER(Functional)
   Tensor forward(const Tensor& input) override { return fn(input); }
 
   std::function<Tensor(const Tensor&)> fn;

@@ -24,6 +24,7 @@ struct GroupNorm : UnaryModule {
   GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
 
   std::string type_name() const override { return "GroupNorm"; }
+  LS_NOT_A_HOLDER(GroupNorm)
   Tensor forward(const Tensor& input) override;  // (N, C, *) -> (N, C, *)
 
   int64_t num_groups, num_channels;

@@ -1,8 +1,10 @@
-// nn/module.cpp — registration, recursive access, train/eval, to(), zero_grad.
+// nn/module.cpp — registration, recursive access (Note [Shared parameters]), train/eval,
+// to(), zero_grad.
 // Read before: nn/module.h.
 #include "nn/module.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "core/grad_mode.h"
 #include "core/native/native.h"
@@ -49,16 +51,40 @@ void Module::collect(const std::string& prefix, bool recurse, bool want_params,
   for (const auto& [name, child] : children_) child->collect(prefix + name + ".", true, want_params, out);
 }
 
-NamedTensors Module::named_parameters(bool recurse) const {
+// Note [Shared parameters]: a tensor (one TensorImpl) is kept under its first name.
+NamedTensors Module::named(bool recurse, bool want_params, bool remove_duplicate) const {
+  NamedTensors all;
+  collect("", recurse, want_params, all);
+  if (!remove_duplicate) return all;
   NamedTensors out;
-  collect("", recurse, true, out);
+  out.reserve(all.size());
+  std::unordered_set<const TensorImpl*> seen;
+  for (auto& item : all) {
+    if (seen.insert(item.second.impl()).second) out.push_back(std::move(item));
+  }
   return out;
 }
 
-NamedTensors Module::named_buffers(bool recurse) const {
-  NamedTensors out;
-  collect("", recurse, false, out);
-  return out;
+NamedTensors Module::named_parameters(bool recurse, bool remove_duplicate) const {
+  return named(recurse, true, remove_duplicate);
+}
+
+NamedTensors Module::named_buffers(bool recurse, bool remove_duplicate) const {
+  return named(recurse, false, remove_duplicate);
+}
+
+Tensor Module::replace_parameter(const std::string& name, Tensor tensor) {
+  detail::check_defined(tensor, "replace_parameter");
+  auto it = std::find_if(parameters_.begin(), parameters_.end(), [&](const auto& e) { return e.first == name; });
+  LS_CHECK(it != parameters_.end(), type_name(), ".replace_parameter: no parameter '", name,
+           "' in this module; register it first with register_parameter");
+  LS_CHECK(tensor.sizes() == it->second.sizes(), type_name(), ".replace_parameter: '", name, "' has shape ",
+           it->second.shape_str(), " but the replacement has ", tensor.shape_str(),
+           "; a tied weight must have the shape of the one it replaces (transpose it first if needed)");
+  LS_CHECK(tensor.is_leaf(), type_name(), ".replace_parameter: the replacement of '", name,
+           "' must be a leaf tensor, e.g. another module's parameter");
+  it->second = tensor;
+  return tensor;
 }
 
 namespace {
@@ -79,12 +105,11 @@ std::vector<std::shared_ptr<Module>> Module::children() const {
   return out;
 }
 
-std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
-  return children_;
-}
+NamedModules Module::named_children() const { return children_; }
 
-std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out{{"", shared_from_this()}};
+NamedModules Module::named_modules() {
+  NamedModules out;
+  out.emplace_back("", shared_from_this());
   for (const auto& [name, child] : children_) {
     for (auto& [sub, m] : child->named_modules()) {
       out.emplace_back(sub.empty() ? name : name + "." + sub, m);

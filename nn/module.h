@@ -12,28 +12,53 @@
 // in about reverse order during backward (paper, Section 3.2.3). Registering a
 // model's pieces in the order forward uses them keeps that bet good.
 //
-// Modules are held by std::shared_ptr (no holder indirection):
+// Modules are held by std::shared_ptr:
 //   struct Net : ls::nn::Module {
 //     std::shared_ptr<ls::nn::Linear> fc;
 //     Net() { fc = register_module("fc", std::make_shared<ls::nn::Linear>(4, 2)); }
 //     ls::Tensor forward(const ls::Tensor& x) { return fc->forward(x); }
 //   };
+// or, libtorch's way, by a holder that LS_MODULE(Net) declares for a NetImpl
+// (nn/module_holder.h); register_module takes either and returns what it got.
 // forward() is not virtual: each module declares the signature it needs.
 //
-// Read before: autograd/engine.h. Read next: nn/linear.h, nn/state_dict.cpp, nn/serialize.h.
+// § Note [Shared parameters]
+// One tensor may be registered in two modules (tied weights: a language model's
+// embedding and output projection). parameters() and named_parameters() list it
+// once, under the first name met depth-first, as PyTorch does, so an optimizer
+// steps it once and DDP reduces one gradient for it. state_dict() keeps every
+// name (PyTorch's too), so checkpoints load into an untied model. To tie, make
+// the second module's registered parameter the first's tensor:
+//   decoder->weight = decoder->replace_parameter("weight", encoder->weight);
+// Assigning the member alone (decoder->weight = encoder->weight) leaves the old
+// tensor registered: it would be stepped and reduced but never used.
+//
+// Read before: autograd/engine.h. Read next: nn/ordered_dict.h, nn/module_holder.h,
+// nn/linear.h, nn/state_dict.cpp, nn/serialize.h.
 #pragma once
 
+#include <concepts>
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "core/tensor.h"
+#include "nn/ordered_dict.h"
+
+namespace lockstep::detail {
+template <class T>
+inline constexpr bool always_false = false;  // for static_asserts that name a lockstep spelling
+}  // namespace lockstep::detail
 
 namespace lockstep::nn {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+class Module;
+using NamedTensors = OrderedDict<Tensor>;
+using NamedModules = OrderedDict<std::shared_ptr<Module>>;
 // Parameters and buffers by dotted name; see nn/state_dict.h.
 using StateDict = std::map<std::string, Tensor>;
 
@@ -57,16 +82,48 @@ class Module : public std::enable_shared_from_this<Module> {
     add_child(name, module);
     return module;
   }
+  // A holder (nn/module_holder.h: LS_MODULE, ModuleHolder): registers the module
+  // it holds and returns the holder, so `conv = register_module("conv", conv)`
+  // and `fc = register_module("fc", Net(...))` work as in libtorch.
+  template <class Holder>
+    requires requires(const Holder& h) { typename Holder::ContainedType; h.ptr(); }
+  Holder register_module(const std::string& name, Holder holder) {
+    add_child(name, holder.ptr());
+    return holder;
+  }
+  // A module object (not a pointer): libtorch's `register_module("fc", fc)` on a
+  // holder member. Built-in layers are held by std::shared_ptr here.
+  template <class M>
+    requires std::derived_from<std::remove_cvref_t<M>, Module>
+  void register_module(const std::string&, M&&) {
+    static_assert(::lockstep::detail::always_false<M>,
+                  "lockstep: register_module takes a std::shared_ptr (std::make_shared<ls::nn::Linear>(...)) "
+                  "or a holder (LS_MODULE(Net)); built-in layers are not holders");
+  }
+  // Replaces the registered parameter `name` by `tensor` and returns it, to keep
+  // as the member (Note [Shared parameters]); the shapes must agree.
+  Tensor replace_parameter(const std::string& name, Tensor tensor);
 
   // ---- access, depth-first in registration order ----
+  // A tensor registered twice is listed once unless remove_duplicate is false
+  // (Note [Shared parameters]).
   std::vector<Tensor> parameters(bool recurse = true) const;
-  NamedTensors named_parameters(bool recurse = true) const;
+  NamedTensors named_parameters(bool recurse = true, bool remove_duplicate = true) const;
   std::vector<Tensor> buffers(bool recurse = true) const;
-  NamedTensors named_buffers(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true, bool remove_duplicate = true) const;
   std::vector<std::shared_ptr<Module>> children() const;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  NamedModules named_children() const;
   // This module and every descendant, depth-first, with dotted prefixes ("" for this one).
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+  NamedModules named_modules();
+
+  // `module->...` on a module object (a libtorch holder habit) names the spelling.
+  template <class T = void>
+  Module* operator->() {
+    static_assert(::lockstep::detail::always_false<T>,
+                  "lockstep: built-in layers and Sequential are modules, not holders: hold them by "
+                  "std::shared_ptr (auto seq = std::make_shared<ls::nn::Sequential>(...)) and use ->");
+    return this;
+  }
 
   // ---- mode and placement ----
   virtual void train(bool on = true);  // recursive; Dropout/BatchNorm read is_training()
@@ -90,12 +147,29 @@ class Module : public std::enable_shared_from_this<Module> {
 
  private:
   void collect(const std::string& prefix, bool recurse, bool want_params, NamedTensors& out) const;
+  NamedTensors named(bool recurse, bool want_params, bool remove_duplicate) const;
   void check_new_name(const std::string& name, const char* what) const;
 
   NamedTensors parameters_;
   NamedTensors buffers_;
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  NamedModules children_;
   bool training_ = true;
 };
 
 }  // namespace lockstep::nn
+
+// In a built-in layer: `ls::nn::Linear fc{nullptr};` (libtorch's empty holder)
+// fails with a message naming lockstep's spelling.
+#define LS_NOT_A_HOLDER(Name)                                                                     \
+  template <class T = void>                                                                       \
+  explicit Name(std::nullptr_t) {                                                                          \
+    static_assert(::lockstep::detail::always_false<T>,                                        \
+                  "lockstep: nn::" #Name " is a module, not a holder: declare std::shared_ptr<ls::nn::" \
+                  #Name "> and assign register_module(name, std::make_shared<ls::nn::" #Name ">(...))"); \
+  }
+
+// libtorch's TORCH_MODULE(Net) is LS_MODULE(Net) here (nn/module_holder.h).
+#ifndef TORCH_MODULE
+#define TORCH_MODULE(Name) \
+  static_assert(::lockstep::detail::always_false<Name##Impl>, "lockstep: write LS_MODULE(" #Name ")")
+#endif

@@ -18,6 +18,7 @@
 #include "nn/layer_norm.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/module_holder.h"
 #include "nn/module_list.h"
 #include "nn/pooling.h"
 #include "nn/rnn.h"

@@ -33,7 +33,17 @@ struct Sequential : UnaryModule {
   explicit Sequential(std::shared_ptr<M>... modules)
       : Sequential({std::shared_ptr<UnaryModule>(std::move(modules))...}) {}
 
+  // libtorch's Sequential(nn::Linear(3, 4), ...) passes module objects, not pointers.
+  template <class... M>
+    requires(sizeof...(M) >= 1 && (std::is_base_of_v<Module, std::remove_cvref_t<M>> && ...))
+  explicit Sequential(M&&...) {
+    static_assert((::lockstep::detail::always_false<M> && ...),
+                  "lockstep: Sequential takes std::shared_ptr modules: "
+                  "std::make_shared<ls::nn::Sequential>(std::make_shared<ls::nn::Linear>(3, 4), ...)");
+  }
+
   std::string type_name() const override { return "Sequential"; }
+  LS_NOT_A_HOLDER(Sequential)
   Tensor forward(const Tensor& input) override;  // children in order
 
   // Appends `module` under `name` and returns it (typed, to keep as a member).

@@ -14,14 +14,15 @@ namespace lockstep::nn {
 
 StateDict Module::state_dict() const {
   StateDict out;
-  for (const auto& [name, t] : named_parameters()) out[name] = t.detach();
-  for (const auto& [name, t] : named_buffers()) out[name] = t.detach();
+  // Every name of a shared tensor, as PyTorch's (Note [Shared parameters]).
+  for (const auto& [name, t] : named_parameters(true, false)) out[name] = t.detach();
+  for (const auto& [name, t] : named_buffers(true, false)) out[name] = t.detach();
   return out;
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
-  NamedTensors targets = named_parameters();
-  for (auto& entry : named_buffers()) targets.push_back(entry);
+  NamedTensors targets = named_parameters(true, false);
+  for (auto& entry : named_buffers(true, false)) targets.push_back(entry);
 
   std::vector<std::string> missing;
   std::vector<std::string> unexpected;

@@ -109,6 +109,12 @@ class Optimizer {
   void set_initial_lr(double lr) { initial_lr_ = lr; }
 
   const std::vector<Tensor>& parameters() const { return params_; }
+  // libtorch's param_groups(): one group here, so the lr is set directly (docs/api.md
+  // "Coming from libtorch" says why). The assert fires only when this is called.
+  template <class T = void>
+  void param_groups() const {
+    static_assert(sizeof(T*) == 0, "lockstep: optimizers have one parameter group: use opt.set_lr(x) / opt.lr()");
+  }
   const std::string& name() const { return name_; }
   // Steps taken by parameter i (0 if it never had a gradient at a step).
   int64_t step_count(size_t i) const;

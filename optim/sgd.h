@@ -61,6 +61,8 @@ class SGDOptions {
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, const SGDOptions& options);
+  // libtorch's SGD(params, lr) (its SGDOptions converts from the lr).
+  SGD(std::vector<Tensor> params, double lr) : SGD(std::move(params), SGDOptions(lr)) {}
 
   void step() override;
   double lr() const override { return options_.lr(); }

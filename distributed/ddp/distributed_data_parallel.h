@@ -28,6 +28,7 @@
 // Read before: distributed/ddp/reducer.h. Read next: docs/ddp.md.
 #pragma once
 
+#include <concepts>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -130,6 +131,12 @@ class DistributedDataParallel {
   DistributedDataParallel(std::shared_ptr<M> module, std::shared_ptr<ProcessGroup> process_group,
                           const DDPOptions& options = DDPOptions())
       : module_(module), core_(module, std::move(process_group), options) {}
+  // A module holder (LS_MODULE, nn/module_holder.h): wraps the module it holds.
+  template <class Holder>
+    requires std::same_as<typename Holder::ContainedType, M>
+  DistributedDataParallel(const Holder& module, std::shared_ptr<ProcessGroup> process_group,
+                          const DDPOptions& options = DDPOptions())
+      : DistributedDataParallel(module.ptr(), std::move(process_group), options) {}
 
   // Calls module->forward(args...) between DDP's pre- and post-forward steps.
   template <class... Args>
@@ -141,6 +148,19 @@ class DistributedDataParallel {
     core_.post_forward(outputs);
     return result;
   }
+
+  // ddp(x) is ddp.forward(x), as a module's call is in libtorch and PyTorch.
+  template <class... Args>
+  decltype(auto) operator()(Args&&... args) {
+    return forward(std::forward<Args>(args)...);
+  }
+  // DDP is a module in PyTorch: ddp.parameters() are the wrapped module's (a
+  // shared one listed once, Note [Shared parameters] in nn/module.h), and
+  // `ddp->module()`, `ddp->parameters()` work as on a module holder.
+  std::vector<Tensor> parameters(bool recurse = true) const { return module_->parameters(recurse); }
+  nn::NamedTensors named_parameters(bool recurse = true) const { return module_->named_parameters(recurse); }
+  DistributedDataParallel* operator->() { return this; }
+  const DistributedDataParallel* operator->() const { return this; }
 
   // `auto guard = ddp.no_sync();` — see NoSyncGuard.
   [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(core_); }
@@ -188,5 +208,10 @@ class DistributedDataParallel {
   std::shared_ptr<M> module_;
   detail::DDPCore core_;
 };
+
+// DistributedDataParallel ddp(net, pg) for a holder `net` (LS_MODULE(Net)).
+template <class Holder, class... Rest>
+  requires requires { typename Holder::ContainedType; }
+DistributedDataParallel(const Holder&, Rest&&...) -> DistributedDataParallel<typename Holder::ContainedType>;
 
 }  // namespace lockstep::distributed

@@ -39,10 +39,20 @@ class ProcessGroup {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // c10d's spellings of the same (pg->getRank() in libtorch programs).
+  int getRank() const { return rank_; }
+  int getSize() const { return size_; }
   virtual std::string backend_name() const = 0;  // "gloo", "mpi", "nccl", "round_robin"
 
   // In place: every rank ends with op over all ranks' `tensor` (f32, f64, f16, bf16, i64).
   virtual std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM) = 0;
+  // c10d's spelling, `std::vector<Tensor> tmp = {grad}; pg->allreduce(tmp);`: one tensor
+  // per process (as c10d's CPU backends require).
+  std::shared_ptr<Work> allreduce(std::vector<Tensor>& tensors, ReduceOp op = ReduceOp::SUM) {
+    LS_CHECK(tensors.size() == 1, backend_name(), " allreduce: expected one tensor in the list, got ",
+             tensors.size(), "; reduce each tensor with its own call (or flatten them into one)");
+    return allreduce(tensors[0], op);
+  }
   // In place: every rank ends with root's `tensor`.
   virtual std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) = 0;
   // In place on `root`: it ends with op over all ranks' `tensor`; the other
