@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/native/native.h"
 
 namespace lockstep::distributed::detail {
 
@@ -50,6 +51,33 @@ int64_t count_non_finite(const Tensor& original) {
                                                              t.numel());
 }
 
+int64_t copy_scaled_counting_non_finite(const Tensor& dst, const Tensor& src, double scale, bool count) {
+  const bool fused = dst.device().is_cpu() && src.device().is_cpu() && dst.dtype() == kFloat32 &&
+                     src.dtype() == kFloat32 && dst.is_contiguous() && src.is_contiguous() &&
+                     dst.numel() == src.numel();
+  if (!fused) {
+    native::copy_(dst, src);
+    if (scale != 1.0) native::binary_scalar_(native::BinaryOp::Mul, dst, scale);
+    return count ? count_non_finite(src) : 0;
+  }
+  const float* in = static_cast<const float*>(src.raw_data());
+  float* out = static_cast<float*>(dst.raw_data());
+  const float s = static_cast<float>(scale);  // as binary_scalar_ does: the scalar in the tensor's type
+  const int64_t n = src.numel();
+  int64_t bad = 0;
+  if (count) {
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, in + i, sizeof(bits));
+      bad += (bits & 0x7f800000u) == 0x7f800000u;
+      out[i] = in[i] * s;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = in[i] * s;
+  }
+  return bad;
+}
+
 NonFinitePolicy non_finite_policy(NonFinitePolicy option) {
   const char* env = std::getenv("LOCKSTEP_NONFINITE");
   if (env == nullptr || *env == '\0') return option;
@@ -62,15 +90,25 @@ NonFinitePolicy non_finite_policy(NonFinitePolicy option) {
 
 NonFiniteCheck::NonFiniteCheck(NonFinitePolicy policy, std::vector<Tensor> params, std::vector<std::string> names,
                                int rank)
-    : policy_(policy), params_(std::move(params)), names_(std::move(names)), rank_(rank) {}
+    : policy_(policy),
+      params_(std::move(params)),
+      names_(std::move(names)),
+      rank_(rank),
+      recorded_(params_.size(), -1) {}
+
+void NonFiniteCheck::record(size_t index, int64_t non_finite) {
+  if (index < recorded_.size()) recorded_[index] = non_finite;
+}
 
 void NonFiniteCheck::before_copy_back(bool local_values) {
   local_.clear();
   local_known_ = local_values && policy_ != NonFinitePolicy::OFF;
+  std::vector<int64_t> recorded(params_.size(), -1);
+  recorded.swap(recorded_);  // this backward's counts; the next backward starts with none
   if (!local_known_) return;
   for (size_t i = 0; i < params_.size() && local_.empty(); ++i) {
     const Tensor g = params_[i].grad();
-    if (const int64_t bad = count_non_finite(g); bad > 0) {
+    if (const int64_t bad = recorded[i] >= 0 ? recorded[i] : count_non_finite(g); bad > 0) {
       local_ = lockstep::detail::str("this rank's own gradient of '", names_[i], "' has ", bad, " of ", g.numel(),
                                      " elements NaN or Inf (a non-finite loss or activation here)");
     }

@@ -49,9 +49,20 @@ int64_t count_non_finite(const Tensor& t);
 // The policy from DDPOptions, unless LOCKSTEP_NONFINITE names another one.
 NonFinitePolicy non_finite_policy(NonFinitePolicy option);
 
+// dst = src * scale (dst, src: (n), same dtype), and the number of NaN or +-Inf
+// elements of src when `count` (else 0): DDP's copy of a gradient into its
+// bucket slot, the division by the world size and the scan of step 1 of Note
+// [Non-finite gradients] in one pass over memory (float32 on the CPU; other
+// cases copy, scale and count one after the other, the reference path).
+int64_t copy_scaled_counting_non_finite(const Tensor& dst, const Tensor& src, double scale, bool count);
+
 class NonFiniteCheck {
  public:
   NonFiniteCheck(NonFinitePolicy policy, std::vector<Tensor> params, std::vector<std::string> names, int rank);
+  // Step 1's count for parameter `index`, taken while its gradient was copied
+  // into its bucket (copy_scaled_counting_non_finite), so step 1 need not read
+  // that gradient again.
+  void record(size_t index, int64_t non_finite);
   // Step 1 of the Note, before the averages are copied back. `local_values`:
   // the .grad tensors hold this rank's own values (not bucket views).
   void before_copy_back(bool local_values);
@@ -64,6 +75,7 @@ class NonFiniteCheck {
   std::vector<Tensor> params_;
   std::vector<std::string> names_;
   int rank_;
+  std::vector<int64_t> recorded_;  // per parameter: record()'s count this backward, -1 if none
   std::string local_;  // step 1's finding ("" when none)
   bool local_known_ = false;
   int reports_ = 0;

@@ -28,6 +28,7 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       ready_(params_.size(), false) {
   // Buckets in reverse registration order (distributed/ddp/bucket_assignment.h).
   storage_.build(compute_bucket_assignment(params_, options.first_bucket_mb(), options.bucket_cap_mb()));
+  if (non_finite_.policy() != NonFinitePolicy::OFF) storage_.count_non_finite_in(&non_finite_);
   observe_.layout_changed("at construction");
   for (size_t i = 0; i < params_.size(); ++i) {
     hooks_.push_back(params_[i].register_post_accumulate_grad_hook(

@@ -68,6 +68,7 @@
 #include "core/grad_mode.h"
 #include "core/native/native.h"
 #include "distributed/ddp/ddp_fingerprint.h"
+#include "distributed/ddp/nonfinite_check.h"
 
 namespace lockstep::distributed {
 
@@ -143,13 +144,17 @@ void BucketStorage::copy_in(size_t index, bool locally_unused, double scale) {
     // A locally unused parameter may end globally unused, and then keeps its
     // .grad as it was: give that value its own storage before scaling the slot.
     if (locally_unused) grad = native::clone(grad);
+    if (scale != 1.0) native::binary_scalar_(native::BinaryOp::Mul, slot, scale);
   } else {
-    native::copy_(slot, grad.reshape({-1}));
+    // Copy, divide and count in one pass (the copy-in is on the compute
+    // thread, in the gradient's hook; every pass over memory here is one the
+    // backward waits for).
+    const int64_t bad = detail::copy_scaled_counting_non_finite(slot, grad.reshape({-1}), scale, non_finite_ != nullptr);
+    if (non_finite_ != nullptr) non_finite_->record(index, bad);
     // From now on .grad is the slot (the copy above re-established the view
     // that zero_grad(set_to_none) dropped).
     if (as_view_ && !locally_unused) grad = view(index);
   }
-  if (scale != 1.0) native::binary_scalar_(native::BinaryOp::Mul, slot, scale);
   if (!kept(index)) grad = Tensor();  // another rank's (Note [ZeRO-2 buckets])
 }
 

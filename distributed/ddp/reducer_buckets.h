@@ -19,6 +19,10 @@
 
 namespace lockstep::distributed {
 
+namespace detail {
+class NonFiniteCheck;  // distributed/ddp/nonfinite_check.h
+}
+
 // A ZeRO-2 owner meaning "every rank": the gradient is AllReduced and kept
 // whole everywhere (ZeRO's split parameters, Note [ZeRO split parameters]).
 inline constexpr int kEveryRankOwns = -1;
@@ -32,9 +36,14 @@ class BucketStorage {
   // views, existing gradients move into the new buckets.
   void build(const std::vector<BucketSpec>& specs);
 
-  // Parameter `index`'s gradient times `scale` into its slot (undefined: zeros).
-  // `locally_unused`: no gradient here this iteration (find_unused_parameters).
+  // Parameter `index`'s gradient times `scale` into its slot (undefined: zeros),
+  // in one pass that also counts its NaN / Inf elements for `non_finite` when
+  // one is set (count_non_finite_in). `locally_unused`: no gradient here this
+  // iteration (find_unused_parameters).
   void copy_in(size_t index, bool locally_unused, double scale);
+  // Where copy_in reports each copied gradient's non-finite count (Note
+  // [Non-finite gradients]); null: not counted.
+  void count_non_finite_in(detail::NonFiniteCheck* non_finite) { non_finite_ = non_finite; }
   // Bucket `bucket`'s reduced value `result` (a hook's may live elsewhere) into
   // its flat buffer, then each slice into its parameter's .grad, except the
   // globally unused ones (global_used[i] == 0; empty: all used).
@@ -74,6 +83,7 @@ class BucketStorage {
   std::vector<Tensor> params_;
   bool as_view_;
   int rank_;  // for errors
+  detail::NonFiniteCheck* non_finite_ = nullptr;
   std::vector<Bucket> buckets_;
   struct Location {
     size_t bucket;  // which bucket

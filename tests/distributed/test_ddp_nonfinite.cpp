@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -84,6 +85,32 @@ TEST_CASE("non-finite gradients: counted exactly in every floating dtype") {
   setenv("LOCKSTEP_NONFINITE", "skip", 1);
   CHECK(dist::detail::non_finite_policy(dist::NonFinitePolicy::WARN) == dist::NonFinitePolicy::SKIP_STEP);
   unsetenv("LOCKSTEP_NONFINITE");
+}
+
+TEST_CASE("non-finite gradients: the fused copy-in equals copy, scale and count one after the other") {
+  // 1000 floats (the vector loop and its tail) with NaN, +-Inf, a denormal and a
+  // value whose product with 1/3 rounds; the reference is the unfused path.
+  ls::Tensor src = ls::randn({1000});
+  float* x = src.data_ptr<float>();
+  x[0] = std::numeric_limits<float>::quiet_NaN();
+  x[17] = std::numeric_limits<float>::infinity();
+  x[999] = -std::numeric_limits<float>::infinity();
+  x[500] = std::numeric_limits<float>::denorm_min();
+  x[501] = 0.1f;
+  for (double scale : {1.0, 0.5, 1.0 / 3.0}) {
+    for (bool count : {true, false}) {
+      ls::Tensor fused = ls::zeros({1000});
+      const int64_t bad = dist::detail::copy_scaled_counting_non_finite(fused, src, scale, count);
+      ls::Tensor reference = src.clone();
+      reference.mul_(scale);
+      CHECK(bad == (count ? 3 : 0));
+      CHECK(std::memcmp(fused.data_ptr<float>(), reference.data_ptr<float>(), 1000 * sizeof(float)) == 0);
+    }
+  }
+  // Another dtype takes the unfused path, with the same count.
+  ls::Tensor d = ls::zeros({1000}, ls::kFloat64);
+  CHECK(dist::detail::copy_scaled_counting_non_finite(d, src.to(ls::kFloat64), 0.5, true) == 3);
+  CHECK(d.data_ptr<double>()[1] == static_cast<double>(x[1]) * 0.5);
 }
 
 TEST_CASE("non-finite gradients: WARN (default): the rank that produced them names its parameter and the iteration") {
