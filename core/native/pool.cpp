@@ -341,7 +341,7 @@ IntList max_pool2d_tile(const IntList& kernel_size, const IntList& stride, const
 
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
                            const IntList& input_sizes, const IntList& tile) {
-  LS_DISPATCH_CUDA(grad_output, max_pool2d_backward(grad_output, indices, input_sizes));
+  LS_DISPATCH_CUDA(grad_output, max_pool2d_backward(grad_output, indices, input_sizes, tile));
   const char* op = "max_pool2d_backward";
   check_image(grad_output, op, /*bfloat16_ok=*/true);
   rules::check_max_pool_indices(indices, grad_output, op);
