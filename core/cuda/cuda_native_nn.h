@@ -1,10 +1,10 @@
 // core/cuda/cuda_native_nn.h — the CUDA kernels of the neural-network ops
 // (GEMM, convolution, pooling, normalisation, embedding, losses, dropout,
-// optimizer steps): same names and signatures as their CPU kernels
-// (Note [CUDA dispatch]), so their contracts are documented once, beside the CPU
-// declarations in core/native/native.h, nn_kernels.h, nn_kernels_transformer.h,
-// fused_relu.h and optim_step.h (the optimizer steps and the gradient-norm helper,
-// declared at the end here, with their math).
+// optimizer steps): the CPU kernels' names and signatures (Note [CUDA dispatch]),
+// declared once for both backends in core/native/kernel_api.h (mm, bmm, matmul)
+// and kernel_api_nn.h, included at the end here (Note [Kernel API declared once]).
+// Declared here: only what the CPU has no twin of (the device GEMMs, the autocast
+// kernels) and sgd_step_, whose CPU kernel also takes a bf16 copy.
 //
 // Where each lives (all under core/cuda/; every file follows
 // Note [CUDA nn kernel conventions] in core/cuda/nn_util.h):
@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <tuple>
 
-#include "core/tensor.h"
+#include "core/native/native.h"
 
 namespace lockstep::cuda_native {
 
@@ -42,25 +42,6 @@ template <class Out>
 void gemm_bf16_device(Device device, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
                       const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb, float beta,
                       Out* c, int64_t ldc);
-// mm, bmm and matmul take float32, float64 or bfloat16 (bf16 out, float32 sums).
-Tensor mm(const Tensor& a, const Tensor& b);
-Tensor bmm(const Tensor& a, const Tensor& b);
-Tensor matmul(const Tensor& a, const Tensor& b);
-Tensor linear_forward(const Tensor& input, const Tensor& weight, const Tensor& bias);
-std::tuple<Tensor, Tensor, Tensor> linear_backward(const Tensor& grad_output, const Tensor& input,
-                                                   const Tensor& weight, bool need_input,
-                                                   bool need_weight, bool need_bias);
-
-// ---- convolution (conv_cudnn.cpp) ----
-Tensor conv2d_forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                      const IntList& stride, const IntList& padding, const IntList& dilation,
-                      int64_t groups);
-std::tuple<Tensor, Tensor, Tensor> conv2d_backward(const Tensor& grad_output, const Tensor& input,
-                                                   const Tensor& weight, const IntList& stride,
-                                                   const IntList& padding, const IntList& dilation,
-                                                   int64_t groups, bool need_input,
-                                                   bool need_weight, bool need_bias);
-
 // ---- linear and conv2d under autocast (autocast_kernels.cu, Note [Autocast on CUDA]) ----
 // No CPU twin: autograd/functions/autocast_ops_cuda.cpp calls these directly.
 // linear: x16 (*, in), w16 (out, in), b16 (out) or undefined, all bf16 -> y (*, out) bf16.
@@ -83,73 +64,13 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_autocast_backward(
     const IntList& padding, const IntList& dilation, int64_t groups, ScalarType dx_dtype,
     bool need_input, bool need_weight, bool need_bias);
 
-// ---- pooling (pool.cu) ----
-std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList& kernel_size,
-                                              const IntList& stride, const IntList& padding);
-Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
-                           const IntList& input_sizes);
-Tensor adaptive_avg_pool2d_forward(const Tensor& input, const IntList& output_size);
-Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes);
-
-// ---- batch normalisation (batch_norm.cu) ----
-std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const Tensor& weight,
-                                                      const Tensor& bias,
-                                                      const Tensor& running_mean,
-                                                      const Tensor& running_var, bool training,
-                                                      double momentum, double eps);
-std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
-    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
-    const Tensor& save_invstd, bool training, bool need_input, bool need_weight, bool need_bias);
-std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_forward(const Tensor& input,
-                                                           const Tensor& weight, const Tensor& bias,
-                                                           const Tensor& running_mean,
-                                                           const Tensor& running_var, bool training,
-                                                           double momentum, double eps);
-std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(
-    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
-    const Tensor& save_invstd, const Tensor& output, bool training, bool need_input,
-    bool need_weight, bool need_bias);
-
-// ---- fused ReLU (fused_relu.cu) ----
-Tensor add_relu(const Tensor& a, const Tensor& b);
-
-// ---- layer_norm (layer_norm.cu) ----
-std::tuple<Tensor, Tensor, Tensor> layer_norm_forward(const Tensor& input,
-                                                      const IntList& normalized_shape,
-                                                      const Tensor& weight, const Tensor& bias,
-                                                      double eps);
-std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_output,
-                                                       const Tensor& input,
-                                                       const IntList& normalized_shape,
-                                                       const Tensor& mean, const Tensor& rstd,
-                                                       const Tensor& weight, bool need_input,
-                                                       bool need_weight, bool need_bias);
-
-// ---- embedding (embedding.cu) ----
-Tensor embedding_forward(const Tensor& weight, const Tensor& indices, int64_t padding_idx);
-Tensor embedding_backward(const Tensor& grad_output, const Tensor& indices, int64_t num_weights,
-                          int64_t padding_idx);
-
-// ---- dropout (dropout.cu) ----
-std::tuple<Tensor, Tensor> dropout_forward(const Tensor& input, double p);
-Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p);
-
-// ---- losses (loss.cu) ----
-std::tuple<Tensor, Tensor> cross_entropy_forward(const Tensor& logits, const Tensor& target,
-                                                 int64_t ignore_index);
-Tensor cross_entropy_backward(const Tensor& grad, const Tensor& log_probs, const Tensor& target,
-                              int64_t ignore_index);
-Tensor mse_loss_forward(const Tensor& input, const Tensor& target);
-Tensor mse_loss_backward(const Tensor& grad, const Tensor& input, const Tensor& target);
-
 // ---- optimizer steps (optim_kernels.cu; contracts in core/native/optim_step.h) ----
-// One fused launch per parameter; grad_norm_part returns its sum to the host
-// (it synchronises).
+// One fused launch per parameter; grad_norm_part (kernel_api_nn.h) returns its
+// sum to the host (it synchronises). sgd_step_ has no bf16 copy here (the CPU's p16).
 void sgd_step_(const Tensor& p, const Tensor& g, const Tensor& buf, double lr, double momentum,
                double dampening, double weight_decay, bool nesterov, bool first);
-void adam_step_(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
-                const Tensor& v_max, double beta1, double beta2, double eps, double step_size,
-                double bc2_sqrt, double decay, double l2);
-double grad_norm_part(const Tensor& g, double norm_type);
+
+// ---- the nn kernels both backends implement (Note [Kernel API declared once]) ----
+#include "core/native/kernel_api_nn.h"
 
 }  // namespace lockstep::cuda_native

@@ -166,8 +166,9 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
   return {out, indices};
 }
 
+// `tile` is the CPU's hint for channels-last bf16 gradients; here every gradient scatters.
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
-                           const IntList& input_sizes) {
+                           const IntList& input_sizes, const IntList& /*tile*/) {
   const char* op = "max_pool2d_backward";
   check_image(grad_output, op);
   if (nn_detail::is_bf16(grad_output)) {  // Note [bf16 nn ops through float32]

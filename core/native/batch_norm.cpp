@@ -307,9 +307,6 @@ std::tuple<Tensor, Tensor, Tensor> backward_impl(const Tensor& grad_output, cons
   return {grad_input, grad_weight, grad_bias};
 }
 
-// A bfloat16 input takes the mixed-precision kernels (Note [bfloat16 batch norm]).
-bool bf16(const Tensor& input) { return input.defined() && input.dtype() == kBFloat16; }
-
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const Tensor& weight,
@@ -319,9 +316,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_forward(const Tensor& input, const
                                                       double momentum, double eps) {
   LS_DISPATCH_CUDA(input, batch_norm_forward(input, weight, bias, running_mean, running_var,
                                              training, momentum, eps));
-  if (bf16(input)) {
+  if (const auto impl = choose_batch_norm(input, "batch_norm"); impl != BatchNormImpl::Planes) {
     return batch_norm_bf16_forward(input, Tensor(), weight, bias, running_mean, running_var,
-                                   training, momentum, eps, false, "batch_norm");
+                                   training, momentum, eps, false, "batch_norm", impl);
   }
   return forward_impl(input, weight, bias, running_mean, running_var, training, momentum, eps,
                       false, Tensor(), "batch_norm");
@@ -332,9 +329,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_forward(
     const Tensor& running_var, bool training, double momentum, double eps) {
   LS_DISPATCH_CUDA(input, batch_norm_relu_forward(input, weight, bias, running_mean, running_var,
                                                   training, momentum, eps));
-  if (bf16(input)) {
+  if (const auto impl = choose_batch_norm(input, "batch_norm_relu"); impl != BatchNormImpl::Planes) {
     return batch_norm_bf16_forward(input, Tensor(), weight, bias, running_mean, running_var,
-                                   training, momentum, eps, true, "batch_norm_relu");
+                                   training, momentum, eps, true, "batch_norm_relu", impl);
   }
   return forward_impl(input, weight, bias, running_mean, running_var, training, momentum, eps,
                       true, Tensor(), "batch_norm_relu");
@@ -358,9 +355,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_add_relu_forward(
                                                           running_var, training, momentum, eps);
     return {add_relu(y, residual), save_mean, save_invstd};
   }
-  if (bf16(input)) {
+  if (const auto impl = choose_batch_norm(input, op); impl != BatchNormImpl::Planes) {
     return batch_norm_bf16_forward(input, residual, weight, bias, running_mean, running_var,
-                                   training, momentum, eps, true, op);
+                                   training, momentum, eps, true, op, impl);
   }
   return forward_impl(input, weight, bias, running_mean, running_var, training, momentum, eps,
                       true, residual, op);
@@ -371,10 +368,11 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_backward(
     const Tensor& save_invstd, bool training, bool need_input, bool need_weight, bool need_bias) {
   LS_DISPATCH_CUDA(input, batch_norm_backward(grad_output, input, weight, save_mean, save_invstd,
                                               training, need_input, need_weight, need_bias));
-  if (bf16(input)) {
+  const char* op = "batch_norm_backward";
+  if (const auto impl = choose_batch_norm(input, op); impl != BatchNormImpl::Planes) {
     return batch_norm_bf16_backward(grad_output, input, weight, Tensor(), save_mean, save_invstd,
                                     Tensor(), Mask::None, training, need_input, need_weight,
-                                    need_bias, nullptr, "batch_norm_backward");
+                                    need_bias, nullptr, op, impl);
   }
   return backward_impl(grad_output, input, weight, save_mean, save_invstd, ReluMask{}, training,
                        need_input, need_weight, need_bias, Tensor(), "batch_norm_backward");
@@ -388,10 +386,11 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(
       input, batch_norm_relu_backward(grad_output, input, weight, save_mean, save_invstd, output,
                                       training, need_input, need_weight, need_bias));
   lockstep::detail::check_defined(output, "batch_norm_relu_backward");
-  if (bf16(input)) {
+  const char* op = "batch_norm_relu_backward";
+  if (const auto impl = choose_batch_norm(input, op); impl != BatchNormImpl::Planes) {
     return batch_norm_bf16_backward(grad_output, input, weight, Tensor(), save_mean, save_invstd,
                                     output, Mask::Output, training, need_input, need_weight,
-                                    need_bias, nullptr, "batch_norm_relu_backward");
+                                    need_bias, nullptr, op, impl);
   }
   return backward_impl(grad_output, input, weight, save_mean, save_invstd,
                        ReluMask{Mask::Output, output, Tensor()}, training, need_input, need_weight,
@@ -407,10 +406,10 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward_from_input(
   LS_CHECK(!input.device().is_cuda(), op, ": the input is on ", input.device().str(),
            ", but this backward runs on the CPU only; on a GPU use batch_norm_relu_backward with "
            "the forward's output");
-  if (bf16(input)) {
+  if (const auto impl = choose_batch_norm(input, op); impl != BatchNormImpl::Planes) {
     return batch_norm_bf16_backward(grad_output, input, weight, bias, save_mean, save_invstd,
                                     Tensor(), Mask::Input, training, need_input, need_weight,
-                                    need_bias, nullptr, op);
+                                    need_bias, nullptr, op, impl);
   }
   return backward_impl(grad_output, input, weight, save_mean, save_invstd,
                        ReluMask{Mask::Input, Tensor(), bias}, training, need_input, need_weight,
@@ -424,11 +423,13 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> batch_norm_add_relu_backward(
   const char* op = "batch_norm_add_relu_backward";
   lockstep::detail::check_defined(grad_output, op);
   lockstep::detail::check_defined(output, op);
-  if (bf16(input) && !input.device().is_cuda()) {
+  const BatchNormImpl impl = input.defined() && !input.device().is_cuda()
+                                 ? choose_batch_norm(input, op) : BatchNormImpl::Planes;
+  if (impl != BatchNormImpl::Planes) {
     Tensor g;  // (N, C, *) bf16: gm, the residual's
     auto [gi, gw, gb] = batch_norm_bf16_backward(grad_output, input, weight, Tensor(), save_mean,
                                                  save_invstd, output, Mask::Output, training,
-                                                 need_input, need_weight, need_bias, &g, op);
+                                                 need_input, need_weight, need_bias, &g, op, impl);
     return {gi, gw, gb, g};
   }
   const bool fused = !grad_output.device().is_cuda() && !output.device().is_cuda() &&

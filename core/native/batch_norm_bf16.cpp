@@ -31,6 +31,7 @@
 #include <cmath>
 
 #include "core/native/batch_norm_rules.h"
+#include "core/native/dispatch_verbose.h"
 #include "core/native/memory_format.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
@@ -87,10 +88,31 @@ float& at(const Tensor& t, int64_t i) { return t.data_ptr<float>()[i * t.stride(
 
 }  // namespace
 
+const char* batch_norm_impl_name(BatchNormImpl impl) {
+  switch (impl) {
+    case BatchNormImpl::Planes: return "planes";
+    case BatchNormImpl::Bf16Planes: return "bf16_planes";
+    case BatchNormImpl::Bf16ChannelsLast: return "bf16_channels_last";
+  }
+  return "unknown";
+}
+
+BatchNormImpl choose_batch_norm(const Tensor& input, const char* op) {
+  if (!input.defined()) return BatchNormImpl::Planes;
+  BatchNormImpl impl = BatchNormImpl::Planes;
+  if (input.dtype() == kBFloat16) {
+    impl = stored_channels_last(input) ? BatchNormImpl::Bf16ChannelsLast : BatchNormImpl::Bf16Planes;
+  }
+  if (dispatch_verbose()) {
+    log_dispatch(op, batch_norm_impl_name(impl), input.dtype(), "input " + input.shape_str());
+  }
+  return impl;
+}
+
 std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
     const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
     const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
-    double eps, bool relu, const char* op) {
+    double eps, bool relu, const char* op, BatchNormImpl impl) {
   const auto [c, s] = check_input(input, op);
   check_param(weight, "weight", c, op);
   check_param(bias, "bias", c, op);
@@ -98,7 +120,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
   check_param(running_var, "running_var", c, op);
   if (residual.defined()) check_like_input(residual, "the residual", input, op);
   rules::check_statistics_source(input, s, running_mean, running_var, training, op);
-  if (stored_channels_last(input)) {  // fast/batch_norm_bf16_nhwc.cpp
+  if (impl == BatchNormImpl::Bf16ChannelsLast) {  // fast/batch_norm_bf16_nhwc.cpp
     return batch_norm_bf16_nhwc_forward(input, residual, weight, bias, running_mean, running_var,
                                         training, momentum, eps, relu, op);
   }
@@ -178,7 +200,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
     const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
     const Tensor& save_mean, const Tensor& save_invstd, const Tensor& output, Mask mask,
     bool training, bool need_input, bool need_weight, bool need_bias, Tensor* grad_residual,
-    const char* op) {
+    const char* op, BatchNormImpl impl) {
   const auto [c, s] = check_input(input, op);
   check_like_input(grad_output, "grad_output", input, op);
   if (mask == Mask::Output) check_like_input(output, "the saved output", input, op);
@@ -188,7 +210,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
   lockstep::detail::check_defined(save_invstd, op);
   check_param(save_mean, "save_mean", c, op);
   check_param(save_invstd, "save_invstd", c, op);
-  if (stored_channels_last(input)) {  // fast/batch_norm_bf16_nhwc.cpp
+  if (impl == BatchNormImpl::Bf16ChannelsLast) {  // fast/batch_norm_bf16_nhwc.cpp
     return batch_norm_bf16_nhwc_backward(grad_output, input, weight, bias, save_mean, save_invstd,
                                          output, mask, training, need_input, need_weight,
                                          need_bias, grad_residual, op);

@@ -23,11 +23,22 @@
 
 namespace lockstep::native {
 
+// Which implementation runs a CPU batch norm, forward or backward, every fused
+// variant (Note [Kernel dispatch] in dispatch_verbose.h), by the input alone:
+//   Planes            batch_norm.cpp: float32 / float64, channel by channel over its planes
+//   Bf16Planes        batch_norm_bf16.cpp: bfloat16 NCHW, float32 statistics
+//   Bf16ChannelsLast  fast/batch_norm_bf16_nhwc.cpp: bfloat16 stored channels-last
+// batch_norm.cpp's entry points call choose_batch_norm once (undefined input:
+// Planes, whose checks then name it) and hand the bf16 choices to the kernels below.
+enum class BatchNormImpl { Planes, Bf16Planes, Bf16ChannelsLast };
+const char* batch_norm_impl_name(BatchNormImpl impl);  // "planes", "bf16_planes", ...
+BatchNormImpl choose_batch_norm(const Tensor& input, const char* op);
+
 // relu: max(y, 0); residual defined: max(y + residual, 0) (relu must be set with it).
 std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
     const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
     const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
-    double eps, bool relu, const char* op);
+    double eps, bool relu, const char* op, BatchNormImpl impl);
 
 // mask: where the fused ReLU's mask comes from (batch_norm_detail::Mask): `output`
 // for Mask::Output, `bias` for Mask::Input (undefined: 0). With grad_residual not
@@ -36,11 +47,11 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
     const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
     const Tensor& save_mean, const Tensor& save_invstd, const Tensor& output,
     batch_norm_detail::Mask mask, bool training, bool need_input, bool need_weight,
-    bool need_bias, Tensor* grad_residual, const char* op);
+    bool need_bias, Tensor* grad_residual, const char* op, BatchNormImpl impl);
 
-// The two above for a 4-d channels-last input, which they hand over after their
-// checks (fast/batch_norm_bf16_nhwc.cpp); the other activation-shaped operands may be in
-// either order, and the results are channels-last.
+// The two above for impl == Bf16ChannelsLast (a 4-d channels-last input), which
+// they hand over after their checks (fast/batch_norm_bf16_nhwc.cpp); the other
+// activation-shaped operands may be in either order, and the results are channels-last.
 std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_forward(
     const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
     const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,

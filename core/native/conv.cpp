@@ -1,10 +1,12 @@
 // core/native/conv.cpp — 2-d convolution, forward and backward: the argument
-// checks, the backend switch, and the reference path, im2col + GEMM.
+// checks, the backend switch, each pass run on the implementation choose_conv
+// names (conv_dispatch.cpp), and the im2col + GEMM path.
 //
 // float32 runs on oneDNN's convolution primitives by default (fast/conv_onednn.cpp,
-// see Note [Convolution backends] in fast/conv_onednn.h); the im2col path below is
-// the definition they are tested against, float64's path, and the fallback for
-// geometries oneDNN has no fast kernel for.
+// see Note [Convolution backends] in fast/conv_onednn.h) and some 1x1 layers on
+// GEMMs (fast/conv_1x1_gemm.h); the im2col path below is float64's path, the
+// Reference backend's, and the fallback for geometries oneDNN has no fast kernel
+// for. All of them are tested against the plain loops of core/native/reference/.
 //
 // § Note [Convolution as a matrix product]
 // For one image and one group, with K = C_in_g * kH * kW input values under a
@@ -37,7 +39,9 @@
 #include <tuple>
 
 #include "core/native/conv_columns.h"
+#include "core/native/conv_dispatch.h"
 #include "core/native/conv_geometry.h"
+#include "core/native/fast/conv_1x1_gemm.h"
 #include "core/native/fast/conv_onednn.h"
 #include "core/native/cuda_dispatch.h"
 #include "core/native/gemm.h"
@@ -256,18 +260,16 @@ std::pair<Tensor, Tensor> reference_backward(const Tensor& gy, const Tensor& x, 
   return {grad_input, grad_weight};
 }
 
-// Whether float32 work goes to oneDNN (Note [Convolution backends]); an empty
-// batch stays on the reference path, which handles it without a primitive.
-bool use_onednn(const Tensor& x, const ConvGeometry& g) {
-  return x.dtype() == kFloat32 && conv_backend() == ConvBackend::OneDNN && g.n > 0;
+bool is_gemm_1x1(ConvImpl impl) {
+  return impl == ConvImpl::Gemm1x1 || impl == ConvImpl::Gemm1x1Folded;
 }
 
 }  // namespace
 
 namespace {
 
-// conv2d_forward; with `workspace`, the oneDNN path may leave one there
-// (Note [Convolution workspace]).
+// conv2d_forward; with `workspace`, the oneDNN and 1x1 GEMM paths may leave one
+// there (Note [Convolution workspace]).
 Tensor forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
                const IntList& stride, const IntList& padding, const IntList& dilation,
                int64_t groups, std::shared_ptr<const ConvWorkspace>* workspace) {
@@ -277,11 +279,16 @@ Tensor forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
   const Tensor x = contiguous(input), w = contiguous(weight);
   const Tensor b = bias.defined() ? contiguous(bias) : Tensor();
   Tensor out = empty({g.n, g.c_out, g.oh, g.ow}, x.dtype());  // (N, C_out, oH, oW)
-  if (use_onednn(x, g) &&
-      conv2d_forward_onednn(g, x.data_ptr<float>(), w.data_ptr<float>(),
-                            b.defined() ? b.data_ptr<float>() : nullptr, out.data_ptr<float>(),
-                            workspace)) {
-    return out;
+  const ConvImpl impl = choose_conv(g, x.dtype(), ConvPass::Forward, b.defined());
+  if (impl != ConvImpl::Im2colGemm) {  // float32; each returns false if it declines after all
+    const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
+    const bool done =
+        is_gemm_1x1(impl)
+            ? conv1x1_gemm_forward(g, x.data_ptr<float>(), w.data_ptr<float>(), bp,
+                                   out.data_ptr<float>(), workspace)
+            : conv2d_forward_onednn(g, x.data_ptr<float>(), w.data_ptr<float>(), bp,
+                                    out.data_ptr<float>(), workspace);
+    if (done) return out;
   }
   dispatch_floating(x.dtype(), op, [&]<class T>() {
     const T* xp = x.data_ptr<T>();
@@ -338,19 +345,34 @@ std::tuple<Tensor, Tensor, Tensor> backward(const Tensor& grad_output, const Ten
   const Tensor gy = contiguous(grad_output), x = contiguous(input), w = contiguous(weight);
   const bool summing = input_sum.defined();
   Tensor grad_input, grad_weight, grad_bias;
-  if (use_onednn(x, g) && (need_input || need_weight)) {
-    // Each pass falls back to the reference on its own when oneDNN declines it.
-    if (need_input) grad_input = summing ? input_sum : empty(x.sizes(), kFloat32);  // (N, C_in, H, W)
-    if (need_weight) grad_weight = empty(w.sizes(), kFloat32);          // (C_out, C_in_g, kH, kW)
-    if (need_weight && need_bias) grad_bias = empty({g.c_out}, kFloat32);  // (C_out)
-    const ConvBackwardDone done = conv2d_backward_onednn(
-        g, gy.data_ptr<float>(), x.data_ptr<float>(), w.data_ptr<float>(),
-        need_input ? grad_input.data_ptr<float>() : nullptr,
-        need_weight ? grad_weight.data_ptr<float>() : nullptr,
-        grad_bias.defined() ? grad_bias.data_ptr<float>() : nullptr, summing,
-        extras.workspace.get());
-    if (!done.input) grad_input = Tensor();
-    if (!done.weight) grad_weight = grad_bias = Tensor();
+  // Each pass on the implementation choose_conv names (conv_dispatch.cpp); a
+  // pass a fast path leaves undone (oneDNN declining after all) runs im2col below.
+  const ConvImpl data = need_input ? choose_conv(g, x.dtype(), ConvPass::BackwardData, false)
+                                   : ConvImpl::Im2colGemm;
+  const ConvImpl weights = need_weight
+                               ? choose_conv(g, x.dtype(), ConvPass::BackwardWeights, need_bias)
+                               : ConvImpl::Im2colGemm;
+  if (data != ConvImpl::Im2colGemm || weights != ConvImpl::Im2colGemm) {  // float32
+    const bool fast_input = data != ConvImpl::Im2colGemm;
+    const bool fast_weight = weights != ConvImpl::Im2colGemm;
+    if (fast_input) grad_input = summing ? input_sum : empty(x.sizes(), kFloat32);  // (N, C_in, H, W)
+    if (fast_weight) grad_weight = empty(w.sizes(), kFloat32);  // (C_out, C_in_g, kH, kW)
+    if (weights == ConvImpl::OneDNN && need_bias) grad_bias = empty({g.c_out}, kFloat32);  // (C_out)
+    const float* gyp = gy.data_ptr<float>();
+    const float* xp = x.data_ptr<float>();
+    const float* wp = w.data_ptr<float>();
+    float* gxp = fast_input ? grad_input.data_ptr<float>() : nullptr;
+    float* gwp = fast_weight ? grad_weight.data_ptr<float>() : nullptr;
+    float* gbp = grad_bias.defined() ? grad_bias.data_ptr<float>() : nullptr;
+    // Note [1x1 convolutions as GEMMs] first, then the oneDNN primitives.
+    const ConvBackwardDone by_gemm = conv1x1_gemm_backward(
+        g, gyp, xp, wp, is_gemm_1x1(data) ? gxp : nullptr, is_gemm_1x1(weights) ? gwp : nullptr,
+        nullptr, summing, extras.workspace.get());
+    const ConvBackwardDone by_onednn = conv2d_backward_onednn(
+        g, gyp, xp, wp, data == ConvImpl::OneDNN ? gxp : nullptr,
+        weights == ConvImpl::OneDNN ? gwp : nullptr, gbp, summing, extras.workspace.get());
+    if (!by_gemm.input && !by_onednn.input) grad_input = Tensor();
+    if (!by_gemm.weight && !by_onednn.weight) grad_weight = grad_bias = Tensor();
   }
   if (need_bias && !grad_bias.defined()) grad_bias = reference_bias_grad(gy, g);
   auto [ref_input, ref_weight] =

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/env_flag.h"
+#include "core/native/conv_dispatch.h"
 #include "core/native/memory_format.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels.h"
@@ -58,8 +59,8 @@ bool is_bf16_layout(const memory::desc& d, memory::format_tag tag) {
 
 // dst = src for bf16 NCHW <-> NHWC (the layout oneDNN's AMX kernels take for
 // these layers), image by image as a (C, H W) <-> (H W, C) transpose in
-// registers (Note [Transposing in registers]): 2-4x oneDNN's jit:uni reorder,
-// e.g. (64, 32, 14, 14) 0.21 -> 0.06-0.09 ms, one thread. False for any other pair.
+// registers (Note [Transposing in registers]): 2-4x as fast as oneDNN's jit:uni
+// reorder (docs/results/kernel_choices.md). False for any other pair.
 bool reorder_channels_last(const memory& src, const memory& dst) {
   const memory::desc sd = src.get_desc(), dd = dst.get_desc();
   if (sd.dims() != dd.dims()) return false;
@@ -274,15 +275,17 @@ Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor&
   check_bf16(w, "the weight");
   LS_CHECK(!bias.defined() || bias.dtype() == kFloat32, "conv2d_bf16: the bias must be float32 "
            "but is ", dtype_name(bias.dtype()));
-  if (conv_backend() == ConvBackend::Reference) {
+  // Each path as choose_conv_bf16 names it (conv_dispatch.cpp).
+  const ConvImpl impl = choose_conv_bf16(g, ConvPass::Forward);
+  if (impl == ConvImpl::Bf16ViaFloat32) {
     const Tensor x16 = to_dtype(x, kBFloat16);
     if (saved != nullptr) *saved = ConvBf16SavedInput{Tensor(), x16};
     const Tensor y = conv2d_forward(to_dtype(x16, kFloat32), to_dtype(w, kFloat32), bias,
                                     stride_of(g), padding_of(g), dilation_of(g), g.groups);
     return to_dtype(y, kBFloat16);
   }
-  if (conv_bf16_is_pointwise_gemm(g)) return conv2d_bf16_pointwise_forward(g, x, w, bias, saved);
-  if (conv_bf16_is_direct(g)) return conv2d_bf16_direct_forward(g, x, w, bias, saved);
+  if (impl == ConvImpl::Bf16Gemm1x1) return conv2d_bf16_pointwise_forward(g, x, w, bias, saved);
+  if (impl == ConvImpl::Bf16Direct) return conv2d_bf16_direct_forward(g, x, w, bias, saved);
   const Primitives& p = primitives(g, bias.defined());
   Tensor y = new_activation({g.n, g.c_out, g.oh, g.ow}, kBFloat16, conv_bf16_returns_channels_last(g, x));
   Tensor xc, keep_x, keep_w;
@@ -323,7 +326,15 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
   LS_CHECK(!need_x || x.bytes.defined() || x.plain.defined(), "conv2d_bf16_backward: the weight "
            "gradient needs the saved input, which is empty");
   const Tensor g_y = to_dtype(gy, kBFloat16);  // (N, C_out, oH, oW), NCHW or channels-last
-  if (conv_backend() == ConvBackend::Reference) {
+  if (!need_input && !need_x) return {Tensor(), Tensor(), Tensor()};
+  // Each pass as choose_conv_bf16 names it (conv_dispatch.cpp); its first three
+  // rules (via float32, 1x1 GEMM, direct) name one path for both passes.
+  const ConvImpl data = need_input ? choose_conv_bf16(g, ConvPass::BackwardData, g_y, gx_dtype)
+                                   : ConvImpl::Bf16OneDNN;
+  const ConvImpl weights =
+      need_x ? choose_conv_bf16(g, ConvPass::BackwardWeights) : ConvImpl::Bf16OneDNN;
+  const ConvImpl whole = need_input ? data : weights;
+  if (whole == ConvImpl::Bf16ViaFloat32) {
     LS_CHECK(!need_x || (x.plain.defined() && !x.subsampled), "conv2d_bf16_backward: the "
              "reference path needs the whole saved input (this one was saved by a fast path)");
     auto [gx32, gw32, gb32] = conv2d_backward(
@@ -332,13 +343,13 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
         need_weight, need_bias);
     return {need_input ? to_dtype(gx32, gx_dtype) : Tensor(), gw32, gb32};
   }
-  if (conv_bf16_is_pointwise_gemm(g)) {
+  if (whole == ConvImpl::Bf16Gemm1x1) {
     LS_CHECK(!need_x || x.plain.defined(), "conv2d_bf16_backward: the 1x1 path needs a plain "
              "saved input (this one was saved by a oneDNN convolution)");
     return conv2d_bf16_pointwise_backward(g, g_y, x, w, gx_dtype, need_input, need_weight,
                                           need_bias, sum_into);
   }
-  if (conv_bf16_is_direct(g)) {
+  if (whole == ConvImpl::Bf16Direct) {
     return conv2d_bf16_direct_backward(g, g_y, x, w, gx_dtype, need_input, need_weight,
                                        need_bias);
   }
@@ -352,7 +363,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
     if (gy_mem.get_desc() != want) gy_mem = as_layout(gy_plain, want, keep_gy);
     return gy_mem;
   };
-  if (need_input && conv_bf16_input_grad_as_forward(g, g_y, gx_dtype)) {
+  if (need_input && data == ConvImpl::Bf16InputGradAsForward) {
     check_bf16(w, "the weight");
     gx = conv2d_bf16_input_grad_as_forward(g, g_y, w);
   } else if (need_input) {
@@ -368,7 +379,7 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
              std::unordered_map<int, memory>{{DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_WEIGHTS, wts}},
              DNNL_ARG_DIFF_SRC, p.bwd_data.diff_src_desc(), activation_memory(gx, src_dims(g), gx_keep));
   }
-  if (need_x && conv_bf16_weight_grad_as_gemm(g)) {  // Note [bf16 backward-weights as one GEMM]
+  if (need_x && weights == ConvImpl::Bf16WeightGradGemm) {  // Note [bf16 backward-weights as one GEMM]
     // Both operands in the order the convolutions return (the GEMM takes either).
     const bool cl = stored_channels_last(g_y);
     const auto in_order = [cl](const Tensor& t) { return cl ? channels_last(t) : contiguous(t); };

@@ -6,8 +6,10 @@
 // which, in a build with the CUDA backend, returns ls::cuda_native::name(args...)
 // when tensor `t` lives on a CUDA device, and in a CPU-only build is nothing (no
 // CUDA tensor can exist there: the CUDA allocator is never registered). The
-// CUDA functions have the same names and signatures as the native ones and are
-// declared in core/cuda/cuda_native.h; they check that every input is on the
+// CUDA functions have the same names and signatures as the native ones, declared
+// once for both in core/native/kernel_api.h and kernel_api_nn.h (Note [Kernel API
+// declared once]) and included into namespace cuda_native by
+// core/cuda/cuda_native.h; they check that every input is on the
 // same device (throwing an ls::Error that names the op and the devices) and
 // queue their kernels on the current stream without synchronising the host.
 // One rule, one line per op: a reader finds the CPU kernel in the function

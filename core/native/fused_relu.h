@@ -14,18 +14,13 @@
 
 #include <tuple>
 
-#include "core/tensor.h"
+#include "core/native/nn_kernels.h"
 
 namespace lockstep::native {
 
-// relu(batch_norm_forward(...)'s output), in one pass; returns (output,
-// save_mean, save_invstd) like batch_norm_forward, with the same checks and
-// the same in-place running-statistic update.
-std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_forward(const Tensor& input,
-                                                           const Tensor& weight, const Tensor& bias,
-                                                           const Tensor& running_mean,
-                                                           const Tensor& running_var, bool training,
-                                                           double momentum, double eps);
+// batch_norm_relu_forward, batch_norm_relu_backward and add_relu, which have CUDA
+// kernels too, are declared in core/native/kernel_api_nn.h (Note [Kernel API
+// declared once]); the CPU-only fused kernels follow.
 
 // relu(batch_norm_forward(...)'s output + residual), in one pass (Note [Fused
 // BatchNorm + add + ReLU] in autograd/functions/batch_norm.cpp); residual has the
@@ -46,13 +41,6 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> batch_norm_add_relu_backward(
     const Tensor& save_invstd, const Tensor& output, bool training, bool need_input,
     bool need_weight, bool need_bias);
 
-// batch_norm_backward of grad_output * (output > 0), where output is what
-// batch_norm_relu_forward returned (same shape and dtype as input).
-std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward(
-    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
-    const Tensor& save_invstd, const Tensor& output, bool training, bool need_input,
-    bool need_weight, bool need_bias);
-
 // The same gradients without the output: the ReLU's mask is recomputed from the
 // input, the forward's bias (may be undefined, i.e. 0) and the saved statistics,
 // bit for bit as batch_norm_relu_forward rounded it (Note [ReLU mask from the
@@ -61,10 +49,6 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_backward_from_input(
     const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
     const Tensor& save_mean, const Tensor& save_invstd, bool training, bool need_input,
     bool need_weight, bool need_bias);
-
-// max(a + b, 0) for a and b of the same shape and floating dtype (any strides) ->
-// a new contiguous tensor. Its backward is add_relu_backward for both inputs.
-Tensor add_relu(const Tensor& a, const Tensor& b);
 
 // relu_backward(grad, output) (core/native/native.h), the gradient of add_relu
 // for both of its inputs: grad where output > 0, else 0. Large float32 CPU

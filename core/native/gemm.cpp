@@ -35,6 +35,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "core/error.h"
+#include "core/native/dispatch_verbose.h"
 #include "core/parallel.h"
 #include "core/profiler.h"
 
@@ -125,6 +126,49 @@ const char* gemm_backend_name(GemmBackend backend) {
   return "unknown";
 }
 
+const char* gemm_impl_name(GemmImpl impl) {
+  switch (impl) {
+    case GemmImpl::Nothing: return "nothing";
+    case GemmImpl::ScaleC: return "scale_c";
+    case GemmImpl::Reference: return "reference";
+    case GemmImpl::Eigen: return "eigen";
+    case GemmImpl::OneDNN: return "onednn";
+    case GemmImpl::Bf16Reference: return "bf16_reference";
+    case GemmImpl::Bf16OneDNN: return "bf16_onednn";
+  }
+  return "unknown";
+}
+
+namespace {
+
+GemmImpl gemm_impl(GemmBackend backend, ScalarType dtype, int64_t m, int64_t n, int64_t k,
+                   bool alpha_zero) {
+  if (dtype == kBFloat16) {
+    if (m == 0 || n == 0) return GemmImpl::Nothing;
+    if (k == 0 || backend == GemmBackend::Reference) return GemmImpl::Bf16Reference;
+    return GemmImpl::Bf16OneDNN;
+  }
+  if (backend == GemmBackend::Reference) return GemmImpl::Reference;
+  if (m == 0 || n == 0) return GemmImpl::Nothing;
+  if (k == 0 || alpha_zero) return GemmImpl::ScaleC;
+  // oneDNN has no double GEMM: double runs on Eigen under either fast backend.
+  if (dtype == kFloat32 && backend == GemmBackend::OneDNN) return GemmImpl::OneDNN;
+  return GemmImpl::Eigen;
+}
+
+}  // namespace
+
+GemmImpl choose_gemm(GemmBackend backend, ScalarType dtype, bool trans_a, bool trans_b, int64_t m,
+                     int64_t n, int64_t k, bool alpha_zero) {
+  const GemmImpl impl = gemm_impl(backend, dtype, m, n, k, alpha_zero);
+  if (dispatch_verbose()) {
+    log_dispatch("gemm", gemm_impl_name(impl), dtype,
+                 lockstep::detail::str("m ", m, " n ", n, " k ", k, trans_a ? " A^T" : "",
+                                       trans_b ? " B^T" : ""));
+  }
+  return impl;
+}
+
 template <class T>
 void gemm_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha,
                     const T* a, int64_t lda, const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
@@ -152,21 +196,23 @@ void gemm_with(GemmBackend backend, bool trans_a, bool trans_b, int64_t m, int64
                int64_t ldc) {
   static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>);
   profiler::mark_gemm();  // Note [Profiler bytes]
-  if (backend == GemmBackend::Reference) {
+  const GemmImpl impl = choose_gemm(backend, std::is_same_v<T, float> ? kFloat32 : kFloat64,
+                                    trans_a, trans_b, m, n, k, alpha == T(0));
+  if (impl == GemmImpl::Reference) {  // checks its arguments itself
     gemm_reference(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   check_gemm_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
-  if (m == 0 || n == 0) return;
-  if (k == 0 || alpha == T(0)) {  // nothing to multiply: C = beta * C
-    scale_c(beta, c, m, n, ldc);
-    return;
-  }
-  if constexpr (std::is_same_v<T, float>) {
-    if (backend == GemmBackend::OneDNN) {
-      gemm_onednn(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-      return;
-    }
+  switch (impl) {
+    case GemmImpl::Nothing: return;
+    case GemmImpl::ScaleC: scale_c(beta, c, m, n, ldc); return;
+    case GemmImpl::OneDNN:
+      if constexpr (std::is_same_v<T, float>) {
+        gemm_onednn(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+      }
+      break;
+    default: break;
   }
   gemm_eigen(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

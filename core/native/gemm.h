@@ -21,6 +21,8 @@
 
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace lockstep::native {
 
 enum class GemmBackend { Reference, Eigen, OneDNN };
@@ -29,6 +31,24 @@ enum class GemmBackend { Reference, Eigen, OneDNN };
 void set_gemm_backend(GemmBackend backend);
 GemmBackend gemm_backend();
 const char* gemm_backend_name(GemmBackend backend);  // "reference", "eigen", "onednn"
+
+// What one product runs (Note [Kernel dispatch] in dispatch_verbose.h): choose_gemm
+// names it, gemm_with and gemm_bf16 (gemm_bf16.h) run it.
+enum class GemmImpl {
+  Nothing,        // m or n is 0: no C to write
+  ScaleC,         // k == 0 or alpha == 0: C = beta * C, nothing to multiply
+  Reference,      // gemm_reference's loops (the Reference backend)
+  Eigen,          // Eigen::Map products (the Eigen backend, and double under OneDNN)
+  OneDNN,         // dnnl_sgemm (float32 under the OneDNN backend)
+  Bf16Reference,  // gemm_bf16_reference's loops (bfloat16: the Reference backend, or k == 0)
+  Bf16OneDNN,     // oneDNN's bf16 matmul primitive
+};
+const char* gemm_impl_name(GemmImpl impl);  // "nothing", "scale_c", "reference", "eigen", ...
+// The implementation of an (m, n, k) product of `dtype` (float32, float64 or
+// bfloat16) under `backend`; alpha_zero: alpha == 0 (float32 and float64 only).
+// Under LOCKSTEP_VERBOSE=dispatch prints the choice.
+GemmImpl choose_gemm(GemmBackend backend, ScalarType dtype, bool trans_a, bool trans_b, int64_t m,
+                     int64_t n, int64_t k, bool alpha_zero);
 
 // C = alpha * op(A) * op(B) + beta * C with the current backend. T is float or double.
 template <class T>

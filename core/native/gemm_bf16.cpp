@@ -222,8 +222,11 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
                const BFloat16* bias, const Bf16Weight* weight_b) {
   check_args(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   profiler::mark_gemm();  // Note [Profiler bytes]
-  if (m == 0 || n == 0) return;
-  if (k == 0 || gemm_backend() == GemmBackend::Reference) {
+  // Note [Kernel dispatch]: choose_gemm (gemm.cpp) names the path.
+  const GemmImpl impl =
+      choose_gemm(gemm_backend(), kBFloat16, trans_a, trans_b, m, n, k, /*alpha_zero=*/false);
+  if (impl == GemmImpl::Nothing) return;
+  if (impl == GemmImpl::Bf16Reference) {
     return gemm_bf16_reference(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias);
   }
   gemm_onednn(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias, weight_b);

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "core/native/nn_kernels.h"
 
 namespace lockstep::native {
 
@@ -33,18 +33,7 @@ void sgd_step_(const Tensor& p, const Tensor& g, const Tensor& buf, double lr, d
                double dampening, double weight_decay, bool nesterov, bool first,
                const Tensor& p16 = Tensor());
 
-// Adam / AdamW (optim/adam.h) with step t's scalars computed in double by the caller:
-// step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t), decay (AdamW: 1 - lr wd,
-// else 1), l2 (Adam: wd, else 0). p *= decay; grad = g + l2 p; m = b1 m + (1 - b1) grad;
-// v = b2 v + (1 - b2) grad^2; v_max = max(v_max, v) when amsgrad (v_max defined; it then
-// stands for v below); p -= step_size m / (sqrt(v) / bc2_sqrt + eps).
-void adam_step_(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
-                const Tensor& v_max, double beta1, double beta2, double eps, double step_size,
-                double bc2_sqrt, double decay, double l2);
-
-// sum |g|^norm_type (max |g| when norm_type is infinite) over a float32/float64 tensor, in
-// double. On the CPU, blocks of kOptimGrain elements are summed separately and combined in
-// block order, so the result does not depend on the thread count.
-double grad_norm_part(const Tensor& g, double norm_type);
+// adam_step_ and grad_norm_part, which have CUDA kernels too, are declared with
+// their formulas in core/native/kernel_api_nn.h (Note [Kernel API declared once]).
 
 }  // namespace lockstep::native

@@ -12,7 +12,8 @@
 // forward's inner loop is branch-free and vectorized (Note [Max-pool fast path]);
 // float32 windows other than side by side run the separable kernels of
 // core/native/fast/pool_max_fast.cpp (Note [Separable max-pool]), as does every
-// float32 backward. adaptive_avg_pool2d is in pool_avg.cpp.
+// float32 backward. Which of these runs is choose_max_pool's choice
+// (pool_dispatch.cpp). adaptive_avg_pool2d is in pool_avg.cpp.
 //
 // Read before: core/native/nn_kernels.h. Read next: core/native/fast/pool_max_fast.cpp,
 // core/native/pool_avg.cpp.
@@ -32,6 +33,7 @@
 #include "core/native/nn_kernels.h"
 #include "core/native/fast/pool_max_2x2.h"
 #include "core/native/fast/pool_max_fast.h"
+#include "core/native/pool_dispatch.h"
 #include "core/native/pool_planes.h"
 #include "core/native/pool_rules.h"
 #include "core/native/fast/streaming_store.h"
@@ -55,8 +57,7 @@ using pool_detail::plane_grain;
 // Output (oy, ox) is the first maximum over its window in row-major order, or
 // the last NaN if there is one (`v > best || v is NaN`, as PyTorch). Written
 // as one compare-and-branch per element, random data mispredicts about every
-// other branch (measured ~7 ns an element, 12 ms for the small CNN's first
-// pool at batch 64). The fast paths keep a chunk of outputs in local arrays
+// other branch, which dominated the pool's time. The fast paths keep a chunk of outputs in local arrays
 // (maxima and same-width indices: int32 for float, int64 for double) and visit
 // the window positions one by one across the whole chunk, with selects instead
 // of branches, which the compiler vectorizes:
@@ -67,16 +68,13 @@ using pool_detail::plane_grain;
 //     the plane ("interior", max_pool_interior); the few border columns run
 //     the per-window loop.
 // Every path visits a window in the same row-major order, so the results, ties
-// and NaNs included, are the same. Measured (1 thread, thread CPU ms, output
-// allocation included): the small CNN's pools at batch 64, (64, 32, 28, 28)
-// and (64, 64, 14, 14), went from 11.5 and 6.0 ms to 1.9 and 0.65 ms forward;
-// oneDNN's pooling on the same NCHW tensors took 2.2 and 0.9 ms forward and 2.5
-// and 1.3 ms backward (ours: 1.2 and 0.55), before converting its workspace to
-// our int64 indices, so it is not used. For float32 and bf16 with AVX-512, the
+// and NaNs included, are the same. On the small CNN's pools this was several
+// times faster than the branchy loop, and faster than oneDNN's pooling on the
+// same NCHW tensors even before converting oneDNN's workspace to our int64
+// indices, so oneDNN's is not used. For float32 and bf16 with AVX-512, the
 // 2x2 stride-2 windows now take the masked kernel of Note [2x2 max-pool]
-// (fast/pool_max_2x2.cpp): those two pools, min of 30, thread CPU, went from
-// 1.56 and 1.01 ms (float32; bf16 1.66 and 1.16) to 0.77 and 0.40 (bf16 0.58 and
-// 0.38). Other side-by-side windows (and 2x2 without AVX-512) run the kernel
+// (fast/pool_max_2x2.cpp), about twice as fast again. (The measurements and
+// how to re-measure them: docs/results/kernel_choices.md.) Other side-by-side windows (and 2x2 without AVX-512) run the kernel
 // below; every other float32 window goes to the separable kernels (Note
 // [Separable max-pool] in core/native/fast/pool_max_fast.cpp), which run ResNet50's
 // stem pool 3x faster than max_pool_interior did; float64 keeps both paths here.
@@ -173,16 +171,21 @@ void max_pool_side_by_side(const T* __restrict src, const PoolWindow& p, T* __re
 // The fast paths' int32 indices must hold every flat position of the plane.
 bool fits_int32(const PoolWindow& p) { return p.h * p.w < (int64_t{1} << 31); }
 
-// Whether max_pool_plane takes the side-by-side path.
-bool side_by_side_applies(const PoolWindow& p) {
+}  // namespace
+
+bool max_pool_side_by_side_applies(const PoolWindow& p) {
   return fits_int32(p) && p.ph == 0 && p.pw == 0 && p.kw <= p.sw &&
          p.sw <= kMaxSideBySideStride && p.ow <= kInteriorChunk;
 }
 
+namespace {
+
+// One plane by the side-by-side loop (`side_by_side`: choose_max_pool named it)
+// or window by window.
 template <class T>
-void max_pool_plane(const T* src, const PoolWindow& p, T* dst, int64_t* idx) {
+void max_pool_plane(const T* src, const PoolWindow& p, T* dst, int64_t* idx, bool side_by_side) {
   const bool fits = fits_int32(p);
-  if (side_by_side_applies(p)) {
+  if (side_by_side) {
     if (p.sw == 2) {
       max_pool_side_by_side<2>(src, p, dst, idx);
     } else {
@@ -232,24 +235,25 @@ void max_pool_plane(const T* src, const PoolWindow& p, T* dst, int64_t* idx) {
   }
 }
 
-// The float32 forward of planes [lo, hi) of x (planes of win.h x win.w): the
-// 2x2 stride-2 kernel (Note [2x2 max-pool] in core/native/fast/pool_max_2x2.cpp)
-// or the separable kernels (Note [Separable max-pool] in
-// core/native/fast/pool_max_fast.cpp) where they take the window, max_pool_plane
-// otherwise.
+// The float32 forward of planes [lo, hi) of x (planes of win.h x win.w) by `impl`
+// (choose_max_pool): the 2x2 stride-2 kernel (Note [2x2 max-pool] in
+// core/native/fast/pool_max_2x2.cpp), the separable kernels (Note [Separable
+// max-pool] in core/native/fast/pool_max_fast.cpp), or max_pool_plane.
 void max_pool_float_planes(const float* x, const PoolWindow& win, float* y, int64_t* idx,
-                           int64_t lo, int64_t hi, const detail::SeparableMaxPoolOptions& options) {
-  if (detail::max_pool_2x2_applies(win)) {  // Note [2x2 max-pool]
+                           int64_t lo, int64_t hi, MaxPoolImpl impl,
+                           const detail::SeparableMaxPoolOptions& options) {
+  if (impl == MaxPoolImpl::TwoByTwo) {  // Note [2x2 max-pool]
     detail::max_pool_2x2_planes(x, win, y, idx, lo, hi);
     return;
   }
-  if (!side_by_side_applies(win) && detail::separable_max_pool_applies(win)) {
+  if (impl == MaxPoolImpl::Separable) {
     detail::separable_max_pool_planes(x, win, y, idx, lo, hi, options);
     return;
   }
   const int64_t hw = win.h * win.w, ohw = win.oh * win.ow;
   for (int64_t plane = lo; plane < hi; ++plane) {
-    max_pool_plane(x + plane * hw, win, y + plane * ohw, idx + plane * ohw);
+    max_pool_plane(x + plane * hw, win, y + plane * ohw, idx + plane * ohw,
+                   impl == MaxPoolImpl::SideBySide);
   }
 }
 
@@ -270,7 +274,8 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
   check_image(input, op, /*bfloat16_ok=*/true);
   const PoolWindow win = rules::max_pool2d_window(input, kernel_size, stride, padding, op);
   const int64_t n = input.size(0), c = input.size(1), h = win.h, w = win.w, oh = win.oh, ow = win.ow;
-  if (input.dtype() == kBFloat16 && stored_channels_last(input)) {
+  const MaxPoolImpl impl = choose_max_pool(input, win);  // pool_dispatch.cpp
+  if (impl == MaxPoolImpl::ChannelsLastBf16) {
     // A channels-last bf16 image pools in its own order (pool_max_channels_last.h).
     Tensor out = empty_channels_last({n, c, oh, ow}, kBFloat16);
     Tensor indices = empty_channels_last({n, c, oh, ow}, kInt64);
@@ -286,7 +291,7 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
   if (x.dtype() == kBFloat16) {  // Note [bfloat16 pooling]
     const BFloat16* xp = x.data_ptr<BFloat16>();
     BFloat16* yp = out.data_ptr<BFloat16>();
-    if (detail::max_pool_2x2_applies(win)) {  // reads bf16 itself: Note [2x2 max-pool]
+    if (impl == MaxPoolImpl::TwoByTwo) {  // reads bf16 itself: Note [2x2 max-pool]
       parallel_for(0, n * c, plane_grain(h * w), [&](int64_t lo, int64_t hi) {
         detail::max_pool_2x2_planes(xp, win, yp, ip, lo, hi);
       });
@@ -296,7 +301,7 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
       std::vector<float> xs(h * w), ys(oh * ow);  // one plane, (H, W) and (oH, oW)
       for (int64_t plane = lo; plane < hi; ++plane) {
         widen_bf16(xp + plane * h * w, xs.data(), h * w);
-        max_pool_float_planes(xs.data(), win, ys.data(), ip + plane * oh * ow, 0, 1, {});
+        max_pool_float_planes(xs.data(), win, ys.data(), ip + plane * oh * ow, 0, 1, impl, {});
         round_to_bf16(ys.data(), yp + plane * oh * ow, oh * ow);
       }
     });
@@ -310,7 +315,7 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
     // int64 indices: the bytes of twice as many floats.
     options.stream_indices = detail::use_streaming_stores<float>(2 * indices.numel());
     parallel_for(0, n * c, plane_grain(h * w), [&](int64_t lo, int64_t hi) {
-      max_pool_float_planes(xp, win, yp, ip, lo, hi, options);
+      max_pool_float_planes(xp, win, yp, ip, lo, hi, impl, options);
     });
     return {out, indices};
   }
@@ -318,7 +323,8 @@ std::tuple<Tensor, Tensor> max_pool2d_forward(const Tensor& input, const IntList
     const T* xp = x.data_ptr<T>();
     T* yp = out.data_ptr<T>();
     for_each_plane(n * c, h * w, [&](int64_t plane) {
-      max_pool_plane(xp + plane * h * w, win, yp + plane * oh * ow, ip + plane * oh * ow);
+      max_pool_plane(xp + plane * h * w, win, yp + plane * oh * ow, ip + plane * oh * ow,
+                     impl == MaxPoolImpl::SideBySide);
     });
   });
   return {out, indices};
@@ -335,12 +341,12 @@ IntList max_pool2d_tile(const IntList& kernel_size, const IntList& stride, const
 
 Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
                            const IntList& input_sizes, const IntList& tile) {
-  LS_DISPATCH_CUDA(grad_output, max_pool2d_backward(grad_output, indices, input_sizes));
+  LS_DISPATCH_CUDA(grad_output, max_pool2d_backward(grad_output, indices, input_sizes, tile));
   const char* op = "max_pool2d_backward";
   check_image(grad_output, op, /*bfloat16_ok=*/true);
   rules::check_max_pool_indices(indices, grad_output, op);
   rules::check_pool_input_sizes(input_sizes, grad_output, op);
-  if (grad_output.dtype() == kBFloat16 && stored_channels_last(indices)) {
+  if (choose_max_pool_backward(grad_output, indices) == MaxPoolImpl::ChannelsLastBf16) {
     // The forward pooled a channels-last image (pool_max_channels_last.h).
     const Tensor gy = channels_last(grad_output);
     LS_CHECK(tile.empty() || (tile.size() == 2 && tile[0] > 0 && tile[1] > 0), op,

@@ -6,12 +6,7 @@
 // Read before: tests/distributed/test_ddp_misuse.cpp (BranchyMLP's unused branch).
 #include <doctest/doctest.h>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "distributed/distributed.h"
@@ -19,41 +14,16 @@
 #include "tests/distributed/ddp_test_models.h"
 #include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"
+#include "tests/support/stderr_capture.h"
 
 namespace ls = lockstep;
 namespace dist = lockstep::distributed;
 using ls::testing::BranchyMLP;
 using lockstep::testing::contains;
 using lockstep::testing::error_of;
+using lockstep::testing::stderr_of;
 
 namespace {
-
-// Runs fn with this process's stderr going to a file; returns what was written.
-template <class F>
-std::string stderr_of(F&& fn, const std::string& path) {
-  std::fflush(stderr);
-  const int saved = dup(2);
-  const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
-  REQUIRE(fd >= 0);
-  dup2(fd, 2);
-  close(fd);
-  try {
-    fn();
-  } catch (...) {
-    std::fflush(stderr);
-    dup2(saved, 2);
-    close(saved);
-    throw;
-  }
-  std::fflush(stderr);
-  dup2(saved, 2);
-  close(saved);
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::remove(path.c_str());
-  return ss.str();
-}
 
 // Two synced iterations of BranchyMLP under DDP with find_unused_parameters;
 // rank 0 never uses `side`, rank 1 uses it in the second iteration only.
@@ -72,17 +42,12 @@ void train_branchy(int rank) {
   }
 }
 
-std::string log_path(const char* level, int rank) {
-  return "/tmp/lockstep_ddp_debug_" + std::string(level) + "_" + std::to_string(getpid()) + "_" +
-         std::to_string(rank) + ".txt";
-}
-
 }  // namespace
 
 TEST_CASE("ddp debug: INFO prints the bucket layout by name on rank 0 only") {
   ls::testing::run_ranks(2, [](int rank) {
     setenv("LOCKSTEP_DISTRIBUTED_DEBUG", "INFO", 1);
-    const std::string out = stderr_of([&] { train_branchy(rank); }, log_path("info", rank));
+    const std::string out = stderr_of([&] { train_branchy(rank); });
     if (rank == 0) {
       CHECK(contains(out, "DDP (rank 0): 6 bucket(s) at construction"));
       CHECK(contains(out, "bucket 0: "));
@@ -98,7 +63,7 @@ TEST_CASE("ddp debug: INFO prints the bucket layout by name on rank 0 only") {
 TEST_CASE("ddp debug: DETAIL names the parameters without a gradient after each backward") {
   ls::testing::run_ranks(2, [](int rank) {
     setenv("LOCKSTEP_DISTRIBUTED_DEBUG", "detail", 1);
-    const std::string out = stderr_of([&] { train_branchy(rank); }, log_path("detail", rank));
+    const std::string out = stderr_of([&] { train_branchy(rank); });
     CHECK(contains(out, "DDP (rank " + std::to_string(rank) + "): 6 bucket(s) at construction"));
     // Iteration 1: nobody uses side; iteration 2: rank 1 does.
     const bool names_side = contains(out, "got no gradient on this rank: 'side.weight', 'side.bias'") ||

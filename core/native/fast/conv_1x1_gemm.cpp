@@ -28,7 +28,7 @@ bool strided(const ConvGeometry& g) { return g.stride_h > 1 || g.stride_w > 1; }
 
 // Strided 1x1 layers with at least this many output pixels per image run one GEMM per
 // image; below it every 1x1 layer runs the batch-folded GEMMs (Note [1x1 convolutions
-// as GEMMs]: at 7x7, 49 columns per GEMM ran at 95-110 GFLOP/s against ~150 folded).
+// as GEMMs]: at 7x7, 49 columns per GEMM ran well below the folded GEMM's rate).
 constexpr int64_t kFoldPixels = 196;
 bool folded(const ConvGeometry& g) { return g.p() < kFoldPixels; }
 bool strided_by_gemm(const ConvGeometry& g) { return strided(g) && !folded(g); }
@@ -132,9 +132,16 @@ std::string label(const ConvGeometry& g, ConvPass pass) {
 
 }  // namespace
 
+bool conv1x1_gemm_takes(const ConvGeometry& g, ConvPass pass, bool bias) {
+  if (!one_by_one(g)) return false;
+  return pass == ConvPass::BackwardData || (all_passes_here(g) && !bias);
+}
+
+bool conv1x1_gemm_folds(const ConvGeometry& g) { return folded(g); }
+
 bool conv1x1_gemm_forward(const ConvGeometry& g, const float* x, const float* w, const float* bias,
                           float* y, std::shared_ptr<const ConvWorkspace>* workspace) {
-  if (!one_by_one(g) || !all_passes_here(g) || bias != nullptr) return false;
+  if (!conv1x1_gemm_takes(g, ConvPass::Forward, bias != nullptr)) return false;
   const std::string name = label(g, ConvPass::Forward);
   profiler::Scope scope(name);
   Tensor xs = subsampled(g, g.c_in);  // (N, C_in, oH, oW), or (C_in, N, oH, oW) folded
@@ -184,7 +191,8 @@ ConvBackwardDone conv1x1_gemm_backward(const ConvGeometry& g, const float* gy, c
                                        bool sum_gx, const ConvWorkspace* workspace) {
   ConvBackwardDone done;
   if (!one_by_one(g)) return done;  // every strided 1x1 has all_passes_here
-  const bool weight_here = gw != nullptr && all_passes_here(g) && gb == nullptr;
+  const bool weight_here =
+      gw != nullptr && conv1x1_gemm_takes(g, ConvPass::BackwardWeights, gb != nullptr);
   if (folded(g) && (gx != nullptr || weight_here)) {
     const int64_t np = g.n * g.p();
     Tensor gyc = subsampled(g, g.c_out);  // (C_out, N, oH, oW)

@@ -7,9 +7,9 @@
 // output, and memory decides its speed. oneDNN 2.6 has no AMX kernel for it
 // (a 3x3 1 -> 32 layer runs jit_bf16:avx512_core_bf16 forward, writing the
 // blocked aBcd16b layout we then reorder to NCHW, and jit:amx backward-weights
-// reading an NHWC copy of the gradient): at batch 64, 28x28, one thread, the
-// Fashion-MNIST SmallCNN's first layer took 1.0 ms forward + 0.86 ms reorder,
-// and 0.67 ms of gradient reorder + 1.46 ms backward-weights. Here every pass
+// reading an NHWC copy of the gradient), and on the Fashion-MNIST SmallCNN's
+// first layer the reorders cost about as much as the passes themselves
+// (docs/results/kernel_choices.md). Here every pass
 // is a loop over NCHW planes in float32, with no reorder:
 //   forward          y[n, o] = b[o] + sum_(c, i, j) w[o, c, i, j] xpad[n, c](i.., j..)
 //   backward-weights dW[o, c, i, j] = sum_n <dy[n, o], xpad[n, c](i.., j..)>

@@ -14,12 +14,9 @@
 // 1x2, 2x1 and 2x2, the same products as the forward pass, and their outputs are
 // interleaved into dx. oneDNN 2.6 runs the forward pass on AMX as brgconv but the
 // backward-data pass as the older jit:avx512_core_amx_bf16 kernel, which is
-// slower, most of all at stride 2. ResNet50's 3x3 layers, batch 8, channels-last,
-// one thread, median of 7 calls, three alternating processes on a throttled VM
-// (conv2d_bf16_backward alone; primitive / phases, ms): 64 at 56x56 6.4 / 5.3,
-// 128 at 28x28 6.2 / 5.9, 256 at 14x14 7.2 / 6.8, 512 at 7x7 18.5 / 13.7;
-// stride 2: 128 56 -> 28 23 / 8.2, 256 28 -> 14 24.5 / 9.7, 512 14 -> 7 34 / 16;
-// the seven layers 118-124 / 63-68 ms, about 60 ms less per step. Each phase's
+// slower, most of all at stride 2: on ResNet50's 3x3 layers the phases were
+// faster on every layer, two to three times on the strided ones, about half the
+// seven layers' time per step (docs/results/kernel_choices.md). Each phase's
 // kernel is made per call from the bf16 weight (each (o, c) block of taps picked
 // and reversed, in memory order) and handed to the oneDNN forward as a transposed
 // view, which its weight reorder reads in place (weight_memory, conv_bf16.cpp).

@@ -80,9 +80,9 @@ bool strided(const ConvGeometry& g) { return g.stride_h != 1 || g.stride_w != 1;
 // (P = 196, 49) each GEMM is too short in K for the AMX tiles and the float32
 // dW is read and written N times. Below kOneGemmPixels the two operands are
 // first copied channel-major — dY (N, C_out, P) -> (C_out, N P), X likewise —
-// and dW is one GEMM of K = N P: measured on (8, 512 -> 2048, 7x7), 16.6 ms as
-// 8 GEMMs against 0.4 ms of copies + 7.9 ms (loaded machine, 1 thread); at
-// 56x56 (P = 3136) the copies cost more than they save. The sum is the same
+// and dW is one GEMM of K = N P, about twice as fast at 7x7 copies included
+// (docs/results/kernel_choices.md); at 56x56 (P = 3136) the copies cost more
+// than they save. The sum is the same
 // sum of products in another order (float32 accumulation either way).
 constexpr int64_t kOneGemmPixels = 1024;
 

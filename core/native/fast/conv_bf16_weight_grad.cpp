@@ -3,16 +3,14 @@
 // § Note [bf16 backward-weights as one GEMM]
 // oneDNN 2.6's AMX backward-weights kernel for bf16 (jit:avx512_core_amx_bf16)
 // runs far below the AMX GEMM when the output image is small or the input has
-// few channels. Fastest call of three in a ResNet50 batch-8 step (ONEDNN_VERBOSE,
-// loaded machine, 1 thread), the primitive against this file's GEMM alone:
-// 3x3 512 -> 512 stride 2, 14x14 -> 7x7: 44.3 ms (42 GFLOP/s) vs 3.5; 3x3 512 at
-// 7x7: 19.3 vs 3.5; 3x3 256 stride 2, 28 -> 14: 15.5 vs 2.6; 3x3 256 at 14x14:
-// 5.9 vs 2.6; the 7x7 stem (3 input channels): 61.9 vs 15.3 — while at 28x28 and
-// 56x56 the primitive runs at 300+ GFLOP/s and keeps those layers. The im2col
-// below costs a pass over the columns on top (the stem's are 29 MB); whole-step
-// CPU time, two A/B pairs on the loaded machine (LOCKSTEP_BF16_WGRAD_GEMM=0 /
-// default): 1777 / 1202 and 1347 / 1089 ms. For those layers the gradient is
-// computed as the matrix product it is, over the whole batch at once:
+// few channels: on ResNet50's 14x14 and 7x7 stages and its 7x7 stem, several
+// times slower than this file's GEMM alone, while at 28x28 and 56x56 the
+// primitive runs at the GEMM's rate and keeps those layers. The im2col below
+// costs a pass over the columns on top (the stem's are 29 MB), and the whole
+// step is still faster with this rule than without (the measurements, and the
+// A/B switch LOCKSTEP_BF16_WGRAD_GEMM=0: docs/results/kernel_choices.md). For
+// those layers the gradient is computed as the matrix product it is, over the
+// whole batch at once:
 //   dW (C_out, C_in kH kW) = dY' (C_out, N P) cols^T (N P, C_in kH kW)
 // with P = oH oW, dY' the gradient channel-major (conv_bf16_channels_major) and
 // cols the batch's im2col: row (c, i, j) holds, for every image n and output
@@ -22,17 +20,12 @@
 // Used, with groups == 1, for small images of many channels (P <= 14 x 14 and
 // C_in >= kManyChannels) and for large kernels over few channels (C_in <
 // kFewChannels, kH kW > 9, as the stem). The primitive keeps the rest, which
-// it runs faster than the im2col and the GEMM together: the Fashion-MNIST
-// SmallCNN's layers, batch 64, 1 thread, per call (primitive / im2col + GEMM):
-// 3x3 1 -> 32 at 28x28: 1.6 / 3.5 ms; 3x3 32 -> 64 at 14x14: 2.2 / 8.2 ms, where
-// the im2col alone (4.3 ms: rows of 14) costs more than the whole primitive.
-// Without AMX (oneDNN's jit_bf16:avx512_core_bf16 kernels, e.g. AMD Zen 4) the
-// primitive keeps every layer but the strided ones with small outputs: per call,
-// ResNet50 batch 8, 1 thread, primitive / this file's GEMM alone (ONEDNN_VERBOSE):
-// 3x3 512 stride 2, 14x14 -> 7x7: 38.4 / 9.6 ms; 3x3 512 at 7x7: 9.5 / 9.6;
-// 3x3 256 at 14x14: 8.0 / 9.2; the stem: 11.1 / 15.9, the im2col on top of
-// each GEMM; whole-step backward-weights 179-181 ms with every layer on the
-// primitive against 222-245 with the AMX rule above.
+// it runs faster than the im2col and the GEMM together (on the Fashion-MNIST
+// SmallCNN's layers the im2col alone, over rows of 14, costs more than the whole
+// primitive). Without AMX (oneDNN's jit_bf16:avx512_core_bf16 kernels, e.g. AMD
+// Zen 4) the primitive keeps every layer but the strided ones with small outputs:
+// on the others it is about as fast as the GEMM or faster, and the whole step's
+// backward-weights was slower under the AMX rule above (docs/results/kernel_choices.md).
 // LOCKSTEP_BF16_WGRAD_GEMM=0 sends every layer to the primitive (benchmarks).
 //
 // On channels-last operands (Note [Channels-last activations] in memory_format.h)

@@ -360,6 +360,10 @@ ConvOnednnCacheStats conv_onednn_cache_stats() {
   return {c.built, static_cast<int64_t>(c.entries.size())};
 }
 
+bool conv_onednn_has_primitive(const ConvGeometry& g, ConvPass pass, bool bias) {
+  return lookup(g, pass, bias) != nullptr;
+}
+
 std::string conv_onednn_impl(const ConvGeometry& g, ConvPass pass, bool bias) {
   const auto c = lookup(g, pass, bias);
   return c ? c->impl : "none";

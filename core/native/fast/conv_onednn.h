@@ -23,19 +23,23 @@
 #include <string>
 #include <string_view>
 
+#include "core/native/conv_dispatch.h"
 #include "core/native/conv_geometry.h"
 #include "core/native/nn_kernels.h"
 
 namespace lockstep::native {
 
-// The three passes of a convolution, each its own oneDNN primitive.
-enum class ConvPass { Forward, BackwardData, BackwardWeights };
+// Whether oneDNN has a fast primitive for `pass` of `g` (with a bias when `bias`):
+// one of choose_conv's rules (conv_dispatch.cpp). Builds and caches it on first use.
+bool conv_onednn_has_primitive(const ConvGeometry& g, ConvPass pass, bool bias);
 
 // Contiguous float32 buffers with the shapes of `g`:
 //   x (N, C_in, H, W), w (C_out, C_in / groups, kH, kW), bias (C_out) or null,
 //   y / gy (N, C_out, oH, oW).
-// The forward writes y and returns true, or returns false having written
-// nothing when oneDNN declines the pass (the caller then uses the reference).
+// Each runs the cached primitive of the passes choose_conv gave to oneDNN
+// (conv_dispatch.cpp). The forward writes y and returns true, or returns false
+// having written nothing when oneDNN declines the pass (the caller then uses the
+// reference).
 // With `workspace` not null, also leaves there what the backward-weights pass
 // can reuse, or null (Note [Convolution workspace]).
 bool conv2d_forward_onednn(const ConvGeometry& g, const float* x, const float* w,
@@ -46,7 +50,8 @@ bool conv2d_forward_onednn(const ConvGeometry& g, const float* x, const float* w
 // is not null; each overwritten, except gx with sum_gx, which gets the input
 // gradient added to what it holds (Note [Convolution gradients summed in place]).
 // Says which passes ran (a pass oneDNN declines writes nothing). Both passes
-// read gy; it is reordered once for the two.
+// read gy; it is reordered once for the two. The 1x1 passes that choose_conv
+// gives to GEMMs are not run here (conv1x1_gemm_backward in conv_1x1_gemm.h).
 struct ConvBackwardDone {
   bool input = false, weight = false;
 };
@@ -72,8 +77,8 @@ ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, 
 // forward gathered, strided layers' subsample or the folded 7x7 layers'
 // channel-major copy, and their backward-weights pass uses it when it has the
 // shape and order that pass would gather (ResNet50 at batch 8: 13 layers, up to
-// 6.4 MB each; the three downsample layers' backward-weights ~2-3 ms a step
-// faster in the profile).
+// 6.4 MB each; the three downsample layers' backward-weights measurably faster
+// in the profile: docs/results/kernel_choices.md).
 
 // § Note [Convolution gradients summed in place]
 // In a residual network the gradient of a block's input is the sum of the

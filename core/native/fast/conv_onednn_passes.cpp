@@ -1,14 +1,13 @@
 // core/native/fast/conv_onednn_passes.cpp — the three convolution passes on oneDNN
-// primitives (conv2d_forward_onednn, conv2d_backward_onednn): the 1x1 GEMM
-// paths first, then the cached primitive of each pass, the reorder of
-// grad_output shared by both backward passes, the summed input gradient (Note
+// primitives (conv2d_forward_onednn, conv2d_backward_onednn), for the passes
+// choose_conv gives to oneDNN (conv_dispatch.cpp): the cached primitive of each
+// pass, the reorder of grad_output shared by both backward passes, the summed input gradient (Note
 // [Convolution gradients summed in place]) and the forward's workspace (Note
 // [Convolution workspace]), both in conv_onednn.h.
 // Read before: core/native/fast/conv_onednn_run.h. Read next: core/native/fast/conv_1x1_gemm.h.
 #include <memory>
 #include <vector>
 
-#include "core/native/fast/conv_1x1_gemm.h"
 #include "core/native/fast/conv_onednn.h"
 #include "core/native/fast/conv_onednn_run.h"
 #include "core/parallel.h"
@@ -42,8 +41,6 @@ std::shared_ptr<ConvWorkspace> make_workspace(const ConvGeometry& g, const Cache
 bool conv2d_forward_onednn(const ConvGeometry& g, const float* x, const float* w,
                            const float* bias, float* y,
                            std::shared_ptr<const ConvWorkspace>* workspace) {
-  // See Note [1x1 convolutions as GEMMs].
-  if (conv1x1_gemm_forward(g, x, w, bias, y, workspace)) return true;
   const auto c = lookup(g, ConvPass::Forward, bias != nullptr);
   if (!c) return false;
   std::vector<Arg> buffers{{x}, {w}};
@@ -72,15 +69,9 @@ ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, 
                                         const float* w, float* gx, float* gw, float* gb,
                                         bool sum_gx, const ConvWorkspace* workspace) {
   const char* op = "conv2d_backward";
-  // Note [1x1 convolutions as GEMMs]: the passes done there are skipped here.
-  const ConvBackwardDone by_gemm =
-      conv1x1_gemm_backward(g, gy, x, w, gx, gw, gb, sum_gx, workspace);
-  const bool data_by_gemm = by_gemm.input, weights_by_gemm = by_gemm.weight;
-  const auto data =
-      gx != nullptr && !data_by_gemm ? lookup(g, ConvPass::BackwardData, false) : nullptr;
-  const auto weights = gw != nullptr && !weights_by_gemm
-                           ? lookup(g, ConvPass::BackwardWeights, gb != nullptr)
-                           : nullptr;
+  const auto data = gx != nullptr ? lookup(g, ConvPass::BackwardData, false) : nullptr;
+  const auto weights =
+      gw != nullptr ? lookup(g, ConvPass::BackwardWeights, gb != nullptr) : nullptr;
   // diff_dst is slot 0 of both passes; when both want it in the same blocked
   // layout, it is reordered once, into a buffer of its own.
   Arg diff_dst{gy};
@@ -117,7 +108,7 @@ ConvBackwardDone conv2d_backward_onednn(const ConvGeometry& g, const float* gy, 
     if (gb != nullptr) buffers.push_back({gb});
     run(*weights, buffers, g, op);
   }
-  return {data != nullptr || data_by_gemm, weights != nullptr || weights_by_gemm};
+  return {data != nullptr, weights != nullptr};
 }
 
 }  // namespace lockstep::native
