@@ -1,6 +1,7 @@
 // autograd/accumulate_grad.cpp — summing gradients into .grad and running
-// post-accumulate-grad hooks (see Note [Post-accumulate-grad hooks]).
-// Read before: autograd/accumulate_grad.h.
+// post-accumulate-grad hooks (see Note [Post-accumulate-grad hooks]): the last
+// lines of AccumulateGrad::apply are where DDP's gradient hook fires.
+// Read before: autograd/accumulate_grad.h. Read next: autograd/engine.h.
 #include "autograd/accumulate_grad.h"
 
 #include "autograd/traffic.h"

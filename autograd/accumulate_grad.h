@@ -14,7 +14,7 @@
 // exactly once per parameter per backward. DDP's Reducer registers one hook per
 // parameter; that is how it learns a gradient is ready (autograd_hook).
 //
-// Read before: autograd/node.h. Read next: autograd/engine.h.
+// Read before: autograd/node.h. Read next: autograd/accumulate_grad.cpp, autograd/engine.h.
 #pragma once
 
 #include <functional>

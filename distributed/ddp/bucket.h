@@ -22,7 +22,7 @@ namespace lockstep::distributed {
 
 struct Bucket {
   Tensor flat;                        // (sum of numels) of the bucket's dtype and device;
-                                      // undefined between iterations under ZeRO-2 (Note [ZeRO-2 buckets])
+                                      // a plug-in may free it between iterations (Note [Reducer plug-ins])
   ScalarType dtype = kFloat32;        // the dtype and device flat is (re)allocated with
   Device device;
   std::vector<size_t> param_indices;  // which parameters, in slice order

@@ -105,7 +105,7 @@ void JoinState::sync_final_model() {
 JoinScope::JoinScope(DDPCore& core, const JoinOptions& options) : core_(core) {
   LS_CHECK(core_.join() == nullptr, "DDP (rank ", core_.process_group().rank(), "): join() called inside join(); "
            "nest training loops inside one join() instead");
-  LS_CHECK(!core_.reducer().has_bucket_reduced_hook(), "DDP (rank ", core_.process_group().rank(), "): join() "
+  LS_CHECK(!core_.reducer().has_plugin(), "DDP (rank ", core_.process_group().rank(), "): join() "
            "with a ZeroRedundancyOptimizer overlapped with DDP (hook_with_zero_step) is not supported: a joined "
            "rank would not step its shard nor broadcast it; use ZeroOptions().overlap_with_ddp(false) under join()");
   core_.set_join(std::make_unique<JoinState>(core_, options));

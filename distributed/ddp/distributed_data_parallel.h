@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "distributed/ddp/bucket_autotune.h"
+#include "distributed/ddp/bucket_handover.h"
 #include "distributed/ddp/comm_hook.h"
 #include "distributed/ddp/ddp_join.h"
 #include "distributed/ddp/ddp_options.h"
@@ -186,15 +187,19 @@ class DistributedDataParallel {
         });
   }
 
-  // Note [After a bucket is reduced] (reducer.cpp); used by hook_with_zero_step
-  // (distributed/zero/zero_overlap.h).
+  // Note [After a bucket is reduced] (bucket_handover.h): hook(bucket index,
+  // its parameters' indices, wait) after each bucket's averages are in .grad;
+  // piece_bytes > 0: handed over while the reduction arrives in pieces of that
+  // size. Once; used by hook_with_zero_step (distributed/zero/zero_overlap.h).
   void register_bucket_reduced_hook(Reducer::BucketReducedHook hook, int64_t piece_bytes = 0) {
-    core_.reducer().register_bucket_reduced_hook(std::move(hook), piece_bytes);
+    attach_reducer_plugin(std::make_unique<BucketHandover>(std::move(hook), piece_bytes));
   }
 
-  // ZeRO-2: gradient i reduced only to rank owner[i] (Reducer::shard_gradients);
-  // used by hook_with_zero_step with ZeroOptions().shard_gradients(true).
-  void shard_gradients(std::vector<int> owner) { core_.reducer().shard_gradients(std::move(owner)); }
+  // Note [Reducer plug-ins] (reducer_plugin.h): once (ZeRO-2's sharded
+  // gradients: hook_with_zero_step, before the first synced forward).
+  void attach_reducer_plugin(std::unique_ptr<ReducerPlugin> plugin) {
+    core_.reducer().attach_plugin(std::move(plugin));
+  }
 
   const std::shared_ptr<M>& module() const { return module_; }
   ProcessGroup& process_group() const { return core_.process_group(); }

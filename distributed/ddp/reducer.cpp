@@ -2,8 +2,9 @@
 // describes it (Section 3.2): hooks → pending counts → in-order launch →
 // finalize. Which gradients are ready when, how buckets store them, how a
 // bucket is reduced and who watches are the seams of reducer.h.
-// Read before: distributed/ddp/reducer.h. Read next: distributed/ddp/reducer_readiness.h;
-// on README's DDP track, distributed/ddp/reducer_buckets.h.
+// Read before: distributed/ddp/reducer.h. Read next: distributed/ddp/reducer_readiness.h,
+// distributed/ddp/reducer_buckets.h, distributed/ddp/reducer_plugin.h; on README's DDP
+// track, distributed/ddp/reducer_launch.cpp.
 #include "distributed/ddp/reducer.h"
 
 #include <algorithm>
@@ -27,9 +28,9 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
       divisor_(static_cast<double>(process_group_->size())),
       ready_(params_.size(), false) {
   // Buckets in reverse registration order (distributed/ddp/bucket_assignment.h).
-  storage_.build(compute_bucket_assignment(params_, options.first_bucket_mb(), options.bucket_cap_mb()));
+  build_buckets(compute_bucket_assignment(params_, options.first_bucket_mb(), options.bucket_cap_mb()),
+                "at construction");
   if (non_finite_.policy() != NonFinitePolicy::OFF) storage_.count_non_finite_in(&non_finite_);
-  observe_.layout_changed("at construction");
   for (size_t i = 0; i < params_.size(); ++i) {
     hooks_.push_back(params_[i].register_post_accumulate_grad_hook(
         [this, i](Tensor&) { autograd_hook(i); }));
@@ -41,80 +42,8 @@ Reducer::~Reducer() {
 }
 
 void Reducer::register_comm_hook(CommHook hook) {
-  launcher_.register_hook(std::move(hook), /*started=*/observe_.backwards() > 0 || expect_autograd_hooks_);
-}
-
-// § Note [After a bucket is reduced]
-// The hook runs where a comm hook's continuations run (Note [Continuations run
-// on the waiting thread]): on the compute thread, after finalize_bucket's
-// copy-out, in bucket index order — for the first buckets already during
-// backward, at fixed points of the launch order (Note [Finalizing buckets
-// during backward]), for the rest in finalize_backward. So every rank calls it
-// with the same buckets in the same order — collectives it starts pair up —
-// and it sees the .grad an optimizer would see after backward (averaged,
-// globally unused parameters untouched), whatever reduced the bucket
-// (AllReduce, a comm hook, deterministic mode). The later buckets' reductions
-// are still in flight meanwhile.
-//
-// § Note [Finalizing buckets during backward]
-// With a bucket-reduced hook (ZeRO's overlap: a shard step and the broadcast
-// of the updated parameters per bucket) waiting until the end of backward
-// would put every broadcast after the backward compute, where only the last
-// reductions are left to overlap them. So when bucket b is launched, bucket
-// b - kFinalizeLag is finalized at once — its reduction waited for (launched
-// kFinalizeLag buckets earlier, usually done by then; the ones in between keep
-// the link busy meanwhile), its averages copied out, the hook run — and
-// finalize_backward does the rest. (BERT-base, 2 ranks on 2 cores: a lag of 2
-// blocked backward on ZeRO-1's AllReduces queued behind the broadcasts, 4 did
-// not; the optimizer's time left after backward fell from 131 to 49 ms.)
-// The position depends only on the launch order, the same on every rank, so
-// the hook's collectives still pair up (Note [After a bucket is reduced]). It
-// is exact: a bucket is launched only when all its gradients are final, and
-// a gradient is final only when every node of the graph that uses the
-// parameter has run, so no later node of this backward reads a parameter the
-// hook updates. Only with the default readiness (every parameter used): with
-// find_unused_parameters or static_graph the copy-out needs the used-parameter
-// bitmap, which is known only at the end.
-namespace {
-constexpr size_t kFinalizeLag = 4;  // buckets
-}  // namespace
-
-void Reducer::finalize_early(size_t launched) {
-  if (!bucket_reduced_ || readiness_->tracks_unused()) return;
-  while (next_finalize_ + kFinalizeLag <= launched) finalize_bucket(next_finalize_++, {});
-}
-
-void Reducer::register_bucket_reduced_hook(BucketReducedHook hook, int64_t piece_bytes) {
-  LS_CHECK(hook != nullptr, "DDP (rank ", process_group_->rank(), "): register_bucket_reduced_hook was given an "
-           "empty hook");
-  LS_CHECK(bucket_reduced_ == nullptr, "DDP (rank ", process_group_->rank(), "): a bucket-reduced hook is "
-           "already registered (one ZeroRedundancyOptimizer per DDP module)");
-  LS_CHECK(piece_bytes >= 0, "DDP (rank ", process_group_->rank(), "): register_bucket_reduced_hook: the piece "
-           "size must be >= 0 bytes, got ", piece_bytes);
-  launcher_.reduce_in_pieces(piece_bytes);  // Note [Handing a bucket over in pieces]
-  hand_over_in_pieces_ = piece_bytes > 0;
-  bucket_reduced_ = std::move(hook);
-}
-
-void Reducer::shard_gradients(std::vector<int> owner) {
-  const int rank = process_group_->rank();
-  LS_CHECK(observe_.backwards() == 0 && !expect_autograd_hooks_, "DDP (rank ", rank, "): ZeRO-2 "
-           "(ZeroOptions().shard_gradients(true)) attached after the first synced forward; call "
-           "hook_with_zero_step(ddp, optimizer) right after constructing both");
-  LS_CHECK(!options_.gradient_as_bucket_view(), "DDP (rank ", rank, "): ZeRO-2 (ZeroOptions().shard_gradients(true)) "
-           "with DDPOptions().gradient_as_bucket_view(true): ZeRO-2 frees the buckets after each backward and "
-           "keeps only this rank's gradients, so .grad cannot be a view of them. Drop gradient_as_bucket_view "
-           "(ZeRO-2 already keeps less gradient memory than it), or use ZeRO-1");
-  LS_CHECK(owner.size() == params_.size(), "DDP (rank ", rank, "): shard_gradients got ", owner.size(),
-           " owners for ", params_.size(), " parameters");
-  for (int r : owner) {
-    LS_CHECK((r >= 0 && r < process_group_->size()) || r == kEveryRankOwns, "DDP (rank ", rank,
-             "): shard_gradients: owner rank ", r,
-             " is not in the group of ", process_group_->size());
-  }
-  launcher_.reduce_to_owners(owner);  // refuses a comm hook or deterministic mode
-  storage_.shard_by_owner(std::move(owner));
-  observe_.layout_changed("grouped by ZeRO-2 owner");
+  if (plugin_) plugin_->check_comm_hook();
+  launcher_.register_hook(std::move(hook), started());
 }
 
 void Reducer::begin_synced_forward(bool exchange_fingerprint) {
@@ -184,7 +113,9 @@ void Reducer::mark_variable_ready(size_t index, bool locally_unused) {
 // the ranks is the average. A registered comm hook gets the plain local sums
 // and divides itself (Note [Communication hooks]).
 void Reducer::copy_grad_into_bucket(size_t index, bool locally_unused) {
-  storage_.copy_in(index, locally_unused, launcher_.copy_scale(divisor_));
+  const double scale = launcher_.copy_scale(divisor_);
+  if (plugin_) plugin_->copy_in(index, locally_unused, scale);  // Note [Reducer plug-ins]
+  else storage_.copy_in(index, locally_unused, scale);
 }
 
 // See Note [Bucket launch order]. PyTorch calls this step mark_bucket_ready.
@@ -197,7 +128,7 @@ void Reducer::launch_ready_buckets() {
     observe_.bucket_launched(bi);
     buckets[bi].future = launch(bi, buckets[bi].flat);
     buckets[bi].launched = true;
-    finalize_early(bi);  // Note [Finalizing buckets during backward]
+    if (plugin_) plugin_->bucket_launched(bi);  // Note [Reducer plug-ins]
   }
   if (next_bucket_ != first) observe_.buckets_launched(next_bucket_);
 }
@@ -229,33 +160,37 @@ void Reducer::finalize_backward() {
   if (!unfinished_reduction_) finish_ready_order();  // Note [Bucket rebuild from the traced order]
   // Empty when every parameter counts as used (Note [Readiness policies]).
   const std::vector<int64_t> global_used = readiness_->globally_used(bitmap_wait());
-  // Note [Non-finite gradients]; not with a bucket-reduced hook (ZeRO), which
-  // has stepped on the gradients by the end of backward.
-  const bool check_non_finite = !bucket_reduced_ && non_finite_.policy() != NonFinitePolicy::OFF;
+  // Note [Non-finite gradients]; not with a plug-in whose hook has stepped on
+  // the gradients by the end of backward.
+  const bool check_non_finite =
+      !(plugin_ && plugin_->consumes_gradients()) && non_finite_.policy() != NonFinitePolicy::OFF;
   if (check_non_finite) non_finite_.before_copy_back(!options_.gradient_as_bucket_view() && next_finalize_ == 0);
-  for (size_t bi = next_finalize_; bi < storage_.buckets().size(); ++bi) {
-    if (storage_.buckets()[bi].launched) finalize_bucket(bi, global_used);
-  }
+  finalize_buckets(storage_.buckets().size(), global_used);
   observe_.backward_finished(readiness_->locally_used(), global_used, readiness_->tracks_unused());
   readiness_->backward_finished();
   if (check_non_finite) non_finite_.after_copy_back(observe_.backwards());
 }
 
+void Reducer::finalize_buckets(size_t end, const std::vector<int64_t>& global_used) {
+  while (next_finalize_ < end) {
+    const size_t bi = next_finalize_++;
+    if (storage_.buckets()[bi].launched) finalize_bucket(bi, global_used);
+  }
+}
+
 // The copy-out: the averaged slices into .grad (Note [Gradients as bucket views]).
 void Reducer::finalize_bucket(size_t bi, const std::vector<int64_t>& global_used) {
-  if (hand_over_in_pieces_ && global_used.empty() && finalize_in_pieces(bi)) return;
+  if (plugin_) return plugin_->finalize_bucket(bi, global_used);  // Note [Reducer plug-ins]
+  storage_.copy_out(bi, wait_for_bucket(bi), global_used);
+}
+
+Tensor Reducer::wait_for_bucket(size_t bi) {
   Bucket& b = storage_.buckets()[bi];
-  Tensor result;
+  Tensor result;  // (numel of the bucket)
   wait_or_fail([&] { result = b.future.wait(process_group_->timeout()); }, bi);
-  last_reduced_at_ = std::chrono::steady_clock::now();
   observe_.bucket_reduced(bi);
   b.future = TensorFuture();
-  storage_.copy_out(bi, result, global_used);
-  if (bucket_reduced_) {  // Note [After a bucket is reduced]
-    const GradientWait reduced = [at = last_reduced_at_](size_t, int64_t) { return at; };
-    or_fail([&] { bucket_reduced_(bi, b.param_indices, reduced); });
-  }
-  storage_.release(bi);  // under ZeRO-2 only (Note [ZeRO-2 buckets])
+  return result;
 }
 
 void Reducer::check_previous_reduction_finished() {
@@ -300,6 +235,12 @@ void Reducer::wait_or_fail(const std::function<void()>& wait, size_t bucket) {
 
 BitmapWait Reducer::bitmap_wait() {
   return [this](Work& work) { wait_or_fail([&] { work.wait(process_group_->timeout()); }, num_buckets()); };
+}
+
+void Reducer::build_buckets(std::vector<BucketSpec> specs, const char* why) {
+  if (plugin_) plugin_->arrange(specs);  // Note [Reducer plug-ins]
+  storage_.build(specs);
+  observe_.layout_changed(why);
 }
 
 }  // namespace lockstep::distributed

@@ -15,9 +15,7 @@
 //       (Note [Bucket launch order]), each through the comm-hook interface.
 //   finalize_backward()  after the last node of backward: wait for every
 //       bucket in index order and finalize_bucket: copy the averages back into
-//       .grad, leaving globally unused parameters' .grad untouched. (With a
-//       bucket-reduced hook — ZeRO — the first buckets are finalized during
-//       backward already: Note [Finalizing buckets during backward].)
+//       .grad, leaving globally unused parameters' .grad untouched.
 // The seams, each in its own file beside its note:
 //   ReadinessPolicy     which gradients are ready when: every parameter once
 //                       (default), graph traversal + used-parameter bitmap
@@ -25,14 +23,16 @@
 //                       Note [Readiness policies], reducer_readiness.h,
 //                       Note [Static graph], reducer_static_graph.cpp.
 //   BucketStorage       the buckets; copy in / copy out, or gradients as views
-//                       (Note [Gradients as bucket views], reducer_buckets.cpp);
-//                       under ZeRO-2 owner-grouped, freed after backward
-//                       (Note [ZeRO-2 buckets]).
-//   BucketLauncher      DDP's AllReduce, deterministic reduction, ZeRO-2's reduce
-//                       to the owners or the user's hook (Note [Every launch
-//                       through a comm hook], reducer_launch.h).
+//                       (Note [Gradients as bucket views], reducer_buckets.cpp).
+//   BucketLauncher      DDP's AllReduce, deterministic reduction or the user's
+//                       hook (Note [Every launch through a comm hook],
+//                       reducer_launch.h).
 //   IterationObservers  fingerprint, progress board, timeline, debug logging
 //                       (Note [Iteration observers], reducer_observers.h).
+//   ReducerPlugin       none by default; one attached after construction
+//                       changes how buckets are filled, reduced and finalized:
+//                       the hand-over of each reduced bucket to a hook, ZeRO-2
+//                       (Note [Reducer plug-ins], reducer_plugin.h).
 // Outside the iteration: the bucket rebuild from the traced order
 // (reducer_rebuild.cpp) and a joined rank's shadow collectives (reducer_join.cpp,
 // distributed/ddp/ddp_join.h).
@@ -63,6 +63,7 @@
 #include "distributed/ddp/reducer_buckets.h"
 #include "distributed/ddp/reducer_launch.h"
 #include "distributed/ddp/reducer_observers.h"
+#include "distributed/ddp/reducer_plugin.h"
 #include "distributed/ddp/reducer_readiness.h"
 
 namespace lockstep::distributed {
@@ -102,32 +103,14 @@ class Reducer {
   void register_comm_hook(CommHook hook);
   bool has_comm_hook() const { return launcher_.has_registered_hook(); }
 
-  // Note [After a bucket is reduced]: hook(bucket index, its parameters'
-  // indices, wait) runs right after that bucket's averaged gradients are in
-  // .grad, bucket by bucket in index order, on every rank alike; it may start
-  // collectives. Once. ZeRO's overlap with DDP steps each bucket's shard from
-  // it (distributed/zero/zero_overlap.h). wait(k, end) returns once elements
-  // [0, end) of the bucket's k-th parameter's .grad hold their averages: at
-  // once, unless the hook was registered with piece_bytes > 0 (Note [Handing a
-  // bucket over in pieces], reducer_handover.cpp): then DDP's own reductions go
-  // in pieces of that size, the hook gets a bucket whose reduction may still be
-  // in flight, and must call wait before it reads a gradient.
-  // wait returns when the last collective it covered had completed.
+  // Note [Reducer plug-ins] (reducer_plugin.h, reducer_plugin.cpp): once; the
+  // plug-in may refuse the combination or the moment (ls::Error).
+  void attach_plugin(std::unique_ptr<ReducerPlugin> plugin);
+  bool has_plugin() const { return plugin_ != nullptr; }
+  // The hook of the bucket hand-over plug-in (Note [After a bucket is
+  // reduced], distributed/ddp/bucket_handover.h), named here for its callers.
   using GradientWait = std::function<std::chrono::steady_clock::time_point(size_t slot, int64_t end)>;
   using BucketReducedHook = std::function<void(size_t, const std::vector<size_t>&, const GradientWait&)>;
-  void register_bucket_reduced_hook(BucketReducedHook hook, int64_t piece_bytes = 0);
-  bool has_bucket_reduced_hook() const { return bucket_reduced_ != nullptr; }
-  // When the reduction of the bucket most recently handed to the hook had
-  // completed (its last collective; bench_ddp's optimizer tail starts there).
-  std::chrono::steady_clock::time_point last_reduced_at() const { return last_reduced_at_; }
-
-  // ZeRO-2 (Note [ZeRO-2 buckets], reducer_buckets.cpp): gradient i is
-  // reduced only to rank owner[i] (DDP's parameter order), the others drop it,
-  // and bucket buffers live only during backward. Once, before the first
-  // synced forward; refused with gradient_as_bucket_view, deterministic mode
-  // or a comm hook. Called by hook_with_zero_step (distributed/zero/zero_overlap.h).
-  void shard_gradients(std::vector<int> owner);
-  bool shards_gradients() const { return storage_.sharded(); }
 
   // What the SUM of the ranks' gradients is divided by (the world size; fewer
   // under join() with divide_by_initial_world_size(false)).
@@ -161,13 +144,15 @@ class Reducer {
   // The bucket's reduction on `flat`: its buffer, or zeros of its size when shadowing.
   TensorFuture launch(size_t bucket_index, Tensor flat);
   void finalize_backward();
+  // Finalizes the launched buckets from the next unfinalized one up to `end`, in index order.
+  void finalize_buckets(size_t end, const std::vector<int64_t>& global_used);
   void finalize_bucket(size_t bucket_index, const std::vector<int64_t>& global_used);
-  // reducer_handover.cpp: finalize_bucket with the hook started on the first
-  // piece (Note [Handing a bucket over in pieces]); false if it cannot be.
-  bool finalize_in_pieces(size_t bucket_index);
-  // Note [Finalizing buckets during backward]: after launching bucket b, hand
-  // bucket b - kFinalizeLag to the bucket-reduced hook already.
-  void finalize_early(size_t launched);
+  // Waits for the bucket's reduction and returns its averaged flat buffer.
+  Tensor wait_for_bucket(size_t bucket_index);
+  // Builds the buckets of `specs` (a plug-in arranges them first); `why` for the log.
+  void build_buckets(std::vector<BucketSpec> specs, const char* why);
+  // A synced forward or backward has happened.
+  bool started() const { return observe_.backwards() > 0 || expect_autograd_hooks_; }
   // A failed wait (a dead or hung peer, a failing hook) names the backward and
   // the bucket (bucket_index == num_buckets(): the used-parameter bitmap).
   void wait_or_fail(const std::function<void()>& wait, size_t bucket_index);
@@ -197,9 +182,8 @@ class Reducer {
   BucketLauncher launcher_;
   std::unique_ptr<ReadinessPolicy> readiness_;
   std::vector<autograd::HookHandle> hooks_;
-  BucketReducedHook bucket_reduced_;
-  bool hand_over_in_pieces_ = false;  // register_bucket_reduced_hook(hook, piece_bytes > 0)
-  std::chrono::steady_clock::time_point last_reduced_at_{};
+  std::unique_ptr<ReducerPlugin> plugin_;  // Note [Reducer plug-ins]; null by default
+  friend class ReducerPlugin;
   double divisor_;
 
   // Per-iteration state.
@@ -207,7 +191,7 @@ class Reducer {
   bool finalize_queued_ = false;
   std::vector<bool> ready_;               // per parameter: marked ready this iteration
   size_t next_bucket_ = 0;                // next bucket to launch (in index order)
-  size_t next_finalize_ = 0;              // next bucket to finalize (Note [Finalizing buckets during backward])
+  size_t next_finalize_ = 0;              // next bucket to finalize (a plug-in may start during backward)
   bool unfinished_reduction_ = false;     // set by finalize if some buckets never filled
   std::vector<size_t> unfinished_params_;
   std::string failure_;  // set once a mismatch or a failed collective has stopped DDP

@@ -39,31 +39,9 @@
 // tensors]). Comm hooks run on the bucket's device; PowerSGD's Gram-Schmidt
 // copies its small factors to the host and back (../comm_hooks/powersgd.cpp).
 //
-// § Note [ZeRO-2 buckets]
-// Under ZeRO stage 2 (ZeroOptions().shard_gradients(true), hook_with_zero_step)
-// each parameter has an owner rank — the one whose optimizer shard steps it —
-// and only the owner needs its averaged gradient. So:
-//  - each bucket's parameters are grouped by owner, in rank order (a stable
-//    sort of the assignment's order, the same on every rank), making every
-//    owner's gradients one contiguous segment; the launcher reduces each
-//    segment to its owner (ProcessGroup::reduce) instead of AllReducing the
-//    bucket (reducer_launch.cpp);
-//  - a gradient owned by every rank (kEveryRankOwns: a parameter ZeRO splits,
-//    every rank stepping a slice) is AllReduced as one segment, and kept;
-//  - a gradient this rank does not own is dropped from .grad as soon as it
-//    has been copied into its bucket (copy_in), and copy_out writes back only
-//    the owned slices: between iterations a rank holds 1/N of the gradients;
-//  - after finalize has handed a bucket to the optimizer, its buffer is freed
-//    (release) and allocated again by the first copy_in of the next backward
-//    (uninitialized: every slot is written before the bucket is launched).
-// The owner's segment is the SUM of the same scaled gradients an AllReduce
-// would add (in another order when N > 2, so equal to plain DDP's average up
-// to rounding; bitwise with 2 ranks, where a + b = b + a).
 // Read before: distributed/ddp/reducer_buckets.h, distributed/ddp/bucket_assignment.h.
 // Read next: distributed/ddp/reducer_launch.h.
 #include "distributed/ddp/reducer_buckets.h"
-
-#include <algorithm>
 
 #include "core/grad_mode.h"
 #include "core/native/native.h"
@@ -80,10 +58,7 @@ void BucketStorage::build(const std::vector<BucketSpec>& specs) {
     Bucket bucket;
     bucket.dtype = spec.dtype;
     bucket.device = spec.device;
-    std::vector<size_t> order = spec.param_indices;
-    if (sharded()) {  // Note [ZeRO-2 buckets]
-      std::stable_sort(order.begin(), order.end(), [this](size_t a, size_t b) { return owner_[a] < owner_[b]; });
-    }
+    const std::vector<size_t>& order = spec.param_indices;
     int64_t total = 0;
     for (size_t k = 0; k < order.size(); ++k) {
       size_t i = order[k];
@@ -115,25 +90,10 @@ void BucketStorage::build(const std::vector<BucketSpec>& specs) {
   }
 }
 
-void BucketStorage::shard_by_owner(std::vector<int> owner) {
-  LS_CHECK(owner.size() == params_.size(), "DDP (rank ", rank_, "): ", owner.size(), " gradient owners for ",
-           params_.size(), " parameters");
-  owner_ = std::move(owner);
-  std::vector<BucketSpec> specs;
-  for (const Bucket& b : buckets_) specs.push_back({b.param_indices, b.device, b.dtype, 0});
-  build(specs);
-}
-
-void BucketStorage::release(size_t bi) {
-  if (sharded()) buckets_[bi].flat = Tensor();  // Note [ZeRO-2 buckets]
-}
-
 void BucketStorage::copy_in(size_t index, bool locally_unused, double scale) {
   NoGradGuard no_grad;
   const Location loc = locations_[index];
-  Bucket& bucket = buckets_[loc.bucket];
-  if (!bucket.flat.defined()) bucket.flat = native::empty({bucket.numel()}, bucket.dtype, bucket.device);
-  Tensor slot = bucket.slice(loc.slot);  // (numel)
+  Tensor slot = buckets_[loc.bucket].slice(loc.slot);  // (numel)
   Tensor& grad = params_[index].mutable_grad();
   if (!grad.defined()) {
     native::fill_(slot, 0.0);
@@ -155,7 +115,6 @@ void BucketStorage::copy_in(size_t index, bool locally_unused, double scale) {
     // that zero_grad(set_to_none) dropped).
     if (as_view_ && !locally_unused) grad = view(index);
   }
-  if (!kept(index)) grad = Tensor();  // another rank's (Note [ZeRO-2 buckets])
 }
 
 void BucketStorage::copy_out(size_t bi, const Tensor& result, const std::vector<int64_t>& global_used) {
@@ -173,8 +132,6 @@ void BucketStorage::copy_out(size_t bi, const Tensor& result, const std::vector<
     // Globally unused: no rank produced a gradient; leave .grad as it was so
     // optimizers skip the parameter.
     if (!global_used.empty() && global_used[i] == 0) continue;
-    // Another rank's gradient: its slice here is scratch (Note [ZeRO-2 buckets]).
-    if (!kept(i)) continue;
     Tensor& grad = params_[i].mutable_grad();
     if (as_view_) {
       // Usually already the slot; a parameter used on other ranks only gets it now.
@@ -188,43 +145,6 @@ void BucketStorage::copy_out(size_t bi, const Tensor& result, const std::vector<
     } else {
       grad = native::clone(averaged);
     }
-  }
-}
-
-bool BucketStorage::prepare_pieces(size_t bi) {
-  Bucket& b = buckets_[bi];
-  for (size_t k = 0; k < b.param_indices.size(); ++k) {
-    const size_t i = b.param_indices[k];
-    const Tensor& grad = params_[i].grad();
-    if (kept(i) && !as_view_ && grad.defined() && !grad.is_contiguous()) return false;
-  }
-  b.flat.bump_version();
-  for (size_t k = 0; k < b.param_indices.size(); ++k) {
-    const size_t i = b.param_indices[k];
-    if (!kept(i)) continue;  // Note [ZeRO-2 buckets]
-    Tensor& grad = params_[i].mutable_grad();
-    if (as_view_) {
-      if (!grad.defined() || !is_view(i, grad)) grad = view(i);
-    } else if (!grad.defined()) {
-      grad = native::empty(params_[i].sizes(), b.flat.dtype(), b.flat.device());  // filled piece by piece
-    } else {
-      grad.bump_version();
-    }
-  }
-  return true;
-}
-
-void BucketStorage::copy_out_range(size_t bi, int64_t from, int64_t to) {
-  NoGradGuard no_grad;
-  const Bucket& b = buckets_[bi];
-  if (as_view_) return;  // the slices are the .grad
-  for (size_t k = 0; k < b.param_indices.size(); ++k) {
-    const int64_t lo = std::max(from, b.offsets[k]);
-    const int64_t hi = std::min(to, b.offsets[k] + b.lengths[k]);
-    const size_t i = b.param_indices[k];
-    if (lo >= hi || !kept(i)) continue;
-    Tensor grad = native::view(params_[i].grad(), {params_[i].numel()});  // (numel), contiguous (prepare_pieces)
-    native::copy_(grad.narrow(0, lo - b.offsets[k], hi - lo), b.flat.narrow(0, lo, hi - lo));
   }
 }
 

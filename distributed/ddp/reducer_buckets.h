@@ -5,10 +5,9 @@
 // slice back into .grad after the collective (copy_out, called by
 // Reducer::finalize_bucket). With gradient_as_bucket_view the slices ARE the
 // .grad, and both copies disappear (Note [Gradients as bucket views] in
-// reducer_buckets.cpp). Under ZeRO-2 a rank keeps only the gradients it owns,
-// and the buckets live only during backward (Note [ZeRO-2 buckets]).
+// reducer_buckets.cpp).
 // Read before: distributed/ddp/bucket.h, distributed/ddp/reducer.h.
-// Read next: distributed/ddp/reducer_buckets.cpp; on README's DDP track, distributed/ddp/reducer_launch.h.
+// Read next: distributed/ddp/reducer_buckets.cpp, distributed/ddp/reducer_launch.h.
 #pragma once
 
 #include <vector>
@@ -22,10 +21,6 @@ namespace lockstep::distributed {
 namespace detail {
 class NonFiniteCheck;  // distributed/ddp/nonfinite_check.h
 }
-
-// A ZeRO-2 owner meaning "every rank": the gradient is AllReduced and kept
-// whole everywhere (ZeRO's split parameters, Note [ZeRO split parameters]).
-inline constexpr int kEveryRankOwns = -1;
 
 class BucketStorage {
  public:
@@ -48,27 +43,11 @@ class BucketStorage {
   // its flat buffer, then each slice into its parameter's .grad, except the
   // globally unused ones (global_used[i] == 0; empty: all used).
   void copy_out(size_t bucket, const Tensor& result, const std::vector<int64_t>& global_used);
-  // The same in pieces, every parameter used (Note [Handing a bucket over in
-  // pieces], reducer_handover.cpp): prepare_pieces gives every kept parameter a
-  // contiguous .grad to fill (its own, a new uninitialized one, or its bucket
-  // view) and says false if one is not contiguous (then use copy_out);
-  // copy_out_range copies the bucket's elements [from, to), already reduced in
-  // place in its flat buffer, into them.
-  bool prepare_pieces(size_t bucket);
-  void copy_out_range(size_t bucket, int64_t from, int64_t to);
-
-  // ZeRO-2 (Note [ZeRO-2 buckets], reducer_buckets.cpp): gradient i is reduced
-  // only to rank owner[i] (kEveryRankOwns: AllReduced, kept by every rank). Rebuilds the current buckets with each bucket's
-  // parameters grouped by owner (rank order; later builds do the same), so
-  // that every owner's gradients are one contiguous segment of the bucket.
-  void shard_by_owner(std::vector<int> owner);
-  bool sharded() const { return !owner_.empty(); }
-  // Whether this rank keeps gradient i after its reduction (always, unless ZeRO-2 gives it to another rank).
-  bool kept(size_t i) const { return !sharded() || owner_[i] == rank_ || owner_[i] == kEveryRankOwns; }
-  const std::vector<int>& owners() const { return owner_; }
-  // Under ZeRO-2, after the bucket's gradients reached their owners: frees
-  // its buffer (copy_in allocates it again in the next backward).
-  void release(size_t bucket);
+  // Parameter `index`'s slot of its bucket, shaped like the parameter, and
+  // whether `grad` is that slot (Note [Gradients as bucket views]).
+  Tensor view(size_t index) const;
+  bool is_view(size_t index, const Tensor& grad) const;
+  bool as_view() const { return as_view_; }
 
   std::vector<Bucket>& buckets() { return buckets_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
@@ -77,9 +56,6 @@ class BucketStorage {
   int64_t num_elements() const { return num_elements_; }  // in all buckets
 
  private:
-  Tensor view(size_t index) const;  // parameter's slice, shaped like it
-  bool is_view(size_t index, const Tensor& grad) const;
-
   std::vector<Tensor> params_;
   bool as_view_;
   int rank_;  // for errors
@@ -90,7 +66,6 @@ class BucketStorage {
     size_t slot;    // which parameter within it
   };
   std::vector<Location> locations_;  // per parameter
-  std::vector<int> owner_;           // per parameter, under ZeRO-2; empty otherwise
   int64_t layout_hash_ = 0;
   int64_t num_elements_ = 0;
 };

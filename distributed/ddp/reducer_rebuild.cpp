@@ -73,11 +73,10 @@ void Reducer::rebuild_buckets(int source_rank) {
                                                     n, " parameters; the ranks wrap different models"));
     ready_order.push_back(static_cast<size_t>(i));
   }
-  storage_.build(compute_bucket_assignment(params_, ready_order, options_.first_bucket_mb(),
-                                           options_.bucket_cap_mb()));
   ready_order_.clear();
   rebuilt_ = true;
-  observe_.layout_changed("rebuilt from the traced order");
+  build_buckets(compute_bucket_assignment(params_, ready_order, options_.first_bucket_mb(), options_.bucket_cap_mb()),
+                "rebuilt from the traced order");
 }
 
 }  // namespace lockstep::distributed

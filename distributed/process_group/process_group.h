@@ -57,7 +57,7 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) = 0;
   // In place on `root`: it ends with op over all ranks' `tensor`; the other
   // ranks' `tensor` is scratch afterwards (any value). ZeRO-2 reduces each
-  // gradient to its owner with it (distributed/zero/zero_overlap.cpp). Gloo,
+  // gradient to its owner with it (distributed/zero/zero_sharded_gradients.cpp). Gloo,
   // MPI and NCCL move the data once towards the root; a backend without a
   // native reduce gets this AllReduce, which gives the root the same sum.
   virtual std::shared_ptr<Work> reduce(Tensor& tensor, int root, ReduceOp op = ReduceOp::SUM) {

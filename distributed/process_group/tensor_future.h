@@ -24,7 +24,7 @@
 // k covering elements [pieces[k-1].end, pieces[k].end). wait() waits for all
 // of them; pieces() lets a reader wait for a prefix only and start on it while
 // the rest is still on the wire (DDP's hand-over of a bucket to ZeRO's shard
-// step, Note [Handing a bucket over in pieces], distributed/ddp/reducer_handover.cpp).
+// step, Note [Handing a bucket over in pieces], distributed/ddp/bucket_handover_pieces.cpp).
 // A future made any other way, or by then(), has no pieces.
 // Read before: distributed/process_group/work.h. Read next: distributed/ddp/comm_hook.h.
 #pragma once

@@ -6,7 +6,8 @@
 // naming the collective. Backends subclass it when waiting needs more (NCCL
 // makes the compute stream wait on an event instead of blocking the host).
 // Read before: distributed/process_group/process_group.h. Read next:
-// distributed/process_group/process_group_gloo.h; on README's DDP track, distributed/process_group/work_queue.h.
+// distributed/process_group/work_queue.h, distributed/process_group/process_group_gloo.h;
+// on README's DDP track, distributed/process_group/work_queue.cpp.
 #pragma once
 
 #include <chrono>

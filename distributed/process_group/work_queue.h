@@ -9,7 +9,7 @@
 // started in order (Gloo keeps them apart by tag). A task returns the tensors
 // its Work reports as result(); an exception escaping a task fails that Work.
 // Read before: distributed/process_group/work.h. Read next:
-// distributed/process_group/process_group_gloo.h; on README's DDP track, distributed/ddp/bucket_assignment.h.
+// distributed/process_group/work_queue.cpp, distributed/process_group/process_group_gloo.h.
 #pragma once
 
 #include <condition_variable>

@@ -4,7 +4,7 @@
 // § Note [ZeRO overlap with DDP]
 // The Reducer calls the hook after finalize_bucket has copied bucket b's
 // averaged gradients into .grad (Note [After a bucket is reduced],
-// distributed/ddp/reducer.cpp). The hook steps the parameters of b that this rank
+// distributed/ddp/bucket_handover.h). The hook steps the parameters of b that this rank
 // owns (Optimizer::step_subset, Note [Stepping a subset]) and starts, for
 // each owner of parameters in b in rank order, the broadcast of those
 // parameters (Note [ZeRO pipelined broadcasts]); the reductions of buckets
@@ -23,7 +23,7 @@
 //  - nothing after finalize_bucket reads the parameters before step(): no
 //    node of the rest of backward reads them (a bucket is reduced only when
 //    all its gradients are final, i.e. every node using its parameters has
-//    run — Note [Finalizing buckets during backward], reducer.cpp), and the
+//    run — Note [Finalizing buckets during backward], bucket_handover.cpp), and the
 //    next forward comes after step(), which waits for every broadcast and
 //    copies the owners' values in;
 //  - every rank calls the hook for the same buckets in the same order, from
@@ -95,7 +95,6 @@ std::vector<int> gradient_owners(const Reducer& reducer, const ZeroRedundancyOpt
   std::unordered_map<const TensorImpl*, size_t> index;
   for (size_t i = 0; i < zero.parameters().size(); ++i) index[zero.parameters()[i].impl()] = i;
   std::vector<int> owner;
-  static_assert(kEveryRank == kEveryRankOwns, "a split parameter's gradient is kept by every rank");
   for (const Tensor& p : reducer.parameters()) owner.push_back(zero.owner(index.at(p.impl())));  // paired above
   return owner;
 }

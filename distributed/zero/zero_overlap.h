@@ -29,11 +29,14 @@
 // arrive (Note [Handing a bucket over in pieces]); with a comm hook,
 // deterministic mode or find_unused_parameters buckets go whole, as before.
 // Read before: distributed/zero/zero_redundancy_optimizer.h, distributed/ddp/reducer.h.
-// Read next: distributed/zero/zero_overlap.cpp.
+// Read next: distributed/zero/zero_overlap.cpp, distributed/zero/zero_sharded_gradients.h.
 #pragma once
+
+#include <memory>
 
 #include "distributed/ddp/distributed_data_parallel.h"
 #include "distributed/zero/zero_redundancy_optimizer.h"
+#include "distributed/zero/zero_sharded_gradients.h"
 
 namespace lockstep::distributed {
 
@@ -44,13 +47,18 @@ Reducer::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancy
 std::vector<int> gradient_owners(const Reducer& reducer, const ZeroRedundancyOptimizerBase& zero);
 }  // namespace detail
 
+// The Reducer plug-in (Note [Reducer plug-ins]): the bucket hand-over, or ZeRO-2's.
 template <class M>
 void hook_with_zero_step(DistributedDataParallel<M>& ddp, ZeroRedundancyOptimizerBase& zero) {
   Reducer::BucketReducedHook hook = detail::zero_step_hook(ddp.reducer(), zero);
-  if (zero.zero_options().shard_gradients()) ddp.shard_gradients(detail::gradient_owners(ddp.reducer(), zero));
   const double piece_mb = zero.hands_over_in_pieces() ? zero.zero_options().broadcast_piece_mb() : 0.0;
-  const auto piece_bytes = static_cast<int64_t>(piece_mb * (1 << 20));
-  ddp.register_bucket_reduced_hook(std::move(hook), piece_bytes);  // Note [Handing a bucket over in pieces]
+  const auto piece_bytes = static_cast<int64_t>(piece_mb * (1 << 20));  // Note [Handing a bucket over in pieces]
+  if (zero.zero_options().shard_gradients()) {
+    ddp.attach_reducer_plugin(std::make_unique<ShardedGradients>(std::move(hook), piece_bytes,
+                                                                 detail::gradient_owners(ddp.reducer(), zero)));
+  } else {
+    ddp.register_bucket_reduced_hook(std::move(hook), piece_bytes);
+  }
 }
 
 }  // namespace lockstep::distributed

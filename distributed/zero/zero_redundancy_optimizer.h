@@ -34,7 +34,7 @@
 // DDP] in zero_overlap.cpp. On a Gloo group the broadcasts then go on a
 // second group of their own, and each bucket is handed over piece by piece as
 // it is reduced (Note [ZeRO broadcast group] in zero_broadcasts.cpp, Note
-// [Handing a bucket over in pieces] in distributed/ddp/reducer_handover.cpp).
+// [Handing a bucket over in pieces] in distributed/ddp/bucket_handover_pieces.cpp).
 //
 // ZeRO-2 (ZeroOptions().overlap_with_ddp(true).shard_gradients(true)): on top
 // of that, DDP reduces each gradient only to its owner and the other ranks
@@ -73,7 +73,7 @@ class ZeroOptions {
   bool overlap_with_ddp() const { return overlap_with_ddp_; }
   // ZeRO stage 2: each gradient is reduced only to the rank that owns its
   // parameter, the other ranks drop it, and DDP's buckets live only during
-  // backward (Note [ZeRO-2 buckets], distributed/ddp/reducer_buckets.cpp).
+  // backward (Note [ZeRO-2 buckets], distributed/zero/zero_sharded_gradients.cpp).
   // Needs overlap_with_ddp(true). Default false (stage 1).
   ZeroOptions& shard_gradients(bool v) { shard_gradients_ = v; return *this; }
   bool shard_gradients() const { return shard_gradients_; }
@@ -110,7 +110,7 @@ class ZeroOptions {
   // With overlap: DDP reduces in pieces of broadcast_piece_mb() and hands each
   // bucket over before its reduction is done, the owner stepping (and
   // sending) each piece as soon as it is reduced (Note [Handing a bucket over
-  // in pieces], distributed/ddp/reducer_handover.cpp). Unset (the default): on
+  // in pieces], distributed/ddp/bucket_handover_pieces.cpp). Unset (the default): on
   // when the broadcasts have a group of their own (given or made), off on the
   // shared group, where the pieces' broadcasts queue behind the reductions and
   // it measured slower (docs/results/zero.md). The optimizer's

@@ -7,7 +7,8 @@
 // registered comm hook gets the undivided sums, deterministic mode launches
 // through its rank-ordered hook, and unused parameters (find_unused_parameters)
 // are ready at once, reported by the bitmap and left untouched; with
-// static_graph the first backward only counts and reduces in finalize.
+// static_graph the first backward only counts and reduces in finalize. A
+// Reducer plug-in is called at its moments only (Note [Reducer plug-ins]).
 // Read before: distributed/ddp/reducer.h, distributed/ddp/reducer_launch.h.
 #include <doctest/doctest.h>
 
@@ -18,6 +19,7 @@
 
 #include "core/factory.h"
 #include "distributed/ddp/reducer.h"
+#include "distributed/ddp/reducer_plugin.h"
 
 namespace ls = lockstep;
 namespace dist = lockstep::distributed;
@@ -306,5 +308,79 @@ TEST_CASE("reducer: with static_graph the first backward only counts, later ones
       CHECK(launches[b].hooks_before == (step == 0 ? 3 : 2));
     }
     for (size_t k = 0; k < 3; ++k) CHECK(values(rig.model.params[k].grad()) == std::vector<double>(k + 1, k + 1.0));
+  }
+}
+
+namespace {
+
+// Records the Reducer's calls, reverses each bucket's parameters, and may
+// replace DDP's AllReduce with `reduction`; otherwise it does what the
+// Reducer does without a plug-in.
+class RecordingPlugin : public dist::ReducerPlugin {
+ public:
+  RecordingPlugin(std::vector<std::string>& log, dist::CommHook reduction = nullptr)
+      : log_(log), reduction_(std::move(reduction)) {}
+  bool arrange(std::vector<dist::BucketSpec>& specs) const override {
+    log_.push_back("arrange");
+    for (dist::BucketSpec& spec : specs) std::reverse(spec.param_indices.begin(), spec.param_indices.end());
+    return true;
+  }
+  dist::CommHook reduction() override { return reduction_; }
+  void copy_in(size_t index, bool locally_unused, double scale) override {
+    log_.push_back("copy_in " + std::to_string(index));
+    ReducerPlugin::copy_in(index, locally_unused, scale);
+  }
+  void bucket_launched(size_t bucket) override { log_.push_back("launched " + std::to_string(bucket)); }
+  void finalize_bucket(size_t bucket, const std::vector<int64_t>& global_used) override {
+    log_.push_back("finalize " + std::to_string(bucket));
+    ReducerPlugin::finalize_bucket(bucket, global_used);
+  }
+
+ private:
+  std::vector<std::string>& log_;
+  dist::CommHook reduction_;
+};
+
+}  // namespace
+
+TEST_CASE("reducer: a plug-in arranges the buckets at attach and is called per gradient, launch and finalize") {
+  Rig rig{dist::DDPOptions()};  // one bucket of 6 floats: p2, p1, p0
+  REQUIRE(rig.reducer.buckets()[0].param_indices == std::vector<size_t>{2, 1, 0});
+  CHECK_FALSE(rig.reducer.has_plugin());
+  std::vector<std::string> log;
+  rig.reducer.attach_plugin(std::make_unique<RecordingPlugin>(log));
+  CHECK(rig.reducer.has_plugin());
+  CHECK(rig.reducer.buckets()[0].param_indices == std::vector<size_t>{0, 1, 2});
+  CHECK(log == std::vector<std::string>{"arrange"});
+  log.clear();
+  iterate(rig.reducer, rig.model);
+  CHECK(log == std::vector<std::string>{"copy_in 0", "copy_in 1", "copy_in 2", "launched 0", "finalize 0"});
+  // DDP's own AllReduce, in the new slot order: p0, p1, p2 divided by the world of 2.
+  const std::vector<Call> launches = rig.pg.bucket_calls();
+  REQUIRE(launches.size() == 1);
+  CHECK(launches[0].values == std::vector<double>{0.5, 1, 1, 1.5, 1.5, 1.5});
+  for (size_t k = 0; k < 3; ++k) CHECK(values(rig.model.params[k].grad()) == std::vector<double>(k + 1, k + 1.0));
+  CHECK_THROWS_WITH_AS(rig.reducer.attach_plugin(std::make_unique<RecordingPlugin>(log)),
+                       doctest::Contains("already attached"), ls::Error);
+}
+
+TEST_CASE("reducer: a plug-in's reduction replaces DDP's AllReduce, and a comm hook registered later replaces it") {
+  const dist::CommHook triple = [](dist::GradBucket& bucket) {
+    return dist::TensorFuture::ready(bucket.buffer() * 3.0);
+  };
+  for (bool hook_after : {false, true}) {
+    CAPTURE(hook_after);
+    Rig rig(one_bucket_per_parameter());
+    std::vector<std::string> log;
+    rig.reducer.attach_plugin(std::make_unique<RecordingPlugin>(log, triple));
+    if (hook_after) {
+      rig.reducer.register_comm_hook([](dist::GradBucket& bucket) { return dist::TensorFuture::ready(bucket.buffer()); });
+    }
+    iterate(rig.reducer, rig.model);
+    CHECK(rig.pg.bucket_calls().empty());  // neither issues a collective
+    for (size_t k = 0; k < 3; ++k) {
+      // The plug-in's: grad / 2 * 3; the comm hook's: the undivided local gradient.
+      CHECK(values(rig.model.params[k].grad()) == std::vector<double>(k + 1, hook_after ? k + 1.0 : (k + 1.0) * 1.5));
+    }
   }
 }

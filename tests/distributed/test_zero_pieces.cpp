@@ -1,6 +1,6 @@
 // tests/distributed/test_zero_pieces.cpp — a bucket handed to the bucket-reduced
 // hook while its reduction still arrives in pieces (Note [Handing a bucket over
-// in pieces], distributed/ddp/reducer_handover.cpp), and ZeRO stepping each
+// in pieces], distributed/ddp/bucket_handover_pieces.cpp), and ZeRO stepping each
 // piece as it arrives, with its broadcasts on a group of their own (Note [ZeRO
 // broadcast group]): the gradients and parameters of plain DDP, bitwise.
 // Read before: distributed/ddp/reducer.h, tests/distributed/zero_test_util.h.
