@@ -133,11 +133,11 @@ void check_trace(const Json& trace, int rank, size_t num_params) {
   }
 }
 
-// tools/timeline.py: from this file's path (relative to the build folder under
-// ccache), else from the working directory or one of its parents.
+// tools/timeline.py: in the source folder (LOCKSTEP_SOURCE_DIR, tests/CMakeLists.txt),
+// else in the working directory or one of its parents.
 std::string timeline_script() {
   namespace fs = std::filesystem;
-  std::vector<fs::path> candidates{fs::path(__FILE__).parent_path().parent_path().parent_path()};
+  std::vector<fs::path> candidates{fs::path(LOCKSTEP_SOURCE_DIR)};
   for (fs::path dir = fs::current_path(); !dir.empty(); dir = dir.parent_path()) {
     candidates.push_back(dir);
     if (dir == dir.parent_path()) break;
@@ -214,7 +214,7 @@ TEST_CASE("timeline: a 2-rank DDP run writes ordered ready, launch and done even
     return;
   }
   const std::string script = timeline_script();
-  REQUIRE_MESSAGE(!script.empty(), "tools/timeline.py not found from ", __FILE__,
+  REQUIRE_MESSAGE(!script.empty(), "tools/timeline.py not found from ", LOCKSTEP_SOURCE_DIR,
                   " or the working directory");
   const std::string merged = dir.file("merged.json"), png = dir.file("timeline.png"),
                     out = dir.file("out.txt");

@@ -44,7 +44,7 @@
 namespace lockstep::testing {
 
 inline std::filesystem::path golden_dir() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path() / "golden";
+  return std::filesystem::path(LOCKSTEP_SOURCE_DIR) / "tests" / "golden";  // tests/CMakeLists.txt
 }
 
 struct Golden {
