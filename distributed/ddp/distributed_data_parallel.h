@@ -28,6 +28,7 @@
 // Read before: distributed/ddp/reducer.h. Read next: docs/ddp.md.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -40,6 +41,7 @@
 #include "distributed/ddp/ddp_options.h"
 #include "distributed/process_group/process_group.h"
 #include "distributed/ddp/reducer.h"
+#include "distributed/ddp/optimizer_step_check.h"
 #include "distributed/ddp/replica_check.h"
 #include "nn/module.h"
 
@@ -77,6 +79,8 @@ class DDPCore {
   void set_join(std::unique_ptr<JoinState> join) { join_ = std::move(join); }
   // With autotune_buckets (bucket_autotune.h).
   const std::optional<BucketChoice>& bucket_choice() const { return bucket_choice_; }
+  // Note [Optimizer step check].
+  void set_step_counter(StepCounter counter) { replica_check_->set_step_counter(std::move(counter)); }
 
  private:
   bool require_sync_ = true;
@@ -140,6 +144,18 @@ class DistributedDataParallel {
     detail::collect(result, outputs);
     core_.post_forward(outputs);
     return result;
+  }
+
+  // The replica check compares this optimizer's step count across ranks too
+  // (Note [Optimizer step check]); it must outlive this wrapper's forwards.
+  template <class Optimizer>
+  void register_optimizer(const Optimizer& optimizer) {
+    core_.set_step_counter(detail::step_counter(optimizer));
+  }
+  // The same with a count the training loop keeps (steps taken so far).
+  void register_step_count(std::function<int64_t()> count) {
+    LS_CHECK(count != nullptr, "DistributedDataParallel::register_step_count: the count is empty");
+    core_.set_step_counter(detail::step_counter(std::move(count)));
   }
 
   // `auto guard = ddp.no_sync();` — see NoSyncGuard.
