@@ -1,6 +1,7 @@
 #!/bin/sh
 # bench/collective_checks.sh — what the default checks cost (docs/results/collective_checks.md):
-#   bench/collective_checks.sh allreduce   bench_allreduce at 10K floats a call over Gloo, checks on / off
+#   bench/collective_checks.sh allreduce   bench_allreduce at 10K floats a call over Gloo's TCP
+#                                          (LOCKSTEP_SHM=0 unless set), checks on / off
 #   bench/collective_checks.sh mpi         the same over MPI (mpirun -np 2)
 #   bench/collective_checks.sh ddp         bench_ddp ResNet50 and BERT-base, 2 ranks: all checks on,
 #                                          collective checks off, every check off
@@ -21,7 +22,7 @@ case "$1" in
           lock mpirun --allow-run-as-root --oversubscribe -np 2 "$BUILD/bin/bench_allreduce" --backend mpi \
               --total 6000000 --sizes 10000 --iters 7 --collective-checks "$c" 2>&1 | grep '"per_call"' | head -1
         else
-          lock "$BUILD/bin/lockstep-run" --nproc-per-node 2 -- "$BUILD/bin/bench_allreduce" \
+          lock env LOCKSTEP_SHM="${LOCKSTEP_SHM:-0}" "$BUILD/bin/lockstep-run" --nproc-per-node 2 -- "$BUILD/bin/bench_allreduce" \
               --total 6000000 --sizes 10000 --iters 7 --collective-checks "$c" 2>&1 | grep '"per_call"' | head -1
         fi
       done

@@ -29,6 +29,7 @@
 #pragma once
 
 #include <concepts>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <tuple>
@@ -42,6 +43,7 @@
 #include "distributed/ddp/ddp_options.h"
 #include "distributed/process_group/process_group.h"
 #include "distributed/ddp/reducer.h"
+#include "distributed/ddp/optimizer_step_check.h"
 #include "distributed/ddp/replica_check.h"
 #include "nn/module.h"
 
@@ -79,6 +81,8 @@ class DDPCore {
   void set_join(std::unique_ptr<JoinState> join) { join_ = std::move(join); }
   // With autotune_buckets (bucket_autotune.h).
   const std::optional<BucketChoice>& bucket_choice() const { return bucket_choice_; }
+  // Note [Optimizer step check].
+  void set_step_counter(StepCounter counter) { replica_check_->set_step_counter(std::move(counter)); }
 
  private:
   bool require_sync_ = true;
@@ -162,6 +166,17 @@ class DistributedDataParallel {
   nn::NamedTensors named_parameters(bool recurse = true) const { return module_->named_parameters(recurse); }
   DistributedDataParallel* operator->() { return this; }
   const DistributedDataParallel* operator->() const { return this; }
+  // The replica check compares this optimizer's step count across ranks too
+  // (Note [Optimizer step check]); it must outlive this wrapper's forwards.
+  template <class Optimizer>
+  void register_optimizer(const Optimizer& optimizer) {
+    core_.set_step_counter(detail::step_counter(optimizer));
+  }
+  // The same with a count the training loop keeps (steps taken so far).
+  void register_step_count(std::function<int64_t()> count) {
+    LS_CHECK(count != nullptr, "DistributedDataParallel::register_step_count: the count is empty");
+    core_.set_step_counter(detail::step_counter(std::move(count)));
+  }
 
   // `auto guard = ddp.no_sync();` — see NoSyncGuard.
   [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(core_); }

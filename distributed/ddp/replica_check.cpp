@@ -109,13 +109,23 @@ void ReplicaCheck::on_synced_forward(ProcessGroup& pg) {
     mine.push_back(static_cast<int64_t>(tensor_bytes_hash(p)));
     names.push_back(name);
   }
+  // The optimizer's counts last (Note [Optimizer step check]).
+  const OptimizerSteps steps = step_counter_ ? step_counter_() : OptimizerSteps{};
+  mine.push_back(steps.steps);
+  mine.push_back(steps.updates);
   const Device device = params_.empty() ? Device::cpu() : params_.front().second.device();
-  Tensor input = tensor(mine).to(device);  // (2 + parameters,) int64
+  Tensor input = tensor(mine).to(device);  // (2 + parameters + 2,) int64
   std::vector<Tensor> gathered;
   pg.allgather(gathered, input)->wait(pg.timeout());
   std::vector<std::vector<int64_t>> all;
-  for (const Tensor& t : gathered) all.push_back(t.to(Device::cpu()).to_vector<int64_t>());
-  std::string error = describe_replica_divergence(all, names, last_good_, pg.rank());
+  std::vector<OptimizerSteps> all_steps;
+  for (const Tensor& t : gathered) {
+    all.push_back(t.to(Device::cpu()).to_vector<int64_t>());
+    all_steps.push_back({all.back()[all.back().size() - 2], all.back().back()});
+    all.back().resize(all.back().size() - 2);
+  }
+  std::string error = describe_step_divergence(all_steps, forwards_, last_good_, pg.rank());
+  if (error.empty()) error = describe_replica_divergence(all, names, last_good_, pg.rank());
   if (!error.empty()) throw Error(error);
   last_good_ = forwards_;
 }

@@ -28,10 +28,11 @@
 // 25.6M floats on this loaded 2-core VM) and one small allgather, every K
 // iterations — under 0.05% of a 2-5 s ResNet50 iteration at K = 50
 // (docs/results/collective_checks.md).
-// The optimizer's step count is not seen by DDP (it does not own the
-// optimizer); a rank whose optimizer skipped a step has different parameters,
-// which is what the check compares.
+// The optimizer's step count travels in the same allgather once the loop
+// registers its optimizer (Note [Optimizer step check]); without it, a rank
+// whose optimizer skipped a step is caught by its different parameters.
 // Read before: distributed/ddp/ddp_fingerprint.h. Read next:
+// distributed/ddp/optimizer_step_check.h,
 // distributed/ddp/distributed_data_parallel.cpp (DDPCore::pre_forward).
 #pragma once
 
@@ -41,6 +42,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "distributed/ddp/optimizer_step_check.h"
 #include "distributed/process_group/process_group.h"
 #include "nn/module.h"
 
@@ -65,12 +67,15 @@ class ReplicaCheck {
   // on every K-th runs the check on `pg` (throws ls::Error on a divergence).
   void on_synced_forward(ProcessGroup& pg);
   int64_t every() const { return every_; }
+  // Note [Optimizer step check]: compared from the next check on.
+  void set_step_counter(StepCounter counter) { step_counter_ = std::move(counter); }
 
  private:
   int64_t every_;
   nn::NamedTensors params_;
   int64_t forwards_ = 0;
   int64_t last_good_ = 0;  // the synced forward of the last check that passed (0: construction)
+  StepCounter step_counter_;  // empty: no optimizer registered
 };
 
 // K from DDPOptions::check_replicas_every, or LOCKSTEP_REPLICA_CHECK_EVERY when

@@ -44,7 +44,7 @@ std::string describe(const Fingerprint& f) {
   return s;
 }
 
-void check_fingerprints(const Fingerprint* all, int size, int my_rank, const std::string& backend) {
+std::string fingerprint_mismatch(const Fingerprint* all, int size, int my_rank, const std::string& backend) {
   const Fingerprint& mine = all[my_rank];
   for (int r = 0; r < size; ++r) {
     const Fingerprint& f = all[r];
@@ -59,14 +59,30 @@ void check_fingerprints(const Fingerprint* all, int size, int my_rank, const std
     differs(f.op != mine.op, "reduce op");
     differs(f.root != mine.root, "root");
     if (!fields.empty()) {
-      throw Error(lockstep::detail::str(
+      return lockstep::detail::str(
           backend, " ", collective_name(static_cast<CollectiveKind>(mine.kind)),
           ": ranks issued mismatched collectives (", fields, " differ): rank ", my_rank, " issued ",
           describe(mine), " but rank ", r, " issued ", describe(f),
           "; every rank must issue the same collectives with the same sizes, dtypes, ops and "
-          "roots in the same order"));
+          "roots in the same order");
     }
   }
+  return "";
+}
+
+void check_fingerprints(const Fingerprint* all, int size, int my_rank, const std::string& backend) {
+  std::string mismatch = fingerprint_mismatch(all, size, my_rank, backend);
+  if (!mismatch.empty()) throw Error(mismatch);
+}
+
+void check_across_ranks(ProcessGroup& group, const Fingerprint& mine, const std::string& backend) {
+  Tensor in = empty({static_cast<int64_t>(sizeof(Fingerprint))}, TensorOptions().dtype(kUInt8));  // (40,)
+  std::memcpy(in.raw_data(), &mine, sizeof(Fingerprint));
+  std::vector<Tensor> gathered;  // size x (40,)
+  group.allgather(gathered, in)->wait(group.timeout());
+  std::vector<Fingerprint> all(static_cast<size_t>(group.size()));
+  for (int r = 0; r < group.size(); ++r) std::memcpy(&all[r], gathered[r].raw_data(), sizeof(Fingerprint));
+  check_fingerprints(all.data(), group.size(), group.rank(), backend);
 }
 
 bool debug_checks_enabled() {

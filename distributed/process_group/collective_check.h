@@ -15,11 +15,15 @@
 // collective (cheap insurance against a wrong program from the start), and
 // LOCKSTEP_DISTRIBUTED_DEBUG forces every one on. The decision depends only on
 // the sequence number and the environment, so all ranks agree on whether to
-// exchange. How a backend moves the fingerprints: Gloo posts them at issue time
-// on the caller's thread, so the worker rarely waits (Note [Fingerprints posted
-// at issue], process_group_gloo_fingerprints.h; its check entry point is
-// ProcessGroupGloo::check_before_running); MPI allgathers them on its thread
-// before the collective (process_group_mpi.cpp). Cost: README "Reliability"
+// exchange. How a backend moves the fingerprints: in batches (Note [Batched
+// fingerprints], fingerprint_ledger.h): each rank records them at issue, and
+// one exchange compares all that every rank has issued so far. Gloo runs the
+// exchange over its unbound buffers on the worker that first needs a verdict
+// (Note [Fingerprints exchanged in batches over Gloo],
+// process_group_gloo_fingerprints.h; its check entry point is
+// ProcessGroupGloo::check_before_running); MPI with one MPI_Allgather on its
+// thread (process_group_mpi.cpp); NCCL over a host group of its own, one
+// collective at a time (check_across_ranks below). Cost: README "Reliability"
 // and docs/results/collective_checks.md. After a mismatch the Gloo group
 // refuses further collectives (ones issued after it may already be running out
 // of step); the single-threaded MPI group stays usable.
@@ -54,9 +58,15 @@ Fingerprint make_fingerprint(int64_t seq, CollectiveKind kind, const Tensor* t =
                              int op = -1, int root = -1);
 // "allreduce #3 of 1000 float32, SUM"
 std::string describe(const Fingerprint& f);
-// `all` holds size fingerprints, rank r's at all[r]. Throws ls::Error naming the
-// first rank whose fingerprint differs from all[my_rank], and the fields.
+// `all` holds size fingerprints, rank r's at all[r]. "" when they agree, else the
+// error text naming the first rank whose fingerprint differs from all[my_rank],
+// and the fields; check_fingerprints throws it as an ls::Error.
+std::string fingerprint_mismatch(const Fingerprint* all, int size, int my_rank, const std::string& backend);
 void check_fingerprints(const Fingerprint* all, int size, int my_rank, const std::string& backend);
+// One collective's check over another group of the same ranks (a host group:
+// the NCCL backend's, Note [NCCL collective checks]): allgathers `mine` there,
+// blocking, and throws like check_fingerprints. `backend` starts the message.
+void check_across_ranks(ProcessGroup& group, const Fingerprint& mine, const std::string& backend);
 // True when LOCKSTEP_DISTRIBUTED_DEBUG asks for a fingerprint on every collective.
 bool debug_checks_enabled();
 // Whether a group checks every collective: `option` (a group's

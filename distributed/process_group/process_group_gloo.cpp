@@ -129,7 +129,8 @@ class BlockSigpipeForNewThreads {
 };
 
 // Gloo tags are 32 bits: collective #k uses k (mod 2^31) (see Note [Collective
-// order]); its fingerprint travels on a slot of its own (Note [Fingerprints posted at issue]).
+// order]); fingerprints travel on a slot of their own (Note [Fingerprints exchanged in
+// batches over Gloo]).
 uint32_t data_tag(int64_t seq) { return static_cast<uint32_t>(seq & 0x7fffffff); }
 
 
@@ -218,6 +219,8 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   store_ = std::move(store);
   queue_ = std::make_unique<detail::WorkQueue>(options_.threads);
   if (options_.shared_memory && size > 1) connect_shared_memory(rank, size);
+  if (size > 1) fingerprints_ = std::make_unique<gloo_detail::FingerprintChecks>(context_);
+  record_every_fingerprint_ = options_.check_every_collective && shm_ == nullptr;
 }
 
 // See Note [Shared memory on one host]; every rank reaches the same decision.
@@ -251,7 +254,7 @@ std::shared_ptr<Work> ProcessGroupGloo::enqueue(Pending pending, bool collective
                                               rank_, ")");
   pending.timeout = timeout();
   if (collective && shm_ != nullptr && !pending.on_shm) check_in_shared_memory_first(pending);
-  if (collective) post_fingerprint(pending);
+  if (collective) record_fingerprint(pending);
   auto work = std::make_shared<Work>(pending.description);
   detail::WorkQueue& queue = pending.on_shm ? *shm_queue_ : *queue_;
   queue.enqueue(work, [this, p = std::move(pending)] { return run(p); });
@@ -285,7 +288,7 @@ std::shared_ptr<Work> ProcessGroupGloo::enqueue(std::vector<Pending> parts, std:
     p.description = lockstep::detail::str(detail::describe(p.fingerprint), " piece ", k + 1, "/",
                                           parts.size(), " (gloo, rank ", rank_, ")");
     p.timeout = timeout();
-    if (k == 0) post_fingerprint(p);  // its fingerprint names the whole tensor
+    if (k == 0 || record_every_fingerprint_) record_fingerprint(p, k == 0);  // piece 1's names the whole tensor
     queue_->enqueue(std::make_shared<Work>(p.description), [this, p = std::move(p), joint, work, result, k] {
       std::exception_ptr error;
       try {
@@ -331,18 +334,20 @@ void ProcessGroupGloo::check_in_shared_memory_first(Pending& p) {
   };
 }
 
-// Called under issue_mutex_, on the caller's thread: starts this collective's
-// fingerprint exchange when it is checked — every collective by default, the
-// first one always (Note [Collective fingerprints]). The decision depends only
-// on the sequence number and the options, so all ranks agree on it.
+// Called under issue_mutex_, on the caller's thread: records this collective's
+// fingerprint for the batched exchange (Note [Fingerprints exchanged in batches
+// over Gloo]) — every collective by default, the first one always (Note
+// [Collective fingerprints]). The decision depends only on the sequence number
+// and the options, so all ranks agree on it, and the recorded collectives are
+// always #0, #1, ... without a gap.
 // A collective that runs in shared memory carries its fingerprint in every chunk
 // it writes there, compared before any of its data is read (Note [Shared memory
-// on one host]), so it posts none after the first: the check costs no message,
-// and a dead or silent peer is named by the shared-memory wait.
-void ProcessGroupGloo::post_fingerprint(Pending& p) {
-  if (size_ == 1 || !(p.fingerprint.seq == 0 || options_.check_every_collective)) return;
-  if (p.on_shm && p.fingerprint.seq != 0) return;
-  p.exchange = std::make_shared<gloo_detail::FingerprintExchange>(context_, p.fingerprint);
+// on one host]), so with shared memory only the first is recorded: the check
+// costs no message, and a dead or silent peer is named by the shared-memory wait.
+void ProcessGroupGloo::record_fingerprint(Pending& p, bool checkable) {
+  if (fingerprints_ == nullptr || !(p.fingerprint.seq == 0 || record_every_fingerprint_)) return;
+  p.checked = checkable;
+  fingerprints_->record(p.fingerprint, checkable);
 }
 
 // The check entry point: every collective passes here on its worker thread
@@ -360,9 +365,9 @@ void ProcessGroupGloo::check_before_running(const Pending& p) {
                                         "earlier failure: ", broken_));
     }
   }
-  if (p.exchange == nullptr) return;
+  if (!p.checked) return;
   try {
-    p.exchange->wait_and_check(p.timeout);
+    fingerprints_->check(p.fingerprint.seq, p.timeout);
   } catch (const gloo::Exception& e) {
     fail(p, e.what());
   } catch (const std::exception& e) {

@@ -80,6 +80,10 @@ class Context;
 
 namespace lockstep::distributed {
 
+namespace gloo_detail {
+class FingerprintChecks;
+}
+
 namespace detail {
 class WorkQueue;
 class ShmChannel;
@@ -143,7 +147,8 @@ class ProcessGroupGloo : public ProcessGroup {
   struct Pending;  // one queued collective: fingerprint + the Gloo calls to make
   std::shared_ptr<Work> enqueue(Pending pending, bool collective = true);
   std::shared_ptr<Work> enqueue(std::vector<Pending> parts, std::vector<Tensor> result);
-  void post_fingerprint(Pending& pending);  // at issue, under issue_mutex_
+  // At issue, under issue_mutex_; `checkable`: false for an allreduce's later pieces.
+  void record_fingerprint(Pending& pending, bool checkable = true);
   void check_in_shared_memory_first(Pending& pending);  // at issue, with shm_
   // On the worker threads:
   std::vector<Tensor> run(const Pending& pending);  // check_before_running, then execute
@@ -168,6 +173,9 @@ class ProcessGroupGloo : public ProcessGroup {
   std::unique_ptr<detail::WorkQueue> queue_;
   std::unique_ptr<detail::ShmChannel> shm_;             // null: every collective on Gloo
   std::unique_ptr<detail::WorkQueue> shm_queue_;        // its one worker thread
+  // Note [Fingerprints exchanged in batches over Gloo]; null in a group of one.
+  std::unique_ptr<gloo_detail::FingerprintChecks> fingerprints_;
+  bool record_every_fingerprint_ = false;  // check_every_collective, over TCP (shared memory checks its own)
 };
 
 }  // namespace lockstep::distributed

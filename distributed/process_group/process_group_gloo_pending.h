@@ -23,14 +23,11 @@
 
 namespace lockstep::distributed {
 
-namespace gloo_detail {
-class FingerprintExchange;  // process_group_gloo_fingerprints.h
-}
-
 struct ProcessGroupGloo::Pending {
   detail::Fingerprint fingerprint;
-  // Posted at issue when this collective is checked (Note [Fingerprints posted at issue]).
-  std::shared_ptr<gloo_detail::FingerprintExchange> exchange;
+  // Its fingerprint is compared across ranks before its data moves (Note [Fingerprints
+  // exchanged in batches over Gloo]).
+  bool checked = false;
   std::string description;
   std::chrono::milliseconds timeout;
   std::function<std::vector<Tensor>(uint32_t tag, std::chrono::milliseconds timeout)> body;

@@ -15,6 +15,7 @@
 
 #include "core/factory.h"
 #include "distributed/process_group/collective_check.h"
+#include "distributed/process_group/fingerprint_ledger.h"
 #include "distributed/process_group/reduce_kernels.h"
 #include "distributed/process_group/staged_operands.h"
 #include "distributed/process_group/work_queue.h"
@@ -135,6 +136,35 @@ int checked_count(int64_t n, const char* collective) {
 
 }  // namespace
 
+// The group's batched fingerprint checks (Note [Batched fingerprints]): recorded
+// by the callers at issue, exchanged and compared on the MPI thread.
+struct ProcessGroupMPI::Checks {
+  Checks(int rank, int size) : ledger(rank, size, "mpi") {}
+  std::mutex mutex;  // callers record while the MPI thread exchanges
+  detail::FingerprintLedger ledger;
+};
+
+namespace {
+
+// On the MPI thread, before collective `seq`'s data moves: one MPI_Allgather of
+// every fingerprint recorded since the last exchange, unless one covered it.
+void check_collective(ProcessGroupMPI::Checks& checks, int64_t seq, int size, MPI_Comm comm) {
+  using Message = detail::FingerprintLedger::Message;
+  std::unique_lock<std::mutex> lock(checks.mutex);
+  while (!checks.ledger.covered(seq)) {
+    const Message mine = checks.ledger.outgoing();
+    std::vector<Message> all(static_cast<size_t>(size));  // (size,) rank r's part at all[r]
+    lock.unlock();
+    mpi_check(MPI_Allgather(&mine, sizeof(Message), MPI_BYTE, all.data(), sizeof(Message), MPI_BYTE, comm),
+              "fingerprint exchange");
+    lock.lock();
+    checks.ledger.absorb(all);
+  }
+  checks.ledger.verdict(seq);
+}
+
+}  // namespace
+
 struct ProcessGroupMPI::Pending {
   Fingerprint fingerprint;
   std::function<std::vector<Tensor>()> body;
@@ -156,7 +186,8 @@ std::shared_ptr<ProcessGroupMPI> ProcessGroupMPI::create(Options options) {
 }
 
 ProcessGroupMPI::ProcessGroupMPI(std::unique_ptr<Comm> comm, int rank, int size, Options options)
-    : ProcessGroup(rank, size), comm_(std::move(comm)), options_(options) {}
+    : ProcessGroup(rank, size), comm_(std::move(comm)), options_(options),
+      checks_(std::make_shared<Checks>(rank, size)) {}
 
 ProcessGroupMPI::~ProcessGroupMPI() {
   // Queued collectives still reference comm_: free it after them, on the MPI thread.
@@ -172,18 +203,18 @@ ProcessGroupMPI::~ProcessGroupMPI() {
 std::shared_ptr<Work> ProcessGroupMPI::enqueue(Pending pending, bool collective) {
   std::lock_guard<std::mutex> lock(issue_mutex_);
   pending.fingerprint.seq = collective ? next_seq_++ : next_p2p_seq_++;
-  const bool check = collective && (pending.fingerprint.seq == 0 || options_.check_every_collective);
+  // See Note [Collective fingerprints]; recorded in issue order, #0, #1, ... without a gap.
+  const bool check = collective && size_ > 1 && (pending.fingerprint.seq == 0 || options_.check_every_collective);
+  if (check) {
+    std::lock_guard<std::mutex> guard(checks_->mutex);
+    checks_->ledger.record(pending.fingerprint, true);
+  }
   const std::string description = lockstep::detail::str(detail::describe(pending.fingerprint), " (mpi, rank ", rank_, ")");
   auto work = std::make_shared<Work>(description);
   MPI_Comm comm = comm_->comm;
-  mpi_thread().enqueue(work, [p = std::move(pending), check, comm, rank = rank_, size = size_, description] {
+  mpi_thread().enqueue(work, [p = std::move(pending), check, comm, checks = checks_, size = size_, description] {
     try {
-      if (check) {  // see Note [Collective fingerprints]
-        std::vector<Fingerprint> all(size);
-        mpi_check(MPI_Allgather(&p.fingerprint, sizeof(Fingerprint), MPI_BYTE, all.data(),
-                                sizeof(Fingerprint), MPI_BYTE, comm), "fingerprint exchange");
-        detail::check_fingerprints(all.data(), size, rank, "mpi");
-      }
+      if (check) check_collective(*checks, p.fingerprint.seq, size, comm);
       return p.body();
     } catch (const std::exception& e) {
       throw Error(lockstep::detail::str(description, ": ", e.what()));

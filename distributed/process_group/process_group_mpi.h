@@ -60,6 +60,7 @@ class ProcessGroupMPI : public ProcessGroup {
   std::shared_ptr<Work> recv(Tensor& tensor, int src_rank, int tag = 0) override;
 
   struct Comm;  // the MPI_Comm, kept out of this header (MPI is a private dependency)
+  struct Checks;  // Note [Batched fingerprints]
 
  private:
   ProcessGroupMPI(std::unique_ptr<Comm> comm, int rank, int size, Options options);
@@ -68,6 +69,7 @@ class ProcessGroupMPI : public ProcessGroup {
 
   std::unique_ptr<Comm> comm_;
   Options options_;
+  std::shared_ptr<Checks> checks_;
   std::mutex issue_mutex_;
   int64_t next_seq_ = 0;
   int64_t next_p2p_seq_ = 0;

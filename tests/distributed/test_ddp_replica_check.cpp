@@ -3,7 +3,10 @@
 // replicas pass every check, and a per-rank learning rate, a forward that
 // bypasses ddp.forward on one rank, and no_sync() on one rank only are caught
 // within K iterations on every rank, naming the ranks — no silent drift, no hang.
-// Read before: distributed/ddp/replica_check.h.
+// With the optimizer registered (Note [Optimizer step check]), an optimizer that
+// took a step more on one rank is named by its step count, even when that step
+// left the parameters unchanged.
+// Read before: distributed/ddp/replica_check.h, distributed/ddp/optimizer_step_check.h.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -143,6 +146,60 @@ TEST_CASE("replica check: a forward that bypasses ddp.forward, or no_sync on one
                     stop.message);
       CHECK_MESSAGE(contains(stop.message, "rank 0 and rank 1 hold 2 different sets of parameters"), stop.message);
       CHECK_MESSAGE(contains(stop.message, "the first that differs is 'fc1.weight'"), stop.message);
+      CHECK_MESSAGE(contains(stop.message, "a forward through the module itself instead of ddp.forward on some rank"),
+                    stop.message);
+    }, kTimeout);
+  }
+}
+
+TEST_CASE("replica check: the step-count message groups the ranks and names an unregistered optimizer") {
+  using dist::detail::OptimizerSteps;
+  CHECK(dist::detail::describe_step_divergence({{4, 8}, {4, 8}}, 5, 0, 0).empty());
+  std::string msg = dist::detail::describe_step_divergence({{4, 8}, {5, 10}, {4, 8}}, 6, 3, 1);
+  CHECK_MESSAGE(contains(msg, "DDP replica check (rank 1): the optimizers' step counts differ at synced iteration 6 "
+                              "(they were equal at iteration 3): ranks 0, 2: 4 steps (8 parameter updates); rank 1: "
+                              "5 steps (10 parameter updates) (this rank: 5 steps"), msg);
+  std::string none = dist::detail::describe_step_divergence({{4, 8}, {}}, 3, 0, 0);
+  CHECK_MESSAGE(contains(none, "rank 1: no optimizer registered"), none);
+}
+
+TEST_CASE("replica check: an optimizer that took a step more on one rank is named within K iterations") {
+  for (int variant = 0; variant < 2; ++variant) {
+    CAPTURE(variant);
+    ls::testing::run_ranks(2, [variant](int rank) {
+      auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(20s));
+      ls::manual_seed(0);
+      auto model = std::make_shared<ls::testing::TinyCNN>();
+      dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().check_replicas_every(3));
+      ls::optim::SGD opt(model->parameters(), ls::optim::SGDOptions(0.1));  // no momentum: a zero step changes nothing
+      int64_t steps = 0;
+      if (variant == 0) {
+        ddp.register_optimizer(opt);
+      } else {
+        ddp.register_step_count([&steps] { return steps; });
+      }
+      Stop stop = train(opt, 8, [&](int i) {
+        if (rank == 1 && i == 1) {  // one extra step() over zero gradients: parameters stay bitwise equal
+          for (const ls::Tensor& p : model->parameters()) p.set_grad(ls::zeros_like(p));
+          opt.step();
+          opt.zero_grad();
+          ++steps;
+        }
+        ls::manual_seed(100 + 2 * i + rank);
+        ddp.forward(ls::randn({2, 3, 8, 8})).pow(2).sum().backward();
+        ++steps;
+      });
+      CHECK(stop.step == 2);  // the first check, at the third synced forward
+      CHECK_MESSAGE(contains(stop.message, "DDP replica check (rank " + std::to_string(rank) +
+                                               "): the optimizers' step counts differ at synced iteration 3"),
+                    stop.message);
+      if (variant == 0) {
+        CHECK_MESSAGE(contains(stop.message, "rank 0: 2 steps ("), stop.message);
+        CHECK_MESSAGE(contains(stop.message, "; rank 1: 3 steps ("), stop.message);
+      } else {
+        CHECK_MESSAGE(contains(stop.message, "rank 0: 2 steps (2 parameter updates); rank 1: 3 steps (3 parameter updates)"),
+                      stop.message);
+      }
     }, kTimeout);
   }
 }

@@ -8,6 +8,7 @@
 
 #include <nccl.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 
@@ -16,6 +17,8 @@
 #include "core/native/native.h"
 #include "distributed/process_group/collective_check.h"
 #include "distributed/process_group/cuda/process_group_nccl_work.h"
+#include "distributed/process_group/process_group_gloo.h"
+#include "distributed/store/prefix_store.h"
 
 namespace lockstep::distributed {
 
@@ -99,7 +102,7 @@ ProcessGroupNCCL::ProcessGroupNCCL(std::shared_ptr<Store> store, int rank, int s
            size);
   timeout_ = options_.timeout;
   device_ = pick_device(options_.device);
-  options_.check_every_collective = options_.check_every_collective || detail::debug_checks_enabled();
+  options_.check_every_collective = detail::collective_checks_enabled(options_.check_every_collective);
   cuda::DeviceGuard guard(Device::cuda(device_));
 
   // Rank 0 makes the id; everyone else reads it from the store, under a key
@@ -139,6 +142,15 @@ ProcessGroupNCCL::ProcessGroupNCCL(std::shared_ptr<Store> store, int rank, int s
   comm_->comm = comm;
   // Non-blocking w.r.t. the legacy default stream, like the compute stream.
   LS_CUDA_CHECK(cudaStreamCreateWithFlags(&comm_stream_, cudaStreamNonBlocking));
+  if (size > 1) {  // Note [NCCL collective checks]
+    ProcessGroupGloo::Options host;
+    host.timeout = options_.timeout;
+    if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr) host.master_addr = addr;
+    host.threads = 1;
+    host.check_every_collective = false;
+    check_group_ = std::make_shared<ProcessGroupGloo>(
+        std::make_shared<PrefixStore>(lockstep::detail::str("nccl/checks/", generation), store), rank, size, host);
+  }
   store_ = std::move(store);
   watchdog_ = std::make_unique<detail::NCCLWatchdog>(comm_, options_.watchdog_interval);
 }
@@ -171,7 +183,9 @@ std::shared_ptr<Work> ProcessGroupNCCL::run(Fingerprint fingerprint, bool collec
   const std::string description =
       lockstep::detail::str(detail::describe(fingerprint), " (nccl, rank ", rank_, ", device ", device_, ")");
   check_usable(description);
-  if (collective && (fingerprint.seq == 0 || options_.check_every_collective)) exchange_fingerprints(fingerprint);
+  if (check_group_ != nullptr && collective && (fingerprint.seq == 0 || options_.check_every_collective)) {
+    detail::check_across_ranks(*check_group_, fingerprint, "nccl");
+  }
   return launch_locked(description, std::move(launch), body, std::move(result));
 }
 
@@ -229,29 +243,6 @@ std::shared_ptr<Work> ProcessGroupNCCL::launch_locked(const std::string& descrip
   work->mark_launched();
   watchdog_->add(work);
   return work;
-}
-
-// Note [Collective fingerprints], blocking this once: 40 bytes from every rank.
-void ProcessGroupNCCL::exchange_fingerprints(const Fingerprint& mine) {
-  Tensor in = native::empty({static_cast<int64_t>(sizeof(Fingerprint))}, kUInt8);  // (40)
-  std::memcpy(in.raw_data(), &mine, sizeof(Fingerprint));
-  Tensor all = native::empty({static_cast<int64_t>(sizeof(Fingerprint)) * size_}, kUInt8);  // (40 * size)
-  Launch launch;
-  launch.add(in, true, false);
-  launch.add(all, false, true);
-  ncclComm_t comm = comm_->comm;
-  cudaStream_t stream = comm_stream_;
-  auto work = launch_locked(lockstep::detail::str("fingerprint exchange of ", detail::describe(mine), " (nccl, rank ",
-                                                  rank_, ")"),
-                            std::move(launch), [&](std::vector<Tensor>& d) {
-                              nccl_check(ncclAllGather(d[0].raw_data(), d[1].raw_data(), sizeof(Fingerprint),
-                                                       ncclUint8, comm, stream),
-                                         "ncclAllGather", "fingerprint exchange", comm);
-                            }, {});
-  std::static_pointer_cast<WorkNCCL>(work)->synchronize(timeout_);
-  std::vector<Fingerprint> gathered(size_);
-  std::memcpy(gathered.data(), all.raw_data(), sizeof(Fingerprint) * size_);
-  detail::check_fingerprints(gathered.data(), size_, rank_, "nccl");
 }
 
 namespace {

@@ -55,10 +55,25 @@
 // (with undefined data in its buffer); the error reaches the program at its
 // next wait() or collective.
 //
-// Checks: the first collective (and every one with LOCKSTEP_DISTRIBUTED_DEBUG)
-// exchanges fingerprints before its data moves (Note [Collective fingerprints]),
-// blocking the host for that one exchange. send/recv pair by call order (NCCL
-// has no tags: `tag` is accepted and ignored, as in PyTorch).
+// § Note [NCCL collective checks]
+// Every collective's fingerprint is compared across ranks before its NCCL call
+// is enqueued (Note [Collective fingerprints]), as the Gloo and MPI groups do,
+// so a mismatch is an ls::Error naming both ranks' calls on every rank, not a
+// hang inside NCCL or a sum of wrong bytes. The fingerprints do not go through
+// NCCL: an exchange on the comm stream would wait behind every collective
+// queued there (and the host would wait for it), serializing DDP's buckets.
+// They go through a small host group of the same ranks instead — a Gloo group
+// made at construction over the same store (its keys under "nccl/checks/<k>/",
+// shared memory when every rank is on this host, TCP otherwise; MASTER_ADDR and
+// LOCKSTEP_SOCKET_IFNAME pick the interface as for "gloo"), as PyTorch's
+// TORCH_DISTRIBUTED_DEBUG=DETAIL wraps NCCL with a Gloo group. The issuing
+// thread blocks for that one host allgather of 40 bytes per collective, never
+// for the GPU (detail::check_across_ranks, tested on CPU). NCCL launches run
+// on the caller's thread one at a time, so there is nothing to batch (Note
+// [Batched fingerprints] helps queued backends only). LOCKSTEP_COLLECTIVE_CHECKS=0
+// or Options::check_every_collective = false checks the first collective only.
+// send/recv pair by call order (NCCL has no tags: `tag` is accepted and
+// ignored, as in PyTorch).
 // Read before: distributed/process_group/process_group.h, core/cuda/cuda_context.h,
 // distributed/process_group/process_group_gloo.h (the same interface over TCP).
 // Read next: distributed/process_group/cuda/process_group_nccl_work.h, distributed/init.cpp.
@@ -90,7 +105,7 @@ class ProcessGroupNCCL : public ProcessGroup {
   struct Options {
     std::chrono::milliseconds timeout{300000};  // per collective (watchdog), and for the id exchange
     int device = -1;                            // CUDA device index; -1: the current device
-    bool check_every_collective = false;        // see Note [Collective fingerprints]
+    bool check_every_collective = true;         // see Note [NCCL collective checks]
     std::chrono::milliseconds watchdog_interval{2};  // see Note [NCCL watchdog]
   };
 
@@ -128,13 +143,13 @@ class ProcessGroupNCCL : public ProcessGroup {
   std::shared_ptr<Work> launch_locked(const std::string& description, Launch launch,
                                       const std::function<void(std::vector<Tensor>&)>& body,
                                       std::vector<Tensor> result);
-  void exchange_fingerprints(const detail::Fingerprint& mine);
   void check_usable(const std::string& what) const;
 
   Options options_;
   int device_ = 0;
   cudaStream_t comm_stream_ = nullptr;
   std::shared_ptr<detail::NCCLComm> comm_;
+  std::shared_ptr<ProcessGroup> check_group_;  // Note [NCCL collective checks]; null in a group of one
   std::unique_ptr<detail::NCCLWatchdog> watchdog_;
   std::mutex issue_mutex_;    // sequence numbers and NCCL calls in issue order
   int64_t next_seq_ = 0;      // collectives
