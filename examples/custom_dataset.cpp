@@ -56,17 +56,17 @@ using Data = std::vector<std::pair<std::string, int64_t>>;
 // A binary PPM (P6) or PGM (P5) file with maxval 255 as (3, height, width) uint8.
 ls::Tensor read_netpbm(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  LS_CHECK(in.is_open(), "custom_dataset: cannot open image '", path, "'");
+  LS_CHECK(in.is_open(), "cannot open image '", path, "'");
   std::string magic;
   int64_t width = 0, height = 0, maxval = 0;
   in >> magic >> width >> height >> maxval;
   LS_CHECK(in && (magic == "P6" || magic == "P5") && width > 0 && height > 0 && maxval == 255,
-           "custom_dataset: '", path, "' is not a binary PPM (P6) or PGM (P5) image with maxval 255");
+           "'", path, "' is not a binary PPM (P6) or PGM (P5) image with maxval 255");
   in.get();  // the single whitespace byte after maxval
   const int64_t channels = magic == "P6" ? 3 : 1;
   std::vector<uint8_t> pixels(static_cast<size_t>(width * height * channels));
   in.read(reinterpret_cast<char*>(pixels.data()), static_cast<std::streamsize>(pixels.size()));
-  LS_CHECK(in.gcount() == static_cast<std::streamsize>(pixels.size()), "custom_dataset: '", path,
+  LS_CHECK(in.gcount() == static_cast<std::streamsize>(pixels.size()), "'", path,
            "' is truncated: ", in.gcount(), " of ", pixels.size(), " pixel bytes");
   // Interleaved (h, w, c) bytes -> planes (3, h, w); grey is repeated into all three.
   ls::Tensor image = ls::empty({3, height, width}, ls::TensorOptions().dtype(ls::kUInt8));
@@ -120,7 +120,7 @@ class CustomDataset : public ls::data::datasets::Dataset<CustomDataset> {
 // The info file's train and test lists, each shuffled.
 std::pair<Data, Data> read_info(const Options& o) {
   std::ifstream stream(o.info_file_path);
-  LS_CHECK(stream.is_open(), "custom_dataset: cannot open the info file '", o.info_file_path,
+  LS_CHECK(stream.is_open(), "cannot open the info file '", o.info_file_path,
            "' (--info; one line per image: path label train|test)");
   Data train, test;
   std::string line;
@@ -130,12 +130,12 @@ std::pair<Data, Data> read_info(const Options& o) {
     int64_t label = -1;
     if (!(fields >> path)) continue;  // a blank line
     fields >> label >> type;
-    LS_CHECK(fields && label >= 0 && (type == "train" || type == "test"), "custom_dataset: ",
+    LS_CHECK(fields && label >= 0 && (type == "train" || type == "test"),
              o.info_file_path, ":", number, ": expected 'path label train|test' with a label >= 0, got '",
              line, "'");
     (type == "train" ? train : test).emplace_back(path, label);
   }
-  LS_CHECK(!train.empty() && !test.empty(), "custom_dataset: ", o.info_file_path, " lists ",
+  LS_CHECK(!train.empty() && !test.empty(), o.info_file_path, " lists ",
            train.size(), " training and ", test.size(), " test images; both splits need some");
   std::mt19937 generator(static_cast<uint32_t>(o.seed));
   std::shuffle(train.begin(), train.end(), generator);
@@ -186,7 +186,7 @@ void train(ls::nn::Sequential& network, ls::data::DataLoader& loader, ls::optim:
     auto targets = batch.target.view({-1});
     auto output = network.forward(data);
     auto loss = ls::nll_loss(output, targets);
-    LS_CHECK(!std::isnan(loss.item<float>()), "custom_dataset: the loss is NaN at epoch ", epoch,
+    LS_CHECK(!std::isnan(loss.item<float>()), "the loss is NaN at epoch ", epoch,
              "; lower --lr");
     auto acc = output.argmax(1).eq(targets).sum();
     optimizer.zero_grad();

@@ -111,7 +111,7 @@ void write_pgm(const Tensor& samples, const std::string& path) {
       }
     }
   }
-  LS_CHECK(out.good(), "dcgan: cannot write '", path, "'");
+  LS_CHECK(out.good(), "cannot write '", path, "'");
 }
 
 int run(const Options& o) {
@@ -183,7 +183,7 @@ int run(const Options& o) {
       generator_optimizer.step();
       batch_index++;
       const float d = d_loss.item<float>(), g = g_loss.item<float>();
-      LS_CHECK(std::isfinite(d) && std::isfinite(g), "dcgan: a loss is not finite at epoch ", epoch,
+      LS_CHECK(std::isfinite(d) && std::isfinite(g), "a loss is not finite at epoch ", epoch,
                " batch ", batch_index, " (D_loss ", d, ", G_loss ", g, ")");
       if (batch_index % o.log_interval == 0) {
         std::printf("[%2lld/%2lld][%3lld/%3lld] D_loss: %.4f | G_loss: %.4f\n", static_cast<long long>(epoch),

@@ -53,7 +53,7 @@ void train(int64_t epoch, Net& model, ls::Device device, ls::data::DataLoader& d
     optimizer.zero_grad();
     auto output = model.forward(data);
     auto loss = ls::nll_loss(output, targets);
-    LS_CHECK(!std::isnan(loss.item<float>()), "mnist: the loss is NaN at epoch ", epoch,
+    LS_CHECK(!std::isnan(loss.item<float>()), "the loss is NaN at epoch ", epoch,
              " batch ", batch_idx, "; lower --lr");
     loss.backward();
     optimizer.step();

@@ -73,13 +73,13 @@ TEST_CASE("transforms: Normalize with one mean and stddev is (x - mean) / stddev
 TEST_CASE("transforms: Normalize per channel uses channel c's mean and stddev, examples and batches") {
   transforms::Normalize normalize({1.0, 2.0, 3.0}, {1.0, 2.0, 4.0});  // CTAD: no <> needed
   Squares ds(2);
-  ls::data::Example ex = normalize.apply(ds.get(1));  // values 1 + 0.1k, channel c holds k = 4c..4c+3
+  const std::vector<float> raw = ds.get(1).data.to_vector<float>();  // 1 + 0.1k; channel c: k = 4c..4c+3
+  ls::data::Example ex = normalize.apply(ds.get(1));
   const std::vector<float> v = ex.data.to_vector<float>();
   const double mean[3] = {1.0, 2.0, 3.0}, stddev[3] = {1.0, 2.0, 4.0};
   for (size_t k = 0; k < 12; ++k) {
-    const float raw = 1.0f + 0.1f * static_cast<float>(k);
     const size_t c = k / 4;
-    CHECK(v[k] == (raw - static_cast<float>(mean[c])) / static_cast<float>(stddev[c]));
+    CHECK(v[k] == (raw[k] - static_cast<float>(mean[c])) / static_cast<float>(stddev[c]));
   }
   // A batch (B, C, H, W) has its channels at dim 1.
   ls::data::Batch b = normalize.apply_batch(ds.get_batch({0, 1}));
