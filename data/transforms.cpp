@@ -36,7 +36,7 @@ Tensor NormalizeTransform::normalize(const Tensor& data, int64_t channel_dim) co
     shape.assign(static_cast<size_t>(data.dim() - channel_dim), 1);
     shape[0] = channels;
   }
-  const TensorOptions options = TensorOptions().dtype(data.dtype());
+  const TensorOptions options = TensorOptions().dtype(data.dtype()).device(data.device());
   const Tensor mean = channels > 1 ? tensor<double>(mean_, shape, options)
                                    : scalar_tensor(mean_[0], options);
   const Tensor stddev = channels > 1 ? tensor<double>(stddev_, shape, options)
