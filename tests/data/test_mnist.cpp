@@ -25,7 +25,7 @@ void write_mnist_split(const lt::TempDir& dir, const std::string& prefix,
 }
 }  // namespace
 
-TEST_CASE("mnist: MNIST(root) is the training split, (N, 1, 28, 28) float32 in [0, 1]") {
+TEST_CASE("mnist: MNIST(root) is the training split of (N 1 28 28) float32 images in 0..1") {
   lt::TempDir dir;
   write_mnist_split(dir, "train", {7, 2, 1, 0});
   write_mnist_split(dir, "t10k", {5, 9});
@@ -61,7 +61,7 @@ TEST_CASE("mnist: a missing directory or file names the path and the four files"
                        doctest::Contains("t10k-labels-idx1-ubyte"), ls::Error);
 }
 
-TEST_CASE("mnist: a short file is refused, in its header or its data") {
+TEST_CASE("mnist: a short file is refused in its header or its data") {
   lt::TempDir dir;
   write_mnist_split(dir, "train", {1, 2, 3});
   // Two bytes: not even the magic number.
@@ -93,7 +93,7 @@ TEST_CASE("mnist: a wrong magic number (labels where images belong) is refused")
                        ls::Error);
 }
 
-TEST_CASE("mnist: images and labels of different lengths, and a label of 10, are refused") {
+TEST_CASE("mnist: images and labels of different lengths and a label of 10 are refused") {
   lt::TempDir dir;
   write_mnist_split(dir, "train", {1, 2});
   lt::write_plain(dir.file("train-labels-idx1-ubyte"), lt::idx_file({3}, {1, 2, 3}));

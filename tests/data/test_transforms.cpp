@@ -70,7 +70,7 @@ TEST_CASE("transforms: Normalize with one mean and stddev is (x - mean) / stddev
   CHECK(x.to_vector<float>()[0] == 0.0f);   // and so is the input
 }
 
-TEST_CASE("transforms: Normalize per channel uses channel c's mean and stddev, examples and batches") {
+TEST_CASE("transforms: Normalize per channel uses channel c's mean and stddev in examples and batches") {
   transforms::Normalize normalize({1.0, 2.0, 3.0}, {1.0, 2.0, 4.0});  // CTAD: no <> needed
   Squares ds(2);
   const std::vector<float> raw = ds.get(1).data.to_vector<float>();  // 1 + 0.1k; channel c: k = 4c..4c+3
@@ -125,7 +125,7 @@ TEST_CASE("transforms: map(Normalize).map(Stack) gives the same batches on the b
   CHECK(drain(Squares(5).map(transforms::Stack<>()), 2, 0) == drain(Squares(5), 2, 0));
 }
 
-TEST_CASE("transforms: map on a temporary takes it over; on an lvalue it copies; maps chain") {
+TEST_CASE("transforms: map on a temporary takes it over and on an lvalue copies it and maps chain") {
   Squares source(4);
   auto mapped = source.map(transforms::TensorLambda([](ls::Tensor x) {
     return ls::native::binary_scalar(ls::native::BinaryOp::Mul, x, 2.0);
