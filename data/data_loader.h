@@ -176,4 +176,31 @@ std::unique_ptr<DataLoader> make_data_loader(D dataset, S sampler,
                                       std::unique_ptr<Sampler>(std::make_unique<S>(std::move(sampler))));
 }
 
+// libtorch's other spellings: a batch size for the options, and the sampler as a
+// template argument, built over the whole dataset (SequentialSampler(size) or
+// RandomSampler(size)):
+//   auto loader = make_data_loader<SequentialSampler>(std::move(ds), 64);
+//   auto loader = make_data_loader(std::move(ds), sampler, 32);   // a DistributedSampler
+// Unlike libtorch, a loader without a sampler goes in order (SequentialSampler)
+// unless options.shuffle(true); libtorch's default sampler is a RandomSampler.
+template <std::derived_from<Dataset> D>
+std::unique_ptr<DataLoader> make_data_loader(D dataset, int64_t batch_size) {
+  return make_data_loader(std::move(dataset), DataLoaderOptions(batch_size));
+}
+template <std::derived_from<Dataset> D, std::derived_from<Sampler> S>
+std::unique_ptr<DataLoader> make_data_loader(D dataset, S sampler, int64_t batch_size) {
+  return make_data_loader(std::move(dataset), std::move(sampler), DataLoaderOptions(batch_size));
+}
+template <std::derived_from<Sampler> S, std::derived_from<Dataset> D>
+  requires std::constructible_from<S, int64_t>
+std::unique_ptr<DataLoader> make_data_loader(D dataset, DataLoaderOptions options = DataLoaderOptions()) {
+  S sampler(dataset.size());
+  return make_data_loader(std::move(dataset), std::move(sampler), options);
+}
+template <std::derived_from<Sampler> S, std::derived_from<Dataset> D>
+  requires std::constructible_from<S, int64_t>
+std::unique_ptr<DataLoader> make_data_loader(D dataset, int64_t batch_size) {
+  return make_data_loader<S>(std::move(dataset), DataLoaderOptions(batch_size));
+}
+
 }  // namespace lockstep::data

@@ -10,17 +10,19 @@
 // is held in memory as one float32 tensor (N, 1, 28, 28) with values in [0, 1]
 // (pixel / 255, no mean/std normalisation) and one int64 tensor (N) of labels
 // in [0, 9]; as a TensorDataset it hands out batches with one index_select.
-// Read before: data/dataset.h, data/idx.h. Read next: data/synthetic.h.
+// The files are in the MNIST layout and read by data/mnist.h's reader, and
+// `.map(transform)` works as on datasets::MNIST (data/map_dataset.h).
+// Read before: data/mnist.h. Read next: data/synthetic.h.
 #pragma once
 
 #include <array>
 #include <string>
 
-#include "data/dataset.h"
+#include "data/mnist.h"
 
 namespace lockstep::data {
 
-class FashionMNIST : public TensorDataset {
+class FashionMNIST : public datasets::Dataset<FashionMNIST, TensorDataset> {
  public:
   static constexpr const char* kDefaultRoot = "/usr/share/datasets/fashion-mnist";
   static constexpr int64_t kNumClasses = 10;

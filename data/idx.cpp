@@ -1,6 +1,6 @@
 // data/idx.cpp — the IDX reader, with zlib for gzip; see data/idx.h and
 // Note [Validating IDX sizes].
-// Read before: data/idx.h. Read next: data/fashion_mnist.cpp.
+// Read before: data/idx.h. Read next: data/mnist.cpp.
 #include "data/idx.h"
 
 #include <zlib.h>

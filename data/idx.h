@@ -18,7 +18,7 @@
 // non-zero sizes must also stay below 2^62, even when another size is 0 (an
 // empty tensor), since the tensor's strides multiply them. fuzz/fuzz_idx.cpp
 // checks all this on random files.
-// Read before: data/dataset.h. Read next: data/fashion_mnist.h.
+// Read before: data/dataset.h. Read next: data/mnist.h.
 #pragma once
 
 #include <string>

@@ -149,6 +149,24 @@ case "$prog" in
     expect 2 "--dir is required" -- --epochs 1
     expect 2 "--epochs: '1.5' is not a whole number" -- --dir . --epochs 1.5
     ;;
+  mnist)
+    expect 2 "--epochs: 0 is out of range" -- --epochs 0
+    expect 2 "--lr: 'fast' is not a number" -- --lr fast
+    expect 1 "MNIST: directory 'no-such-dir' does not exist" -- --root no-such-dir
+    ;;
+  custom_dataset)
+    expect 2 "--image-size: 32 is out of range" -- --image-size 32
+    expect 1 "cannot open the info file 'no-such-info.txt'" -- --info no-such-info.txt
+    ;;
+  dcgan)
+    expect 2 "--batch: 0 is out of range" -- --batch 0
+    expect 1 "MNIST: directory 'no-such-dir' does not exist" -- --root no-such-dir
+    ;;
+  distributed)
+    expect 2 "--sync: 'gossip' is not one of ddp|allreduce" -- --sync gossip
+    expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --epochs 1
+    expect 1 "MNIST: directory 'no-such-dir' does not exist" -- --root no-such-dir
+    ;;
   lockstep-run)
     expect 2 "--nproc-per-node: 'two' is not a whole number" -- --nproc-per-node two -- true
     expect 2 "--nproc-per-node is required" -- -- true

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# tests/examples/check_ports.sh BIN_DIR PROGRAM — one port of pytorch/examples' C++
+# programs (examples/mnist.cpp, custom_dataset.cpp, dcgan.cpp, distributed.cpp) trains
+# for a few seconds on synthetic data this script generates (make_example_data.py), and
+# does what it should:
+#   mnist           the test accuracy after 2 epochs is at least 0.6 (chance: 0.1) and the
+#                   last logged training loss is below the first;
+#   custom_dataset  it reads every listed image, the test loss falls below 0.8 times the
+#                   first epoch's, and the last test accuracy is at least 0.6 (chance: 1/3);
+#   dcgan           every loss is finite, the checkpoints and the sample files are
+#                   written, and --restore continues from them;
+#   distributed     2 ranks under lockstep-run (lines prefixed "[rank R] "), with DDP and with the original's allreduce
+#                   loop: both ranks end with the same weights (the same checksum), and
+#                   rank 0's test accuracy is at least 60%.
+# CTest runs it once per program (tests/CMakeLists.txt).
+# Read before: tests/examples/make_example_data.py. Read next: tests/examples/check_cli.sh.
+set -euo pipefail
+bin=$(cd "$1" && pwd)
+prog="$2"
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; [ -f "$work/log" ] && cat "$work/log"; exit 1; }
+
+case "$prog" in
+  mnist)
+    python3 "$here/make_example_data.py" idx "$work/idx" 1280 320
+    "$bin/mnist" --root "$work/idx" --epochs 2 --lr 0.05 --log-interval 5 > "$work/log" 2>&1 \
+      || fail "mnist exited with $?"
+    first=$(awk '/^Train Epoch/ {print $NF; exit}' "$work/log")
+    last=$(awk '/^Train Epoch/ {v = $NF} END {print v}' "$work/log")
+    acc=$(awk '/^final test_accuracy/ {print $3}' "$work/log")
+    echo "mnist: first loss $first, last loss $last, test accuracy $acc"
+    [ -n "$acc" ] || fail "no final accuracy line"
+    awk -v a="$acc" 'BEGIN { exit !(a >= 0.6) }' || fail "test accuracy $acc < 0.6"
+    awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < f) }' || fail "the loss did not decrease ($first -> $last)"
+    ;;
+  custom_dataset)
+    python3 "$here/make_example_data.py" folder "$work/folder" 16 8
+    # AlexNet's eight layers with PyTorch's default init start with near-zero logits and need
+    # some steps to leave ln(3): lr 0.2 and 10 epochs of 6 batches.
+    "$bin/custom_dataset" --dataset "$work/folder" --info "$work/folder/info.txt" --iterations 10 \
+      --lr 0.2 --batch 8 --log-interval 2 > "$work/log" 2>&1 || fail "custom_dataset exited with $?"
+    grep -q "^48 training and 24 test images of 3 classes" "$work/log" || fail "not every listed image was read"
+    first=$(awk '/^Test Loss/ {print $3; exit}' "$work/log")
+    last=$(awk '/^Test Loss/ {v = $3} END {print v}' "$work/log")
+    acc=$(awk '/^Test Loss/ {v = $NF} END {print v}' "$work/log")
+    echo "custom_dataset: test loss $first -> $last, last test accuracy $acc"
+    [ -n "$acc" ] || fail "no test line"
+    awk -v f="$first" -v l="$last" 'BEGIN { exit !(l < 0.8 * f) }' || fail "the test loss fell too little ($first -> $last)"
+    awk -v a="$acc" 'BEGIN { exit !(a >= 0.6) }' || fail "test accuracy $acc < 0.6"
+    # A broken info line is named.
+    echo "red/image_0000.ppm zero train" >> "$work/folder/info.txt"
+    if "$bin/custom_dataset" --dataset "$work/folder" --info "$work/folder/info.txt" > "$work/log" 2>&1; then
+      fail "a malformed info line was accepted"
+    fi
+    grep -q "info.txt:73: expected 'path label train|test'" "$work/log" || fail "the malformed line is not named"
+    ;;
+  dcgan)
+    python3 "$here/make_example_data.py" idx "$work/idx" 96 10
+    mkdir "$work/out"
+    "$bin/dcgan" --root "$work/idx" --out "$work/out" --epochs 2 --batch 16 --checkpoint-every 3 \
+      --log-interval 1 --samples 4 --workers 1 > "$work/log" 2>&1 || fail "dcgan exited with $?"
+    grep -q "Training complete!" "$work/log" || fail "no 'Training complete!'"
+    steps=$(grep -c "D_loss: [0-9.]* | G_loss: [0-9.]*$" "$work/log" || true)
+    [ "$steps" -eq 12 ] || fail "$steps of 12 steps logged finite losses"
+    for f in generator-checkpoint generator-optimizer-checkpoint discriminator-checkpoint \
+             discriminator-optimizer-checkpoint dcgan-sample-1 dcgan-sample-4; do
+      [ -s "$work/out/$f.safetensors" ] || fail "$f.safetensors not written"
+    done
+    head -c 2 "$work/out/dcgan-sample-4.pgm" | grep -q P5 || fail "dcgan-sample-4.pgm is not a PGM"
+    # 4 samples side by side: 112 x 28 pixels after a 14-byte header.
+    [ "$(stat -c %s "$work/out/dcgan-sample-4.pgm")" -eq $((14 + 112 * 28)) ] || fail "dcgan-sample-4.pgm has the wrong size"
+    "$bin/dcgan" --root "$work/idx" --out "$work/out" --epochs 1 --batch 16 --checkpoint-every 100 \
+      --log-interval 1 --workers 0 --restore > "$work/log" 2>&1 || fail "dcgan --restore exited with $?"
+    grep -q "Training complete!" "$work/log" || fail "no 'Training complete!' after --restore"
+    echo "dcgan: 12 finite steps, checkpoints and samples written, --restore continued"
+    ;;
+  distributed)
+    python3 "$here/make_example_data.py" idx "$work/idx" 1280 320
+    for sync in ddp allreduce; do
+      "$bin/lockstep-run" --nproc-per-node 2 -- "$bin/distributed" --root "$work/idx" --epochs 2 \
+        --lr 0.05 --sync "$sync" > "$work/log" 2>&1 || fail "distributed --sync $sync exited with $?"
+      c0=$(awk '/param checksum rank 0:/ {print $NF}' "$work/log")
+      c1=$(awk '/param checksum rank 1:/ {print $NF}' "$work/log")
+      acc=$(awk '/Test Accuracy/ {print $NF}' "$work/log")
+      echo "distributed --sync $sync: checksums $c0 $c1, test accuracy $acc%"
+      [ -n "$c0" ] && [ "$c0" = "$c1" ] || fail "--sync $sync: the ranks' weights differ ($c0 vs $c1)"
+      grep -q "Accuracy in rank 1 in epoch 2" "$work/log" || fail "--sync $sync: rank 1 did not train"
+      awk -v a="$acc" 'BEGIN { exit !(a >= 60) }' || fail "--sync $sync: test accuracy $acc% < 60%"
+    done
+    ;;
+  *)
+    echo "check_ports.sh: no case for program '$prog'"
+    exit 1
+    ;;
+esac
+echo "$prog: every check passed"
