@@ -73,6 +73,7 @@ int run(ls::cli::Program& program, Args a) {
   if (pg) {
     ddp = std::make_unique<ls::distributed::DistributedDataParallel<Net>>(
         net, pg, ls::distributed::DDPOptions().deterministic(a.deterministic));
+    ddp->register_optimizer(opt);  // the replica check compares step counts too (Note [Optimizer step check])
   }
   ls::data::DistributedSampler sampler(points.size(), world, rank, /*shuffle=*/true, h.seed);
   ls::data::DataLoader loader(points, ls::data::DataLoaderOptions(h.batch).workers(1), sampler);

@@ -140,6 +140,7 @@ int run(ls::cli::Program& program, Args a) {
   if (pg) {
     ddp = std::make_unique<ls::distributed::DistributedDataParallel<ls::models::SmallCNN>>(
         model, pg, ls::distributed::DDPOptions().deterministic(a.deterministic));
+    ddp->register_optimizer(opt);  // the replica check compares step counts too (Note [Optimizer step check])
   }
   auto forward = [&](const ls::Tensor& x) { return ddp ? ddp->forward(x) : model->forward(x); };
   ls::data::DataLoader loader(train_set, ls::data::DataLoaderOptions(h.batch).workers(1), sampler);
