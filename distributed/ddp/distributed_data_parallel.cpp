@@ -242,7 +242,13 @@ void DDPCore::pre_forward() {
   if (rebuild) reducer_->rebuild_buckets(source);
   if (!buffers.empty()) broadcast_from(buffers, source, "module buffers");
   // Joined ranks only mirror the training ranks' collectives (ddp_join.h): no extra ones inside join().
-  if (arms && !join_) replica_check_->on_synced_forward(*process_group_);
+  if (arms && !join_) {
+    try {
+      replica_check_->on_synced_forward(*process_group_);
+    } catch (const ReplicaExchangeFailed& e) {
+      throw Error(e.what() + ("." + reducer_->where_others_are_after_backward()));
+    }
+  }
 }
 
 void DDPCore::post_forward(const std::vector<Tensor>& outputs) {

@@ -131,6 +131,9 @@ class Reducer {
 
   const std::vector<Bucket>& buckets() const { return storage_.buckets(); }
   size_t num_buckets() const { return storage_.buckets().size(); }
+  // The progress board's note on which rank is behind, for a collective that
+  // failed between a finished backward and the next one (Note [Progress board]).
+  std::string where_others_are_after_backward() const { return observe_.where_others_are(num_buckets(), true); }
   const std::vector<Tensor>& parameters() const { return params_; }
   ProcessGroup& process_group() const { return *process_group_; }
 

@@ -116,7 +116,14 @@ void ReplicaCheck::on_synced_forward(ProcessGroup& pg) {
   const Device device = params_.empty() ? Device::cpu() : params_.front().second.device();
   Tensor input = tensor(mine).to(device);  // (2 + parameters + 2,) int64
   std::vector<Tensor> gathered;
-  pg.allgather(gathered, input)->wait(pg.timeout());
+  try {
+    pg.allgather(gathered, input)->wait(pg.timeout());
+  } catch (const std::exception& e) {
+    throw ReplicaExchangeFailed(lockstep::detail::str(
+        "DDP (rank ", pg.rank(), "): synced forward #", forwards_, ": the replica check's exchange with the "
+        "other ranks failed (Note [Replica divergence check]): ", e.what(), ". A peer rank has probably died or stopped "
+        "training; if it is only slow, raise LOCKSTEP_TIMEOUT_S (the timeout was ", pg.timeout().count(), " ms)"));
+  }
   std::vector<std::vector<int64_t>> all;
   std::vector<OptimizerSteps> all_steps;
   for (const Tensor& t : gathered) {

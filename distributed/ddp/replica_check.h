@@ -59,12 +59,20 @@ std::string describe_replica_divergence(const std::vector<std::vector<int64_t>>&
                                         const std::vector<std::string>& names, int64_t last_good_forward,
                                         int my_rank);
 
+// The check's exchange itself failed (a peer died, stopped or timed out), as
+// opposed to a divergence it found: DDP adds the progress board's note.
+class ReplicaExchangeFailed : public Error {
+ public:
+  using Error::Error;
+};
+
 class ReplicaCheck {
  public:
   // every: K (0 = off), after LOCKSTEP_REPLICA_CHECK_EVERY is applied by the caller.
   ReplicaCheck(int64_t every, nn::NamedTensors params);
   // Called at each synced forward, before the module's forward: counts it, and
-  // on every K-th runs the check on `pg` (throws ls::Error on a divergence).
+  // on every K-th runs the check on `pg` (throws ls::Error on a divergence,
+  // ReplicaExchangeFailed when the exchange fails).
   void on_synced_forward(ProcessGroup& pg);
   int64_t every() const { return every_; }
   // Note [Optimizer step check]: compared from the next check on.
