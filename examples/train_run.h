@@ -189,38 +189,37 @@ inline Start start(lockstep::cli::Program& program, CheckpointArgs a, const Hype
 // broadcast; a rank whose differ says which, and every rank throws naming those ranks.
 // Two small collectives, once, before training.
 inline void check_same_hyper_parameters(const HyperParameters& h, lockstep::distributed::ProcessGroup& pg) {
-  HyperParameters mine = h;
-  std::vector<Field> ours = fields(mine);
   auto encode = [](const HyperParameters& x) {  // (6) int64, lr as its bits
     return std::vector<int64_t>{x.epochs, x.batch, x.limit, std::bit_cast<int64_t>(x.lr), x.schedule == "cosine",
                                 static_cast<int64_t>(x.seed)};
   };
-  lockstep::Tensor theirs = lockstep::tensor(encode(h), {6});  // rank 0's after the broadcast
-  pg.broadcast(theirs, /*root=*/0)->wait(pg.timeout());
-  const std::vector<int64_t> root = theirs.to_vector<int64_t>(), own = encode(h);
-  std::string differs;
-  HyperParameters rank0 = h;
-  rank0.epochs = root[0], rank0.batch = root[1], rank0.limit = root[2], rank0.lr = std::bit_cast<double>(root[3]);
-  rank0.schedule = root[4] ? "cosine" : "constant", rank0.seed = static_cast<uint64_t>(root[5]);
+  auto decode = [&h](const std::vector<int64_t>& v) {
+    HyperParameters x = h;
+    x.epochs = v[0], x.batch = v[1], x.limit = v[2], x.lr = std::bit_cast<double>(v[3]);
+    x.schedule = v[4] ? "cosine" : "constant", x.seed = static_cast<uint64_t>(v[5]);
+    return x;
+  };
+  // Every rank's options on every rank, so each rank's error names every difference
+  // (a rank stopped early by the launcher could not say which of its flags differ).
+  std::vector<lockstep::Tensor> all;
+  pg.allgather(all, lockstep::tensor(encode(h), {6}))->wait(pg.timeout());
+  HyperParameters rank0 = decode(all[0].to_vector<int64_t>());
   std::vector<Field> zero = fields(rank0);
-  for (size_t i = 0; i < ours.size(); ++i) {
-    if (ours[i].text != zero[i].text) {
-      differs += std::string(differs.empty() ? "" : ", ") + ours[i].flag + " " + ours[i].text + " (rank 0: " +
-                 zero[i].text + ")";
+  std::string problems;
+  for (size_t r = 1; r < all.size(); ++r) {
+    HyperParameters theirs = decode(all[r].to_vector<int64_t>());
+    std::vector<Field> f = fields(theirs);
+    std::string differs;
+    for (size_t i = 0; i < f.size(); ++i) {
+      if (f[i].text != zero[i].text) {
+        differs += std::string(differs.empty() ? "" : ", ") + f[i].flag + " " + f[i].text + " (rank 0: " +
+                   zero[i].text + ")";
+      }
     }
+    if (!differs.empty()) problems += (problems.empty() ? "" : "; ") + ("rank " + std::to_string(r) + " was started with " + differs);
   }
-  lockstep::Tensor odd = lockstep::zeros({pg.size()}, lockstep::TensorOptions().dtype(lockstep::kInt64));  // (world)
-  if (!differs.empty()) odd.data_ptr<int64_t>()[pg.rank()] = 1;
-  pg.allreduce(odd)->wait(pg.timeout());
-  std::string ranks;
-  const std::vector<int64_t> flags = odd.to_vector<int64_t>();
-  for (size_t r = 0; r < flags.size(); ++r) {
-    if (flags[r] != 0) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-  }
-  LS_CHECK(differs.empty(), "rank ", pg.rank(), " was started with ", differs, "; every rank must train "
-           "with the same hyper-parameters: start them all with the same options");
-  LS_CHECK(ranks.empty(), "rank(s) ", ranks, " were started with other hyper-parameters than rank ",
-           pg.rank(), " (their output says which); every rank must train with the same options");
+  LS_CHECK(problems.empty(), problems, "; every rank must train with the same hyper-parameters: start them all "
+           "with the same options");
 }
 
 // Rank `rank` SIGKILLs itself when (epoch, step), both 0-based, is s.kill_at's point.
