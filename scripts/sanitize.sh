@@ -27,9 +27,10 @@ if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=cc
 # Excluded under both: the install check builds a consumer against the
 # installed static libraries without the -fsanitize link flags they need; and
 # the cli checks of the programs this script does not build (only
-# train_fashion_mnist is built, so only its cli check runs here), and the
-# script checks that drive train_ddp or the store's interop peer.
-exclude='^install: |^cli: (lockstep-run|bench_|train_demo|train_ddp)|^examples: checkpoints refuse|^interop: lockstep_tcp_store_peer'
+# train_fashion_mnist is built, so only its cli check runs here), the ports of
+# pytorch/examples' programs, and the script checks that drive train_ddp or the
+# store's interop peer.
+exclude='^install: |^cli: (lockstep-run|bench_|train_demo|train_ddp|(mnist|custom_dataset|dcgan|distributed) )|^examples: checkpoints refuse|^examples: [a-z_]+ \(a port of pytorch/examples\)|^interop: lockstep_tcp_store_peer'
 status=0
 if [ "$which" = asan ] || [ "$which" = all ]; then
   cmake --preset asan-ubsan "${launcher[@]}"
