@@ -29,14 +29,11 @@ inline constexpr Reduction kSum = Reduction::Sum;
 Tensor nll_loss(const Tensor& log_probs, const Tensor& target, Reduction reduction = kMean,
                 int64_t ignore_index = -100);
 // libtorch's argument order, nll_loss(input, target, weight, reduction), as in
-// `torch::nll_loss(output, target, /*weight=*/{}, torch::Reduction::Sum)`. Class
-// weights are not implemented: the weight must be undefined ({}).
-inline Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight,
-                       Reduction reduction = kMean, int64_t ignore_index = -100) {
-  LS_CHECK(!weight.defined(), "nll_loss: class weights are not implemented; pass {} for the weight, "
-           "or scale the per-element losses of reduction kNone yourself");
-  return nll_loss(log_probs, target, reduction, ignore_index);
-}
+// `torch::nll_loss(output, target, /*weight=*/{}, torch::Reduction::Sum)`. `weight`:
+// undefined ({}) or one weight per class (C); row i's loss is scaled by
+// weight[target[i]], and kMean divides by the sum of the kept rows' weights (PyTorch's rule).
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight, Reduction reduction = kMean,
+                int64_t ignore_index = -100);
 Tensor binary_cross_entropy(const Tensor& input, const Tensor& target, Reduction reduction = kMean);
 Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& target,
                                         Reduction reduction = kMean);

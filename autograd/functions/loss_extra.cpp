@@ -100,6 +100,22 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, Reduction redu
   return per_example.sum() / kept.to(log_probs.dtype()).sum();
 }
 
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, const Tensor& weight, Reduction reduction,
+                int64_t ignore_index) {
+  if (!weight.defined()) return nll_loss(log_probs, target, reduction, ignore_index);
+  const Tensor per_example = nll_loss(log_probs, target, Reduction::None, ignore_index);  // (N); checks the inputs
+  LS_CHECK(weight.dim() == 1 && weight.size(0) == log_probs.size(1), "nll_loss: expected one weight per class (",
+           log_probs.size(1), ") but got ", weight.shape_str());
+  const Tensor kept = target.ne(static_cast<double>(ignore_index));  // (N) bool
+  const Tensor zero_i = scalar_tensor(0.0, TensorOptions().dtype(kInt64).device(target.device()));
+  const Tensor zero = scalar_tensor(0.0, TensorOptions().dtype(per_example.dtype()).device(per_example.device()));
+  // (N): each row's class weight, 0 where ignored.
+  const Tensor w = where(kept, f32(weight).index_select(0, where(kept, target, zero_i)), zero);
+  const Tensor weighted = per_example * w;  // (N)
+  if (reduction != Reduction::Mean) return reduce(weighted, reduction);
+  return weighted.sum() / w.sum();
+}
+
 Tensor binary_cross_entropy(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
   profiler::Scope prof("binary_cross_entropy");
   const Tensor input = f32(input_in), target = f32(target_in);

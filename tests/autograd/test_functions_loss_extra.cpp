@@ -97,3 +97,22 @@ TEST_CASE("losses: float32 under bf16 autocast") {
   CHECK(ls::smooth_l1_loss(x, y).dtype() == ls::kFloat32);
   CHECK(ls::nll_loss(x, ls::tensor(std::vector<int64_t>{0, 1, 2, 0}, {4})).dtype() == ls::kFloat32);
 }
+
+TEST_CASE("losses: nll_loss with class weights follows PyTorch's rule, also with ignore_index; gradcheck") {
+  // log_probs (3, 2), targets 0, 1, -100 (ignored), weights (2.0, 0.5):
+  // sum = 2.0 * 1 + 0.5 * 4 = 4.0; mean = 4.0 / (2.0 + 0.5).
+  ls::Tensor lp = ls::tensor(std::vector<float>{-1.0f, -3.0f, -2.0f, -4.0f, -5.0f, -6.0f}, {3, 2});
+  ls::Tensor y = ls::tensor(std::vector<int64_t>{0, 1, -100}, {3});
+  ls::Tensor w = ls::tensor(std::vector<float>{2.0f, 0.5f}, {2});
+  CHECK(ls::nll_loss(lp, y, w, ls::kSum).item<double>() == doctest::Approx(4.0));
+  CHECK(ls::nll_loss(lp, y, w, ls::kMean).item<double>() == doctest::Approx(4.0 / 2.5));
+  ls::Tensor none = ls::nll_loss(lp, y, w, ls::kNone);
+  CHECK(none.to_vector<float>() == std::vector<float>{2.0f, 2.0f, 0.0f});
+  CHECK(ls::nll_loss(lp, y, ls::Tensor(), ls::kMean).item<double>() == doctest::Approx(2.5));  // {}: unweighted
+  CHECK_THROWS(ls::nll_loss(lp, y, ls::tensor(std::vector<float>{1.0f, 2.0f, 3.0f}, {3})));
+  ls::Tensor y2 = ls::tensor(std::vector<int64_t>{1, 0, 1}, {3});
+  ls::Tensor w64 = w.to(ls::kFloat64);
+  const auto r = ls::testing::gradcheck([&](const Inputs& x) { return ls::nll_loss(x[0], y2, w64, ls::kMean); },
+                                        {randn64({3, 2})});
+  CHECK_MESSAGE(r.ok, r.message);
+}
