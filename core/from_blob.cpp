@@ -17,7 +17,12 @@ Tensor from_blob(void* data, const IntList& sizes, const TensorOptions& options)
   return from_blob(data, sizes, contiguous_strides(sizes), options);
 }
 
-Tensor from_blob(void* data, const IntList& sizes, const IntList& strides, const TensorOptions& options) {
+namespace {
+
+// from_blob's body; `deleter` (may be empty) frees the memory with the storage.
+// The arguments are checked first, so a refused call frees nothing.
+Tensor wrap_blob(void* data, const IntList& sizes, const IntList& strides, const TensorOptions& options,
+                 std::function<void(void*)> deleter) {
   LS_CHECK(data != nullptr || numel_of(sizes) == 0, "from_blob: data is null");
   LS_CHECK(strides.size() == sizes.size(), "from_blob: ", sizes.size(), " sizes but ", strides.size(),
            " strides");
@@ -31,11 +36,25 @@ Tensor from_blob(void* data, const IntList& sizes, const IntList& strides, const
     if (sizes[d] == 0) extent = 0;
     if (extent > 0) extent += (sizes[d] - 1) * strides[d];
   }
+  std::shared_ptr<void> owner;  // runs deleter(data) with the last storage
+  if (deleter != nullptr) owner = std::shared_ptr<void>(data, std::move(deleter));
   auto storage = std::make_shared<StorageImpl>(data, static_cast<size_t>(extent) * element_size(dtype),
-                                               Device::cpu());
+                                               Device::cpu(), std::move(owner));
   Tensor t(std::make_shared<TensorImpl>(std::move(storage), sizes, strides, 0, dtype));
   if (options.requires_grad()) t.requires_grad_(true);
   return t;
+}
+
+}  // namespace
+
+Tensor from_blob(void* data, const IntList& sizes, const IntList& strides, const TensorOptions& options) {
+  return wrap_blob(data, sizes, strides, options, nullptr);
+}
+
+Tensor from_blob(void* data, const IntList& sizes, std::function<void(void*)> deleter,
+                 const TensorOptions& options) {
+  LS_CHECK(deleter != nullptr, "from_blob: the deleter is empty; leave it out when nothing is to be freed");
+  return wrap_blob(data, sizes, contiguous_strides(sizes), options, std::move(deleter));
 }
 
 Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement) {

@@ -11,8 +11,8 @@ StorageImpl::StorageImpl(size_t nbytes, Device device)
   data_ = allocator_->allocate_on(nbytes, device);
 }
 
-StorageImpl::StorageImpl(void* external, size_t nbytes, Device device)
-    : data_(external), nbytes_(nbytes), device_(device) {}
+StorageImpl::StorageImpl(void* external, size_t nbytes, Device device, std::shared_ptr<void> owner)
+    : data_(external), nbytes_(nbytes), device_(device), owner_(std::move(owner)) {}
 
 void StorageImpl::attach_pending_write(std::shared_ptr<PendingWrite> write) {
   finish_pending_write();

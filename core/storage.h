@@ -26,7 +26,9 @@ class StorageImpl {
  public:
   StorageImpl(size_t nbytes, Device device);
   // Wraps memory owned elsewhere (not freed by lockstep); used for zero-copy views.
-  StorageImpl(void* external, size_t nbytes, Device device);
+  // `owner`, when set, is kept alive as long as this storage: whatever frees the
+  // memory when its last user is gone (a shared-memory buffer, say).
+  StorageImpl(void* external, size_t nbytes, Device device, std::shared_ptr<void> owner = nullptr);
   ~StorageImpl();
   StorageImpl(const StorageImpl&) = delete;
   StorageImpl& operator=(const StorageImpl&) = delete;
@@ -53,6 +55,7 @@ class StorageImpl {
   size_t nbytes_ = 0;
   Device device_;
   Allocator* allocator_ = nullptr;  // null for external memory
+  std::shared_ptr<void> owner_;     // external memory's keeper, if any
   uint64_t version_ = 0;
   mutable std::mutex pending_mutex_;
   mutable std::shared_ptr<PendingWrite> pending_write_;

@@ -69,8 +69,7 @@ void BucketStorage::build(const std::vector<BucketSpec>& specs) {
       total += params_[i].numel();
     }
     // On the parameters' device (Note [DDP on CUDA]).
-    bucket.flat = native::empty({total}, spec.dtype, spec.device);  // (total)
-    native::fill_(bucket.flat, 0.0);
+    bucket.flat = group_->empty_buffer(total, spec.dtype, spec.device);  // (total), zeros
     buckets.push_back(std::move(bucket));
     elements += total;
   }

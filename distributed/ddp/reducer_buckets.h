@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "distributed/ddp/bucket.h"
 #include "distributed/ddp/bucket_assignment.h"
+#include "distributed/process_group/process_group.h"
 
 namespace lockstep::distributed {
 
@@ -24,8 +25,10 @@ class NonFiniteCheck;  // distributed/ddp/nonfinite_check.h
 
 class BucketStorage {
  public:
-  BucketStorage(std::vector<Tensor> params, bool as_view, int rank)
-      : params_(std::move(params)), as_view_(as_view), rank_(rank) {}
+  // Buckets come from group.empty_buffer: memory the group's collectives may move
+  // in place (Note [Shared-memory buffers]).
+  BucketStorage(std::vector<Tensor> params, bool as_view, ProcessGroup& group)
+      : params_(std::move(params)), as_view_(as_view), group_(&group), rank_(group.rank()) {}
 
   // (Re)builds the buckets of `specs` on their parameters' device; with bucket
   // views, existing gradients move into the new buckets.
@@ -58,7 +61,8 @@ class BucketStorage {
  private:
   std::vector<Tensor> params_;
   bool as_view_;
-  int rank_;  // for errors
+  ProcessGroup* group_;  // the Reducer's, which outlives this
+  int rank_;             // for errors
   detail::NonFiniteCheck* non_finite_ = nullptr;
   std::vector<Bucket> buckets_;
   struct Location {

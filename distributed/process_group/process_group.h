@@ -72,6 +72,12 @@ class ProcessGroup {
   virtual std::shared_ptr<Work> send(const Tensor& tensor, int dst_rank, int tag = 0) = 0;
   virtual std::shared_ptr<Work> recv(Tensor& tensor, int src_rank, int tag = 0) = 0;
 
+  // A zero-filled (numel) tensor for this group's collectives to move again and
+  // again (DDP's buckets): where the backend can, in memory its peers read in
+  // place (Gloo on one host: Note [Shared-memory buffers]); otherwise an
+  // ordinary tensor. Any tensor works with every collective; this one may be faster.
+  virtual Tensor empty_buffer(int64_t numel, ScalarType dtype, Device device);
+
   std::chrono::milliseconds timeout() const { return timeout_; }
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
 

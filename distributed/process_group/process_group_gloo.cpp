@@ -192,6 +192,12 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
              "' must be 0 (collectives over TCP only) or 1 (shared memory between ranks of one host)");
     options_.shared_memory = env[0] == '1';
   }
+  if (const char* env = std::getenv("LOCKSTEP_SHM_BUFFERS"); env != nullptr && *env) {
+    LS_CHECK(std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0, "ProcessGroupGloo: LOCKSTEP_SHM_BUFFERS='",
+             env, "' must be 0 (every shared-memory collective copies through the slots) or 1 (buffers the "
+             "peers read in place)");
+    options_.shm_buffers = env[0] == '1';
+  }
   if (const char* env = std::getenv("LOCKSTEP_SHM_SLOT_BYTES")) {
     options_.shm_slot_bytes = positive_env_value("LOCKSTEP_SHM_SLOT_BYTES", env, int64_t{1} << 40);
   }
@@ -227,7 +233,8 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
 void ProcessGroupGloo::connect_shared_memory(int rank, int size) {
   std::string why_not;
   try {
-    shm_ = detail::ShmChannel::connect(*store_, rank, size, options_.shm_slot_bytes, options_.timeout, &why_not);
+    shm_ = detail::ShmChannel::connect(*store_, rank, size, options_.shm_slot_bytes, options_.shm_buffers,
+                                       options_.timeout, &why_not);
   } catch (const std::exception& e) {
     throw Error(lockstep::detail::str("ProcessGroupGloo: rank ", rank, " of ", size, " could not agree on "
                                       "shared memory with its peers (timeout ", options_.timeout.count(),

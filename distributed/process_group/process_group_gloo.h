@@ -112,9 +112,13 @@ class ProcessGroupGloo : public ProcessGroup {
     // one slot (a rank's chunk of a step) is shm_slot_bytes, a multiple of 64.
     bool shared_memory = true;
     size_t shm_slot_bytes = 1 << 20;
+    // empty_buffer hands out memory the peers read in place, so an allreduce
+    // on it skips the slots (Note [Shared-memory buffers]).
+    bool shm_buffers = true;
     // LOCKSTEP_GLOO_THREADS, LOCKSTEP_GLOO_CHUNK_BYTES and LOCKSTEP_GLOO_RING_THRESHOLD
     // (bytes) override threads, chunk_bytes and ring_threshold_bytes (for benchmarks);
-    // LOCKSTEP_SHM=0 turns shared_memory off, LOCKSTEP_SHM_SLOT_BYTES sets shm_slot_bytes.
+    // LOCKSTEP_SHM=0 turns shared_memory off, LOCKSTEP_SHM_SLOT_BYTES sets shm_slot_bytes,
+    // LOCKSTEP_SHM_BUFFERS=0 turns shm_buffers off.
   };
 
   // Blocks until all `size` ranks have connected (or options.timeout passes).
@@ -126,6 +130,8 @@ class ProcessGroupGloo : public ProcessGroup {
   std::string backend_name() const override { return "gloo"; }
 
   std::shared_ptr<Work> allreduce(Tensor& tensor, ReduceOp op = ReduceOp::SUM) override;
+  // On one host, CPU: memory the peers read in place (Note [Shared-memory buffers]).
+  Tensor empty_buffer(int64_t numel, ScalarType dtype, Device device) override;
   std::shared_ptr<Work> broadcast(Tensor& tensor, int root = 0) override;
   std::shared_ptr<Work> reduce(Tensor& tensor, int root, ReduceOp op = ReduceOp::SUM) override;
   std::shared_ptr<Work> allgather(std::vector<Tensor>& outputs, const Tensor& input) override;

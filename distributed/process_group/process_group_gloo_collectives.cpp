@@ -18,6 +18,7 @@
 #include <gloo/types.h>
 
 #include "core/factory.h"
+#include "core/from_blob.h"
 #include "distributed/process_group/process_group_gloo_pending.h"
 #include "distributed/process_group/reduce_kernels.h"
 #include "distributed/process_group/shm/shm_channel.h"
@@ -75,6 +76,14 @@ class Staging {
 };
 
 }  // namespace
+
+Tensor ProcessGroupGloo::empty_buffer(int64_t numel, ScalarType dtype, Device device) {
+  detail::ShmBuffers* buffers = shm_ != nullptr ? shm_->buffers() : nullptr;
+  if (buffers == nullptr || !device.is_cpu() || numel <= 0) return ProcessGroup::empty_buffer(numel, dtype, device);
+  std::shared_ptr<void> owner;  // frees the memory with the tensor's storage
+  void* data = buffers->allocate(static_cast<size_t>(numel) * element_size(dtype), &owner);
+  return from_blob(data, {numel}, [owner](void*) {}, TensorOptions().dtype(dtype));  // (numel), zero-filled
+}
 
 // See Note [Large allreduce in chunks]: a tensor above options_.chunk_bytes
 // becomes consecutive collectives on its pieces, one Work over all of them.

@@ -14,6 +14,27 @@
 
 namespace ls = lockstep;
 
+TEST_CASE("from_blob with a deleter: runs it once, after the last tensor and view are gone; not on a refused call") {
+  int calls = 0;
+  auto* data = new float[6]{1, 2, 3, 4, 5, 6};
+  {
+    ls::Tensor view;
+    {
+      ls::Tensor t = ls::from_blob(data, {2, 3}, [&calls](void* p) {
+        ++calls;
+        delete[] static_cast<float*>(p);
+      });
+      view = t.narrow(0, 1, 1);  // (1, 3)
+      CHECK(view.sum().item<float>() == 15.0f);
+    }
+    CHECK(calls == 0);  // the view still reads it
+  }
+  CHECK(calls == 1);
+  float stack[2] = {0, 0};
+  CHECK_THROWS(ls::from_blob(stack, {2}, [&calls](void*) { ++calls; }, ls::TensorOptions().device(ls::Device::cuda(0))));
+  CHECK(calls == 1);  // refused: the caller still owns the memory
+}
+
 TEST_CASE("from_blob: shares the caller's memory, with sizes, strides and a dtype") {
   std::vector<float> data = {1, 2, 3, 4, 5, 6};
   ls::Tensor t = ls::from_blob(data.data(), {2, 3});

@@ -31,6 +31,7 @@
 #include "distributed/store/hash_store.h"
 #include "distributed/store/prefix_store.h"
 #include "tests/distributed/collective_test_util.h"
+#include "tests/distributed/shm_test_util.h"
 #include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"
 
@@ -43,46 +44,10 @@ using ls::testing::error_of;
 
 namespace {
 
-// A group on its own prefix of the job's store; shared memory on or off.
-std::unique_ptr<dist::ProcessGroupGloo> make_group(const dist::RendezvousInfo& info, const std::string& prefix,
-                                                   bool shared_memory, size_t slot_bytes = 1 << 20,
-                                                   std::chrono::milliseconds timeout = 20s) {
-  dist::ProcessGroupGloo::Options options;
-  options.timeout = timeout;
-  options.shared_memory = shared_memory;
-  options.shm_slot_bytes = slot_bytes;
-  auto store = std::make_shared<dist::PrefixStore>(prefix, info.store);
-  return std::make_unique<dist::ProcessGroupGloo>(store, info.rank, info.world_size, options);
-}
-
-// Rank r's input: n pseudo-random values of `dtype` (fractions, so sums round).
-ls::Tensor random_input(int rank, int64_t n, ls::ScalarType dtype) {
-  std::vector<double> v(n);
-  uint64_t h = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(rank + 1);
-  for (int64_t i = 0; i < n; ++i) {
-    h = h * 6364136223846793005ull + 1442695040888963407ull;
-    const double x = static_cast<double>(static_cast<int64_t>(h >> 33) % 2000001 - 1000000);
-    v[i] = dtype == ls::kInt64 ? x : x / 999983.0;
-  }
-  return ls::tensor(v, {n}).to(dtype);
-}
-
-// The plain reference: op over ranks 0..world-1 in rank order, with the same
-// element kernel, then AVG's division.
-ls::Tensor reference(int world, int64_t n, ls::ScalarType dtype, ReduceOp op) {
-  ls::Tensor acc = random_input(0, n, dtype);
-  auto fn = dist::detail::reduce_function(dtype, op, "reference");
-  for (int r = 1; r < world; ++r) {
-    ls::Tensor x = random_input(r, n, dtype);
-    fn(acc.raw_data(), acc.raw_data(), x.raw_data(), static_cast<size_t>(n));
-  }
-  if (op == ReduceOp::AVG) dist::detail::divide_in_place(acc.raw_data(), dtype, n, world);
-  return acc;
-}
-
-bool same_bytes(const ls::Tensor& a, const ls::Tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
+using ls::testing::make_shm_group;
+using ls::testing::random_input;
+using ls::testing::reference;
+using ls::testing::same_bytes;
 
 std::string what_case(int64_t n, ls::ScalarType dtype, ReduceOp op) {
   return ls::detail::str(n, " ", ls::dtype_name(dtype), " ", dist::reduce_op_name(op));
@@ -111,8 +76,8 @@ void check_against_reference(int rank, int world, dist::ProcessGroup& pg, const 
 TEST_CASE("shm: 2 ranks, allreduce bitwise equal to Gloo over TCP and to the reference, every dtype and op") {
   ls::testing::run_ranks(2, [](int rank) {
     dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
-    auto shm = make_group(info, "shm", true);
-    auto tcp = make_group(info, "tcp", false);
+    auto shm = make_shm_group(info, "shm", true);
+    auto tcp = make_shm_group(info, "tcp", false);
     REQUIRE(shm->uses_shared_memory());
     REQUIRE_FALSE(tcp->uses_shared_memory());
     check_against_reference(rank, 2, *shm, {1, 7, 10001}, 3'000'017);
@@ -131,7 +96,7 @@ TEST_CASE("shm: 3 and 4 ranks with 16 KiB slots (many chunks), allreduce equal t
   for (int world : {3, 4}) {
     ls::testing::run_ranks(world, [world](int rank) {
       dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(30s));
-      auto pg = make_group(info, "shm", true, 16384, 30s);
+      auto pg = make_shm_group(info, "shm", true, 16384, 30s);
       REQUIRE(pg->uses_shared_memory());
       check_against_reference(rank, world, *pg, {1, 5, 1023, 10001}, 100'003);
       // Small integers: every op is exact, so the values themselves are known.
@@ -147,7 +112,7 @@ TEST_CASE("shm: 3 and 4 ranks with 16 KiB slots (many chunks), allreduce equal t
 TEST_CASE("shm: broadcast and allgather across chunk boundaries, every root") {
   ls::testing::run_ranks(3, [](int rank) {
     dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
-    auto pg = make_group(info, "shm", true, 256);
+    auto pg = make_shm_group(info, "shm", true, 256);
     REQUIRE(pg->uses_shared_memory());
     for (int64_t n : {int64_t{1}, int64_t{63}, int64_t{1001}}) {
       for (int root = 0; root < 3; ++root) {
@@ -168,7 +133,7 @@ TEST_CASE("shm: broadcast and allgather across chunk boundaries, every root") {
 TEST_CASE("shm: a rank killed while the others wait in an allreduce fails them naming it, well within the timeout") {
   auto results = ls::testing::launch_ranks(3, [](int rank) {
     dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
-    auto pg = make_group(info, "shm", true, 4096, 20s);
+    auto pg = make_shm_group(info, "shm", true, 4096, 20s);
     REQUIRE(pg->uses_shared_memory());
     ls::Tensor t = ls::ones({100'000});  // 25 chunks of 1024 floats
     pg->allreduce(t)->wait(20s);         // #0 (its fingerprint goes over Gloo) succeeds
@@ -195,7 +160,7 @@ TEST_CASE("shm: a rank killed while the others wait in an allreduce fails them n
 TEST_CASE("shm: a rank that stops issuing collectives is caught by the group's timeout") {
   ls::testing::run_ranks(2, [](int rank) {
     dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
-    auto pg = make_group(info, "shm", true);
+    auto pg = make_shm_group(info, "shm", true);
     REQUIRE(pg->uses_shared_memory());
     ls::Tensor t = ls::ones({10});
     pg->allreduce(t)->wait(10s);
@@ -213,7 +178,7 @@ TEST_CASE("shm: a rank that stops issuing collectives is caught by the group's t
 TEST_CASE("shm: mismatched sizes or kinds after the first collective raise an error naming the rank") {
   ls::testing::run_ranks(2, [](int rank) {
     dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
-    auto sizes = make_group(info, "sizes", true, 1024);
+    auto sizes = make_shm_group(info, "sizes", true, 1024);
     ls::Tensor first = ls::ones({4});
     sizes->allreduce(first)->wait(10s);  // #0 agrees (and is the fingerprinted one)
     ls::Tensor t = ls::ones({rank == 0 ? 1000 : 3000});  // 4 chunks against 12
@@ -225,7 +190,7 @@ TEST_CASE("shm: mismatched sizes or kinds after the first collective raise an er
     std::string next = error_of([&] { sizes->barrier()->wait(10s); });
     CHECK_MESSAGE(contains(next, "unusable after an earlier failure"), next);
 
-    auto kinds = make_group(info, "kinds", true);
+    auto kinds = make_shm_group(info, "kinds", true);
     kinds->allreduce(first)->wait(10s);
     std::vector<ls::Tensor> outputs;
     std::string kind = error_of([&] {
@@ -239,7 +204,7 @@ TEST_CASE("shm: a /dev/shm too small, or refusing the segment, leaves every rank
   ls::testing::run_ranks(2, [](int rank) {
     dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
     // 1 TiB slots: more than /dev/shm has free.
-    auto huge = make_group(info, "huge", true, size_t{1} << 40);
+    auto huge = make_shm_group(info, "huge", true, size_t{1} << 40);
     CHECK_FALSE(huge->uses_shared_memory());
     ls::Tensor t = ls::testing::rank_input(rank, 1001, ls::kFloat32);
     huge->allreduce(t)->wait(10s);
@@ -250,7 +215,7 @@ TEST_CASE("shm: a /dev/shm too small, or refusing the segment, leaves every rank
       rlimit limit{64 << 10, 64 << 10};
       REQUIRE(setrlimit(RLIMIT_FSIZE, &limit) == 0);
     }
-    auto refused = make_group(info, "refused", true);
+    auto refused = make_shm_group(info, "refused", true);
     CHECK_FALSE(refused->uses_shared_memory());
     ls::Tensor u = ls::testing::rank_input(rank, 77, ls::kBFloat16);
     refused->allreduce(u, ReduceOp::MAX)->wait(10s);
@@ -263,7 +228,7 @@ TEST_CASE("shm: the segment's name is gone from /dev/shm once all ranks mapped i
     dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
     dist::PrefixStore store("unlinked", info.store);
     std::string why_not;
-    auto channel = dist::detail::ShmChannel::connect(store, rank, 2, 4096, 20s, &why_not);
+    auto channel = dist::detail::ShmChannel::connect(store, rank, 2, 4096, true, 20s, &why_not);
     REQUIRE_MESSAGE(channel != nullptr, why_not);
     CHECK(channel->segment_name().rfind("/lockstep-", 0) == 0);
     // Rank 0 unlinks the name before its first collective; the mapping still joins the ranks.
@@ -283,14 +248,14 @@ TEST_CASE("shm: ranks whose host identities differ stay on Gloo, LOCKSTEP_SHM=0 
   auto store = std::make_shared<dist::HashStore>();
   store->set("shm/host/1", ls::distributed::Bytes{'e', 'l', 's', 'e'});  // "rank 1" on another host
   std::string why_not = "unset";
-  CHECK(dist::detail::ShmChannel::connect(*store, 0, 2, 4096, 5s, &why_not) == nullptr);
+  CHECK(dist::detail::ShmChannel::connect(*store, 0, 2, 4096, true, 5s, &why_not) == nullptr);
   CHECK(why_not.empty());
   ls::testing::run_ranks(2, [](int) {
     dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
     setenv("LOCKSTEP_SHM", "0", 1);
-    CHECK_FALSE(make_group(info, "off", true)->uses_shared_memory());
+    CHECK_FALSE(make_shm_group(info, "off", true)->uses_shared_memory());
     setenv("LOCKSTEP_SHM", "yes", 1);
-    std::string msg = error_of([&] { make_group(info, "bad", true); });
+    std::string msg = error_of([&] { make_shm_group(info, "bad", true); });
     CHECK_MESSAGE(contains(msg, "LOCKSTEP_SHM='yes'"), msg);
     unsetenv("LOCKSTEP_SHM");
   }, 60s);

@@ -121,6 +121,11 @@ class ShmChannel::Step {
       if (q != ch_.rank_) wait_rank(q, p, target);
     }
   }
+  // Gives up: every rank's next wait fails with `reason`.
+  [[noreturn]] void fail(const std::string& reason) {
+    abort(reason);
+    throw ShmFailure(reason);
+  }
 
  private:
   void wait_rank(int q, Phase p, uint32_t target) {
@@ -161,10 +166,6 @@ class ShmChannel::Step {
                                  waiting, " (it is alive: it may be stuck, computing, or not issuing this collective)"));
     }
   }
-  [[noreturn]] void fail(const std::string& reason) {
-    abort(reason);
-    throw ShmFailure(reason);
-  }
   // Tells the other ranks to stop waiting (the first reason wins).
   void abort(const std::string& reason) {
     ShmHeader& h = ch_.header();
@@ -181,12 +182,14 @@ class ShmChannel::Step {
   std::chrono::milliseconds timeout_;
 };
 
-ShmChannel::ShmChannel(ShmSegment segment, int rank, int size, size_t slot_bytes)
+ShmChannel::ShmChannel(ShmSegment segment, int rank, int size, size_t slot_bytes, bool buffers)
     : segment_(std::move(segment)),
       rank_(rank),
       size_(size),
       slot_bytes_(slot_bytes),
-      spin_(size <= sysconf(_SC_NPROCESSORS_ONLN)) {}
+      spin_(size <= sysconf(_SC_NPROCESSORS_ONLN)) {
+  if (buffers) buffers_ = std::make_unique<ShmBuffers>(rank, size, &control(0));
+}
 
 size_t ShmChannel::segment_bytes(int size, size_t slot_bytes) {
   return kShmHeaderBytes + shm_controls_bytes(size) + 2 * static_cast<size_t>(size) * slot_bytes;
@@ -210,6 +213,10 @@ void ShmChannel::allreduce(void* data, int64_t numel, ScalarType dtype, ReduceOp
   const int64_t chunk = static_cast<int64_t>(slot_bytes_ / es);
   auto* bytes = static_cast<uint8_t*>(data);
   if (numel == 0) return check(fingerprint, timeout);
+  if (buffers_ != nullptr && static_cast<size_t>(numel) * es >= kShmBufferMinBytes &&
+      allreduce_in_buffers(data, numel, dtype, op, fingerprint, timeout)) {
+    return;
+  }
   for (int64_t off = 0, k = 0; off < numel; off += chunk, ++k) {
     const int64_t n = std::min(chunk, numel - off);  // elements in this chunk
     uint8_t* in = bytes + off * es;                  // this chunk of the tensor
@@ -243,6 +250,57 @@ void ShmChannel::allreduce(void* data, int64_t numel, ScalarType dtype, ReduceOp
     }
     step.post(Phase::LEFT);
   }
+}
+
+// Note [Shared-memory buffers]: one step, no slots. Rank q's share is the slot
+// path's, reduced in the same rank order, so the bits are the same.
+bool ShmChannel::allreduce_in_buffers(void* data, int64_t numel, ScalarType dtype, ReduceOp op,
+                                      const Fingerprint& fingerprint, std::chrono::milliseconds timeout) {
+  const ReduceFn reduce = reduce_function(dtype, op, "allreduce");
+  const size_t es = element_size(dtype);
+  auto* mine = static_cast<uint8_t*>(data);
+  Step step(*this, fingerprint, -1, timeout);
+  const uint32_t parity = step.number() % 2;
+  control(rank_).buffer[parity] = buffers_->find(data, static_cast<size_t>(numel) * es);
+  step.arrive();  // every tensor is complete; the fingerprints agree
+  for (int q = 0; q < size_; ++q) {
+    if (control(q).buffer[parity].id == 0) {  // someone's is ordinary memory: the slot path
+      step.post(Phase::LEFT);
+      return false;
+    }
+  }
+  std::vector<const uint8_t*> x(size_);  // x[q]: rank q's tensor, as mapped here
+  for (int q = 0; q < size_; ++q) {
+    try {
+      x[q] = q == rank_ ? mine : buffers_->peer(q, control(q).buffer[parity]);
+    } catch (const Error& e) {
+      step.fail(e.what());
+    }
+  }
+  const int64_t line = static_cast<int64_t>(kShmCacheLine / es);
+  const int64_t per = (numel + size_ * line - 1) / (size_ * line) * line;
+  auto share = [&](int q) { return std::pair<int64_t, int64_t>{std::min(numel, q * per), std::min(numel, (q + 1) * per)}; };
+  // This rank's share, a cache-sized block at a time: the result is built in
+  // `block` (x[rank_] is read there before the result overwrites it).
+  const auto [lo, hi] = share(rank_);
+  const int64_t block_numel = static_cast<int64_t>((size_t{64} << 10) / es);
+  std::vector<uint8_t> block(static_cast<size_t>(block_numel) * es);
+  for (int64_t b = lo; b < hi; b += block_numel) {
+    const int64_t m = std::min(block_numel, hi - b);
+    if (size_ == 1) std::memcpy(block.data(), x[0] + b * es, m * es);
+    for (int q = 1; q < size_; ++q) reduce(block.data(), q == 1 ? x[0] + b * es : block.data(), x[q] + b * es, m);
+    if (op == ReduceOp::AVG) divide_in_place(block.data(), dtype, m, size_);
+    std::memcpy(mine + b * es, block.data(), m * es);
+  }
+  step.post(Phase::REDUCED);
+  step.wait_all(Phase::REDUCED, step.number());  // every share reduced; no one reads our other shares now
+  for (int q = 0; q < size_; ++q) {
+    const auto [qlo, qhi] = share(q);
+    if (q != rank_ && qhi > qlo) std::memcpy(mine + qlo * es, x[q] + qlo * es, (qhi - qlo) * es);
+  }
+  step.post(Phase::LEFT);
+  step.wait_all(Phase::LEFT, step.number());  // no one reads our share any more: the tensor is the caller's
+  return true;
 }
 
 void ShmChannel::check(const Fingerprint& fingerprint, std::chrono::milliseconds timeout) {

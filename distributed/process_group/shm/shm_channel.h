@@ -76,6 +76,7 @@
 #include "core/dtype.h"
 #include "distributed/process_group/collective_check.h"
 #include "distributed/process_group/process_group.h"
+#include "distributed/process_group/shm/shm_buffers.h"
 #include "distributed/process_group/shm/shm_segment.h"
 
 namespace lockstep::distributed {
@@ -103,7 +104,8 @@ class ShmChannel {
   // construction. Returns null when the ranks are not all on this host (then
   // *why_not is empty), or when they are but the segment could not be set up
   // on some rank (*why_not says why; every rank gets null alike).
-  static std::unique_ptr<ShmChannel> connect(Store& store, int rank, int size, size_t slot_bytes,
+  // `buffers`: offer memory the peers read in place (Note [Shared-memory buffers]).
+  static std::unique_ptr<ShmChannel> connect(Store& store, int rank, int size, size_t slot_bytes, bool buffers,
                                              std::chrono::milliseconds timeout, std::string* why_not);
 
   // In place over `numel` elements of `dtype` at `data`. `fingerprint` is the
@@ -124,6 +126,10 @@ class ShmChannel {
   // memory (reduce, reduce_scatter), so every collective is checked in one place.
   void check(const Fingerprint& fingerprint, std::chrono::milliseconds timeout);
 
+  // Memory the peers read in place (Note [Shared-memory buffers]); null when the
+  // ranks cannot map each other's buffers. allocate is safe from any thread.
+  ShmBuffers* buffers() const { return buffers_.get(); }
+
   const std::string& segment_name() const { return segment_.name(); }
   size_t slot_bytes() const { return slot_bytes_; }
 
@@ -132,7 +138,11 @@ class ShmChannel {
 
  private:
   class Step;  // one chunk's waits and flags (shm_channel.cpp)
-  ShmChannel(ShmSegment segment, int rank, int size, size_t slot_bytes);
+  ShmChannel(ShmSegment segment, int rank, int size, size_t slot_bytes, bool buffers);
+  // The allreduce in place when every rank's tensor lies in a buffer; false
+  // (after a step that checked the fingerprints) when some rank's does not.
+  bool allreduce_in_buffers(void* data, int64_t numel, ScalarType dtype, ReduceOp op,
+                            const Fingerprint& fingerprint, std::chrono::milliseconds timeout);
   ShmRankControl& control(int r) const;
   uint8_t* slot(int r, uint32_t step) const;
   ShmHeader& header() const;
@@ -143,6 +153,7 @@ class ShmChannel {
   size_t slot_bytes_;
   uint32_t step_ = 0;  // chunks moved so far, the same on every rank
   bool spin_;          // spin before sleeping: only if every rank can have a core
+  std::unique_ptr<ShmBuffers> buffers_;
 };
 
 }  // namespace lockstep::distributed::detail

@@ -21,7 +21,8 @@
 namespace lockstep::distributed::detail {
 
 inline constexpr uint64_t kShmMagic = 0x6c6f636b73746570ull;  // "lockstep"
-inline constexpr uint32_t kShmVersion = 1;
+inline constexpr uint32_t kShmVersion = 2;
+inline constexpr size_t kShmFreedRing = 64;  // Note [Shared-memory buffers]
 inline constexpr size_t kShmHeaderBytes = 4096;
 inline constexpr size_t kShmCacheLine = 64;
 
@@ -39,12 +40,25 @@ struct ShmHeader {
 };
 static_assert(sizeof(ShmHeader) <= kShmHeaderBytes);
 
+// Where a rank's tensor lies in one of its buffers (Note [Shared-memory buffers]);
+// id 0: not in a buffer.
+struct ShmBufferRef {
+  uint64_t id = 0;      // the buffer, unique per rank for the channel's life
+  int32_t fd = -1;      // its memfd in the owner's process
+  int32_t pad = 0;
+  uint64_t bytes = 0;   // the buffer's size
+  uint64_t offset = 0;  // the tensor's first byte in it
+};
+
 struct ShmRankControl {
   alignas(kShmCacheLine) std::atomic<uint32_t> arrived;  // step whose chunk is in this rank's slot
   alignas(kShmCacheLine) std::atomic<uint32_t> reduced;  // step whose share this rank reduced
   alignas(kShmCacheLine) std::atomic<uint32_t> left;     // step this rank finished reading
   alignas(kShmCacheLine) int32_t pid;                    // this rank's process, for liveness
   Fingerprint fingerprint[2];                            // the collective of each buffer's chunk
+  ShmBufferRef buffer[2];                                // where the step's tensor lies, by parity
+  alignas(kShmCacheLine) std::atomic<uint64_t> freed_count;  // buffers this rank has freed
+  uint64_t freed_ids[kShmFreedRing];                     // the last kShmFreedRing of them, by count
 };
 
 inline size_t shm_round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }

@@ -19,11 +19,15 @@
 //    in /dev/shm, even if the job is later killed, and the memory is freed
 //    when the last rank exits. If any rank failed, every rank returns null
 //    with the reason and the group falls back to Gloo (the caller warns once).
+// 4. Unless the group turned them off, the ranks probe whether each can map
+//    the others' buffers (Note [Shared-memory buffers]); if not, rank 0 says
+//    why once and the channel works through its slots only.
 // Read before: distributed/process_group/shm/shm_channel.h, shm_segment.h.
 // Read next: distributed/process_group/process_group_gloo.cpp.
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <new>
 #include <random>
@@ -98,7 +102,7 @@ std::string shm_host_identity() {
                                namespace_of("/proc/self/ns/pid"), "|", namespace_of("/proc/self/ns/net"));
 }
 
-std::unique_ptr<ShmChannel> ShmChannel::connect(Store& store, int rank, int size, size_t slot_bytes,
+std::unique_ptr<ShmChannel> ShmChannel::connect(Store& store, int rank, int size, size_t slot_bytes, bool buffers,
                                                 std::chrono::milliseconds timeout, std::string* why_not) {
   why_not->clear();
   auto key = [](const char* what, int r) { return lockstep::detail::str("shm/", what, "/", r); };
@@ -158,7 +162,16 @@ std::unique_ptr<ShmChannel> ShmChannel::connect(Store& store, int rank, int size
       return nullptr;
     }
   }
-  return std::unique_ptr<ShmChannel>(new ShmChannel(std::move(segment), rank, size, slot_bytes));
+  // 4. Can the ranks map each other's buffers (Note [Shared-memory buffers])?
+  if (buffers) {
+    std::string no_buffers;
+    buffers = ShmBuffers::probe(store, rank, size, timeout, &no_buffers);
+    if (!buffers && rank == 0) {
+      std::fprintf(stderr, "[lockstep] shared memory: %s; collectives copy through the channel's slots\n",
+                   no_buffers.c_str());
+    }
+  }
+  return std::unique_ptr<ShmChannel>(new ShmChannel(std::move(segment), rank, size, slot_bytes, buffers));
 }
 
 }  // namespace lockstep::distributed::detail
