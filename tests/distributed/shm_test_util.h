@@ -5,7 +5,11 @@
 // Read next: tests/distributed/test_shm_collectives.cpp, tests/distributed/test_shm_buffers.cpp.
 #pragma once
 
+#include <signal.h>
+
 #include <chrono>
+#include <functional>
+#include <thread>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -16,6 +20,8 @@
 #include "distributed/process_group/reduce_kernels.h"
 #include "distributed/rendezvous.h"
 #include "distributed/store/prefix_store.h"
+#include "tests/support/errors.h"
+#include "tests/support/multiprocess.h"
 
 namespace lockstep::testing {
 
@@ -66,6 +72,36 @@ inline ls::Tensor reference(int world, int64_t n, ls::ScalarType dtype, ReduceOp
 
 inline bool same_bytes(const ls::Tensor& a, const ls::Tensor& b) {
   return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
+}
+
+// 3 ranks allreduce make(group) once; then rank 2 is SIGKILLed while the others
+// wait in the next allreduce: their error names it, within 10 s, and the group
+// refuses the collective after.
+inline void check_killed_rank_named(size_t slot_bytes, const std::function<ls::Tensor(dist::ProcessGroup&)>& make) {
+  auto results = launch_ranks(3, [&](int rank) {
+    dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
+    auto pg = make_shm_group(info, "killed", true, slot_bytes, 20s);
+    REQUIRE(pg->uses_shared_memory());
+    ls::Tensor t = make(*pg);
+    pg->allreduce(t)->wait(20s);  // #0 succeeds
+    if (rank == 2) {
+      std::this_thread::sleep_for(200ms);  // the others are inside allreduce #1, waiting for it
+      raise(SIGKILL);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    std::string msg = error_of([&] { pg->allreduce(t)->wait(30s); });
+    const auto took = std::chrono::steady_clock::now() - start;
+    CHECK_MESSAGE(contains(msg, "gloo allreduce #1"), msg);
+    CHECK_MESSAGE(contains(msg, "rank 2"), msg);
+    CHECK_MESSAGE(contains(msg, "exited"), msg);
+    CHECK_MESSAGE(took < 10s, "the survivor took " << std::chrono::duration<double>(took).count() << " s");
+    std::string next = error_of([&] { pg->allreduce(t)->wait(10s); });
+    CHECK_MESSAGE(contains(next, "unusable after an earlier failure"), next);
+  }, 60s);
+  REQUIRE(results.size() == 3);
+  CHECK(results[2].signal == SIGKILL);
+  CHECK_MESSAGE(results[0].ok(), results[0].describe());
+  CHECK_MESSAGE(results[1].ok(), results[1].describe());
 }
 
 }  // namespace lockstep::testing

@@ -6,14 +6,12 @@
 // Read before: distributed/process_group/shm/shm_buffers.h, tests/distributed/shm_test_util.h.
 #include <doctest/doctest.h>
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <string>
-#include <thread>
 
 #include "core/factory.h"
 #include "distributed/process_group/process_group_gloo.h"
@@ -104,23 +102,7 @@ TEST_CASE("shm buffers: freed buffers are unmapped by the peers, however many ar
 }
 
 TEST_CASE("shm buffers: a rank killed inside an in-place allreduce fails the others naming it") {
-  auto results = ls::testing::launch_ranks(3, [](int rank) {
-    dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
-    auto pg = make_shm_group(info, "killed", true, 1 << 20, 20s);
-    ls::Tensor t = in_buffer(*pg, ls::ones({1'000'000}));
-    pg->allreduce(t)->wait(20s);
-    if (rank == 2) {
-      std::this_thread::sleep_for(200ms);  // the others are inside allreduce #1, waiting for it
-      raise(SIGKILL);
-    }
-    std::string msg = error_of([&] { pg->allreduce(t)->wait(30s); });
-    CHECK_MESSAGE(contains(msg, "rank 2"), msg);
-    CHECK_MESSAGE(contains(msg, "exited"), msg);
-  }, 60s);
-  REQUIRE(results.size() == 3);
-  CHECK(results[2].signal == SIGKILL);
-  CHECK_MESSAGE(results[0].ok(), results[0].describe());
-  CHECK_MESSAGE(results[1].ok(), results[1].describe());
+  ls::testing::check_killed_rank_named(1 << 20, [](dist::ProcessGroup& pg) { return in_buffer(pg, ls::ones({1'000'000})); });
 }
 
 TEST_CASE("shm buffers: off by option or LOCKSTEP_SHM_BUFFERS=0 (ordinary tensors, same results); bad values") {

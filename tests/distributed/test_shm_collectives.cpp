@@ -131,30 +131,8 @@ TEST_CASE("shm: broadcast and allgather across chunk boundaries, every root") {
 }
 
 TEST_CASE("shm: a rank killed while the others wait in an allreduce fails them naming it, well within the timeout") {
-  auto results = ls::testing::launch_ranks(3, [](int rank) {
-    dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
-    auto pg = make_shm_group(info, "shm", true, 4096, 20s);
-    REQUIRE(pg->uses_shared_memory());
-    ls::Tensor t = ls::ones({100'000});  // 25 chunks of 1024 floats
-    pg->allreduce(t)->wait(20s);         // #0 (its fingerprint goes over Gloo) succeeds
-    if (rank == 2) {
-      std::this_thread::sleep_for(200ms);  // the others are inside allreduce #1, waiting for it
-      raise(SIGKILL);
-    }
-    const auto start = std::chrono::steady_clock::now();
-    std::string msg = error_of([&] { pg->allreduce(t)->wait(30s); });
-    const auto took = std::chrono::steady_clock::now() - start;
-    CHECK_MESSAGE(contains(msg, "gloo allreduce #1"), msg);
-    CHECK_MESSAGE(contains(msg, "rank 2"), msg);
-    CHECK_MESSAGE(contains(msg, "exited"), msg);
-    CHECK_MESSAGE(took < 10s, "the survivor took " << std::chrono::duration<double>(took).count() << " s");
-    std::string next = error_of([&] { pg->allreduce(t)->wait(10s); });
-    CHECK_MESSAGE(contains(next, "unusable after an earlier failure"), next);
-  }, 60s);
-  REQUIRE(results.size() == 3);
-  CHECK(results[2].signal == SIGKILL);
-  CHECK_MESSAGE(results[0].ok(), results[0].describe());
-  CHECK_MESSAGE(results[1].ok(), results[1].describe());
+  // 4 KiB slots: 25 chunks of 1024 floats.
+  ls::testing::check_killed_rank_named(4096, [](dist::ProcessGroup&) { return ls::ones({100'000}); });
 }
 
 TEST_CASE("shm: a rank that stops issuing collectives is caught by the group's timeout") {
