@@ -105,7 +105,7 @@ TEST_CASE("shm buffers: a rank killed inside an in-place allreduce fails the oth
   ls::testing::check_killed_rank_named(1 << 20, [](dist::ProcessGroup& pg) { return in_buffer(pg, ls::ones({1'000'000})); });
 }
 
-TEST_CASE("shm buffers: off by option or LOCKSTEP_SHM_BUFFERS=0 (ordinary tensors, same results); bad values") {
+TEST_CASE("shm buffers: off by option or LOCKSTEP_SHM_BUFFERS=0 (ordinary tensors, same results), and bad values") {
   ls::testing::run_ranks(2, [](int rank) {
     dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
     auto off = make_shm_group(info, "off", true, 1 << 20, 20s, false);
