@@ -13,7 +13,9 @@
 //   mpirun -np 2 build/bin/bench_allreduce --backend mpi
 //   options: --total 60000000 --sizes 10000,100000,1000000,10000000,60000000 --iters 3
 //            --round-robin K (K groups, paper Figure 12) --collective-checks 0 (fingerprint only the
-//            first call; default 1: every call, Note [Collective fingerprints])
+//            first call; default 1: every call, Note [Collective fingerprints]) --buffers 1 (the
+//            tensors are views of one ProcessGroup::empty_buffer, as DDP's buckets are: Note
+//            [Shared-memory buffers]; default 0: ordinary tensors)
 //
 // Read before: distributed/process_group/process_group.h,
 // distributed/process_group/process_group_gloo.h.
@@ -48,6 +50,7 @@ struct Args {
   std::vector<int64_t> sizes = {10000, 100000, 1000000, 10000000, 60000000};
   int iters = 3;
   int round_robin = 1;
+  int buffers = 0;
 };
 
 Args parse(int argc, char** argv) {
@@ -62,6 +65,8 @@ Args parse(int argc, char** argv) {
   p.integer("--round-robin", a.round_robin, "process groups used round-robin (Figure 12)", 1, 64);
   p.integer("--collective-checks", collective_checks,
             "1: check every collective across ranks (the default); 0: only the first (LOCKSTEP_COLLECTIVE_CHECKS=0)", 0, 1);
+  p.integer("--buffers", a.buffers, "1: the tensors are views of one pg->empty_buffer (as DDP's buckets); 0: "
+            "ordinary tensors", 0, 1);
   p.parse(argc, argv);
   if (collective_checks == 0) setenv("LOCKSTEP_COLLECTIVE_CHECKS", "0", 1);
   const std::optional<int> world = p.environment([] { return dist::launched_world_size(); });
@@ -118,7 +123,12 @@ int run_main(int argc, char** argv) {
     const int64_t calls = std::max<int64_t>(1, args.total / per_call);
     std::vector<ls::Tensor> tensors;
     tensors.reserve(calls);
-    for (int64_t i = 0; i < calls; ++i) tensors.push_back(ls::ones({per_call}));
+    ls::Tensor all;  // (calls * per_call) with --buffers 1
+    if (args.buffers == 1) all = pg->empty_buffer(calls * per_call, ls::kFloat32, ls::Device::cpu());
+    for (int64_t i = 0; i < calls; ++i) {
+      tensors.push_back(args.buffers == 1 ? all.narrow(0, i * per_call, per_call) : ls::zeros({per_call}));
+      tensors.back().fill_(1.0);
+    }
     run_once(*pg, tensors);  // warm-up; the ones now hold the world size
     const float want = static_cast<float>(pg->size());
     for (auto& t : {tensors.front(), tensors.back()}) {
@@ -138,9 +148,10 @@ int run_main(int argc, char** argv) {
     if (per_call == args.sizes.front()) ms_per_call_smallest = m / calls;
     if (rank0) {
       std::printf("{\"bench\":\"allreduce\",\"backend\":\"%s\",\"world\":%d,\"per_call\":%lld,"
-                  "\"calls\":%lld,\"iters\":%d,\"median_ms\":%.3f,\"ms_per_call\":%.4f,\"algbw_gbps\":%.3f}\n",
+                  "\"calls\":%lld,\"iters\":%d,\"buffers\":%d,\"median_ms\":%.3f,\"ms_per_call\":%.4f,"
+                  "\"algbw_gbps\":%.3f}\n",
                   pg->backend_name().c_str(), pg->size(), static_cast<long long>(per_call),
-                  static_cast<long long>(calls), args.iters, m, m / calls, gbps);
+                  static_cast<long long>(calls), args.iters, args.buffers, m, m / calls, gbps);
       std::fflush(stdout);
     }
   }

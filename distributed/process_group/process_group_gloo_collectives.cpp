@@ -6,8 +6,10 @@
 // before it (Note [Gloo buffers after a failure]). CUDA tensors travel through
 // pinned host twins (Note [Gloo with CUDA tensors], distributed/process_group/cuda/host_staging.h).
 // Read before: distributed/process_group/process_group_gloo.cpp.
+#include <cstdio>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <optional>
 
 #include <gloo/allgather.h>
@@ -81,7 +83,17 @@ Tensor ProcessGroupGloo::empty_buffer(int64_t numel, ScalarType dtype, Device de
   detail::ShmBuffers* buffers = shm_ != nullptr ? shm_->buffers() : nullptr;
   if (buffers == nullptr || !device.is_cpu() || numel <= 0) return ProcessGroup::empty_buffer(numel, dtype, device);
   std::shared_ptr<void> owner;  // frees the memory with the tensor's storage
-  void* data = buffers->allocate(static_cast<size_t>(numel) * element_size(dtype), &owner);
+  void* data = nullptr;
+  try {
+    data = buffers->allocate(static_cast<size_t>(numel) * element_size(dtype), &owner);
+  } catch (const Error& e) {  // out of file descriptors or memory: an ordinary tensor still works
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      std::fprintf(stderr, "lockstep: ProcessGroupGloo::empty_buffer: %s; using ordinary memory (collectives on it "
+                   "copy through the shared-memory slots)\n", e.what());
+    });
+    return ProcessGroup::empty_buffer(numel, dtype, device);
+  }
   return from_blob(data, {numel}, [owner](void*) {}, TensorOptions().dtype(dtype));  // (numel), zero-filled
 }
 
