@@ -6,6 +6,7 @@
 // Read before: distributed/process_group/shm/shm_buffers.h, tests/distributed/shm_test_util.h.
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -122,5 +123,25 @@ TEST_CASE("shm buffers: off by option or LOCKSTEP_SHM_BUFFERS=0 (ordinary tensor
     std::string msg = error_of([&] { make_shm_group(info, "bad", true); });
     CHECK_MESSAGE(contains(msg, "LOCKSTEP_SHM_BUFFERS='yes' must be 0"), msg);
     unsetenv("LOCKSTEP_SHM_BUFFERS");
+  }, 60s);
+}
+
+TEST_CASE("shm buffers: a buffer the kernel refuses (no file descriptors left) is ordinary memory, still correct") {
+  ls::testing::run_ranks(2, [](int rank) {
+    dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
+    auto pg = make_shm_group(info, "refused", true);
+    const int before = mapped_buffers();
+    rlimit saved{};
+    REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);
+    rlimit none = saved;
+    none.rlim_cur = 0;  // memfd_create fails with EMFILE
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &none) == 0);
+    ls::Tensor buffer = pg->empty_buffer(300'007, ls::kFloat32, ls::Device::cpu());
+    REQUIRE(setrlimit(RLIMIT_NOFILE, &saved) == 0);
+    CHECK(mapped_buffers() == before);
+    CHECK(buffer.sum().item<float>() == 0.0f);  // zero-filled like the shared kind
+    buffer.copy_(random_input(rank, 300'007, ls::kFloat32));
+    pg->allreduce(buffer)->wait(20s);
+    CHECK(same_bytes(buffer, reference(2, 300'007, ls::kFloat32, ReduceOp::SUM)));
   }, 60s);
 }
