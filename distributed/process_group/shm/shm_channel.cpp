@@ -8,9 +8,11 @@
 
 #include <linux/futex.h>
 #include <sys/syscall.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -64,11 +66,14 @@ void futex_wait(std::atomic<uint32_t>& a, uint32_t expected, std::chrono::micros
 
 void futex_wake_all(std::atomic<uint32_t>& a) { syscall(SYS_futex, word(a), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0); }
 
-// False once `pid` has exited: gone from /proc, or a zombie waiting to be reaped.
+// False once `pid` has exited: gone (kill(pid, 0) needs no file descriptor, so
+// a process out of them does not take its peer for dead), or a zombie waiting
+// to be reaped (/proc/<pid>/stat, when it can be read).
 bool process_alive(int32_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string text;
-  if (!std::getline(stat, text)) return false;
+  if (!std::getline(stat, text)) return true;  // unreadable, but kill found it
   const size_t paren = text.rfind(')');
   if (paren == std::string::npos || paren + 2 >= text.size()) return true;
   const char state = text[paren + 2];
