@@ -17,6 +17,9 @@
 //   SinBackward      y = sin x       g * cos x
 //   CosBackward      y = cos x       -g * sin x
 //
+// Neg, Relu, Exp, Log, Tanh, Sigmoid and Pow support double backward (their
+// formulas use grad_ops.h; Exp, Tanh and Sigmoid read y through saved_result).
+//
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/reduce.cpp.
 #include "autograd/functions/functions.h"
 #include "core/profiler.h"
@@ -35,17 +38,20 @@ struct UnaryBackward : BackwardNode {
   void release_variables() override { saved.reset(); }
 };
 
-struct NegBackward final : BackwardNode {
+struct NegBackward final : DoubleBackwardNode {
   std::string name() const override { return "NegBackward"; }
-  variable_list apply(variable_list&& grads) override {
-    return {native::unary(UnaryOp::Neg, grads[0])};
-  }
+  variable_list apply(variable_list&& grads) override { return {grad_ops::neg(grads[0])}; }
 };
 
 struct ReluBackward final : UnaryBackward {  // saved = result
   std::string name() const override { return "ReluBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    return {native::relu_backward(grads[0], saved.unpack(name()))};
+    Tensor y = saved.unpack(name());
+    if (!grad_ops::recording()) return {native::relu_backward(grads[0], y)};
+    // g times a 0/1 mask: the mask is constant, so relu's second derivative is 0.
+    Tensor mask = native::compare_scalar(native::CompareOp::Gt, y, 0.0);
+    return {grads[0] * mask_to(mask, grads[0].dtype())};
   }
 };
 
@@ -58,33 +64,35 @@ struct GeluBackward final : UnaryBackward {  // saved = self
 
 struct ExpBackward final : UnaryBackward {  // saved = result
   std::string name() const override { return "ExpBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    return {mul(grads[0], saved.unpack(name()))};
+    return {grad_ops::mul(grads[0], saved_result(saved, *this))};
   }
 };
 
 struct LogBackward final : UnaryBackward {  // saved = self
   std::string name() const override { return "LogBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    return {native::binary(BinaryOp::Div, grads[0], saved.unpack(name()))};
+    return {grad_ops::div(grads[0], saved.unpack(name()))};
   }
 };
 
 struct TanhBackward final : UnaryBackward {  // saved = result
   std::string name() const override { return "TanhBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    Tensor y = saved.unpack(name());
-    Tensor one_minus_y2 = native::scalar_binary(BinaryOp::Sub, 1.0, mul(y, y));
-    return {mul(grads[0], one_minus_y2)};
+    Tensor y = saved_result(saved, *this);
+    return {grad_ops::mul(grads[0], grad_ops::rsub(1.0, grad_ops::mul(y, y)))};
   }
 };
 
 struct SigmoidBackward final : UnaryBackward {  // saved = result
   std::string name() const override { return "SigmoidBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    Tensor y = saved.unpack(name());
-    Tensor one_minus_y = native::scalar_binary(BinaryOp::Sub, 1.0, y);
-    return {mul(grads[0], mul(y, one_minus_y))};
+    Tensor y = saved_result(saved, *this);
+    return {grad_ops::mul(grads[0], grad_ops::mul(y, grad_ops::rsub(1.0, y)))};
   }
 };
 
@@ -114,13 +122,13 @@ struct AbsBackward final : UnaryBackward {  // saved = self
 struct PowBackward final : UnaryBackward {  // saved = self
   double exponent = 1.0;
   std::string name() const override { return "PowBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
     const Tensor& g = grads[0];
     Tensor x = saved.unpack(name());
     if (exponent == 0.0) return {native::zeros(x.sizes(), g.dtype(), g.device())};
-    Tensor dy_dx = native::binary_scalar(BinaryOp::Mul, native::pow_scalar(x, exponent - 1.0),
-                                         exponent);
-    return {mul(g, dy_dx)};
+    Tensor dy_dx = grad_ops::mul(grad_ops::pow(x, exponent - 1.0), exponent);
+    return {grad_ops::mul(g, dy_dx)};
   }
 };
 
