@@ -35,7 +35,9 @@ const std::string& double_backward_ops() {
       "AddBackward, SubBackward, MulBackward, DivBackward, NegBackward, the scalar + - * / "
       "nodes, PowBackward (scalar exponent), SumBackward, MeanBackward, MatmulBackward, "
       "LinearBackward, ReluBackward, WhereBackward (so leaky_relu), TanhBackward, "
-      "SigmoidBackward, ExpBackward, LogBackward, ViewBackward, ReshapeBackward, "
+      "SigmoidBackward, ExpBackward, LogBackward, SqrtBackward, RsqrtBackward, AbsBackward, "
+      "SinBackward, CosBackward, SoftmaxBackward, LogSoftmaxBackward, ViewBackward, "
+      "ReshapeBackward, "
       "FlattenBackward, (Un)SqueezeBackward, ExpandBackward, TransposeBackward, "
       "PermuteBackward, CloneBackward, ToCopyBackward";
   return ops;

@@ -17,8 +17,8 @@
 //   SinBackward      y = sin x       g * cos x
 //   CosBackward      y = cos x       -g * sin x
 //
-// Neg, Relu, Exp, Log, Tanh, Sigmoid and Pow support double backward (their
-// formulas use grad_ops.h; Exp, Tanh and Sigmoid read y through saved_result).
+// All but Gelu support double backward (their formulas use grad_ops.h; those that
+// save y read it through saved_result; sign and relu's mask are constants).
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/reduce.cpp.
 #include "autograd/functions/functions.h"
@@ -27,10 +27,7 @@
 namespace lockstep::autograd {
 namespace {
 
-using native::BinaryOp;
 using native::UnaryOp;
-
-Tensor mul(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::Mul, a, b); }
 
 // The base of the nodes below that keep one tensor, x or y, for their formula.
 struct UnaryBackward : BackwardNode {
@@ -98,24 +95,28 @@ struct SigmoidBackward final : UnaryBackward {  // saved = result
 
 struct SqrtBackward final : UnaryBackward {  // saved = result
   std::string name() const override { return "SqrtBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    Tensor two_y = native::binary_scalar(BinaryOp::Mul, saved.unpack(name()), 2.0);
-    return {native::binary(BinaryOp::Div, grads[0], two_y)};
+    Tensor two_y = grad_ops::mul(saved_result(saved, *this), 2.0);
+    return {grad_ops::div(grads[0], two_y)};
   }
 };
 
 struct RsqrtBackward final : UnaryBackward {  // saved = result
   std::string name() const override { return "RsqrtBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    Tensor y3 = native::pow_scalar(saved.unpack(name()), 3.0);
-    return {mul(grads[0], native::binary_scalar(BinaryOp::Mul, y3, -0.5))};
+    Tensor y3 = grad_ops::pow(saved_result(saved, *this), 3.0);
+    return {grad_ops::mul(grads[0], grad_ops::mul(y3, -0.5))};
   }
 };
 
 struct AbsBackward final : UnaryBackward {  // saved = self
   std::string name() const override { return "AbsBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    return {mul(grads[0], native::unary(UnaryOp::Sign, saved.unpack(name())))};
+    // sign(x) is a constant (taken from the data without history): |x|'' = 0 off 0.
+    return {grad_ops::mul(grads[0], native::unary(UnaryOp::Sign, saved.unpack(name()).detach()))};
   }
 };
 
@@ -134,16 +135,21 @@ struct PowBackward final : UnaryBackward {  // saved = self
 
 struct SinBackward final : UnaryBackward {  // saved = self: d sin(x) = cos(x)
   std::string name() const override { return "SinBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    return {mul(grads[0], native::unary(UnaryOp::Cos, saved.unpack(name())))};
+    Tensor x = saved.unpack(name());
+    Tensor cos_x = grad_ops::recording() ? x.cos() : native::unary(UnaryOp::Cos, x);
+    return {grad_ops::mul(grads[0], cos_x)};
   }
 };
 
 struct CosBackward final : UnaryBackward {  // saved = self: d cos(x) = -sin(x)
   std::string name() const override { return "CosBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    Tensor minus_sin = native::unary(UnaryOp::Neg, native::unary(UnaryOp::Sin, saved.unpack(name())));
-    return {mul(grads[0], minus_sin)};
+    Tensor x = saved.unpack(name());
+    Tensor sin_x = grad_ops::recording() ? x.sin() : native::unary(UnaryOp::Sin, x);
+    return {grad_ops::mul(grads[0], grad_ops::neg(sin_x))};
   }
 };
 
