@@ -34,7 +34,7 @@ const std::string& double_backward_ops() {
   static const std::string ops =
       "AddBackward, SubBackward, MulBackward, DivBackward, NegBackward, the scalar + - * / "
       "nodes, PowBackward (scalar exponent), SumBackward, MeanBackward, MatmulBackward, "
-      "LinearBackward, ReluBackward, WhereBackward (so leaky_relu), TanhBackward, "
+      "LinearBackward, Conv2dBackward (groups 1), ReluBackward, WhereBackward (so leaky_relu), TanhBackward, "
       "SigmoidBackward, ExpBackward, LogBackward, SqrtBackward, RsqrtBackward, AbsBackward, "
       "SinBackward, CosBackward, SoftmaxBackward, LogSoftmaxBackward, ViewBackward, "
       "ReshapeBackward, "

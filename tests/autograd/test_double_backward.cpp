@@ -101,6 +101,24 @@ TEST_CASE("double backward: matmul (matrices, vectors, batches), linear") {
                       {randn64({2, 2, 3}), randn64({2, 3}), randn64({2})});
 }
 
+TEST_CASE("double backward: conv2d (stride and padding, dilation, bias)") {
+  ls::manual_seed(20);
+  Tensor x = randn64({1, 2, 5, 5}), w = randn64({2, 2, 3, 3}), b = randn64({2});
+  CHECK_GRADGRADCHECK([](const std::vector<Tensor>& p) {
+    return ls::conv2d(p[0], p[1], p[2], {2, 2}, {1, 1}).tanh();  // 5 -> 3, the last row skipped
+  }, {x, w, b});
+  CHECK_GRADGRADCHECK([](const std::vector<Tensor>& p) {
+    return ls::conv2d(p[0], p[1], Tensor(), {1, 1}, {1, 1}, {2, 2}).tanh();
+  }, {x, w});
+  // groups > 1 is not in the list: refused, not wrong.
+  Tensor xg = ls::randn({1, 2, 4, 4}, ls::requires_grad());
+  Tensor wg = ls::randn({2, 1, 3, 3}, ls::requires_grad());
+  Tensor out = ls::conv2d(xg, wg, Tensor(), {1, 1}, {0, 0}, {1, 1}, /*groups=*/2).tanh().sum();
+  Tensor g = ls::autograd::grad({out}, {xg}, {}, std::nullopt, /*create_graph=*/true)[0];
+  CHECK_THROWS_WITH_AS(ls::autograd::grad({g.sum()}, {wg}),
+                       doctest::Contains("double backward through Conv2dBackward"), ls::Error);
+}
+
 TEST_CASE("double backward: view, reshape, expand, transpose, permute, (un)squeeze, clone") {
   ls::manual_seed(15);
   Tensor a = randn64({2, 3});
@@ -130,6 +148,14 @@ TEST_CASE("double backward: the gradient penalty of a small MLP critic, end to e
     CHECK_GRADCHECK(penalty, {randn64({5, 3}), randn64({4, 3}), randn64({4}), randn64({1, 4}),
                               randn64({1})});
   }
+  // A DCGAN-style critic: a strided convolution, tanh, flatten, linear.
+  auto conv_penalty = [](const std::vector<Tensor>& p) {
+    ls::AutoGradMode grad_on(true);
+    Tensor h = ls::conv2d(p[0], p[1], p[2], {2, 2}, {1, 1}).tanh().flatten(1);  // (2, 8)
+    return penalty_of(input_gradient(ls::linear(h, p[3], p[4]), p[0]));
+  };
+  CHECK_GRADCHECK(conv_penalty, {randn64({2, 1, 4, 4}), randn64({2, 1, 3, 3}), randn64({2}),
+                                 randn64({1, 8}), randn64({1})});
 }
 
 TEST_CASE("double backward: WGAN-GP step with nn modules; backward equals grad, grad touches no .grad") {
