@@ -26,6 +26,7 @@
 #include "autograd/checkpoint.h"
 #include "autograd/engine.h"
 #include "autograd/functions/unbind.h"
+#include "autograd/grad.h"
 #include "autograd/graph_traversal.h"
 #include "autograd/node.h"
 

@@ -15,18 +15,6 @@ namespace lockstep::autograd {
 
 namespace {
 
-// RAII: grad recording on (backward nodes run under NoGradGuard).
-class EnableGradGuard {
- public:
-  EnableGradGuard() : previous_(GradMode::is_enabled()) { GradMode::set_enabled(true); }
-  ~EnableGradGuard() { GradMode::set_enabled(previous_); }
-  EnableGradGuard(const EnableGradGuard&) = delete;
-  EnableGradGuard& operator=(const EnableGradGuard&) = delete;
-
- private:
-  bool previous_;
-};
-
 class CheckpointBackward final : public Node {
  public:
   CheckpointBackward(CheckpointFunction fn, const std::vector<Tensor>& inputs) : fn_(std::move(fn)) {
@@ -51,7 +39,7 @@ class CheckpointBackward final : public Node {
     }
     Tensor out;
     {
-      EnableGradGuard grad_on;
+      AutoGradMode grad_on(true);  // backward nodes run under NoGradGuard
       out = fn_(leaves);
     }
     LS_CHECK(out.defined() && out.sizes() == grad_outputs.at(0).sizes(), "checkpoint: recomputing the function "

@@ -9,6 +9,7 @@
 #include "core/grad_mode.h"
 #include "core/native/memory_format.h"
 #include "core/native/native.h"
+#include "autograd/double_backward.h"
 #include "autograd/traffic.h"
 #include "core/profiler.h"
 
@@ -22,6 +23,10 @@ struct GraphTask {
   std::unordered_map<Node*, variable_list> input_buffers;  // summed incoming gradients
   std::vector<std::function<void()>> callbacks;          // queue_callback()
   GraphTask* outer = nullptr;  // the backward this one runs inside (Note [Reentrant backward])
+  bool create_graph = false;   // Note [Double backward]
+  // Note [Capturing gradients]: the nodes to run (every node when not capturing).
+  bool capturing = false;
+  std::unordered_set<Node*> needed;
 };
 
 thread_local GraphTask* current_task = nullptr;
@@ -99,7 +104,9 @@ void accumulate_input(GraphTask& task, Node* node, uint32_t input_nr, Tensor gra
   }
   profiler::Scope prof("autograd.accumulate");  // Note [Gradients summed in place]
   profiler::add_bytes(3 * distinct_bytes(grad));    // two read, one written: Note [Profiler bytes]
-  if (can_sum_into(slot, grad)) {
+  if (task.create_graph && (slot.requires_grad() || grad.requires_grad())) {
+    slot = slot + grad;  // recorded: Note [Double backward]
+  } else if (can_sum_into(slot, grad)) {
     native::binary_(native::BinaryOp::Add, slot, grad);
   } else if (can_sum_into(grad, slot)) {
     native::binary_(native::BinaryOp::Add, grad, slot);
@@ -146,12 +153,69 @@ void compute_dependencies(GraphTask& task, const std::vector<Edge>& roots) {
   }
 }
 
+// Note [Capturing gradients]: marks every node from which a path of edges
+// leads to a capture target (a node some capture edge points at).
+void compute_needed(GraphTask& task, const std::vector<Edge>& roots,
+                    const std::vector<Edge>& capture) {
+  std::unordered_set<Node*> targets;
+  for (const Edge& e : capture) targets.insert(e.function.get());
+  // Iterative post-order: a node is decided after all of its next nodes.
+  std::unordered_map<Node*, bool> done;  // node -> needed
+  std::vector<std::pair<Node*, bool>> stack;  // (node, children pushed)
+  for (const Edge& e : roots) stack.emplace_back(e.function.get(), false);
+  while (!stack.empty()) {
+    auto [node, expanded] = stack.back();
+    if (done.count(node)) {
+      stack.pop_back();
+      continue;
+    }
+    if (!expanded) {
+      stack.back().second = true;
+      for (const Edge& next : node->next_edges()) {
+        if (next.is_valid() && !done.count(next.function.get())) {
+          stack.emplace_back(next.function.get(), false);
+        }
+      }
+      continue;
+    }
+    stack.pop_back();
+    bool needed = false;
+    for (const Edge& next : node->next_edges()) {
+      if (!next.is_valid()) continue;
+      Node* n = next.function.get();
+      needed = needed || targets.count(n) > 0 || done[n];
+    }
+    done[node] = needed;
+    if (needed) task.needed.insert(node);
+  }
+}
+
 // Fills slots that got no gradient with zeros of the forward output's shape.
 void fill_missing(Node& node, variable_list& buffer) {
   const auto& metas = node.output_meta();
   for (size_t i = 0; i < buffer.size() && i < metas.size(); ++i) {
     if (!buffer[i].defined()) buffer[i] = native::zeros(metas[i].sizes, metas[i].dtype, metas[i].device);
   }
+}
+
+// Runs `node`'s formula. Note [Double backward]: in a backward with create_graph
+// a node that supports it runs with grad mode on; any other runs as always and
+// its gradients get a grad_fn that refuses a second backward.
+variable_list run_node(GraphTask& task, Node& node, variable_list&& inputs) {
+  if (!task.create_graph) {
+    variable_list pending = take_pending(task, node);
+    return pending.empty() ? node.apply(std::move(inputs))
+                           : node.apply_summing(std::move(inputs), std::move(pending));
+  }
+  if (node.supports_double_backward()) return node.apply(std::move(inputs));
+  variable_list grad_outputs = inputs;
+  variable_list grads;
+  {
+    NoGradGuard no_grad;
+    grads = node.apply(std::move(inputs));
+  }
+  forbid_double_backward(node, grad_outputs, grads);
+  return grads;
 }
 
 Tensor seed_gradient(const Tensor& root, const Tensor& grad) {
@@ -179,11 +243,21 @@ struct TaskScope {
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph) {
+  RunOptions options;
+  options.retain_graph = retain_graph;
+  run(roots, grads, options);
+}
+
+variable_list run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                  const RunOptions& options) {
   profiler::Scope prof("autograd.backward");  // nodes' scopes nest inside: see core/profiler.h
   LS_CHECK(grads.empty() || grads.size() == roots.size(), "backward: got ", grads.size(),
            " gradients for ", roots.size(), " outputs");
+  const bool retain_graph = options.retain_graph;
   GraphTask task;
   task.outer = current_task;
+  task.create_graph = options.create_graph;
+  task.capturing = !options.capture.empty();
   std::vector<Edge> root_edges;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& root = roots[i];
@@ -197,9 +271,12 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     root_edges.push_back(std::move(edge));
   }
   compute_dependencies(task, root_edges);
+  if (task.capturing) compute_needed(task, root_edges, options.capture);
+  variable_list captured(options.capture.size());
 
   TaskScope scope(&task);
-  NoGradGuard no_grad;  // backward formulas are not themselves recorded
+  // Backward formulas are not themselves recorded, unless create_graph (Note [Double backward]).
+  AutoGradMode grad_mode(task.create_graph);
   ReadyQueue ready;
   std::unordered_set<Node*> queued;
   for (const Edge& e : root_edges) {
@@ -211,6 +288,13 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     std::shared_ptr<Node> node = ready.pop();
     variable_list inputs = std::move(task.input_buffers[node.get()]);
     task.input_buffers.erase(node.get());
+    if (task.capturing) {  // Note [Capturing gradients]
+      for (size_t c = 0; c < options.capture.size(); ++c) {
+        const Edge& e = options.capture[c];
+        if (e.function == node && e.input_nr < inputs.size()) captured[c] = inputs[e.input_nr];
+      }
+      if (!task.needed.count(node.get())) continue;
+    }
     fill_missing(*node, inputs);
     variable_list outputs;
     {
@@ -218,9 +302,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       const std::string prof_name = profiler::is_recording() ? node->name() : std::string();
       profiler::Scope node_prof(prof_name);
       NodeTraffic traffic(inputs);  // Note [Profiler bytes]
-      variable_list pending = take_pending(task, *node);
-      outputs = pending.empty() ? node->apply(std::move(inputs))
-                                : node->apply_summing(std::move(inputs), std::move(pending));
+      outputs = run_node(task, *node, std::move(inputs));
       traffic.finish(outputs);
     }
     if (!retain_graph) node->release_variables();
@@ -241,6 +323,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     auto fn = std::move(task.callbacks[i]);
     fn();
   }
+  return captured;
 }
 
 void queue_callback(std::function<void()> fn) {

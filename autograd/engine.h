@@ -22,7 +22,7 @@
 // queue_callback() from inside a nested backward (a DDP gradient hook fired by
 // the recomputation) queues on the OUTERMOST backward, so "when the backward
 // finishes" means the user's backward, not a checkpoint's inner one.
-// Read before: autograd/accumulate_grad.h. Read next: autograd/graph_traversal.h;
+// Read before: autograd/accumulate_grad.h. Read next: autograd/grad.h, autograd/graph_traversal.h;
 // on README's DDP track, distributed/process_group/process_group.h.
 #pragma once
 
@@ -36,6 +36,28 @@ namespace lockstep::autograd {
 // grads[i] seeds roots[i]; an undefined grad means ones (only for one-element roots).
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads = {},
               bool retain_graph = false);
+
+// What one run of the engine does besides backward()'s default.
+struct RunOptions {
+  bool retain_graph = false;
+  // Run the formulas with grad mode on, so the gradients are recorded (Note
+  // [Double backward] in autograd/double_backward.h).
+  bool create_graph = false;
+  // § Note [Capturing gradients]
+  // When not empty, the engine captures instead of accumulating, as
+  // autograd::grad (autograd/grad.h) needs: it runs only the nodes that lie on
+  // a path from the roots to one of these edges, returns the gradient that
+  // arrives at each edge (summed over every path, undefined where none arrives),
+  // and runs no node an edge leads to unless that node lies on the way to
+  // another edge. A leaf's edge leads to its AccumulateGrad, which then never
+  // runs, so no .grad changes and no gradient hook fires.
+  std::vector<Edge> capture;
+};
+
+// The engine itself; backward() is run({roots}, {grads}, {retain_graph}).
+// Returns one gradient per options.capture edge (nothing without capture).
+variable_list run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+                  const RunOptions& options);
 
 // Runs fn once when the current backward finishes (after every node ran, before
 // backward() returns; the outermost backward when nested, see Note [Reentrant

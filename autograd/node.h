@@ -64,6 +64,10 @@ class Node : public std::enable_shared_from_this<Node> {
   virtual std::string name() const = 0;
   // Frees saved tensors after a backward without retain_graph.
   virtual void release_variables() {}
+  // Whether apply() builds its gradients from recording ops when grad mode is on,
+  // so a backward with create_graph can be differentiated again through this node
+  // (Note [Double backward] in autograd/double_backward.h).
+  virtual bool supports_double_backward() const { return false; }
 
   // Note [Gradients summed in place] (autograd/engine.cpp): a node may add the
   // gradient for its i-th input into the one already waiting where edge i leads,

@@ -13,6 +13,22 @@ class GradMode {
   static void set_enabled(bool enabled);
 };
 
+// RAII: sets gradient recording on this thread to `enabled` until destroyed
+// (libtorch's AutoGradMode): AutoGradMode(true) records again inside a NoGradGuard,
+// as a backward formula that builds a graph needs (autograd/engine.cpp, checkpoint.cpp).
+class AutoGradMode {
+ public:
+  explicit AutoGradMode(bool enabled) : previous_(GradMode::is_enabled()) {
+    GradMode::set_enabled(enabled);
+  }
+  ~AutoGradMode() { GradMode::set_enabled(previous_); }
+  AutoGradMode(const AutoGradMode&) = delete;
+  AutoGradMode& operator=(const AutoGradMode&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // RAII: disables gradient recording on this thread until destroyed.
 class NoGradGuard {
  public:

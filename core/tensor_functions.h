@@ -4,11 +4,15 @@
 // Each forwards to the method or op of the same name (core/tensor.h,
 // core/nn_ops.h), so there is one definition of every op; nn::functional names
 // the same functions (nn/functional.h brings them in with using-declarations,
-// so `using namespace ls::nn::functional; relu(x)` is not ambiguous).
+// so `using namespace ls::nn::functional; relu(x)` is not ambiguous). Also libtorch's
+// short dtype names (kF32) and factories sized by one integer (empty(n, device)).
 // #include <lockstep.h> includes this header; lockstep's own code calls the methods.
 // Read before: core/tensor.h, core/nn_ops.h. Read next: nn/functional.h.
 #pragma once
 
+#include <concepts>
+
+#include "core/factory.h"
 #include "core/nn_ops.h"
 #include "core/tensor.h"
 
@@ -50,5 +54,36 @@ inline Tensor max_pool2d(const Tensor& x, int64_t kernel_size, int64_t stride = 
   const int64_t s = stride == 0 ? kernel_size : stride;
   return max_pool2d(x, IntList{kernel_size, kernel_size}, IntList{s, s}, IntList{padding, padding});
 }
+
+// ---- libtorch's short dtype names (core/dtype.h has kFloat32, kFloat, kLong, ...) ----
+inline constexpr ScalarType kF16 = kFloat16;
+inline constexpr ScalarType kF32 = kFloat32;
+inline constexpr ScalarType kF64 = kFloat64;
+inline constexpr ScalarType kBF16 = kBFloat16;
+inline constexpr ScalarType kI32 = kInt32;
+inline constexpr ScalarType kI64 = kInt64;
+inline constexpr ScalarType kU8 = kUInt8;
+
+// ---- one integer as the sizes of a 1-d tensor ----
+// libtorch's sizes are an IntArrayRef, which one integer converts to, so
+// torch::empty(n, device) makes n elements. A template, so that a braced list
+// (zeros({}), zeros({2})) still means the sizes themselves.
+template <class I>
+concept SizeInteger = std::integral<I> && !std::same_as<I, bool>;
+
+template <SizeInteger I>
+Tensor empty(I n, const TensorOptions& options = {}) { return empty(IntList{static_cast<int64_t>(n)}, options); }
+template <SizeInteger I>
+Tensor zeros(I n, const TensorOptions& options = {}) { return zeros(IntList{static_cast<int64_t>(n)}, options); }
+template <SizeInteger I>
+Tensor ones(I n, const TensorOptions& options = {}) { return ones(IntList{static_cast<int64_t>(n)}, options); }
+template <SizeInteger I>
+Tensor full(I n, double value, const TensorOptions& options = {}) {
+  return full(IntList{static_cast<int64_t>(n)}, value, options);
+}
+template <SizeInteger I>
+Tensor randn(I n, const TensorOptions& options = {}) { return randn(IntList{static_cast<int64_t>(n)}, options); }
+template <SizeInteger I>
+Tensor rand(I n, const TensorOptions& options = {}) { return rand(IntList{static_cast<int64_t>(n)}, options); }
 
 }  // namespace lockstep

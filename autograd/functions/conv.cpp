@@ -6,11 +6,13 @@
 // product] in core/native/conv.cpp, run by native::conv2d_backward; it saves
 // the input (for grad_weight) and the weight (for grad_input), like PyTorch's
 // ConvolutionBackward, and asks only for the gradients whose edges are valid.
+// With groups == 1 it supports double backward: recorded_formula below.
 //
 // Read before: autograd/functions/functions.h, core/native/nn_kernels.h.
 // Read next: autograd/functions/pool.cpp.
 #include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/functions.h"
+#include "core/conv_transpose.h"
 #include "core/native/nn_kernels.h"
 #include "core/nn_ops.h"
 #include "core/grad_mode.h"
@@ -26,14 +28,44 @@ struct Conv2dBackward final : BackwardNode {
   IntList stride, padding, dilation;
   int64_t groups = 1;
   std::string name() const override { return "Conv2dBackward"; }
+  bool supports_double_backward() const override { return groups == 1; }
 
   variable_list apply(variable_list&& grads) override {
+    if (grad_ops::recording()) return recorded_formula(grads[0]);
     profiler::mark_gemm();  // Note [Profiler bytes]
     auto [grad_input, grad_weight, grad_bias] = native::conv2d_backward_with(
         {Tensor(), workspace}, grads[0], input.unpack(name()), weight.unpack(name()), stride,
         padding, dilation, groups, should_compute_output(0), should_compute_output(1),
         should_compute_output(2));
     return {grad_input, grad_weight, grad_bias};
+  }
+
+  // The same gradients as recording ops, for a backward with create_graph (Note
+  // [Double backward]; groups == 1), g (N, C_out, H', W'):
+  //   dX = conv_transpose2d(g, W), with the output_padding that gives back X's size;
+  //   dW = conv2d(X^T, g^T) with stride and dilation swapped, transposed back and
+  //        cropped to the kernel (rows a stride skipped make it larger): dW[o][i][a][b]
+  //        = sum over n, y, x of g[n][o][y][x] X[n][i][y stride + a dilation - pad][...];
+  //   db = g summed over (N, H', W').
+  variable_list recorded_formula(const Tensor& g) {
+    const Tensor x = input.unpack(name()), w = weight.unpack(name());
+    Tensor dx, dw, db;
+    if (should_compute_output(0)) {
+      IntList output_padding(2);
+      for (size_t d = 0; d < 2; ++d) {
+        const int64_t covered = (g.size(2 + d) - 1) * stride[d] - 2 * padding[d] +
+                                dilation[d] * (w.size(2 + d) - 1) + 1;
+        output_padding[d] = x.size(2 + d) - covered;
+      }
+      dx = conv_transpose2d(g, w, Tensor(), stride, padding, output_padding, 1, dilation);
+    }
+    if (should_compute_output(1)) {
+      Tensor full = conv2d(x.transpose(0, 1), g.transpose(0, 1), Tensor(), dilation, padding,
+                           stride).transpose(0, 1);  // (C_out, C_in, >= kH, >= kW)
+      dw = full.narrow(2, 0, w.size(2)).narrow(3, 0, w.size(3));
+    }
+    if (should_compute_output(2)) db = g.sum({0, 2, 3});
+    return {dx, dw, db};
   }
 
   // Note [Convolution gradients summed in place] (core/native/fast/conv_onednn.h).

@@ -16,7 +16,8 @@
 //   DivScalarBackward  a / s          da = g / s
 //   RsubScalarBackward s - a          da = -g
 //   RdivScalarBackward s / a          da = -g * s / a^2
-// Unary minus is neg(), in unary.cpp.
+// Unary minus is neg(), in unary.cpp. Every node here but Maximum/MinimumBackward
+// writes its formula with grad_ops.h, so it supports double backward.
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/unary.cpp.
 #include "autograd/functions/functions.h"
@@ -28,7 +29,7 @@ namespace {
 using native::BinaryOp;
 using native::CompareOp;
 
-struct AddBackward final : BackwardNode {
+struct AddBackward final : DoubleBackwardNode {
   InputMeta self, other;
   std::string name() const override { return "AddBackward"; }
   variable_list apply(variable_list&& grads) override {
@@ -38,19 +39,19 @@ struct AddBackward final : BackwardNode {
   }
 };
 
-struct SubBackward final : BackwardNode {
+struct SubBackward final : DoubleBackwardNode {
   InputMeta self, other;
   std::string name() const override { return "SubBackward"; }
   variable_list apply(variable_list&& grads) override {
     const Tensor& g = grads[0];
     return {should_compute_output(0) ? reduce_to(g, self) : Tensor(),
             should_compute_output(1)
-                ? reduce_to(native::unary(native::UnaryOp::Neg, g), other)
+                ? reduce_to(grad_ops::neg(g), other)
                 : Tensor()};
   }
 };
 
-struct MulBackward final : BackwardNode {
+struct MulBackward final : DoubleBackwardNode {
   InputMeta self_meta, other_meta;
   SavedVariable self, other;  // each saved only when the other factor's gradient needs it
   std::string name() const override { return "MulBackward"; }
@@ -58,10 +59,10 @@ struct MulBackward final : BackwardNode {
     const Tensor& g = grads[0];
     Tensor da, db;
     if (should_compute_output(0)) {
-      da = reduce_to(native::binary(BinaryOp::Mul, g, other.unpack(name())), self_meta);
+      da = reduce_to(grad_ops::mul(g, other.unpack(name())), self_meta);
     }
     if (should_compute_output(1)) {
-      db = reduce_to(native::binary(BinaryOp::Mul, g, self.unpack(name())), other_meta);
+      db = reduce_to(grad_ops::mul(g, self.unpack(name())), other_meta);
     }
     return {da, db};
   }
@@ -71,7 +72,7 @@ struct MulBackward final : BackwardNode {
   }
 };
 
-struct DivBackward final : BackwardNode {
+struct DivBackward final : DoubleBackwardNode {
   InputMeta self_meta, other_meta;
   SavedVariable self, other;  // self only when b requires grad
   std::string name() const override { return "DivBackward"; }
@@ -80,14 +81,13 @@ struct DivBackward final : BackwardNode {
     Tensor b = other.unpack(name());
     Tensor da, db;
     if (should_compute_output(0)) {
-      da = reduce_to(native::binary(BinaryOp::Div, g, b), self_meta);
+      da = reduce_to(grad_ops::div(g, b), self_meta);
     }
     if (should_compute_output(1)) {
       // -g * a / b^2
-      Tensor ga = native::binary(BinaryOp::Mul, g, self.unpack(name()));
-      Tensor b2 = native::binary(BinaryOp::Mul, b, b);
-      db = reduce_to(native::unary(native::UnaryOp::Neg, native::binary(BinaryOp::Div, ga, b2)),
-                     other_meta);
+      Tensor ga = grad_ops::mul(g, self.unpack(name()));
+      Tensor b2 = grad_ops::mul(b, b);
+      db = reduce_to(grad_ops::neg(grad_ops::div(ga, b2)), other_meta);
     }
     return {da, db};
   }
@@ -124,7 +124,7 @@ struct MaximumMinimumBackward final : BackwardNode {
   }
 };
 
-struct WhereBackward final : BackwardNode {
+struct WhereBackward final : DoubleBackwardNode {
   InputMeta self_meta, other_meta;  // the `a` and `b` of where(cond, a, b)
   SavedVariable condition;
   std::string name() const override { return "WhereBackward"; }
@@ -133,46 +133,46 @@ struct WhereBackward final : BackwardNode {
     Tensor cond = condition.unpack(name());
     Tensor zero = zero_scalar(g.dtype(), g.device());
     Tensor da, db;
-    if (should_compute_output(0)) da = reduce_to(native::where(cond, g, zero), self_meta);
-    if (should_compute_output(1)) db = reduce_to(native::where(cond, zero, g), other_meta);
+    if (should_compute_output(0)) da = reduce_to(grad_ops::where(cond, g, zero), self_meta);
+    if (should_compute_output(1)) db = reduce_to(grad_ops::where(cond, zero, g), other_meta);
     return {da, db};
   }
   void release_variables() override { condition.reset(); }
 };
 
-struct AddScalarBackward final : BackwardNode {
+struct AddScalarBackward final : DoubleBackwardNode {
   InputMeta self;
   std::string name() const override { return "AddScalarBackward"; }
   variable_list apply(variable_list&& grads) override { return {reduce_to(grads[0], self)}; }
 };
 
-struct MulScalarBackward final : BackwardNode {
+struct MulScalarBackward final : DoubleBackwardNode {
   InputMeta self;
   double scalar = 1.0;
   std::string name() const override { return "MulScalarBackward"; }
   variable_list apply(variable_list&& grads) override {
-    return {reduce_to(native::binary_scalar(BinaryOp::Mul, grads[0], scalar), self)};
+    return {reduce_to(grad_ops::mul(grads[0], scalar), self)};
   }
 };
 
-struct DivScalarBackward final : BackwardNode {
+struct DivScalarBackward final : DoubleBackwardNode {
   InputMeta self;
   double scalar = 1.0;
   std::string name() const override { return "DivScalarBackward"; }
   variable_list apply(variable_list&& grads) override {
-    return {reduce_to(native::binary_scalar(BinaryOp::Div, grads[0], scalar), self)};
+    return {reduce_to(grad_ops::div(grads[0], scalar), self)};
   }
 };
 
-struct RsubScalarBackward final : BackwardNode {
+struct RsubScalarBackward final : DoubleBackwardNode {
   InputMeta self;
   std::string name() const override { return "RsubScalarBackward"; }
   variable_list apply(variable_list&& grads) override {
-    return {reduce_to(native::unary(native::UnaryOp::Neg, grads[0]), self)};
+    return {reduce_to(grad_ops::neg(grads[0]), self)};
   }
 };
 
-struct RdivScalarBackward final : BackwardNode {
+struct RdivScalarBackward final : DoubleBackwardNode {
   InputMeta self_meta;
   SavedVariable self;
   double scalar = 1.0;
@@ -180,8 +180,8 @@ struct RdivScalarBackward final : BackwardNode {
   variable_list apply(variable_list&& grads) override {
     // d(s / a)/da = -s / a^2
     Tensor a = self.unpack(name());
-    Tensor a2 = native::binary(BinaryOp::Mul, a, a);
-    Tensor g = native::binary(BinaryOp::Div, native::binary_scalar(BinaryOp::Mul, grads[0], -scalar), a2);
+    Tensor a2 = grad_ops::mul(a, a);
+    Tensor g = grad_ops::div(grad_ops::mul(grads[0], -scalar), a2);
     return {reduce_to(g, self_meta)};
   }
   void release_variables() override { self.reset(); }

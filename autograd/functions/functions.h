@@ -15,7 +15,10 @@
 // Each op runs a native kernel (core/native/native.h) and, if an input requires
 // grad, records a Node named like PyTorch's (MulBackward, SumBackward, ...)
 // whose apply() is the op's backward formula, itself written with native
-// kernels (no double backward). The pattern is the one in autograd/function.h.
+// kernels; the nodes that support double backward write theirs with the ops of
+// grad_ops.h, which record in a backward with create_graph (Note [Double
+// backward] in autograd/double_backward.h). The pattern is the one in
+// autograd/function.h.
 //
 // § Note [Gradient of a broadcast input]
 // When an op broadcasts an input of shape (3) against one of shape (2, 3), the
@@ -39,7 +42,9 @@
 #include <string>
 #include <vector>
 
+#include "autograd/double_backward.h"
 #include "autograd/function.h"
+#include "autograd/functions/grad_ops.h"
 #include "core/native/native.h"
 
 namespace lockstep::autograd {
@@ -64,11 +69,19 @@ class BackwardNode : public Node {
   }
 };
 
+// Base of the nodes whose formulas are written with grad_ops.h, so a backward
+// with create_graph records them (Note [Double backward]).
+class DoubleBackwardNode : public BackwardNode {
+ public:
+  bool supports_double_backward() const override { return true; }
+};
+
 // The gradient for `input` from a gradient of the (broadcast, promoted) output;
 // see Note [Gradient of a broadcast input].
+// Recorded in a backward with create_graph (autograd/functions/grad_ops.h).
 inline Tensor reduce_to(const Tensor& grad, const InputMeta& input) {
-  Tensor g = grad.sizes() == input.sizes ? grad : native::sum_to(grad, input.sizes);
-  return native::to_dtype(g, input.dtype);
+  Tensor g = grad.sizes() == input.sizes ? grad : grad_ops::sum_to(grad, input.sizes);
+  return grad_ops::to_dtype(g, input.dtype);
 }
 
 // A bool mask as 0/1 values of `dtype`, for formulas that multiply by a mask.

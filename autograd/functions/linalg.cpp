@@ -19,6 +19,8 @@
 // (B*T, m), so dB is one (k, B*T) x (B*T, m) product instead of B products
 // followed by a sum.
 //
+// MatmulBackward supports double backward (grad_ops.h); BmmBackward does not.
+//
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/shape.cpp.
 #include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/functions.h"
@@ -29,7 +31,7 @@ namespace lockstep::autograd {
 namespace {
 
 // The transpose of the last two dims: (..., r, c) -> (..., c, r), a view.
-Tensor mT(const Tensor& t) { return native::transpose(t, -2, -1); }
+Tensor mT(const Tensor& t) { return grad_ops::transpose(t, -2, -1); }
 
 // The shape a matmul operand has as a matrix (step 1 of Note [matmul backward]).
 IntList as_matrix(const IntList& sizes, bool is_left) {
@@ -40,11 +42,11 @@ IntList as_matrix(const IntList& sizes, bool is_left) {
 // Steps 2-3 of Note [matmul backward]: sum the broadcast batch dims away, then
 // reshape and convert to the input's shape and dtype.
 Tensor to_input(const Tensor& grad, const IntList& matrix_sizes, const InputMeta& input) {
-  Tensor g = grad.sizes() == matrix_sizes ? grad : native::sum_to(grad, matrix_sizes);
-  return native::to_dtype(native::reshape(g, input.sizes), input.dtype);
+  Tensor g = grad.sizes() == matrix_sizes ? grad : grad_ops::sum_to(grad, matrix_sizes);
+  return grad_ops::to_dtype(grad_ops::reshape(g, input.sizes), input.dtype);
 }
 
-struct MatmulBackward final : BackwardNode {
+struct MatmulBackward final : DoubleBackwardNode {
   InputMeta self_meta, other_meta;
   SavedVariable self, other;  // each saved only when the other's gradient needs it
   std::string name() const override { return "MatmulBackward"; }
@@ -60,14 +62,14 @@ struct MatmulBackward final : BackwardNode {
     Tensor da, db;
 
     if (a2.size() >= 3 && b2.size() == 2) {  // fast path: fold a's batch into rows
-      Tensor g_rows = native::reshape(g, {-1, m});  // (N, m)
+      Tensor g_rows = grad_ops::reshape(g, {-1, m});  // (N, m)
       if (should_compute_output(0)) {
-        Tensor b = native::reshape(other.unpack(name()), b2);
-        da = to_input(native::mm(g_rows, mT(b)), {g_rows.size(0), k}, self_meta);  // (N, k)
+        Tensor b = grad_ops::reshape(other.unpack(name()), b2);
+        da = to_input(grad_ops::mm(g_rows, mT(b)), {g_rows.size(0), k}, self_meta);  // (N, k)
       }
       if (should_compute_output(1)) {
-        Tensor a_rows = native::reshape(self.unpack(name()), {-1, k});       // (N, k)
-        db = to_input(native::mm(mT(a_rows), g_rows), b2, other_meta);        // (k, m)
+        Tensor a_rows = grad_ops::reshape(self.unpack(name()), {-1, k});       // (N, k)
+        db = to_input(grad_ops::mm(mT(a_rows), g_rows), b2, other_meta);        // (k, m)
       }
       return {da, db};
     }
@@ -76,14 +78,14 @@ struct MatmulBackward final : BackwardNode {
                                     IntList(b2.begin(), b2.end() - 2), "matmul backward");
     out2.push_back(a2[a2.size() - 2]);
     out2.push_back(m);
-    Tensor g2 = native::reshape(g, out2);  // (batch..., n, m)
+    Tensor g2 = grad_ops::reshape(g, out2);  // (batch..., n, m)
     if (should_compute_output(0)) {
-      Tensor b = native::reshape(other.unpack(name()), b2);
-      da = to_input(native::matmul(g2, mT(b)), a2, self_meta);  // (batch..., n, k)
+      Tensor b = grad_ops::reshape(other.unpack(name()), b2);
+      da = to_input(grad_ops::matmul(g2, mT(b)), a2, self_meta);  // (batch..., n, k)
     }
     if (should_compute_output(1)) {
-      Tensor a = native::reshape(self.unpack(name()), a2);
-      db = to_input(native::matmul(mT(a), g2), b2, other_meta);  // (batch..., k, m)
+      Tensor a = grad_ops::reshape(self.unpack(name()), a2);
+      db = to_input(grad_ops::matmul(mT(a), g2), b2, other_meta);  // (batch..., k, m)
     }
     return {da, db};
   }

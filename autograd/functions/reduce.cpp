@@ -13,6 +13,8 @@
 //   MinDimBackward  (the first max on ties, as native::max_dim picks it); the
 //                   indices output is an int64 tensor and is not differentiable.
 //
+// Sum and Mean support double backward (grad_ops.h).
+//
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/softmax.cpp.
 #include <algorithm>
 
@@ -47,12 +49,12 @@ Tensor expand_reduced(const Tensor& g, const IntList& self_sizes, const IntList&
                       bool keepdim) {
   Tensor kept = g;
   if (!keepdim) {
-    for (int64_t d : dims) kept = native::unsqueeze(kept, d);
+    for (int64_t d : dims) kept = grad_ops::unsqueeze(kept, d);
   }
-  return native::expand(kept, self_sizes);
+  return grad_ops::expand(kept, self_sizes);
 }
 
-struct SumBackward final : BackwardNode {
+struct SumBackward final : DoubleBackwardNode {
   IntList self_sizes, dims;  // dims: wrapped, sorted
   bool keepdim = false;
   std::string name() const override { return "SumBackward"; }
@@ -61,13 +63,13 @@ struct SumBackward final : BackwardNode {
   }
 };
 
-struct MeanBackward final : BackwardNode {
+struct MeanBackward final : DoubleBackwardNode {
   IntList self_sizes, dims;
   bool keepdim = false;
   double count = 1.0;  // elements averaged into each output
   std::string name() const override { return "MeanBackward"; }
   variable_list apply(variable_list&& grads) override {
-    Tensor scaled = native::binary_scalar(BinaryOp::Div, grads[0], count);
+    Tensor scaled = grad_ops::div(grads[0], count);
     return {expand_reduced(scaled, self_sizes, dims, keepdim)};
   }
 };

@@ -14,6 +14,8 @@
 // no-op conversion (contiguous() of a contiguous tensor, to() the same dtype or
 // device) returns the input itself and records nothing.
 //
+// All but ToDeviceBackward support double backward (grad_ops.h).
+//
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/indexing.cpp.
 #include "autograd/functions/functions.h"
 #include "core/profiler.h"
@@ -22,16 +24,16 @@
 namespace lockstep::autograd {
 namespace {
 
-struct CloneBackward final : BackwardNode {
+struct CloneBackward final : DoubleBackwardNode {
   std::string name() const override { return "CloneBackward"; }
   variable_list apply(variable_list&& grads) override { return {grads[0]}; }
 };
 
-struct ToCopyBackward final : BackwardNode {
+struct ToCopyBackward final : DoubleBackwardNode {
   ScalarType self_dtype = kFloat32;
   std::string name() const override { return "ToCopyBackward"; }
   variable_list apply(variable_list&& grads) override {
-    return {native::to_dtype(grads[0], self_dtype)};
+    return {grad_ops::to_dtype(grads[0], self_dtype)};
   }
 };
 
@@ -43,36 +45,36 @@ struct ToDeviceBackward final : BackwardNode {
   }
 };
 
-struct ViewBackward final : BackwardNode {
+struct ViewBackward final : DoubleBackwardNode {
   IntList self_sizes;
   const char* name_ = "ViewBackward";
   std::string name() const override { return name_; }
   variable_list apply(variable_list&& grads) override {
-    return {native::reshape(grads[0], self_sizes)};
+    return {grad_ops::reshape(grads[0], self_sizes)};
   }
 };
 
-struct TransposeBackward final : BackwardNode {
+struct TransposeBackward final : DoubleBackwardNode {
   int64_t dim0 = 0, dim1 = 1;
   std::string name() const override { return "TransposeBackward"; }
   variable_list apply(variable_list&& grads) override {
-    return {native::transpose(grads[0], dim0, dim1)};
+    return {grad_ops::transpose(grads[0], dim0, dim1)};
   }
 };
 
-struct PermuteBackward final : BackwardNode {
+struct PermuteBackward final : DoubleBackwardNode {
   IntList inverse;  // inverse[dims[i]] = i
   std::string name() const override { return "PermuteBackward"; }
   variable_list apply(variable_list&& grads) override {
-    return {native::permute(grads[0], inverse)};
+    return {grad_ops::permute(grads[0], inverse)};
   }
 };
 
-struct ExpandBackward final : BackwardNode {
+struct ExpandBackward final : DoubleBackwardNode {
   IntList self_sizes;
   std::string name() const override { return "ExpandBackward"; }
   variable_list apply(variable_list&& grads) override {
-    return {native::sum_to(grads[0], self_sizes)};
+    return {grad_ops::sum_to(grads[0], self_sizes)};
   }
 };
 

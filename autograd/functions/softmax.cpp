@@ -4,7 +4,9 @@
 //   SoftmaxBackward     y = softmax(x)       dx = y * (g - sum(g * y, dim))
 //   LogSoftmaxBackward  y = log_softmax(x)   dx = g - exp(y) * sum(g, dim)
 // The reductions along `dim` live in native::softmax_backward and
-// native::log_softmax_backward, next to the forward kernels.
+// native::log_softmax_backward, next to the forward kernels; in a backward with
+// create_graph the same formulas run as recording ops, y read through
+// saved_result (Note [Double backward]).
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/linalg.cpp.
 #include "autograd/functions/autocast_ops.h"
@@ -14,22 +16,28 @@
 namespace lockstep::autograd {
 namespace {
 
-struct SoftmaxBackward final : BackwardNode {
+struct SoftmaxBackward final : DoubleBackwardNode {
   SavedVariable result;
   int64_t dim = 0;
   std::string name() const override { return "SoftmaxBackward"; }
   variable_list apply(variable_list&& grads) override {
-    return {native::softmax_backward(grads[0], result.unpack(name()), dim)};
+    const Tensor& g = grads[0];
+    if (!grad_ops::recording()) return {native::softmax_backward(g, result.unpack(name()), dim)};
+    Tensor y = saved_result(result, *this);
+    return {y * (g - (g * y).sum({dim}, /*keepdim=*/true))};
   }
   void release_variables() override { result.reset(); }
 };
 
-struct LogSoftmaxBackward final : BackwardNode {
+struct LogSoftmaxBackward final : DoubleBackwardNode {
   SavedVariable result;
   int64_t dim = 0;
   std::string name() const override { return "LogSoftmaxBackward"; }
   variable_list apply(variable_list&& grads) override {
-    return {native::log_softmax_backward(grads[0], result.unpack(name()), dim)};
+    const Tensor& g = grads[0];
+    if (!grad_ops::recording()) return {native::log_softmax_backward(g, result.unpack(name()), dim)};
+    Tensor y = saved_result(result, *this);
+    return {g - y.exp() * g.sum({dim}, /*keepdim=*/true)};
   }
   void release_variables() override { result.reset(); }
 };

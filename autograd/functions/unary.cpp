@@ -17,6 +17,9 @@
 //   SinBackward      y = sin x       g * cos x
 //   CosBackward      y = cos x       -g * sin x
 //
+// All but Gelu support double backward (their formulas use grad_ops.h; those that
+// save y read it through saved_result; sign and relu's mask are constants).
+//
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/reduce.cpp.
 #include "autograd/functions/functions.h"
 #include "core/profiler.h"
@@ -24,10 +27,7 @@
 namespace lockstep::autograd {
 namespace {
 
-using native::BinaryOp;
 using native::UnaryOp;
-
-Tensor mul(const Tensor& a, const Tensor& b) { return native::binary(BinaryOp::Mul, a, b); }
 
 // The base of the nodes below that keep one tensor, x or y, for their formula.
 struct UnaryBackward : BackwardNode {
@@ -35,17 +35,20 @@ struct UnaryBackward : BackwardNode {
   void release_variables() override { saved.reset(); }
 };
 
-struct NegBackward final : BackwardNode {
+struct NegBackward final : DoubleBackwardNode {
   std::string name() const override { return "NegBackward"; }
-  variable_list apply(variable_list&& grads) override {
-    return {native::unary(UnaryOp::Neg, grads[0])};
-  }
+  variable_list apply(variable_list&& grads) override { return {grad_ops::neg(grads[0])}; }
 };
 
 struct ReluBackward final : UnaryBackward {  // saved = result
   std::string name() const override { return "ReluBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    return {native::relu_backward(grads[0], saved.unpack(name()))};
+    Tensor y = saved.unpack(name());
+    if (!grad_ops::recording()) return {native::relu_backward(grads[0], y)};
+    // g times a 0/1 mask: the mask is constant, so relu's second derivative is 0.
+    Tensor mask = native::compare_scalar(native::CompareOp::Gt, y, 0.0);
+    return {grads[0] * mask_to(mask, grads[0].dtype())};
   }
 };
 
@@ -58,84 +61,95 @@ struct GeluBackward final : UnaryBackward {  // saved = self
 
 struct ExpBackward final : UnaryBackward {  // saved = result
   std::string name() const override { return "ExpBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    return {mul(grads[0], saved.unpack(name()))};
+    return {grad_ops::mul(grads[0], saved_result(saved, *this))};
   }
 };
 
 struct LogBackward final : UnaryBackward {  // saved = self
   std::string name() const override { return "LogBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    return {native::binary(BinaryOp::Div, grads[0], saved.unpack(name()))};
+    return {grad_ops::div(grads[0], saved.unpack(name()))};
   }
 };
 
 struct TanhBackward final : UnaryBackward {  // saved = result
   std::string name() const override { return "TanhBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    Tensor y = saved.unpack(name());
-    Tensor one_minus_y2 = native::scalar_binary(BinaryOp::Sub, 1.0, mul(y, y));
-    return {mul(grads[0], one_minus_y2)};
+    Tensor y = saved_result(saved, *this);
+    return {grad_ops::mul(grads[0], grad_ops::rsub(1.0, grad_ops::mul(y, y)))};
   }
 };
 
 struct SigmoidBackward final : UnaryBackward {  // saved = result
   std::string name() const override { return "SigmoidBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    Tensor y = saved.unpack(name());
-    Tensor one_minus_y = native::scalar_binary(BinaryOp::Sub, 1.0, y);
-    return {mul(grads[0], mul(y, one_minus_y))};
+    Tensor y = saved_result(saved, *this);
+    return {grad_ops::mul(grads[0], grad_ops::mul(y, grad_ops::rsub(1.0, y)))};
   }
 };
 
 struct SqrtBackward final : UnaryBackward {  // saved = result
   std::string name() const override { return "SqrtBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    Tensor two_y = native::binary_scalar(BinaryOp::Mul, saved.unpack(name()), 2.0);
-    return {native::binary(BinaryOp::Div, grads[0], two_y)};
+    Tensor two_y = grad_ops::mul(saved_result(saved, *this), 2.0);
+    return {grad_ops::div(grads[0], two_y)};
   }
 };
 
 struct RsqrtBackward final : UnaryBackward {  // saved = result
   std::string name() const override { return "RsqrtBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    Tensor y3 = native::pow_scalar(saved.unpack(name()), 3.0);
-    return {mul(grads[0], native::binary_scalar(BinaryOp::Mul, y3, -0.5))};
+    Tensor y3 = grad_ops::pow(saved_result(saved, *this), 3.0);
+    return {grad_ops::mul(grads[0], grad_ops::mul(y3, -0.5))};
   }
 };
 
 struct AbsBackward final : UnaryBackward {  // saved = self
   std::string name() const override { return "AbsBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    return {mul(grads[0], native::unary(UnaryOp::Sign, saved.unpack(name())))};
+    // sign(x) is a constant (taken from the data without history): |x|'' = 0 off 0.
+    return {grad_ops::mul(grads[0], native::unary(UnaryOp::Sign, saved.unpack(name()).detach()))};
   }
 };
 
 struct PowBackward final : UnaryBackward {  // saved = self
   double exponent = 1.0;
   std::string name() const override { return "PowBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
     const Tensor& g = grads[0];
     Tensor x = saved.unpack(name());
     if (exponent == 0.0) return {native::zeros(x.sizes(), g.dtype(), g.device())};
-    Tensor dy_dx = native::binary_scalar(BinaryOp::Mul, native::pow_scalar(x, exponent - 1.0),
-                                         exponent);
-    return {mul(g, dy_dx)};
+    Tensor dy_dx = grad_ops::mul(grad_ops::pow(x, exponent - 1.0), exponent);
+    return {grad_ops::mul(g, dy_dx)};
   }
 };
 
 struct SinBackward final : UnaryBackward {  // saved = self: d sin(x) = cos(x)
   std::string name() const override { return "SinBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    return {mul(grads[0], native::unary(UnaryOp::Cos, saved.unpack(name())))};
+    Tensor x = saved.unpack(name());
+    Tensor cos_x = grad_ops::recording() ? x.cos() : native::unary(UnaryOp::Cos, x);
+    return {grad_ops::mul(grads[0], cos_x)};
   }
 };
 
 struct CosBackward final : UnaryBackward {  // saved = self: d cos(x) = -sin(x)
   std::string name() const override { return "CosBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    Tensor minus_sin = native::unary(UnaryOp::Neg, native::unary(UnaryOp::Sin, saved.unpack(name())));
-    return {mul(grads[0], minus_sin)};
+    Tensor x = saved.unpack(name());
+    Tensor sin_x = grad_ops::recording() ? x.sin() : native::unary(UnaryOp::Sin, x);
+    return {grad_ops::mul(grads[0], grad_ops::neg(sin_x))};
   }
 };
 

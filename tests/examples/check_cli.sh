@@ -167,6 +167,10 @@ case "$prog" in
     expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --epochs 1
     expect 1 "MNIST: directory 'no-such-dir' does not exist" -- --root no-such-dir
     ;;
+  autograd)
+    expect 2 "--seed: -1 is out of range" -- --seed -1
+    expect 2 "--seed: 'x' is not a whole number" -- --seed x
+    ;;
   lockstep-run)
     expect 2 "--nproc-per-node: 'two' is not a whole number" -- --nproc-per-node two -- true
     expect 2 "--nproc-per-node is required" -- -- true

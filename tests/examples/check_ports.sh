@@ -11,7 +11,10 @@
 #                   written, and --restore continues from them;
 #   distributed     2 ranks under lockstep-run (lines prefixed "[rank R] "), with DDP and with the original's allreduce
 #                   loop: both ranks end with the same weights (the same checksum), and
-#                   rank 0's test accuracy is at least 60%.
+#                   rank 0's test accuracy is at least 60%;
+#   autograd        (no training) every check line the program prints is ok: backward's
+#                   values, a gradient penalty through autograd::grad(create_graph), and
+#                   two custom functions against the built-in ops.
 # CTest runs it once per program (tests/CMakeLists.txt).
 # Read before: tests/examples/make_example_data.py. Read next: tests/examples/check_cli.sh.
 set -euo pipefail
@@ -89,6 +92,15 @@ case "$prog" in
       grep -q "Accuracy in rank 1 in epoch 2" "$work/log" || fail "--sync $sync: rank 1 did not train"
       awk -v a="$acc" 'BEGIN { exit !(a >= 60) }' || fail "--sync $sync: test accuracy $acc% < 60%"
     done
+    ;;
+  autograd)
+    "$bin/autograd" --seed 3 > "$work/log" 2>&1 || fail "autograd exited with $?"
+    # Every part prints its checks; all eight must be there and ok.
+    n=$(grep -c "^check .*: ok$" "$work/log" || true)
+    ! grep -q "^check .*: FAILED" "$work/log" || fail "a check failed"
+    [ "$n" -eq 8 ] || fail "$n of 8 checks printed ok"
+    grep -q "^LinearFunctionBackward$" "$work/log" || fail "the custom function's grad_fn is not named"
+    echo "autograd: 8 of 8 checks ok (basic ops, gradient penalty with create_graph, custom functions)"
     ;;
   *)
     echo "check_ports.sh: no case for program '$prog'"

@@ -230,3 +230,24 @@ TEST_CASE("idioms: autograd example") {
   }
   CHECK_FALSE(w.detach().requires_grad());                                    // [84]
 }
+
+TEST_CASE("idioms: short dtype names, one-integer sizes, autograd::grad (dcgan, autograd)") {
+  ls::manual_seed(5);
+  ls::Device device(ls::kCPU);
+  ls::Tensor labels = ls::empty(4, device).uniform_(0.8, 1.0);                  // [85]
+  CHECK(labels.sizes() == std::vector<int64_t>{4});
+  ls::Tensor zs = ls::zeros(3, ls::TensorOptions().dtype(ls::kF32).device(device));   // [86] [87]
+  CHECK((zs.dtype() == ls::kFloat32 && zs.numel() == 3));
+  CHECK(ls::zeros({}).dim() == 0);  // a braced list still means the sizes
+
+  auto model = std::make_shared<ls::nn::Linear>(4, 3);
+  ls::Tensor input = ls::randn({3, 4}).requires_grad_(true);
+  ls::Tensor output = model->forward(input);
+  ls::Tensor grad_output = ls::ones_like(output);
+  ls::Tensor gradient = ls::autograd::grad({output}, {input}, /*grad_outputs=*/{grad_output},   // [88]
+                                           /*retain_graph=*/true, /*create_graph=*/true)[0];
+  CHECK(ls::allclose(gradient, model->weight.sum({0}).expand({3, 4})));
+  ls::Tensor gradient_penalty = ((gradient * gradient).sum({1}).sqrt() - 1.0).pow(2.0).mean();
+  gradient_penalty.backward();
+  CHECK(model->weight.grad().defined());  // the penalty reaches the weight through the gradient
+}

@@ -15,7 +15,8 @@
 // both values), and also fails when a gradient has the wrong shape or dtype.
 //
 // In doctest files (include <doctest/doctest.h> first) CHECK_GRADCHECK(fn,
-// inputs[, eps, atol, rtol]) runs gradcheck and fails with its message.
+// inputs[, eps, atol, rtol]) runs gradcheck and fails with its message;
+// CHECK_GRADGRADCHECK does the same for gradgradcheck (second derivatives).
 //
 // To test an op on a non-contiguous input, make the view inside fn
 // (fn = [](auto& x) { return x[0].t().reshape({6}); }): the view's backward is
@@ -42,6 +43,7 @@
 #include <vector>
 
 #include "autograd/engine.h"
+#include "autograd/grad.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/shape.h"
@@ -155,6 +157,44 @@ inline GradcheckResult gradcheck(const GradcheckFn& fn, const std::vector<Tensor
   return {};
 }
 
+// gradgradcheck(fn, inputs): checks second derivatives (Note [Double backward] in
+// autograd/double_backward.h), as PyTorch's gradgradcheck does. With a random
+// grad_output v of y's shape, the first-order function
+//   (inputs..., v) -> autograd::grad(y, floating inputs, v, create_graph=true),
+// flattened and concatenated, goes through gradcheck: its analytical Jacobian is a
+// backward through the recorded first backward, its numerical one differences of
+// first-order gradients. An input y does not depend on contributes zeros.
+// gradcheck runs fn under NoGradGuard for its numerical Jacobian; a fn that takes
+// gradients itself needs its forward recorded there too: AutoGradMode(true).
+inline GradcheckResult gradgradcheck(const GradcheckFn& fn, const std::vector<Tensor>& inputs,
+                                     double eps = 1e-6, double atol = 1e-5, double rtol = 1e-3) {
+  std::vector<Tensor> with_v = inputs;
+  {
+    NoGradGuard no_grad;
+    std::vector<Tensor> plain;
+    for (const Tensor& x : inputs) plain.push_back(x.detach());
+    with_v.push_back(randn(fn(plain).sizes(), TensorOptions().dtype(kFloat64)));
+  }
+  GradcheckFn first_order = [&fn](const std::vector<Tensor>& xs) {
+    AutoGradMode grad_on(true);
+    std::vector<Tensor> ins(xs.begin(), xs.end() - 1);
+    Tensor y = fn(ins);
+    std::vector<Tensor> wrt;
+    for (const Tensor& x : ins) {
+      if (x.requires_grad()) wrt.push_back(x);
+    }
+    std::vector<Tensor> grads = autograd::grad({y}, wrt, {xs.back()}, std::nullopt,
+                                               /*create_graph=*/true, /*allow_unused=*/true);
+    std::vector<Tensor> flat;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      flat.push_back(grads[i].defined() ? grads[i].reshape({-1})
+                                        : zeros({wrt[i].numel()}, TensorOptions().dtype(kFloat64)));
+    }
+    return cat(flat, 0);
+  };
+  return gradcheck(first_order, with_v, eps, atol, rtol);
+}
+
 // ---- inputs for gradcheck (see Note [Kink policy]) ----
 
 // Standard normal float64 values.
@@ -182,10 +222,12 @@ inline Tensor distinct_values(const IntList& sizes, double gap = 0.1) {
 // In doctest files: CHECK_GRADCHECK(fn, inputs[, eps, atol, rtol]) fails the test
 // with gradcheck's message.
 #ifdef DOCTEST_LIBRARY_INCLUDED
-#define CHECK_GRADCHECK(...)                                              \
+#define LOCKSTEP_CHECK_GRADCHECK_RESULT_(check, ...)                     \
   do {                                                                    \
     ::lockstep::testing::GradcheckResult gradcheck_result_ =             \
-        ::lockstep::testing::gradcheck(__VA_ARGS__);                      \
+        ::lockstep::testing::check(__VA_ARGS__);                          \
     CHECK_MESSAGE(gradcheck_result_.ok, gradcheck_result_.message);       \
   } while (0)
+#define CHECK_GRADCHECK(...) LOCKSTEP_CHECK_GRADCHECK_RESULT_(gradcheck, __VA_ARGS__)
+#define CHECK_GRADGRADCHECK(...) LOCKSTEP_CHECK_GRADCHECK_RESULT_(gradgradcheck, __VA_ARGS__)
 #endif
