@@ -74,9 +74,8 @@
 // store and broadcasts it, so that every rank names the same group, whatever
 // other optimizers or groups they made before). Every rank issues the same
 // broadcasts in the same order on it, as they did on the shared group, so they
-// pair up; what changes is only that they run beside the reductions. Measured
-// on BERT-base at 2 ranks (docs/results/zero.md): the optimizer's time after
-// the last reduction fell from 46-67 ms to 8-43 ms.
+// pair up; what changes is only that they run beside the reductions (the
+// optimizer's time after the last reduction, BERT-base: docs/results/zero.md).
 // Read before: distributed/zero/zero_redundancy_optimizer.cpp, optim/optimizer.h.
 // Read next: distributed/zero/zero_state_dict.cpp.
 #include <algorithm>

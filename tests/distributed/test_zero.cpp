@@ -362,7 +362,8 @@ TEST_CASE("reducer: with a bucket-reduced hook, bucket b is handed over when buc
     }
     std::vector<size_t> order;
     std::vector<int> accumulated_at;
-    ddp.register_bucket_reduced_hook([&](size_t bucket, const std::vector<size_t>&, const dist::Reducer::GradientWait&) {
+    dist::register_bucket_reduced_hook(ddp, [&](size_t bucket, const std::vector<size_t>&,
+                                                 const dist::BucketHandover::GradientWait&) {
       order.push_back(bucket);
       accumulated_at.push_back(accumulated);
     });
