@@ -29,7 +29,7 @@ std::shared_ptr<dist::ProcessGroup> second_group(const dist::ProcessGroup& pg, c
 
 }  // namespace
 
-TEST_CASE("reducer: a hook registered with a piece size gets each bucket while it is reduced in pieces; "
+TEST_CASE("reducer: a hook registered with a piece size gets each bucket while it is reduced in pieces, "
           "wait(k, end) fills .grad up to end with plain DDP's averages") {
   ls::testing::run_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo");
@@ -128,7 +128,7 @@ TEST_CASE("zero hand-over in pieces: 4 ranks, SGD and AdamW, overlap and ZeRO-2 
 }
 
 TEST_CASE("zero broadcast group: made with the overlap on Gloo, pieces on by default with it, parameters above "
-          "32 MB split by default with the overlap only; a group of another size is refused, naming both") {
+          "32 MB split by default with the overlap only, a group of another size is refused, naming both") {
   ls::testing::run_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo");
     auto model = wide();
