@@ -59,7 +59,7 @@
 // An optional second callback, before(index, offset, length), runs before
 // each piece (or a whole update) reads the gradient: ZeRO waits there for
 // that piece of the gradient to arrive (Note [Handing a bucket over in
-// pieces], distributed/ddp/bucket_handover_pieces.cpp). The gradient must then be
+// pieces], distributed/zero/bucket_handover_pieces.cpp). The gradient must then be
 // contiguous (a non-contiguous one is copied before any piece is read).
 // Read before: nn/module.h, core/grad_mode.h.
 // Read next: optim/sgd.h, optim/adam.h, optim/lr_scheduler.h.

@@ -17,15 +17,12 @@
 // § Note [linear's weight as a transposed operand]
 // Until 2026-12-03 the forward read W^T from a second cached copy, transposed
 // while cast (autocast::cached_cast_transposed), after a loaded-machine BERT
-// step had run the transposed operand ~2.7x slower. Measured again (one
-// thread, oneDNN 2.6, min of 10 calls), oneDNN's AMX matmul takes a transposed
-// B as fast as a row-major one at every shape of BERT-base and the SmallCNN
-// (M = 64 and 1024 rows: 0.9-1.05x; the 30522-wide MLM decoder 0.57x), while
-// the transposing cast costs 0.7-1.2 ms for a 768 x 768 weight and 71 ms for the
-// decoder, every step. Dropping the copy: BERT-base bf16 forward 1553 -> 931 ms
-// and 1867 -> 1223 ms in two A/B pairs (loaded machine), peak RSS -250 MB;
-// Fashion-MNIST bf16 3791 -> 4475 and 2813 -> 4838 examples/s; the results are
-// bit-identical. LOCKSTEP_BF16_LINEAR_WT_COPY=1 brings the copy back (A/B runs).
+// step had run the transposed operand slower. Measured again, oneDNN's AMX
+// matmul takes a transposed B as fast as a row-major one at the shapes of
+// BERT-base and the SmallCNN, while the transposing cast costs a pass over
+// every weight, every step; dropping the copy made the bf16 steps faster and
+// smaller, with bit-identical results (the numbers: docs/results/kernel_choices.md).
+// LOCKSTEP_BF16_LINEAR_WT_COPY=1 brings the copy back (A/B runs).
 //
 //   linear   y (*, out) bf16 = x (*, in) W^T (in, out) + b     dX = G W      (*, in)
 //                                                              dW = G^T X    (out, in) f32

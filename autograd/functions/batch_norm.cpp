@@ -39,8 +39,8 @@
 // the two backwards in one kernel: g = grad * (out > 0), the residual's
 // gradient, is stored by batch-norm backward's statistics pass, which reads grad
 // and out anyway, and its grad_input pass reads g back while the channel is
-// still in cache. Measured in ResNet50's step (docs/results/cpu_step.md, session
-// 5): the forward ops went from 232 to 132 ms per 3 steps. The block calls it
+// still in cache (ResNet50's forward ops before and after: docs/results/kernel_choices.md).
+// The block calls it
 // with its identity already computed (after the downsample), which moves the
 // downsample before bn3 in forward order and changes nothing else.
 //

@@ -17,7 +17,7 @@
 // (mutex-guarded; entries live until exit, a network has tens of shapes).
 // Algorithms come from cuDNN's heuristics (cudnnGet*Algorithm_v7, ranked by
 // expected speed, nothing run): the first candidate that succeeds, fits the
-// workspace cap (kMaxWorkspace) and respects the precision rule below, preferring
+// workspace cap (kMaxCudnnWorkspace, cudnn_algo_choice.h) and respects the precision rule below, preferring
 // deterministic ones (backward-filter algorithm 0 and friends use atomics; a
 // deterministic pick makes a rerun bit-identical). The workspace is a uint8
 // tensor from the caching allocator (native::empty), freed when the call returns
@@ -42,7 +42,9 @@
 #include <vector>
 
 #include "core/cuda/cuda_native_nn.h"
+#include "core/cuda/cudnn_algo_choice.h"
 #include "core/cuda/nn_util.h"
+#include "core/native/conv_dispatch.h"
 #include "core/native/conv_geometry.h"
 #include "core/native/native.h"
 #include "core/shape.h"
@@ -59,8 +61,6 @@
 namespace lockstep::cuda_native {
 
 namespace {
-
-constexpr size_t kMaxWorkspace = size_t(1) << 30;  // 1 GiB per convolution pass
 
 // The geometry of one convolution, as a map key.
 struct PlanKey {
@@ -82,6 +82,8 @@ struct Plan {
   cudnnConvolutionDescriptor_t conv_fwd = nullptr, conv_bwd_data = nullptr,
                                conv_bwd_filter = nullptr;
   cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  ScalarType dtype = kFloat32;
+  std::string shapes;  // for the dispatch lines (Note [Kernel dispatch])
   bool has_fwd = false, has_bwd_data = false, has_bwd_filter = false;
   cudnnConvolutionFwdAlgo_t fwd{};
   cudnnConvolutionBwdDataAlgo_t bwd_data{};
@@ -111,31 +113,10 @@ int to_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
-// The math mode a float32 / float64 / bfloat16 pass may use (see the file header).
-bool math_allowed(cudnnDataType_t type, cudnnMathType_t math) {
-  if (type != CUDNN_DATA_FLOAT || nn_detail::tf32_enabled()) return true;
-  return math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-}
-
 cudnnMathType_t base_math(cudnnDataType_t type) {
   if (type == CUDNN_DATA_BFLOAT16) return CUDNN_TENSOR_OP_MATH;
   return type == CUDNN_DATA_FLOAT && !nn_detail::tf32_enabled() ? CUDNN_FMA_MATH
                                                                 : CUDNN_DEFAULT_MATH;
-}
-
-// The index of the heuristic's candidate to use (Note [cuDNN convolution plans]), or -1.
-template <class Perf>
-int pick(const Perf* perf, int count, cudnnDataType_t type) {
-  int any = -1;
-  for (int i = 0; i < count; ++i) {
-    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace ||
-        !math_allowed(type, perf[i].mathType)) {
-      continue;
-    }
-    if (perf[i].determinism == CUDNN_DETERMINISTIC) return i;
-    if (any < 0) any = i;
-  }
-  return any;
 }
 
 // The math mode to run a chosen candidate with: FMA-only for float32 unless TF32 is allowed.
@@ -156,6 +137,8 @@ Plan& plan_for(const native::ConvGeometry& g, ScalarType dtype, Device device) {
   LS_CHECK(dtype == kFloat32 || dtype == kFloat64 || dtype == kBFloat16, "conv2d (cuDNN): ",
            "expected float32, float64 or bfloat16 tensors but got ", dtype_name(dtype),
            "; convert with .to(ls::kFloat32)");
+  p.dtype = dtype;
+  p.shapes = native::conv_shapes(g, /*bias=*/false);
   p.type = dtype == kFloat64    ? CUDNN_DATA_DOUBLE
            : dtype == kBFloat16 ? CUDNN_DATA_BFLOAT16
                                 : CUDNN_DATA_FLOAT;
@@ -195,12 +178,15 @@ Plan& plan_for(const native::ConvGeometry& g, ScalarType dtype, Device device) {
   return *plans().emplace(key, std::move(plan)).first->second;
 }
 
-// The algorithm of one direction from cuDNN's ranked list `perf` (see pick), with
-// its math type set on `conv`; throws naming `op` and `direction` when none fits.
+// The algorithm of one direction from cuDNN's ranked list `perf`
+// (choose_cudnn_algo, which prints the choice of `pass` with LOCKSTEP_VERBOSE=dispatch),
+// with its math type set on `conv`; throws naming `op` and `direction` when none fits.
 template <class Perf>
-auto take_algo(const Perf* perf, int count, cudnnDataType_t type,
-               cudnnConvolutionDescriptor_t conv, const char* op, const char* direction) {
-  const int i = pick(perf, count, type);
+auto take_algo(const Perf* perf, int count, const Plan& p, cudnnConvolutionDescriptor_t conv,
+               native::ConvPass pass, const char* op, const char* direction) {
+  const cudnnDataType_t type = p.type;
+  const int i = choose_cudnn_algo(perf, count, type, nn_detail::tf32_enabled(),
+                                  std::string("conv2d.") + native::conv_pass_name(pass), p.dtype, p.shapes);
   LS_CHECK(i >= 0, op, " (cuDNN): no ", direction,
            " algorithm fits this geometry within the 1 GiB workspace cap and the float32 "
            "precision rule; try LOCKSTEP_CUDA_TF32=1 or a smaller batch");
@@ -214,7 +200,7 @@ void choose_fwd(Plan& p, cudnnHandle_t h) {
   int count = 0;
   LS_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
       h, p.x, p.w, p.conv_fwd, p.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf));
-  p.fwd = take_algo(perf, count, p.type, p.conv_fwd, "conv2d", "forward");
+  p.fwd = take_algo(perf, count, p, p.conv_fwd, native::ConvPass::Forward, "conv2d", "forward");
   LS_CUDNN_CHECK(
       cudnnGetConvolutionForwardWorkspaceSize(h, p.x, p.w, p.conv_fwd, p.y, p.fwd, &p.fwd_bytes));
   p.has_fwd = true;
@@ -226,7 +212,8 @@ void choose_bwd_data(Plan& p, cudnnHandle_t h) {
   int count = 0;
   LS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
       h, p.w, p.y, p.conv_bwd_data, p.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf));
-  p.bwd_data = take_algo(perf, count, p.type, p.conv_bwd_data, "conv2d_backward", "backward-data");
+  p.bwd_data = take_algo(perf, count, p, p.conv_bwd_data, native::ConvPass::BackwardData, "conv2d_backward",
+                         "backward-data");
   LS_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w, p.y, p.conv_bwd_data, p.x,
                                                               p.bwd_data, &p.bwd_data_bytes));
   p.has_bwd_data = true;
@@ -238,8 +225,8 @@ void choose_bwd_filter(Plan& p, cudnnHandle_t h) {
   int count = 0;
   LS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
       h, p.x, p.y, p.conv_bwd_filter, p.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf));
-  p.bwd_filter =
-      take_algo(perf, count, p.type, p.conv_bwd_filter, "conv2d_backward", "backward-filter");
+  p.bwd_filter = take_algo(perf, count, p, p.conv_bwd_filter, native::ConvPass::BackwardWeights,
+                           "conv2d_backward", "backward-filter");
   LS_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x, p.y, p.conv_bwd_filter, p.w,
                                                                 p.bwd_filter, &p.bwd_filter_bytes));
   p.has_bwd_filter = true;

@@ -78,9 +78,8 @@ inline void run_shifted_sums(const T* run, int64_t s, T shift, double& sum, doub
 #if defined(__AVX512F__)
 // grad_sums (below) for float32, written out: in the masked loop GCC kept the
 // `omp simd reduction`'s private accumulators on the stack (perf annotate: a
-// store and reload of both every 16 values). By thread CPU time, 1 thread,
-// together with streaming stores for the output: batch_norm_relu_backward on
-// (8, 256, 56, 56) 8-10 -> 5.9 ms, on (8, 512, 28, 28) 2.5-2.9 -> 2.2-2.4 ms.
+// store and reload of both every 16 values). Measured with streaming stores
+// for the output: docs/results/kernel_choices.md.
 template <Mask M>
 inline void grad_sums_avx512(const float* g, const float* x, const float* y, int64_t s, float mean,
                              Affine<float> affine, double& sum_g, double& sum_g_xmu,

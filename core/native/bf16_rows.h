@@ -5,8 +5,8 @@
 // § Note [bfloat16 rows in AVX-512]
 // GCC 12 vectorises the scalar loops (the *_reference functions below) 256 bits
 // wide on this CPU and spends ~10 instructions per 8 values on the rounding's
-// select, so the round-trip was ~35% of a memory-bound bf16 kernel such as the
-// direct convolution. With AVX-512BW the loops below do 16 values a step, and
+// select, so the round-trip was a large share of a memory-bound bf16 kernel such
+// as the direct convolution (measured: docs/results/kernel_choices.md). With AVX-512BW the loops below do 16 values a step, and
 // the last m % 16 with masked loads and stores (no scalar tail: a 28-wide row
 // is one full and one masked step). The rounding is the integer form of
 // BFloat16::round_bits, lane for lane, so both paths give the same bits for every

@@ -59,7 +59,7 @@ bool is_bf16_layout(const memory::desc& d, memory::format_tag tag) {
 
 // dst = src for bf16 NCHW <-> NHWC (the layout oneDNN's AMX kernels take for
 // these layers), image by image as a (C, H W) <-> (H W, C) transpose in
-// registers (Note [Transposing in registers]): 2-4x as fast as oneDNN's jit:uni
+// registers (Note [Transposing in registers]): faster than oneDNN's jit:uni
 // reorder (docs/results/kernel_choices.md). False for any other pair.
 bool reorder_channels_last(const memory& src, const memory& dst) {
   const memory::desc sd = src.get_desc(), dd = dst.get_desc();

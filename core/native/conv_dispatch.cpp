@@ -42,15 +42,6 @@ namespace lockstep::native {
 
 namespace {
 
-// "x (N, C_in, H, W) w (C_out, C_in_g, kH, kW) stride 1x1 padding 1x1 dilation 1x1 groups 1".
-std::string conv_shapes(const ConvGeometry& g, bool bias) {
-  return lockstep::detail::str("x (", g.n, ", ", g.c_in, ", ", g.h, ", ", g.w, ") w (", g.c_out,
-                               ", ", g.c_in_g(), ", ", g.kh, ", ", g.kw, ")",
-                               bias ? " bias" : "", " stride ", g.stride_h, "x", g.stride_w,
-                               " padding ", g.pad_h, "x", g.pad_w, " dilation ", g.dil_h, "x",
-                               g.dil_w, " groups ", g.groups);
-}
-
 ConvImpl logged(ConvImpl impl, const ConvGeometry& g, ScalarType dtype, ConvPass pass, bool bias) {
   if (dispatch_verbose()) {
     log_dispatch(std::string("conv2d.") + conv_pass_name(pass), conv_impl_name(impl), dtype,
@@ -86,6 +77,14 @@ ConvImpl bf16_impl(const ConvGeometry& g, ConvPass pass, const Tensor& grad_outp
 }
 
 }  // namespace
+
+std::string conv_shapes(const ConvGeometry& g, bool bias) {
+  return lockstep::detail::str("x (", g.n, ", ", g.c_in, ", ", g.h, ", ", g.w, ") w (", g.c_out,
+                               ", ", g.c_in_g(), ", ", g.kh, ", ", g.kw, ")",
+                               bias ? " bias" : "", " stride ", g.stride_h, "x", g.stride_w,
+                               " padding ", g.pad_h, "x", g.pad_w, " dilation ", g.dil_h, "x",
+                               g.dil_w, " groups ", g.groups);
+}
 
 const char* conv_pass_name(ConvPass pass) {
   switch (pass) {

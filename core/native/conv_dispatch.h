@@ -12,6 +12,8 @@
 // Read next: core/native/conv_dispatch.cpp, core/native/conv.cpp.
 #pragma once
 
+#include <string>
+
 #include "core/native/conv_geometry.h"
 
 namespace lockstep::native {
@@ -19,6 +21,9 @@ namespace lockstep::native {
 // The three passes of a convolution; oneDNN builds one primitive for each.
 enum class ConvPass { Forward, BackwardData, BackwardWeights };
 const char* conv_pass_name(ConvPass pass);  // "forward", "backward_data", "backward_weights"
+// The shapes of a dispatch line (Note [Kernel dispatch]), CPU and cuDNN alike:
+// "x (N, C_in, H, W) w (C_out, C_in_g, kH, kW) stride 1x1 padding 1x1 dilation 1x1 groups 1".
+std::string conv_shapes(const ConvGeometry& g, bool bias);
 
 // Every implementation of a convolution pass on the CPU, with the file that runs it.
 enum class ConvImpl {

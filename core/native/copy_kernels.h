@@ -16,8 +16,9 @@
 //   Walk        anything else: the offset walk of for_each_offset, element by
 //               element — the reference the others are tested against
 //               (copy_reference_, tests/core/test_bf16_kernels.cpp).
-// The walk costs ~2 ns an element: before the other loops, the weights' casts
-// and transposes were ~50 ms of a ResNet50 bf16 step and ~90 ms of BERT-base's.
+// The walk is slow (an offset computation per element): before the other loops
+// the weights' casts and transposes were a visible share of a bf16 step
+// (measured: docs/results/kernel_choices.md).
 // A bfloat16 destination is rounded through its bits (store_element) so that the
 // flat and row loops vectorise; the values are convert<D>'s either way.
 // Before choosing, copy_ puts both sides in the destination's memory order and

@@ -12,7 +12,9 @@
 // pool_dispatch.cpp for max-pooling (choose_max_pool), batch_norm_bf16.h for batch
 // norm (choose_batch_norm). Layer norm, softmax and cross-entropy have one CPU path.
 // CUDA tensors leave before any of this, through LS_DISPATCH_CUDA
-// (Note [CUDA dispatch] in cuda_dispatch.h); their choices are not printed.
+// (Note [CUDA dispatch] in cuda_dispatch.h); on the GPU the choice among
+// implementations is cuDNN's convolution algorithm, made and printed the same
+// way by choose_cudnn_algo (core/cuda/cudnn_algo_choice.h).
 //
 // Like ONEDNN_VERBOSE, the environment variable LOCKSTEP_VERBOSE=dispatch makes
 // every choice print one line to stderr:

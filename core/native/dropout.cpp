@@ -3,8 +3,8 @@
 //
 // § Note [Counter-based dropout masks]
 // The mask (bool, true = kept) is not drawn element by element from the default
-// generator's sequential stream: that would run on one thread at ~10 ns an
-// element, a tenth of a BERT step. Instead each call takes ONE 64-bit key from
+// generator's sequential stream: that would run on one thread, a visible share
+// of a BERT step (measured: docs/results/kernel_choices.md). Instead each call takes ONE 64-bit key from
 // the default generator and element i keeps iff the top 32 bits of
 // splitmix64(key + (i + 1) * golden) are below (1 - p) * 2^32. That is the
 // SplitMix64 sequence of seed `key`, computed at any position independently, so

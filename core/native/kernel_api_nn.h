@@ -48,7 +48,7 @@ Tensor max_pool2d_backward(const Tensor& grad_output, const Tensor& indices,
 Tensor adaptive_avg_pool2d_forward(const Tensor& input, const IntList& output_size);
 Tensor adaptive_avg_pool2d_backward(const Tensor& grad_output, const IntList& input_sizes);
 
-// ---- batch normalisation (batch_norm.cpp) ----
+// ---- batch normalisation (batch_norm.cpp, batch_norm_backward.cpp) ----
 // input (N, C, *) normalised per channel over N and the trailing dims:
 //   y = (x - mean_c) * invstd_c * weight_c + bias_c,   invstd_c = 1 / sqrt(var_c + eps).
 // Training: mean/var are the batch statistics (biased var); running_mean and

@@ -76,8 +76,8 @@ using pool_detail::plane_grain;
 // (fast/pool_max_2x2.cpp), about twice as fast again. (The measurements and
 // how to re-measure them: docs/results/kernel_choices.md.) Other side-by-side windows (and 2x2 without AVX-512) run the kernel
 // below; every other float32 window goes to the separable kernels (Note
-// [Separable max-pool] in core/native/fast/pool_max_fast.cpp), which run ResNet50's
-// stem pool 3x faster than max_pool_interior did; float64 keeps both paths here.
+// [Separable max-pool] in core/native/fast/pool_max_fast.cpp), faster than
+// max_pool_interior on ResNet50's stem pool; float64 keeps both paths here.
 
 // Interior columns are done this many at a time (local rows of 512 bytes).
 constexpr int64_t kInteriorChunk = 128;

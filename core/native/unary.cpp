@@ -21,8 +21,8 @@
 // clear, magnitude non-zero, not NaN). A NaN result is quieted (bit 6 set), as
 // rounding the float32 result would (BFloat16::round_bits), so both equal the
 // float32 op on the widened inputs, rounded once, bit for bit (tested in
-// tests/core/test_bf16_kernels.cpp). The bf16 passes of the SmallCNN's ReLUs ran
-// 2x faster so (0.98 -> 0.46 ms backward on (64, 32, 28, 28), 1 thread).
+// tests/core/test_bf16_kernels.cpp). The gain on the SmallCNN's ReLUs:
+// docs/results/kernel_choices.md.
 //
 // Read before: core/native/elementwise.cpp. Read next: core/native/reduce.cpp.
 #include <cmath>
@@ -136,7 +136,7 @@ Tensor relu_backward_bf16_bits(const Tensor& grad, const Tensor& input) {  // on
   const auto* x = reinterpret_cast<const uint16_t*>(input.data_ptr<BFloat16>());
   auto* y = reinterpret_cast<uint16_t*>(out.data_ptr<BFloat16>());
   // The pointers are captured by value: captured by reference, GCC reloads them
-  // after every 16-bit store (they might alias) and the loop stays scalar, 20x slower.
+  // after every 16-bit store (they might alias) and the loop stays scalar.
   parallel_for(0, grad.numel(), detail::kGrain, [g, x, y](int64_t lo, int64_t hi) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) {

@@ -6,9 +6,8 @@
 // (paper Section 3.2.1), and all parameters and buffers once at construction.
 // ResNet50 has 159 buffers (each BatchNorm's running mean, running variance and
 // batch counter), most of them a few hundred floats. One collective per buffer
-// costs one queue hand-over and a chain of wake-ups on both ranks each; on Gloo
-// over loopback that was ~45 ms a forward on 2 cores (docs/results/evaluation.md,
-// the overlap diagnosis). Instead the tensors are grouped by (device, dtype) with the
+// costs one queue hand-over and a chain of wake-ups on both ranks each (what
+// that cost a forward: docs/results/distributed_choices.md). Instead the tensors are grouped by (device, dtype) with the
 // bucket assignment (distributed/ddp/bucket_assignment.h, capped at
 // kCoalescedBroadcastMB per flat tensor, as PyTorch caps at 250 MB); the source
 // copies its values into one flat tensor per group, every rank broadcasts the

@@ -37,8 +37,7 @@
 // the first error.
 // Cost: one allgather of 48 bytes per rank per iteration (two with buffers or
 // find_unused_parameters), plus waiting for it before bucket 0 — at most one
-// small-message round trip: 61-189 µs on loopback here, ~0.1% of a 2-rank
-// Fashion-MNIST CNN step, inside the noise of an A/B (docs/ddp.md).
+// small-message round trip (measured: docs/results/distributed_choices.md).
 // Read before: distributed/ddp/reducer.h. Read next: distributed/ddp/reducer_observers.h.
 #pragma once
 

@@ -37,7 +37,6 @@
 #include <vector>
 
 #include "distributed/ddp/bucket_autotune.h"
-#include "distributed/ddp/bucket_handover.h"
 #include "distributed/ddp/comm_hook.h"
 #include "distributed/ddp/ddp_join.h"
 #include "distributed/ddp/ddp_options.h"
@@ -202,16 +201,8 @@ class DistributedDataParallel {
         });
   }
 
-  // Note [After a bucket is reduced] (bucket_handover.h): hook(bucket index,
-  // its parameters' indices, wait) after each bucket's averages are in .grad;
-  // piece_bytes > 0: handed over while the reduction arrives in pieces of that
-  // size. Once; used by hook_with_zero_step (distributed/zero/zero_overlap.h).
-  void register_bucket_reduced_hook(Reducer::BucketReducedHook hook, int64_t piece_bytes = 0) {
-    attach_reducer_plugin(std::make_unique<BucketHandover>(std::move(hook), piece_bytes));
-  }
-
-  // Note [Reducer plug-ins] (reducer_plugin.h): once (ZeRO-2's sharded
-  // gradients: hook_with_zero_step, before the first synced forward).
+  // Note [Reducer plug-ins] (reducer_plugin.h): once, after construction
+  // (ZeRO's: register_bucket_reduced_hook and hook_with_zero_step, distributed/zero/).
   void attach_reducer_plugin(std::unique_ptr<ReducerPlugin> plugin) {
     core_.reducer().attach_plugin(std::move(plugin));
   }

@@ -26,8 +26,7 @@
 //   OFF             no scan.
 // Not with a bucket-reduced hook (ZeRO's overlap), which has stepped by then.
 // Cost: one read (WARN) or two (SKIP_STEP, STOP) of every gradient per synced
-// backward: 20 ms a read for ResNet50's 25.6M floats on this loaded 2-core VM
-// (docs/results/collective_checks.md).
+// backward, bounded by memory bandwidth (measured: docs/results/distributed_choices.md).
 // Read before: distributed/ddp/reducer.h. Read next: distributed/ddp/reducer.cpp
 // (finalize_backward).
 #pragma once

@@ -30,9 +30,9 @@
 //   IterationObservers  fingerprint, progress board, timeline, debug logging
 //                       (Note [Iteration observers], reducer_observers.h).
 //   ReducerPlugin       none by default; one attached after construction
-//                       changes how buckets are filled, reduced and finalized:
-//                       the hand-over of each reduced bucket to a hook, ZeRO-2
-//                       (Note [Reducer plug-ins], reducer_plugin.h).
+//                       changes how buckets are filled, reduced and finalized
+//                       (Note [Reducer plug-ins], reducer_plugin.h; ZeRO's
+//                       plug-ins live in distributed/zero/).
 // Outside the iteration: the bucket rebuild from the traced order
 // (reducer_rebuild.cpp) and a joined rank's shadow collectives (reducer_join.cpp,
 // distributed/ddp/ddp_join.h).
@@ -107,10 +107,6 @@ class Reducer {
   // plug-in may refuse the combination or the moment (ls::Error).
   void attach_plugin(std::unique_ptr<ReducerPlugin> plugin);
   bool has_plugin() const { return plugin_ != nullptr; }
-  // The hook of the bucket hand-over plug-in (Note [After a bucket is
-  // reduced], distributed/ddp/bucket_handover.h), named here for its callers.
-  using GradientWait = std::function<std::chrono::steady_clock::time_point(size_t slot, int64_t end)>;
-  using BucketReducedHook = std::function<void(size_t, const std::vector<size_t>&, const GradientWait&)>;
 
   // What the SUM of the ranks' gradients is divided by (the world size; fewer
   // under join() with divide_by_initial_world_size(false)).

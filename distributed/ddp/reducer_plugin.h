@@ -20,10 +20,10 @@
 //   finalize_bucket(b, used)  the wait for bucket b and its copy-out.
 // The Reducer's parts a plug-in may use are the protected members below (the
 // plug-in base is the Reducer's friend; nothing else is). The plug-ins: the
-// bucket hand-over (distributed/ddp/bucket_handover.h: a hook after each
+// bucket hand-over (distributed/zero/bucket_handover.h: a hook after each
 // reduced bucket, which ZeRO's overlap steps from) and ZeRO-2's sharded
 // gradients (distributed/zero/zero_sharded_gradients.h), which extends it.
-// Read before: distributed/ddp/reducer.cpp. Read next: distributed/ddp/bucket_handover.h.
+// Read before: distributed/ddp/reducer.cpp. Read next: distributed/zero/bucket_handover.h.
 #pragma once
 
 #include <cstddef>

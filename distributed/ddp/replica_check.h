@@ -24,10 +24,8 @@
 // which the replicas parted (the last check that passed and this one), and the
 // usual causes. Ranks inside join() (ddp_join.h) skip it, since joined ranks
 // only mirror the training ranks' collectives.
-// Cost: one pass over the parameters (memory bandwidth: 20 ms for ResNet50's
-// 25.6M floats on this loaded 2-core VM) and one small allgather, every K
-// iterations — under 0.05% of a 2-5 s ResNet50 iteration at K = 50
-// (docs/results/collective_checks.md).
+// Cost: one pass over the parameters (memory bandwidth) and one small
+// allgather, every K iterations (measured: docs/results/distributed_choices.md).
 // The optimizer's step count travels in the same allgather once the loop
 // registers its optimizer (Note [Optimizer step check]); without it, a rank
 // whose optimizer skipped a step is caught by its different parameters.

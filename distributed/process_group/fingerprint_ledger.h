@@ -9,8 +9,8 @@
 // per collective costs one more exchange per call: over Gloo's TCP transport a
 // 40-byte message is a rendezvous of its own (a "send ready" and a "receive
 // ready" notice, then the bytes, each handled by Gloo's network thread on both
-// ranks), measured at +12-28% on back-to-back 10K-float allreduces; over MPI one
-// more blocking MPI_Allgather, +29-50%. But a caller that issues collectives
+// ranks); over MPI one more blocking MPI_Allgather (the measured cost:
+// docs/results/distributed_choices.md). But a caller that issues collectives
 // faster than they run (a burst of allreduces, DDP's buckets while earlier ones
 // are in flight) has issued the next ones before the first is checked. So:
 //   - at issue, each rank records the collective's fingerprint (record), in

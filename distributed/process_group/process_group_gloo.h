@@ -14,10 +14,10 @@
 // every other rank even when several run at once. Options::threads worker
 // threads take collectives from the queue in issue order, so up to `threads`
 // are in flight: one Gloo collective is a chain of small send/recv steps, each
-// waiting on a thread wake-up on both ranks (~0.2-0.3 ms for a 40 KB allreduce
-// on this 2-core machine), and overlapping several chains is what brings
-// back-to-back small calls well under that (bench/bench_allreduce; 4 threads
-// measured best here, docs/results/allreduce.md). Completion order may differ
+// waiting on a thread wake-up on both ranks, and overlapping several chains is
+// what brings back-to-back small calls well under one chain's latency
+// (bench/bench_allreduce; the thread count measured best:
+// docs/results/distributed_choices.md). Completion order may differ
 // from issue order; DDP waits on every bucket's Work anyway. Tensors must stay
 // alive and unmodified until the Work completes (the task holds a reference).
 //
@@ -36,8 +36,7 @@
 // Options::chunk_bytes (4 MiB) is issued as consecutive allreduces of 4 MiB
 // pieces (each its own tag), so the threads work on several pieces at once —
 // the same split on every rank, since it depends only on the size. One Work
-// covers all pieces. Measured here: 60M floats in one call went from 0.25-0.35 s
-// to 0.21-0.28 s, about what 1M-float calls reach (docs/results/allreduce.md).
+// covers all pieces (measured: docs/results/distributed_choices.md).
 //
 // § Note [Shared memory on one host]
 // When every rank of the group runs on this host (checked at construction

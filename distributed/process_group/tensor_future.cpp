@@ -37,27 +37,6 @@ TensorFuture TensorFuture::from_works(std::vector<std::shared_ptr<Work>> works, 
   return f;
 }
 
-TensorFuture TensorFuture::from_pieces(std::vector<Piece> pieces, Tensor value) {
-  int64_t end = 0;
-  for (const Piece& p : pieces) {
-    LS_CHECK(p.work != nullptr, "TensorFuture::from_pieces: a Work is null");
-    LS_CHECK(p.end > end, "TensorFuture::from_pieces: piece ends must ascend, got ", p.end, " after ", end);
-    end = p.end;
-  }
-  LS_CHECK(end == value.numel(), "TensorFuture::from_pieces: the pieces end at element ", end,
-           " but the flat value has ", value.numel());
-  std::vector<std::shared_ptr<Work>> works;
-  for (const Piece& p : pieces) works.push_back(p.work);
-  TensorFuture f = from_works(std::move(works), std::move(value));
-  f.state_->pieces = std::move(pieces);
-  return f;
-}
-
-const std::vector<TensorFuture::Piece>& TensorFuture::pieces() const {
-  static const std::vector<Piece> none;
-  return state_ ? state_->pieces : none;
-}
-
 TensorFuture TensorFuture::then(std::function<Tensor(const Tensor&)> fn) const {
   LS_CHECK(valid(), "TensorFuture::then: the future holds nothing (default-constructed)");
   TensorFuture f;
@@ -86,7 +65,6 @@ Tensor TensorFuture::wait(std::chrono::milliseconds timeout) const {
     state_->value = state_->compute(timeout);
     state_->done = true;
     state_->compute = nullptr;  // drop what the chain held (works, earlier values)
-    state_->pieces.clear();
   }
   return state_->value;
 }

@@ -15,8 +15,7 @@
 //
 // § Note [ZeRO broadcasts overlap the next forward]
 // Without the overlap, step() used to wait for every broadcast: the whole model
-// on the wire after backward, 1.06x plain DDP's iteration for BERT-base at 2
-// ranks. Nothing needs the parameters until the next forward, and it needs them
+// on the wire after backward, on top of plain DDP's iteration. Nothing needs the parameters until the next forward, and it needs them
 // one layer at a time. So at the end of step() (end_step_broadcasts) each
 // parameter storage a broadcast writes — or, on the owner, reads — gets a
 // PendingWrite (Note [Pending writes], core/pending_write.h) that waits for its
@@ -29,9 +28,9 @@
 // its own parameters (the next step(); with the overlap, the first bucket of
 // the next backward) every broadcast is finished (finish_broadcasts), as is
 // any the forward did not touch. ZeroOptions().defer_broadcast_waits(false):
-// step() waits for all of them, as before. Measured on BERT-base at 2 ranks
-// (docs/results/zero.md): the broadcasts hide under the forward, which takes
-// as long as plain DDP's; ZeRO-1's iteration went from 1.10x plain's to 0.97x.
+// step() waits for all of them, as before. The broadcasts hide under the
+// forward, which takes as long as plain DDP's (measured on BERT-base:
+// docs/results/distributed_choices.md, docs/results/zero.md).
 //
 // § Note [ZeRO pipelined broadcasts]
 // A large parameter's broadcast can start only once its owner has updated it,
@@ -74,9 +73,8 @@
 // store and broadcasts it, so that every rank names the same group, whatever
 // other optimizers or groups they made before). Every rank issues the same
 // broadcasts in the same order on it, as they did on the shared group, so they
-// pair up; what changes is only that they run beside the reductions. Measured
-// on BERT-base at 2 ranks (docs/results/zero.md): the optimizer's time after
-// the last reduction fell from 46-67 ms to 8-43 ms.
+// pair up; what changes is only that they run beside the reductions (the
+// optimizer's time after the last reduction, BERT-base: docs/results/zero.md).
 // Read before: distributed/zero/zero_redundancy_optimizer.cpp, optim/optimizer.h.
 // Read next: distributed/zero/zero_state_dict.cpp.
 #include <algorithm>

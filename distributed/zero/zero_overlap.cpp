@@ -4,7 +4,7 @@
 // § Note [ZeRO overlap with DDP]
 // The Reducer calls the hook after finalize_bucket has copied bucket b's
 // averaged gradients into .grad (Note [After a bucket is reduced],
-// distributed/ddp/bucket_handover.h). The hook steps the parameters of b that this rank
+// distributed/zero/bucket_handover.h). The hook steps the parameters of b that this rank
 // owns (Optimizer::step_subset, Note [Stepping a subset]) and starts, for
 // each owner of parameters in b in rank order, the broadcast of those
 // parameters (Note [ZeRO pipelined broadcasts]); the reductions of buckets
@@ -48,7 +48,7 @@ namespace lockstep::distributed {
 
 namespace detail {
 
-Reducer::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancyOptimizerBase& zero) {
+BucketHandover::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancyOptimizerBase& zero) {
   const int rank = zero.process_group().rank();
   const std::string who = lockstep::detail::str("hook_with_zero_step (rank ", rank, ")");
   LS_CHECK(zero.zero_options().overlap_with_ddp(), who, ": the optimizer was built without "
@@ -78,7 +78,7 @@ Reducer::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancy
   }
   zero.mark_attached(who);
   return [&zero, to_zero = std::move(to_zero)](size_t bucket, const std::vector<size_t>& ddp_indices,
-                                               const Reducer::GradientWait& wait) {
+                                               const BucketHandover::GradientWait& wait) {
     std::vector<size_t> params;
     params.reserve(ddp_indices.size());
     for (size_t k : ddp_indices) params.push_back(to_zero[k]);

@@ -42,7 +42,7 @@ namespace lockstep::distributed {
 
 namespace detail {
 // The Reducer's bucket-reduced hook for `zero` (checks the pairing first).
-Reducer::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancyOptimizerBase& zero);
+BucketHandover::BucketReducedHook zero_step_hook(const Reducer& reducer, ZeroRedundancyOptimizerBase& zero);
 // Under ZeRO-2: the owner rank of each of the Reducer's parameters.
 std::vector<int> gradient_owners(const Reducer& reducer, const ZeroRedundancyOptimizerBase& zero);
 }  // namespace detail
@@ -50,14 +50,14 @@ std::vector<int> gradient_owners(const Reducer& reducer, const ZeroRedundancyOpt
 // The Reducer plug-in (Note [Reducer plug-ins]): the bucket hand-over, or ZeRO-2's.
 template <class M>
 void hook_with_zero_step(DistributedDataParallel<M>& ddp, ZeroRedundancyOptimizerBase& zero) {
-  Reducer::BucketReducedHook hook = detail::zero_step_hook(ddp.reducer(), zero);
+  BucketHandover::BucketReducedHook hook = detail::zero_step_hook(ddp.reducer(), zero);
   const double piece_mb = zero.hands_over_in_pieces() ? zero.zero_options().broadcast_piece_mb() : 0.0;
   const auto piece_bytes = static_cast<int64_t>(piece_mb * (1 << 20));  // Note [Handing a bucket over in pieces]
   if (zero.zero_options().shard_gradients()) {
     ddp.attach_reducer_plugin(std::make_unique<ShardedGradients>(std::move(hook), piece_bytes,
                                                                  detail::gradient_owners(ddp.reducer(), zero)));
   } else {
-    ddp.register_bucket_reduced_hook(std::move(hook), piece_bytes);
+    register_bucket_reduced_hook(ddp, std::move(hook), piece_bytes);
   }
 }
 

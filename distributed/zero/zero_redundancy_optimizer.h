@@ -34,7 +34,7 @@
 // DDP] in zero_overlap.cpp. On a Gloo group the broadcasts then go on a
 // second group of their own, and each bucket is handed over piece by piece as
 // it is reduced (Note [ZeRO broadcast group] in zero_broadcasts.cpp, Note
-// [Handing a bucket over in pieces] in distributed/ddp/bucket_handover_pieces.cpp).
+// [Handing a bucket over in pieces] in distributed/zero/bucket_handover_pieces.cpp).
 //
 // ZeRO-2 (ZeroOptions().overlap_with_ddp(true).shard_gradients(true)): on top
 // of that, DDP reduces each gradient only to its owner and the other ranks
@@ -87,11 +87,10 @@ class ZeroOptions {
   // split parameters], zero_partition.h; under ZeRO-2 its gradient is
   // AllReduced, kept whole on every rank). 0: every parameter whole. Unset
   // (the default): kAutoSplitMB with overlap_with_ddp, 0 without; the
-  // optimizer's split_parameters_mb() says what it resolved to. Measured on
-  // BERT-base at 2 ranks (docs/results/zero.md), splitting the 89 MB word
-  // embeddings and MLM decoder cut the optimizer's time after the last
-  // reduction from 25-34 to 8-12 ms under ZeRO-2 and from 12-24 to 10-14 ms
-  // under ZeRO-1: each rank steps and sends half, side by side.
+  // optimizer's split_parameters_mb() says what it resolved to. Splitting
+  // BERT-base's word embeddings and MLM decoder shortened the optimizer's time
+  // after the last reduction (docs/results/zero.md): each rank steps and sends
+  // half, side by side.
   static constexpr double kAutoSplitMB = 32.0;
   ZeroOptions& split_parameters_mb(double v) { split_parameters_mb_ = v; return *this; }
   std::optional<double> split_parameters_mb() const { return split_parameters_mb_; }
@@ -110,7 +109,7 @@ class ZeroOptions {
   // With overlap: DDP reduces in pieces of broadcast_piece_mb() and hands each
   // bucket over before its reduction is done, the owner stepping (and
   // sending) each piece as soon as it is reduced (Note [Handing a bucket over
-  // in pieces], distributed/ddp/bucket_handover_pieces.cpp). Unset (the default): on
+  // in pieces], distributed/zero/bucket_handover_pieces.cpp). Unset (the default): on
   // when the broadcasts have a group of their own (given or made), off on the
   // shared group, where the pieces' broadcasts queue behind the reductions and
   // it measured slower (docs/results/zero.md). The optimizer's

@@ -90,7 +90,7 @@ CommHook ShardedGradients::reduction() {
     const std::vector<int64_t>& offsets = bucket.offsets();
     Tensor& flat = bucket.buffer();  // (numel of the bucket)
     const int64_t piece = piece_numel(flat);
-    std::vector<TensorFuture::Piece> pieces;
+    std::vector<ReductionPiece> pieces;
     for (size_t k = 0; k < params.size();) {
       const int root = owner_[params[k]];
       size_t end = k;

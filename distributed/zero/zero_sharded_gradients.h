@@ -1,16 +1,16 @@
 // distributed/zero/zero_sharded_gradients.h — ZeRO stage 2 as a Reducer plug-in
 // (Note [Reducer plug-ins]): the bucket hand-over that ZeRO's overlap steps
-// from (distributed/ddp/bucket_handover.h), plus gradients reduced only to the
+// from (distributed/zero/bucket_handover.h), plus gradients reduced only to the
 // rank that steps them, and buckets that live only during backward
 // (Note [ZeRO-2 buckets], zero_sharded_gradients.cpp). Attached by
 // hook_with_zero_step (zero_overlap.h) for ZeroOptions().shard_gradients(true).
-// Read before: distributed/ddp/bucket_handover.h, distributed/zero/zero_overlap.h.
+// Read before: distributed/zero/bucket_handover.h, distributed/zero/zero_overlap.h.
 // Read next: distributed/zero/zero_sharded_gradients.cpp.
 #pragma once
 
 #include <vector>
 
-#include "distributed/ddp/bucket_handover.h"
+#include "distributed/zero/bucket_handover.h"
 
 namespace lockstep::distributed {
 

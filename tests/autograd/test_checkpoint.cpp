@@ -116,7 +116,7 @@ TEST_CASE("checkpoint: a block checkpointed twice fires each parameter's hook tw
   for (auto& handle : handles) handle.remove();
 }
 
-TEST_CASE("checkpoint: without grad mode it is the plain function; errors are clear") {
+TEST_CASE("checkpoint: without grad mode it is the plain function, errors are clear") {
   Block block;
   ls::Tensor x = ls::randn({2, 4});
   {

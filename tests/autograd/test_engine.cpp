@@ -121,7 +121,7 @@ TEST_CASE("engine: queue_callback runs once at the end of backward") {
   handle.remove();
 }
 
-TEST_CASE("engine: sequence numbers grow in creation order; AccumulateGrad runs first") {
+TEST_CASE("engine: sequence numbers grow in creation order, AccumulateGrad runs first") {
   ls::Tensor w = ls::ones({2}, ls::requires_grad());
   ls::Tensor a = w * 2.0;
   ls::Tensor b = a + 1.0;
@@ -150,7 +150,7 @@ TEST_CASE("graph traversal: lists exactly the leaves an output depends on") {
   CHECK(ls::autograd::gradient_edge(w1).function == ls::autograd::gradient_edge(w1).function);
 }
 
-TEST_CASE("autograd: NoGradGuard records nothing; ops on non-grad inputs record nothing") {
+TEST_CASE("autograd: NoGradGuard records nothing, ops on non-grad inputs record nothing") {
   ls::Tensor w = ls::ones({2}, ls::requires_grad());
   {
     ls::NoGradGuard no_grad;

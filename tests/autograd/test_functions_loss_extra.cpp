@@ -18,7 +18,7 @@ namespace ls = lockstep;
 using ls::testing::randn64;
 using Inputs = std::vector<ls::Tensor>;
 
-TEST_CASE("losses: nll_loss of log_softmax is cross_entropy; reductions; ignore_index") {
+TEST_CASE("losses: nll_loss of log_softmax is cross_entropy, reductions, ignore_index") {
   ls::manual_seed(51);
   ls::Tensor logits = randn64({4, 3});
   ls::Tensor target = ls::tensor(std::vector<int64_t>{2, 0, 1, 2}, {4});
@@ -37,7 +37,7 @@ TEST_CASE("losses: nll_loss of log_softmax is cross_entropy; reductions; ignore_
                        doctest::Contains("targets must be in [0, 3)"), ls::Error);
 }
 
-TEST_CASE("losses: binary_cross_entropy and the logits form agree; values; the logits form is stable") {
+TEST_CASE("losses: binary_cross_entropy and the logits form agree, values, the logits form is stable") {
   ls::Tensor x = ls::tensor(std::vector<double>{-3.0, -0.5, 0.0, 2.0}, {4});
   ls::Tensor y = ls::tensor(std::vector<double>{0.0, 1.0, 0.5, 1.0}, {4});
   std::vector<double> expect;
@@ -59,7 +59,7 @@ TEST_CASE("losses: binary_cross_entropy and the logits form agree; values; the l
   CHECK_THROWS_WITH_AS(ls::binary_cross_entropy(x, y), doctest::Contains("with_logits"), ls::Error);
 }
 
-TEST_CASE("losses: the logits form's gradient is sigmoid(x) - y, also at x = 0; gradchecks") {
+TEST_CASE("losses: the logits form's gradient is sigmoid(x) - y, also at x = 0, gradchecks") {
   ls::Tensor x = ls::tensor(std::vector<double>{0.0, 1.5}, {2}, ls::TensorOptions().dtype(ls::kFloat64).requires_grad(true));
   ls::Tensor y = ls::tensor(std::vector<double>{1.0, 0.0}, {2});
   ls::binary_cross_entropy_with_logits(x, y, ls::kSum).backward();
@@ -98,7 +98,7 @@ TEST_CASE("losses: float32 under bf16 autocast") {
   CHECK(ls::nll_loss(x, ls::tensor(std::vector<int64_t>{0, 1, 2, 0}, {4})).dtype() == ls::kFloat32);
 }
 
-TEST_CASE("losses: nll_loss with class weights follows PyTorch's rule, also with ignore_index; gradcheck") {
+TEST_CASE("losses: nll_loss with class weights follows PyTorch's rule, also with ignore_index, gradcheck") {
   // log_probs (3, 2), targets 0, 1, -100 (ignored), weights (2.0, 0.5):
   // sum = 2.0 * 1 + 0.5 * 4 = 4.0; mean = 4.0 / (2.0 + 0.5).
   ls::Tensor lp = ls::tensor(std::vector<float>{-1.0f, -3.0f, -2.0f, -4.0f, -5.0f, -6.0f}, {3, 2});

@@ -98,7 +98,7 @@ TEST_CASE("functions: embedding gives the padding_idx row exactly zero gradient"
   CHECK(w.grad().to_vector<float>() == std::vector<float>{1, 1, 0, 0, 0, 0, 1, 1});
 }
 
-TEST_CASE("functions: gradcheck of dropout with a fixed seed; its gradient is mask / (1 - p)") {
+TEST_CASE("functions: gradcheck of dropout with a fixed seed, its gradient is mask / (1 - p)") {
   const double p = 0.4;
   ls::Tensor x = randn64({3, 5});
   // Reseeding inside fn makes every call draw the same mask, so fn is a fixed

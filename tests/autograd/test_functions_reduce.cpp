@@ -67,7 +67,7 @@ TEST_CASE("functions: gradcheck of max and min away from ties") {
   CHECK_GRADCHECK([](const Inputs& v) { return std::get<0>(v[0].permute({2, 0, 1}).min(2)); }, {y});
 }
 
-TEST_CASE("functions: max and min forward values; indices are not differentiable") {
+TEST_CASE("functions: max and min forward values, indices are not differentiable") {
   ls::Tensor x =
       ls::tensor(std::vector<double>{1, 7, 3, 9, 2, 4}, {2, 3}, ls::requires_grad());
   CHECK(x.max().item<double>() == 9);

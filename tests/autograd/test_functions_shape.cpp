@@ -54,7 +54,7 @@ TEST_CASE("functions: gradcheck of expand sums over the expanded dims") {
   CHECK(x.grad().to_vector<double>() == std::vector<double>{3, 3});
 }
 
-TEST_CASE("functions: view ops share storage; no-op conversions return the tensor itself") {
+TEST_CASE("functions: view ops share storage, no-op conversions return the tensor itself") {
   ls::Tensor x = ls::randn({2, 3}, ls::requires_grad());
   ls::Tensor v = x.view({3, 2});
   CHECK(v.raw_data() == x.raw_data());
@@ -73,7 +73,7 @@ TEST_CASE("functions: view ops share storage; no-op conversions return the tenso
   CHECK_THROWS_AS(ls::randn({2, 2, 2}).t(), ls::Error);
 }
 
-TEST_CASE("functions: to(dtype) converts the gradient back; to(int) ends the graph") {
+TEST_CASE("functions: to(dtype) converts the gradient back, to(int) ends the graph") {
   ls::Tensor x = ls::tensor(std::vector<float>{1, 2, 3}, {3}, ls::requires_grad());
   ls::Tensor y = x.to(ls::kFloat64);
   CHECK(y.dtype() == ls::kFloat64);

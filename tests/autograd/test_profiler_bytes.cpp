@@ -62,7 +62,7 @@ TEST_CASE("profiler bytes: the backward reads the saved result and writes the in
   CHECK(node->self_mb == doctest::Approx(12000e-6));
 }
 
-TEST_CASE("profiler bytes: a broadcast operand counts its distinct elements; matmul is a GEMM op") {
+TEST_CASE("profiler bytes: a broadcast operand counts its distinct elements, matmul is a GEMM op") {
   ls::Tensor a = ls::ones({64, 32}, ls::requires_grad());
   ls::Tensor b = ls::ones({32}, ls::requires_grad());
   ls::Tensor w = ls::ones({32, 16}, ls::requires_grad());

@@ -101,7 +101,7 @@ TEST_CASE("batch_norm: training forward, saved statistics and running-stat updat
   }
 }
 
-TEST_CASE("batch_norm: without weight, bias or running stats; the version counter moves") {
+TEST_CASE("batch_norm: without weight, bias or running stats, the version counter moves") {
   ls::manual_seed(6);
   Tensor x = ls::randn({5, 2, 3, 3}, ls::kFloat64);
   auto [y, m, is] = native::batch_norm_forward(x, {}, {}, {}, {}, true, 0.1, 1e-5);

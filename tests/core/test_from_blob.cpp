@@ -58,7 +58,7 @@ TEST_CASE("from_blob: shares the caller's memory, with sizes, strides and a dtyp
   CHECK_THROWS_WITH_AS(ls::from_blob(data.data(), {2, 3}, {1}), doctest::Contains("strides"), ls::Error);
 }
 
-TEST_CASE("multinomial: frequencies follow the weights; without replacement no class repeats") {
+TEST_CASE("multinomial: frequencies follow the weights, without replacement no class repeats") {
   ls::manual_seed(61);
   ls::Tensor w = ls::tensor(std::vector<float>{1, 0, 3}, {3});  // unnormalised: 1/4, 0, 3/4
   ls::Tensor s = ls::multinomial(w, 4000, /*replacement=*/true);

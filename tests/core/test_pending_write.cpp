@@ -32,7 +32,7 @@ std::shared_ptr<ls::PendingWrite> write_later(const ls::Tensor& t, float value, 
 }
 }  // namespace
 
-TEST_CASE("pending write: the first touch runs it, once; ops, copies and item() see the written values") {
+TEST_CASE("pending write: the first touch runs it, once, ops, copies and item() see the written values") {
   ls::Tensor t = ls::zeros({4});
   std::atomic<int> runs{0};
   t.impl()->storage->attach_pending_write(write_later(t, 3.0f, runs));
@@ -95,7 +95,7 @@ TEST_CASE("pending write: a bypass thread (a communication worker) reaches the m
   CHECK(t.to_vector<float>() == std::vector<float>{9, 9});  // the write landed over it
 }
 
-TEST_CASE("pending write: a failed write fails every touch with its error; attaching another waits for the first") {
+TEST_CASE("pending write: a failed write fails every touch with its error, attaching another waits for the first") {
   ls::Tensor t = ls::zeros({3});
   auto failing = std::make_shared<ls::PendingWrite>([] { throw std::runtime_error("the broadcast of rank 1 failed"); });
   t.impl()->storage->attach_pending_write(failing);

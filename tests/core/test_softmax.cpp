@@ -31,7 +31,7 @@ std::vector<double> softmax_ref(const std::vector<double>& x, int64_t A, int64_t
 }
 }  // namespace
 
-TEST_CASE("softmax: every dim of a 3-d tensor matches the formula; rows sum to 1") {
+TEST_CASE("softmax: every dim of a 3-d tensor matches the formula, rows sum to 1") {
   const int64_t d0 = 2, d1 = 3, d2 = 4;
   ls::Tensor x = ls::randn({d0, d1, d2}, ls::kFloat64);
   std::vector<double> xv = x.to_vector<double>();

@@ -41,7 +41,7 @@ TEST_CASE("type promotion: uint8 [10, 200] * 2.0 is float32 [20, 400], not a wra
   CHECK(w.to_vector<int64_t>() == std::vector<int64_t>{20, 144});
 }
 
-TEST_CASE("type promotion: an integer scalar never promotes a tensor; bool becomes int64; / is true division") {
+TEST_CASE("type promotion: an integer scalar never promotes a tensor, bool becomes int64, / is true division") {
   ls::Tensor a = ls::arange(4);
   CHECK((a * 10).dtype() == ls::kInt64);
   CHECK((a * 10).to_vector<int64_t>() == std::vector<int64_t>{0, 10, 20, 30});

@@ -81,7 +81,7 @@ TEST_CASE("data_loader: an lvalue dataset is borrowed, not copied") {
   CHECK(targets(loader) == kZeroToNine);
 }
 
-TEST_CASE("data_loader: make_data_loader owns its dataset and sampler; DataLoaderOptions().batch_size(n)") {
+TEST_CASE("data_loader: make_data_loader owns its dataset and sampler, DataLoaderOptions().batch_size(n)") {
   g_alive = 0;
   {
     auto loader = ld::make_data_loader(Counted(10), ld::DataLoaderOptions().batch_size(4));

@@ -174,7 +174,7 @@ TEST_CASE("collective checks: hundreds of checked collectives in flight reduce r
   }
 }
 
-TEST_CASE("collective checks: LOCKSTEP_COLLECTIVE_CHECKS=0 checks only the first collective; bad values are errors") {
+TEST_CASE("collective checks: LOCKSTEP_COLLECTIVE_CHECKS=0 checks only the first collective, bad values are errors") {
   ls::testing::run_ranks(2, [](int rank) {
     setenv("LOCKSTEP_COLLECTIVE_CHECKS", "0", 1);
     Groups groups(false);  // over TCP: shared memory compares every chunk's fingerprint anyway, at no cost

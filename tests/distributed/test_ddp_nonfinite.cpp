@@ -127,7 +127,7 @@ TEST_CASE("non-finite gradients: WARN (default): the rank that produced them nam
   }, 60s);
 }
 
-TEST_CASE("non-finite gradients: SKIP_STEP leaves the parameters unchanged on every rank; STOP throws on every rank") {
+TEST_CASE("non-finite gradients: SKIP_STEP leaves the parameters unchanged on every rank, STOP throws on every rank") {
   ls::testing::run_ranks(2, [](int rank) {
     Run run = train_with_nan(rank, dist::NonFinitePolicy::SKIP_STEP);
     CHECK_MESSAGE(run.error.empty(), run.error);

@@ -77,7 +77,7 @@ TEST_CASE("replica check: the error groups the ranks and names the first differi
   CHECK_MESSAGE(contains(at, "rank 0 is at synced forward #100 with 2 parameters, rank 1 at #101"), at);
 }
 
-TEST_CASE("replica check: equal replicas pass a check every iteration; bad LOCKSTEP_REPLICA_CHECK_EVERY is an error") {
+TEST_CASE("replica check: equal replicas pass a check every iteration, bad LOCKSTEP_REPLICA_CHECK_EVERY is an error") {
   ls::testing::run_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(20s));
     ls::manual_seed(0);

@@ -249,7 +249,7 @@ TEST_CASE("rendezvous: reads srun variables, the master from the step's node lis
   CHECK(info.master_port == 4000);
 }
 
-TEST_CASE("rendezvous: reads PMI variables (MPICH, Intel MPI); torchrun's and Open MPI's win") {
+TEST_CASE("rendezvous: reads PMI variables (MPICH, Intel MPI), torchrun's and Open MPI's win") {
   {
     ScopedEnv env({{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}, {"MPI_LOCALRANKID", "0"}});
     auto info = dist::resolve_rendezvous();

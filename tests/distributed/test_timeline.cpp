@@ -4,8 +4,8 @@
 // bucket of every iteration one "ready" per parameter, one "launch" no earlier
 // than the bucket's last ready, and an AllReduce span that begins at the launch
 // and ends no earlier; nothing is recorded without a Recorder. Then
-// tools/timeline.py merges the ranks' files and draws the PNG summary (skipped
-// when /usr/bin/python3 or its matplotlib is missing).
+// tools/timeline.py merges the ranks' files and draws the PNG summary (a case
+// of its own, skipped when /usr/bin/python3 or its matplotlib is missing).
 // Read before: core/timeline.h, distributed/ddp/reducer_timeline.h.
 #include <doctest/doctest.h>
 
@@ -22,6 +22,7 @@
 #include "tests/distributed/ddp_test_models.h"
 #include "tests/distributed/trace_json.h"
 #include "tests/support/multiprocess.h"
+#include "tests/support/skip.h"
 #include "tests/support/temp_files.h"
 
 namespace ls = lockstep;
@@ -207,12 +208,20 @@ TEST_CASE("timeline: a 2-rank DDP run writes ordered ready, launch and done even
         check_trace(trace, rank, ls::testing::TinyCNN().parameters().size());
       },
       std::chrono::seconds(120));
+}
+
+// Needs /usr/bin/python3 with matplotlib: its own CTest entry, skipped (exit 77)
+// without them (Note [Skipping a test case], tests/support/skip.h).
+TEST_CASE("timeline: tools/timeline.py merges the traces of a 2-rank DDP run, draws the PNG and prints the "
+          "overlap per rank" * doctest::skip()) {
+  if (!python_with_matplotlib()) ls::testing::skip_test("tools/timeline.py: /usr/bin/python3 with matplotlib not found");
+  ls::testing::TempDir dir("timeline_py");
+  const std::string path = dir.file("trace.json");
+  ls::testing::run_ranks(
+      2, [path](int rank) { CHECK(record_ddp_run(rank, path) == ls::timeline::rank_path(path, rank)); },
+      std::chrono::seconds(120));
 
   // tools/timeline.py: merges both ranks (pid = rank), draws the PNG, prints the overlap.
-  if (!python_with_matplotlib()) {
-    MESSAGE("skipped tools/timeline.py: /usr/bin/python3 with matplotlib not found");
-    return;
-  }
   const std::string script = timeline_script();
   REQUIRE_MESSAGE(!script.empty(), "tools/timeline.py not found from ", LOCKSTEP_SOURCE_DIR,
                   " or the working directory");

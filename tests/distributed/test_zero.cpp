@@ -71,7 +71,7 @@ TEST_CASE("zero partition: parameters above the split size are sliced over every
   CHECK_FALSE(dist::partition_parameters(params, 3).split(1));
 }
 
-TEST_CASE("zero split parameters: sliced over 2 and 4 ranks, every mode equals plain DDP; pieces within slices") {
+TEST_CASE("zero split parameters: sliced over 2 and 4 ranks, every mode equals plain DDP, pieces within slices") {
   // TinyCNN's fc.weight (640 floats) is split at 2 and 4 ranks, conv2's weight (288) at 2 only.
   for (int world : {2, 4}) {
     ls::testing::run_ranks(world, [](int) {
@@ -146,7 +146,7 @@ TEST_CASE("zero: 4 ranks equal plain DDP (AdamW and SGD), every mode") {
   }, 180s);
 }
 
-TEST_CASE("zero: ranks that own no parameter (4 ranks, 2 parameters) still step, schedule and broadcast; "
+TEST_CASE("zero: ranks that own no parameter (4 ranks, 2 parameters) still step, schedule and broadcast, "
           "large parameters broadcast in place") {
   ls::testing::run_ranks(4, [](int rank) {
     auto pg = dist::init_process_group("gloo");
@@ -346,7 +346,7 @@ struct Chain : ls::nn::Module {
 }  // namespace
 
 TEST_CASE("reducer: with a bucket-reduced hook, bucket b is handed over when bucket b + 4 is launched, "
-          "during backward; the rest at its end, all in index order") {
+          "during backward, the rest at its end, all in index order") {
   ls::testing::run_ranks(2, [](int) {
     auto pg = dist::init_process_group("gloo");
     ls::manual_seed(0);
@@ -362,7 +362,8 @@ TEST_CASE("reducer: with a bucket-reduced hook, bucket b is handed over when buc
     }
     std::vector<size_t> order;
     std::vector<int> accumulated_at;
-    ddp.register_bucket_reduced_hook([&](size_t bucket, const std::vector<size_t>&, const dist::Reducer::GradientWait&) {
+    dist::register_bucket_reduced_hook(ddp, [&](size_t bucket, const std::vector<size_t>&,
+                                                 const dist::BucketHandover::GradientWait&) {
       order.push_back(bucket);
       accumulated_at.push_back(accumulated);
     });

@@ -42,7 +42,7 @@ TEST_CASE("zero deferred broadcasts: every mode equals plain DDP with step() wai
   }, 120s);
 }
 
-TEST_CASE("zero deferred broadcasts: after step() the parameters a rank receives are pending; reading, a forward "
+TEST_CASE("zero deferred broadcasts: after step() the parameters a rank receives are pending, reading, a forward "
           "and backward, and a collective on one see the updated values") {
   ls::testing::run_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo");

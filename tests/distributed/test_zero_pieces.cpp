@@ -1,6 +1,6 @@
 // tests/distributed/test_zero_pieces.cpp — a bucket handed to the bucket-reduced
 // hook while its reduction still arrives in pieces (Note [Handing a bucket over
-// in pieces], distributed/ddp/bucket_handover_pieces.cpp), and ZeRO stepping each
+// in pieces], distributed/zero/bucket_handover_pieces.cpp), and ZeRO stepping each
 // piece as it arrives, with its broadcasts on a group of their own (Note [ZeRO
 // broadcast group]): the gradients and parameters of plain DDP, bitwise.
 // Read before: distributed/ddp/reducer.h, tests/distributed/zero_test_util.h.
@@ -29,7 +29,7 @@ std::shared_ptr<dist::ProcessGroup> second_group(const dist::ProcessGroup& pg, c
 
 }  // namespace
 
-TEST_CASE("reducer: a hook registered with a piece size gets each bucket while it is reduced in pieces; "
+TEST_CASE("reducer: a hook registered with a piece size gets each bucket while it is reduced in pieces, "
           "wait(k, end) fills .grad up to end with plain DDP's averages") {
   ls::testing::run_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo");
@@ -48,9 +48,10 @@ TEST_CASE("reducer: a hook registered with a piece size gets each bucket while i
     const std::vector<ls::Tensor> params = model->parameters();
     size_t most_pieces = 0;
     int prefixes_checked = 0;
-    ddp.register_bucket_reduced_hook([&](size_t bucket, const std::vector<size_t>& indices,
-                                         const dist::Reducer::GradientWait& wait) {
-      most_pieces = std::max(most_pieces, ddp.reducer().buckets()[bucket].future.pieces().size());
+    const dist::BucketHandover* handover = nullptr;  // the plug-in, which keeps each bucket's pieces
+    handover = &dist::register_bucket_reduced_hook(ddp, [&](size_t bucket, const std::vector<size_t>& indices,
+                                                            const dist::BucketHandover::GradientWait& wait) {
+      most_pieces = std::max(most_pieces, handover->pieces(bucket).size());
       for (size_t k = 0; k < indices.size(); ++k) {
         const int64_t n = params[indices[k]].numel();
         for (int64_t end : {int64_t{1}, n / 2, n}) {
@@ -72,8 +73,10 @@ TEST_CASE("reducer: a hook registered with a piece size gets each bucket while i
     ls::manual_seed(0);
     auto other = wide();
     dist::DistributedDataParallel bad(other, pg);
-    bad.register_bucket_reduced_hook([](size_t, const std::vector<size_t>& indices,
-                                        const dist::Reducer::GradientWait& wait) { wait(indices.size(), 1); }, 1024);
+    dist::register_bucket_reduced_hook(bad, [](size_t, const std::vector<size_t>& indices,
+                                               const dist::BucketHandover::GradientWait& wait) {
+      wait(indices.size(), 1);
+    }, 1024);
     CHECK_THROWS_WITH_AS(bad.forward(x).pow(2).mean().backward(), doctest::Contains("a bucket-reduced hook waited for"),
                          ls::Error);
   }, 60s);
@@ -125,7 +128,7 @@ TEST_CASE("zero hand-over in pieces: 4 ranks, SGD and AdamW, overlap and ZeRO-2 
 }
 
 TEST_CASE("zero broadcast group: made with the overlap on Gloo, pieces on by default with it, parameters above "
-          "32 MB split by default with the overlap only; a group of another size is refused, naming both") {
+          "32 MB split by default with the overlap only, a group of another size is refused, naming both") {
   ls::testing::run_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo");
     auto model = wide();

@@ -134,7 +134,7 @@ void save_at_2_and_load(const dist::ZeroOptions& zo) {
 
 }  // namespace
 
-TEST_CASE("zero state dict: consolidated is a plain AdamW's; saved at 2 ranks it loads at 1 and 4, whole or sharded") {
+TEST_CASE("zero state dict: consolidated is a plain AdamW's, saved at 2 ranks it loads at 1 and 4, whole or sharded") {
   save_at_2_and_load(dist::ZeroOptions());
 }
 

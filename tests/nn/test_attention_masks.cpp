@@ -63,7 +63,7 @@ TEST_CASE("attention masks: is_causal hides the future, equal to a causal attn_m
   CHECK(ls::allclose(y, mha.forward(x, nn::AttentionMasks().attn_mask(per_head)), 1e-6, 1e-7));
 }
 
-TEST_CASE("attention masks: padding and causal together; bad combinations and shapes refused") {
+TEST_CASE("attention masks: padding and causal together, bad combinations and shapes refused") {
   ls::manual_seed(23);
   nn::MultiheadAttention mha(8, 2);
   ls::Tensor x = ls::randn({2, 5, 8});

@@ -48,7 +48,7 @@ TEST_CASE("transformer: TransformerEncoder names its children as PyTorch and cop
   CHECK_FALSE(ls::equal(fresh.layers->operator[](0)->linear1->weight, fresh.layers->operator[](1)->linear1->weight));
 }
 
-TEST_CASE("transformer: time-major and batch_first layouts give the same numbers; masks three ways") {
+TEST_CASE("transformer: time-major and batch_first layouts give the same numbers, masks three ways") {
   ls::manual_seed(22);
   const int64_t T = 5, B = 3, E = 8;
   auto options = nn::TransformerEncoderLayerOptions(E, 2).dim_feedforward(16).dropout(0.0).norm_first(true);
@@ -72,7 +72,7 @@ TEST_CASE("transformer: time-major and batch_first layouts give the same numbers
                      1e-5, 1e-6));
 }
 
-TEST_CASE("transformer: norm_first differs from post-norm; post-norm rows have zero mean") {
+TEST_CASE("transformer: norm_first differs from post-norm, post-norm rows have zero mean") {
   ls::manual_seed(23);
   auto options = nn::TransformerEncoderLayerOptions(8, 2).dim_feedforward(16).dropout(0.0).batch_first(true);
   nn::TransformerEncoderLayer post(options), pre(nn::TransformerEncoderLayerOptions(options).norm_first(true));

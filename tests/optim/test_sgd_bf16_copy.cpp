@@ -36,7 +36,7 @@ int64_t casts_during(F&& f) {
 
 }  // namespace
 
-TEST_CASE("SGD writes the kept bf16 copy; the next forward under autocast casts only its input") {
+TEST_CASE("SGD writes the kept bf16 copy, the next forward under autocast casts only its input") {
   ls::manual_seed(5);
   ls::Tensor x = ls::randn({8, 32});
   ls::Tensor w = ls::randn({16, 32}, ls::requires_grad());

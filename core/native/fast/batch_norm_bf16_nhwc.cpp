@@ -29,12 +29,8 @@
 // (as core/native/bf16_rows.h); the C-wide partial sums and per-channel
 // coefficients stay in L1 between rows. (A first version widened spans of rows
 // into float buffers and ran `omp simd` loops on them, as batch_norm_bf16.cpp
-// does: its backward was 1.4-2x slower than the NCHW kernel's.) 1 thread, min of
-// 10 runs, training batch_norm_relu forward / backward (mask from the output), ms:
-//   (8, 64, 56, 56)   NCHW 1.09 / 2.48   channels-last 0.89 / 1.20
-//   (8, 256, 56, 56)  NCHW 5.53 / 9.65   channels-last 4.02 / 6.46
-//   (8, 512, 28, 28)  NCHW 2.68 / 3.77   channels-last 1.69 / 2.83
-//   (8, 2048, 7, 7)   NCHW 1.19 / 1.90   channels-last 0.50 / 0.54
+// does: its backward was slower than the NCHW kernel's.) Against the NCHW
+// kernel on ResNet50's shapes: docs/results/kernel_choices.md.
 // The forward's statistics are shifted one-pass sums (Note [One-pass batch
 // statistics] in batch_norm.cpp), the shift K[c] being the first row's value: the
 // very value the NCHW kernel shifts channel c by, x[0, c, 0, 0]. The backward sums

@@ -41,14 +41,14 @@
 // AVX-512 it computes them in that order: for 4 pixels of an output row and 32
 // channels at a time, bias + sum over taps of w[:, t] x[t] (the image value
 // broadcast, tap order, one FMA each: the bits of the NCHW planes above), rounded
-// and stored as rows; 35% faster than the planes at batch 64, 1 -> 32 at 28x28,
-// where there is no transpose to pay. Without it, the NCHW planes are made
+// and stored as rows; faster than the planes even where there is no transpose
+// to pay (docs/results/kernel_choices.md). Without it, the NCHW planes are made
 // channels-last by copy_'s transpose. The weight
 // gradient reads a channels-last gradient image by image, its channels
 // transposed into planes in cache, then sums as before (same bits as from NCHW);
 // backward-data takes the gradient made NCHW and returns dx in dy's order.
 // In the Fashion-MNIST SmallCNN this takes the 32 -> 64 layer's activation and
-// gradient reorders (7% of a bf16 step) away: that layer's oneDNN passes, the
+// gradient reorders away: that layer's oneDNN passes, the
 // ReLUs and the 2x2 pools between them all run channels-last.
 //
 // Read before: core/native/conv_bf16.h. Read next: core/native/fast/conv_bf16_direct_loops.h,

@@ -35,7 +35,7 @@
 // the padding), so
 //   dW' (C_out, kH kW C_in) = dY^T (C_out, N P) cols (N P, kH kW C_in),
 // one GEMM on dY^T copied channel-major (a register transpose: oneDNN's matmul
-// ran the transposed-A form 1.5x slower here), and dW is dW' with its
+// ran the transposed-A form slower here), and dW is dW' with its
 // (kH kW, C_in) blocks transposed into (C_in, kH kW) (a tiled copy).
 //
 // Read before: core/native/conv_bf16.h, core/native/fast/conv_bf16_pointwise.cpp.

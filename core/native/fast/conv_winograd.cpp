@@ -12,30 +12,23 @@
 // declines what it does not implement (then the pass runs direct). Modes
 // (ConvWinograd in conv_onednn.h):
 //   Auto (default)  Winograd when the output has at least kWinogradMinPixels
-//                   (14x14) pixels: the measurements below, where the 7x7
-//                   layers are slower (a 7x7 image is 2x2 tiles of 6x6 with
-//                   23% of the outputs wasted, and the weight transform is
-//                   paid for few tiles). A fixed rule, because a timed choice
+//                   (14x14) pixels: the 7x7 layers are slower (a 7x7 image
+//                   is 2x2 tiles of 6x6, a quarter of the outputs wasted,
+//                   and the weight transform is paid for few tiles;
+//                   measured: docs/results/kernel_choices.md). A fixed rule, because a timed choice
 //                   differs between processes: it broke the bit-identical
 //                   resume tests (tests/examples) and would let DDP ranks run
 //                   different algorithms.
 //   Timed           the first call of a geometry and pass builds both
 //                   primitives, times each on zero-filled buffers (reorders
-//                   included, best of 2 after a warm-up; ~0.1 s per ResNet50
-//                   geometry, once) and keeps the faster: adapts to another
+//                   included, best of 2 after a warm-up, once per geometry)
+//                   and keeps the faster: adapts to another
 //                   machine, at the cost of reproducibility across processes.
 //   Force / Off     Winograd whenever it builds / never.
-// Measured (bench_conv, 1 thread, batch 8, thread CPU ms, direct -> Winograd,
-// fwd / bwd-data / bwd-weights):
-//   ResNet 3x3 64 @ 56      16.4 -> 11.0   20.2 -> 10.1   20.2 -> 10.2
-//   ResNet 3x3 128 @ 28     13.0 ->  6.3   13.4 ->  6.4   13.5 ->  7.6
-//   ResNet 3x3 256 @ 14     14.3 ->  9.8   14.4 -> 10.9   14.8 -> 10.2
-//   ResNet 3x3 512 @ 7      15.0 -> 17.0   15.5 -> 18.5   17.9 -> 21.5  (Auto, Timed: direct)
-//   F-MNIST conv2 32 @ 14    4.0 ->  3.6    3.9 ->  3.2    4.6 ->  3.7
 // Accuracy cost: the tile transforms scale values by up to 2^3 and back, so
-// rounding grows ~10x: largest error / largest |result| against float64 was
-// 0.7e-6 .. 5.1e-6 (direct: 0.2e-6 .. 1.4e-6) on ResNet-like shapes
-// (tests/core/test_conv_winograd.cpp). Off: LOCKSTEP_CONV_WINOGRAD=0 (or
+// rounding grows about tenfold against the direct algorithm (the errors
+// measured against float64, and the times per layer: docs/results/kernel_choices.md;
+// tolerances in tests/core/test_conv_winograd.cpp). Off: LOCKSTEP_CONV_WINOGRAD=0 (or
 // set_conv_winograd(ConvWinograd::Off)), e.g. for bit-for-bit comparisons with
 // runs that used the direct algorithm. The mode is part of the cache key.
 //

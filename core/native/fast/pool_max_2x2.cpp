@@ -14,8 +14,8 @@
 // a = lane << 16 and b = lane & 0xffff0000 are the two widened values, and the
 // maximum narrows back exactly (it is one of them). Without AVX-512 (or for a
 // plane too large for int32 positions) the side-by-side kernel of pool.cpp runs.
-// The generic kernels compiled by GCC 12 for this window ran 2-3x slower than
-// pool.cpp's own (stride-2 int64 gathers); numbers in Note [Max-pool fast path].
+// The generic kernels compiled by GCC 12 for this window ran slower than
+// pool.cpp's own (stride-2 int64 gathers); numbers in docs/results/kernel_choices.md.
 //
 // Read before: core/native/fast/pool_max_2x2.h.
 #include "core/native/fast/pool_max_2x2.h"

@@ -24,28 +24,23 @@
 // input row is first copied into a `line` between -inf padding (-inf never wins,
 // and lanes past the output row read -inf and are never stored); two lines take
 // turns so that a row is copied while the row before it is scanned (scanning
-// right after the copy stalled on the copy's stores; with the input in L2 the
-// stem pool's 512 planes took 3.0 ms that way, 2.55 ms this way). The
+// right after the copy stalled on the copy's stores). The
 // column pass reads the ring rows contiguously. Indices are int32 in the passes
 // and widened to int64 on the store. Rows without NaN or infinity (checked
 // while copying) leave out the `v is NaN` compare.
 //
-// Memory, not arithmetic, bounds the stem pool: at batch 8 it reads 25.7 MB
-// and writes 6.4 MB of values and 12.8 MB of int64 indices. The indices are
+// Memory, not arithmetic, bounds the stem pool: it reads the input once and
+// writes values and twice as many bytes of int64 indices. The indices are
 // written with streaming stores (Note [Streaming stores]; they are read only by
 // the backward, much later), input rows are prefetched a few rows ahead, and the
 // backward sums each plane in a cached buffer that it streams out, prefetching
 // indices and gradients ahead.
 //
-// Measured on ResNet50's stem pool, (8, 64, 112, 112) kernel 3 stride 2
-// padding 1, median ms per call with outputs allocated, on a 2-core machine
-// shared with other jobs: 1 thread (thread CPU time) forward 10.2 -> 3.5,
-// backward 4.3 -> 2.9; 2 threads (wall, quietest run) forward 5.7 -> 1.6,
-// backward 2.1 -> 1.5. Results are bit for bit the same (tests/core/test_pool.cpp).
-// Without AVX-512 the portable loops take the stem's 512 planes, held in L2,
-// in 6.7 ms (AVX2) or 7.8 ms (SSE2), against 2.7 ms with it. The side-by-side
-// windows of the small CNN (2x2 stride 2, rows of 14 or 7) stay in pool.cpp,
-// where whole rows share a vector (the separable path was 1.3-2x slower there).
+// Results are bit for bit those of the plain loops (tests/core/test_pool.cpp);
+// the times, on ResNet50's stem pool with and without AVX-512, are in
+// docs/results/kernel_choices.md. The side-by-side windows of the small CNN
+// (2x2 stride 2, rows of 14 or 7) stay in pool.cpp, where whole rows share a
+// vector (the separable path was slower there).
 //
 // Read before: core/native/fast/pool_max_fast.h. Read next: core/native/batch_norm.cpp.
 #include "core/native/fast/pool_max_fast.h"
@@ -120,8 +115,8 @@ struct Scratch {
 };
 
 // Rows are prefetched this far ahead (into the next plane at the end of one):
-// the hardware prefetcher alone left the forward waiting on memory, measured
-// ~10-20% slower on the stem pool.
+// the hardware prefetcher alone left the forward waiting on memory
+// (measured on the stem pool: docs/results/kernel_choices.md).
 constexpr int64_t kPrefetchRows = 8;
 
 // The backward's scatter prefetches its inputs this many elements ahead.
@@ -435,8 +430,8 @@ void max_pool_scatter_planes(const float* gy, const int64_t* idx, float* gx, int
   if (streaming) {
     // Sum each plane in a cached buffer, then write it out without reading gx's
     // lines first (Note [Streaming stores]); same additions in the same order.
-    // Writing it out also zeroes the buffer for the next plane (~4% faster than
-    // a separate fill).
+    // Writing it out also zeroes the buffer for the next plane (one pass fewer
+    // than a separate fill).
     std::vector<float> buf(static_cast<size_t>(hw), 0.0f);
     float* b = buf.data();
     for (int64_t plane = plane_lo; plane < plane_hi; ++plane) {

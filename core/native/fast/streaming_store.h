@@ -8,16 +8,13 @@
 // ownership"), so a kernel that reads one tensor and writes another moves
 // three tensors' worth of bytes, not two. A streaming store (_mm512_stream_ps)
 // writes the line without reading it and without keeping it in the caches.
-// That is a win only when the output would not stay cached anyway: measured on
-// this project's machine (2 MiB L2 per core, 1 thread), y = a x + b over 25.6 MB
-// took 3.9-4.6 ms with normal stores and 1.7-2.3 ms streaming, and with a
-// following read of y the pair stayed 1.0-1.8 ms ahead; over 12.8 MB, 2.9-3.3 ms
-// against 2.6; at 9.6 MB and below the following read lost more than the store
-// saved. Hence the cut at kStreamingBytes (12 MiB): in ResNet50 at batch 8 it
-// takes the activations and gradients of 12.8 MB and more (56x56 with 128 or 256
-// channels, 28x28 with 512, the 112x112 stem). In the kernels, by thread CPU
-// time: batch_norm_relu forward 25.7 MB 5.1 -> 2.2 ms, add_relu 5.6 -> 3.3 ms,
-// its backward 5.6 -> 3.2 ms; 12.8 MB add_relu 1.45 -> 1.15 ms.
+// That is a win only when the output would not stay cached anyway: on this
+// project's machine (2 MiB L2 per core) outputs of about 10 MB and below were
+// read back from the cache by the next kernel, so streaming them lost more than
+// it saved (the measurements: docs/results/kernel_choices.md). Hence the cut at
+// kStreamingBytes (12 MiB): in ResNet50 at batch 8 it takes the activations and
+// gradients of 12.8 MB and more (56x56 with 128 or 256 channels, 28x28 with
+// 512, the 112x112 stem).
 // Only float32 with AVX-512 streams; everything else (float64, other CPUs,
 // smaller outputs) runs the kernels' plain loops. The streaming kernels compute
 // the same expressions as those loops, up to float rounding (where an FMA is

@@ -15,9 +15,9 @@
 // under masks (missing source rows read as zeros that are never stored), so a
 // (64, 49) image of a 7x7 layer is not a third scalar tail. Only bytes move, so the
 // result equals the element loop exactly (tests/core/test_bf16_kernels.cpp
-// compares every copy path with the offset walk, byte for byte). For the
-// NCHW <-> NHWC bf16 transposes around oneDNN's convolutions, (64, 64, 14, 14)
-// took 0.49 ms in either direction with the element loop, one thread.
+// compares every copy path with the offset walk, byte for byte). What the
+// element loop cost for the NCHW <-> NHWC bf16 transposes around oneDNN's
+// convolutions: docs/results/kernel_choices.md.
 //
 // Read before: core/native/fast/transpose_tiles.h.
 #include "core/native/fast/transpose_tiles.h"

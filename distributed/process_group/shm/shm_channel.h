@@ -2,9 +2,9 @@
 // through a shared-memory segment (the Gloo group's fast path on one machine).
 //
 // Over TCP loopback every byte is copied into a socket buffer and out again by
-// the kernel, on both ranks (~1.1 GB/s on the project's machine); ranks that
-// share a host can instead meet in memory they all map, and move data at
-// memcpy speed (~11 GB/s on one core). Intel oneCCL, DeepSpeed's CPU backend
+// the kernel, on both ranks; ranks that share a host can instead meet in
+// memory they all map, and move data at memcpy speed (the two rates measured:
+// docs/results/distributed_choices.md). Intel oneCCL, DeepSpeed's CPU backend
 // and NCCL within a node do the same. ProcessGroupGloo builds a ShmChannel at
 // construction when every rank runs on this host (Note [Shared-memory
 // rendezvous], shm_rendezvous.cpp) and runs allreduce, broadcast and allgather

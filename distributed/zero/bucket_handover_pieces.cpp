@@ -1,4 +1,4 @@
-// distributed/ddp/bucket_handover_pieces.cpp — handing a bucket to the
+// distributed/zero/bucket_handover_pieces.cpp — handing a bucket to the
 // bucket-reduced hook while its reduction is still arriving, piece by piece.
 //
 // § Note [Handing a bucket over in pieces]
@@ -11,8 +11,8 @@
 // piece_bytes > 0) three things change:
 //  1. DDP's own reduction goes in collectives of piece_bytes each (the
 //     AllReduce of the bucket, BucketHandover::reduction, or ZeRO-2's reduce of
-//     each owner's segment, cut into pieces); the bucket's future knows the
-//     pieces (Note [A flat result in pieces], tensor_future.h);
+//     each owner's segment, cut into pieces); the plug-in keeps the
+//     pieces (Note [A flat result in pieces], bucket_handover.h);
 //  2. finalize_bucket hands the bucket to the hook at once, without waiting:
 //     every kept parameter gets a contiguous .grad to be filled
 //     (prepare_pieces), and the hook's wait(k, end) waits for the pieces up to
@@ -34,20 +34,20 @@
 // (every parameter used; the global bitmap is not needed to copy out) and DDP's
 // own reduction: a registered comm hook or deterministic mode returns a whole
 // result (no pieces), which is handed over whole as before.
-// Read before: distributed/ddp/bucket_handover.cpp.
+// Read before: distributed/zero/bucket_handover.cpp.
 // Read next: distributed/zero/zero_overlap.h.
 #include <algorithm>
 
 #include "core/grad_mode.h"
 #include "core/native/native.h"
-#include "distributed/ddp/bucket_handover.h"
+#include "distributed/zero/bucket_handover.h"
 
 
 namespace lockstep::distributed {
 
 bool BucketHandover::finalize_in_pieces(size_t bi) {
   const Bucket& b = storage().buckets()[bi];
-  const std::vector<TensorFuture::Piece> pieces = b.future.pieces();  // a copy: waiting clears them
+  const std::vector<ReductionPiece>& pieces = this->pieces(bi);  // this launch's
   if (pieces.empty() || !prepare_pieces(bi)) return false;
   const std::chrono::milliseconds timeout = reducer().process_group().timeout();
   size_t next = 0;   // pieces[next]: the first not yet copied out

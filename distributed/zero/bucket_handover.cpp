@@ -1,4 +1,4 @@
-// distributed/ddp/bucket_handover.cpp — the bucket hand-over plug-in: when a
+// distributed/zero/bucket_handover.cpp — the bucket hand-over plug-in: when a
 // bucket is finalized, and the hook after its copy-out.
 //
 // § Note [Finalizing buckets during backward]
@@ -9,9 +9,8 @@
 // b - kFinalizeLag is finalized at once — its reduction waited for (launched
 // kFinalizeLag buckets earlier, usually done by then; the ones in between keep
 // the link busy meanwhile), its averages copied out, the hook run — and
-// finalize_backward does the rest. (BERT-base, 2 ranks on 2 cores: a lag of 2
-// blocked backward on ZeRO-1's AllReduces queued behind the broadcasts, 4 did
-// not; the optimizer's time left after backward fell from 131 to 49 ms.)
+// finalize_backward does the rest. (A lag of 2 blocked backward on ZeRO-1's
+// AllReduces queued behind the broadcasts, 4 did not: docs/results/distributed_choices.md.)
 // The position depends only on the launch order, the same on every rank, so
 // the hook's collectives still pair up (Note [After a bucket is reduced]). It
 // is exact: a bucket is launched only when all its gradients are final, and
@@ -20,9 +19,9 @@
 // hook updates. Only with the default readiness (every parameter used): with
 // find_unused_parameters or static_graph the copy-out needs the used-parameter
 // bitmap, which is known only at the end (ReducerPlugin::finalize_now).
-// Read before: distributed/ddp/bucket_handover.h.
-// Read next: distributed/ddp/bucket_handover_pieces.cpp.
-#include "distributed/ddp/bucket_handover.h"
+// Read before: distributed/zero/bucket_handover.h.
+// Read next: distributed/zero/bucket_handover_pieces.cpp.
+#include "distributed/zero/bucket_handover.h"
 
 #include <algorithm>
 
@@ -48,7 +47,9 @@ void BucketHandover::bucket_launched(size_t bucket) {
 }
 
 void BucketHandover::finalize_bucket(size_t bi, const std::vector<int64_t>& global_used) {
-  if (piece_bytes_ > 0 && global_used.empty() && finalize_in_pieces(bi)) return;
+  const bool handed_over = piece_bytes_ > 0 && global_used.empty() && finalize_in_pieces(bi);
+  if (bi < pieces_.size()) pieces_[bi].clear();  // this launch's (Note [A flat result in pieces])
+  if (handed_over) return;
   const Bucket& b = storage().buckets()[bi];
   const Tensor result = wait_for_bucket(bi);  // (numel of the bucket)
   const auto reduced_at = std::chrono::steady_clock::now();
@@ -71,11 +72,28 @@ int64_t BucketHandover::piece_numel(const Tensor& flat) const {
   return flat.numel() > n ? n : 0;
 }
 
-TensorFuture BucketHandover::pieces_future(std::vector<TensorFuture::Piece> pieces, const Tensor& flat,
-                                           size_t bucket) const {
+TensorFuture BucketHandover::pieces_future(std::vector<ReductionPiece> pieces, const Tensor& flat, size_t bucket) {
+  if (pieces_.size() <= bucket) pieces_.resize(bucket + 1);
+  pieces_[bucket].clear();
   if (pieces.empty()) return TensorFuture::ready(flat);  // an empty bucket
+  int64_t end = 0;
+  std::vector<std::shared_ptr<Work>> works;
+  for (const ReductionPiece& p : pieces) {
+    LS_CHECK(p.work != nullptr && p.end > end, "DDP (rank ", rank(), "): the reduction of bucket ", bucket,
+             " issued a null collective or pieces whose ends do not ascend (", p.end, " after ", end, ")");
+    end = p.end;
+    works.push_back(p.work);
+  }
+  LS_CHECK(end == flat.numel(), "DDP (rank ", rank(), "): the reduction of bucket ", bucket,
+           " in pieces ends at element ", end, " but the bucket has ", flat.numel());
   timeline::async_end_when(timeline_key(backwards(), bucket), [w = pieces.back().work] { return w->is_completed(); });
-  return TensorFuture::from_pieces(std::move(pieces), flat);
+  pieces_[bucket] = std::move(pieces);
+  return TensorFuture::from_works(std::move(works), flat);
+}
+
+const std::vector<ReductionPiece>& BucketHandover::pieces(size_t bucket) const {
+  static const std::vector<ReductionPiece> none;
+  return bucket < pieces_.size() ? pieces_[bucket] : none;
 }
 
 // DDP's AllReduce of the bucket (which holds grad / world), in pieces.
@@ -83,7 +101,7 @@ CommHook BucketHandover::reduction() {
   if (piece_bytes_ == 0) return nullptr;
   return [this](GradBucket& bucket) {
     Tensor& flat = bucket.buffer();  // (numel of the bucket)
-    std::vector<TensorFuture::Piece> pieces;
+    std::vector<ReductionPiece> pieces;
     reduce_range(flat, 0, flat.numel(), piece_numel(flat),
                  [&](Tensor& t) { return reducer().process_group().allreduce(t, ReduceOp::SUM); }, pieces);
     return pieces_future(std::move(pieces), flat, bucket.index());
@@ -91,7 +109,7 @@ CommHook BucketHandover::reduction() {
 }
 
 void reduce_range(Tensor& flat, int64_t begin, int64_t end, int64_t piece,
-                  const std::function<std::shared_ptr<Work>(Tensor&)>& reduce, std::vector<TensorFuture::Piece>& pieces) {
+                  const std::function<std::shared_ptr<Work>(Tensor&)>& reduce, std::vector<ReductionPiece>& pieces) {
   const int64_t step = piece > 0 ? piece : end - begin;
   for (int64_t at = begin; at < end; at += step) {
     Tensor part = flat.narrow(0, at, std::min(step, end - at));  // (piece)
