@@ -16,8 +16,9 @@
 //   - on the MPI thread, before collective n's data moves, check(n): when no
 //     exchange has covered n, wait for the one in flight, or post one and wait;
 //     compare (FingerprintLedger::absorb) and throw n's mismatch, if any — so the
-//     guarantee is unchanged: no collective's data moves before every rank's
-//     fingerprint of it has been compared on every rank;
+//     guarantee is unchanged: no rank moves a collective's data before it has
+//     compared every rank's fingerprint of that collective, and a mismatch fails
+//     the collective on every rank (all compare the same parts) with nothing sent;
 //   - right after, before n's data moves, post_ahead(): when fingerprints not
 //     yet compared are recorded and no exchange is in flight, post the next one
 //     (MPI_Iallgather). The data collectives that follow progress it, so by the
