@@ -9,7 +9,8 @@
 #  - one optimizer step more on rank 0 after epoch 2: refused naming the step counts, and the
 #    checkpoint of epoch 1 stays as it was written;
 #  - with LOCKSTEP_REPLICA_CHECK_EVERY=0 (the periodic check off) the save is still checked;
-#  - replicas that agree: the checkpoint is written (the check is not a false alarm).
+#  - replicas that agree: the checkpoint is written (the check is not a false alarm);
+#  - train_fashion_mnist (when its data is installed): an extra step refused the same way.
 # Read before: examples/train_run.h. Read next: tests/examples/check_checkpoint_safety.sh.
 set -uo pipefail
 bin=$(cd "$1" && pwd)
@@ -81,6 +82,22 @@ ddp equal -- --epochs 2 --checkpoint e.safetensors || fail "equal replicas faile
 [ -e "$work/e.safetensors" ] && [ "$(epochs_done "$work/e.safetensors")" = 2 ] ||
   fail "equal replicas: no checkpoint of epoch 2" "$work/equal.log"
 grep -qF "replica check" "$work/equal.log" && fail "a replica-check message for equal replicas" "$work/equal.log"
+
+# train_fashion_mnist (needs its data): the same refusal, by the step count.
+if [ -d /usr/share/datasets/fashion-mnist ]; then
+  port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  (cd "$work" && env -u RANK -u WORLD_SIZE -u LOCAL_RANK LOCKSTEP_TEST_DIVERGE_AT=0:1:step LOCKSTEP_TIMEOUT_S=60 \
+    timeout -s KILL 120 "$bin/lockstep-run" --nproc-per-node 2 --master-port "$port" -- "$bin/train_fashion_mnist" \
+    --limit 128 --test-limit 100 --log-every 1000 --epochs 2 --checkpoint f.safetensors) > "$work/fashion.log" 2>&1 &&
+    fail "train_fashion_mnist checkpointed an extra optimizer step (exit 0)" "$work/fashion.log"
+  grep -qF "the checkpoint of epoch 1 is not written to f.safetensors" "$work/fashion.log" &&
+    grep -qF "the optimizers' step counts differ at synced iteration 1" "$work/fashion.log" ||
+    fail "train_fashion_mnist does not refuse the checkpoint of an extra step" "$work/fashion.log"
+  [ -e "$work/f.safetensors" ] && fail "train_fashion_mnist wrote a checkpoint of diverged replicas"
+  [ "$failures" -eq 0 ] && echo "ok: train_fashion_mnist, a step more on rank 0: refused"
+else
+  echo "note: /usr/share/datasets/fashion-mnist missing; train_fashion_mnist is not checked"
+fi
 
 if [ "$failures" -gt 0 ]; then echo "$failures check(s) failed"; exit 1; fi
 echo "check_checkpoint_replicas: PASS"
