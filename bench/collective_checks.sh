@@ -5,6 +5,11 @@
 #   bench/collective_checks.sh mpi         the same over MPI (mpirun -np 2)
 #   bench/collective_checks.sh ddp         bench_ddp ResNet50 and BERT-base, 2 ranks: all checks on,
 #                                          collective checks off, every check off
+#   bench/collective_checks.sh defaults    bench_ddp, 2 ranks: the non-finite gradient check (WARN) and
+#                                          the replica check at their defaults ("on"), both off
+#                                          (LOCKSTEP_NONFINITE=off LOCKSTEP_REPLICA_CHECK_EVERY=0), and the
+#                                          replica check every iteration ("every1": its cost per check);
+#                                          MODELS (default "resnet50 bert") picks the models
 # ROUNDS (default 3) alternating rounds; BUILD (default build). Each timing run holds
 # /work/.bench.lock when that file exists (the shared machine's benchmark lock).
 # Read before: docs/results/collective_checks.md.
@@ -41,5 +46,21 @@ case "$1" in
         done
       done
     done ;;
-  *) echo "usage: bench/collective_checks.sh allreduce|mpi|ddp" >&2; exit 2 ;;
+  defaults)
+    for round in $(seq 1 "$ROUNDS"); do
+      for name in ${MODELS:-resnet50 bert}; do
+        model="resnet50 --batch 4"
+        [ "$name" = bert ] && model="bert --batch 2 --seq 128"
+        for c in on off every1; do
+          unset LOCKSTEP_REPLICA_CHECK_EVERY LOCKSTEP_NONFINITE
+          [ "$c" = off ] && export LOCKSTEP_REPLICA_CHECK_EVERY=0 LOCKSTEP_NONFINITE=off
+          [ "$c" = every1 ] && export LOCKSTEP_REPLICA_CHECK_EVERY=1
+          printf 'round %s %s %s ' "$round" "$name" "$c"
+          # shellcheck disable=SC2086
+          lock "$BUILD/bin/lockstep-run" --nproc-per-node 2 -- "$BUILD/bin/bench_ddp" --model $model --iters 4 \
+              --mode ddp 2>&1 | grep summary | grep -o '"iter_ms":[0-9.]*,"mean_iter_ms":[0-9.]*,"fwd_ms":[0-9.]*'
+        done
+      done
+    done ;;
+  *) echo "usage: bench/collective_checks.sh allreduce|mpi|ddp|defaults" >&2; exit 2 ;;
 esac

@@ -102,7 +102,8 @@ int run(ls::cli::Program& program, Args a) {
                   loss_sum / static_cast<double>(seen), accuracy);
       std::fflush(stdout);
     }
-    train::save_checkpoint(a.ckpt.checkpoint, *net, opt, start, epoch + 1, pg.get());
+    train::maybe_diverge(start, rank, epoch, *net, opt, kName);
+    train::save_checkpoint(a.ckpt.checkpoint, *net, opt, start, epoch + 1, pg.get(), ddp.get());
   }
   return 0;
 }

@@ -192,7 +192,8 @@ int run(ls::cli::Program& program, Args a) {
                   train_secs, static_cast<double>(seen * world) / train_secs);
       std::fflush(stdout);
     }
-    train::save_checkpoint(a.ckpt.checkpoint, *model, opt, start, epoch + 1, pg.get());
+    train::maybe_diverge(start, rank, epoch, *model, opt, kName);
+    train::save_checkpoint(a.ckpt.checkpoint, *model, opt, start, epoch + 1, pg.get(), ddp.get());
     if (epoch + 1 == a.stop_after_epoch) break;
   }
   return 0;

@@ -24,6 +24,10 @@
 // Fault injection, for tests only: LOCKSTEP_TEST_SIGKILL_AT=R:E:S makes rank R kill itself
 // with SIGKILL just before step S (1-based) of epoch E (1-based), as if the machine had
 // killed it; on the first attempt only (not after a launcher's restart).
+// LOCKSTEP_TEST_DIVERGE_AT=R:E:weights|step makes rank R's replica part from the others' at
+// the end of epoch E (1-based), just before its checkpoint: `weights` nudges the model's last
+// parameter, `step` takes one more optimizer step; the replica check then refuses the
+// checkpoint (Note [Replica check at checkpoints]).
 // Read before: examples/train_checkpoint.h (Note [Resume semantics]), distributed/checkpoint.h.
 // Read next: examples/train_ddp.cpp, examples/train_fashion_mnist.cpp.
 #pragma once
@@ -109,6 +113,23 @@ inline std::array<int64_t, 3> sigkill_point() {
   return at;
 }
 
+// LOCKSTEP_TEST_DIVERGE_AT=R:E:WHAT (WHAT: weights or step).
+struct DivergeAt {
+  int64_t rank = -1, epoch = -1;
+  std::string what;
+};
+inline DivergeAt diverge_point() {
+  DivergeAt at;
+  const char* env = std::getenv("LOCKSTEP_TEST_DIVERGE_AT");
+  if (env == nullptr || *env == '\0') return at;
+  long long r = 0, e = 0;
+  char what[16] = {0};
+  LS_CHECK(std::sscanf(env, "%lld:%lld:%15s", &r, &e, what) == 3 &&
+               (std::string(what) == "weights" || std::string(what) == "step"),
+           "LOCKSTEP_TEST_DIVERGE_AT='", env, "' is not RANK:EPOCH:weights or RANK:EPOCH:step (e.g. 1:2:step); unset it");
+  return {r, e, what};
+}
+
 // The Gloo process group when a launcher started several ranks (lockstep-run, torchrun:
 // WORLD_SIZE; mpirun; srun), else null (one process). A malformed launcher variable is a
 // usage error (exit 2) naming it.
@@ -135,6 +156,7 @@ struct Start {
   int64_t first_epoch = 0;                        // epochs the checkpoint has done
   std::map<std::string, lockstep::Tensor> saved;  // the checkpoint's tensors when resuming (load_state)
   std::array<int64_t, 3> kill_at{-1, -1, -1};     // sigkill_point() on the first attempt
+  DivergeAt diverge_at;                           // diverge_point()
   RunSettings run;                                // this run's, recorded in every checkpoint it writes
   CheckpointLock lock;                            // rank 0's, held until the run ends (Note [Checkpoint lock])
 };
@@ -150,6 +172,7 @@ inline Start start(lockstep::cli::Program& program, CheckpointArgs a, const Hype
   if (a.resume.empty()) a.resume = "on";  // a bare --resume
   const int restart = program.environment([] { return lockstep::distributed::restart_count(); });
   if (restart == 0) s.kill_at = program.environment([] { return sigkill_point(); });
+  s.diverge_at = program.environment([] { return diverge_point(); });
   if (restart > 0 && a.resume == "off") {
     a.resume = "auto";
     a.overwrite = false;
@@ -243,12 +266,40 @@ inline double finite_loss(const lockstep::Tensor& loss, int rank, int64_t epoch,
   return value;
 }
 
+// Rank `rank` makes its replica differ when `epoch` (0-based) ends at s.diverge_at's point.
+inline void maybe_diverge(const Start& s, int rank, int64_t epoch, lockstep::nn::Module& model,
+                          lockstep::optim::Optimizer& opt, const std::string& name) {
+  if (rank != s.diverge_at.rank || epoch + 1 != s.diverge_at.epoch) return;
+  std::fprintf(stderr, "%s: LOCKSTEP_TEST_DIVERGE_AT: rank %d changes its %s after epoch %lld\n", name.c_str(), rank,
+               s.diverge_at.what == "step" ? "optimizer step count" : "weights", static_cast<long long>(epoch + 1));
+  if (s.diverge_at.what == "step") {
+    opt.step();
+  } else {
+    lockstep::NoGradGuard no_grad;
+    lockstep::Tensor last = model.parameters().back();
+    last.add_(1e-3);
+  }
+}
+
 // Model and optimizer state in one file: "model.<name>" and "optim.<key>" tensors; the
 // finished epoch count and the hyper-parameters in the metadata (to_metadata). Distributed:
-// rank 0 writes and every rank waits until the file is complete (distributed/checkpoint.h).
+// every rank's replica is compared first (ddp->check_replicas(): parameters and the
+// registered optimizer's step count, Note [Replica check at checkpoints]) — replicas that
+// parted are refused on every rank, naming the ranks and the parameter, and the previous
+// checkpoint is kept — then rank 0 writes and every rank waits until the file is complete
+// (distributed/checkpoint.h). `ddp` is null in a run of one process.
+template <class DDP>
 inline void save_checkpoint(const std::string& path, const lockstep::nn::Module& model,
                             const lockstep::optim::Optimizer& opt, const Start& s, int64_t epochs_done,
-                            lockstep::distributed::ProcessGroup* pg) {
+                            lockstep::distributed::ProcessGroup* pg, DDP* ddp) {
+  if (ddp != nullptr) {
+    try {
+      ddp->check_replicas();
+    } catch (const lockstep::Error& e) {
+      throw lockstep::Error(lockstep::detail::str("the checkpoint of epoch ", epochs_done, " is not written to ", path,
+                                                  " (the last one written stays): ", e.what()));
+    }
+  }
   std::map<std::string, lockstep::Tensor> all;
   for (auto& [k, v] : model.state_dict()) all["model." + k] = v;
   for (auto& [k, v] : opt.state_dict()) all["optim." + k] = v;

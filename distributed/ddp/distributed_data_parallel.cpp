@@ -251,6 +251,16 @@ void DDPCore::pre_forward() {
   }
 }
 
+void DDPCore::check_replicas() {
+  LS_CHECK(!join_, "DDP (rank ", process_group_->rank(), "): check_replicas() inside join(): the joined ranks "
+           "only mirror the training ranks' collectives; call it after join() returns");
+  try {
+    replica_check_->check_now(*process_group_);
+  } catch (const ReplicaExchangeFailed& e) {
+    throw Error(e.what() + ("." + reducer_->where_others_are_after_backward()));
+  }
+}
+
 void DDPCore::post_forward(const std::vector<Tensor>& outputs) {
   if (require_sync_ && GradMode::is_enabled()) reducer_->prepare_for_backward(outputs);
 }

@@ -82,6 +82,8 @@ class DDPCore {
   const std::optional<BucketChoice>& bucket_choice() const { return bucket_choice_; }
   // Note [Optimizer step check].
   void set_step_counter(StepCounter counter) { replica_check_->set_step_counter(std::move(counter)); }
+  // Note [Replica check at checkpoints].
+  void check_replicas();
 
  private:
   bool require_sync_ = true;
@@ -176,6 +178,12 @@ class DistributedDataParallel {
     LS_CHECK(count != nullptr, "DistributedDataParallel::register_step_count: the count is empty");
     core_.set_step_counter(detail::step_counter(std::move(count)));
   }
+
+  // Compares every rank's parameters (and registered step count) now, whatever
+  // check_replicas_every says; throws the replica check's ls::Error on every rank
+  // when they differ. A collective: call it on every rank at the same point, e.g.
+  // before saving a checkpoint (Note [Replica check at checkpoints]).
+  void check_replicas() { core_.check_replicas(); }
 
   // `auto guard = ddp.no_sync();` — see NoSyncGuard.
   [[nodiscard]] NoSyncGuard no_sync() { return NoSyncGuard(core_); }

@@ -25,8 +25,9 @@
 //   STOP            the backward throws an ls::Error with the same text, on every rank.
 //   OFF             no scan.
 // Not with a bucket-reduced hook (ZeRO's overlap), which has stepped by then.
-// Cost: one read (WARN) or two (SKIP_STEP, STOP) of every gradient per synced
-// backward, bounded by memory bandwidth (measured: docs/results/distributed_choices.md).
+// Cost: WARN counts in the pass that copies each gradient into its bucket anyway
+// (copy_scaled_counting_non_finite); SKIP_STEP and STOP add one read of the
+// averaged gradients (measured: docs/results/collective_checks.md).
 // Read before: distributed/ddp/reducer.h. Read next: distributed/ddp/reducer.cpp
 // (finalize_backward).
 #pragma once

@@ -50,7 +50,7 @@ std::string describe_step_divergence(const std::vector<OptimizerSteps>& all, int
         "iterations: look for a step skipped or repeated on some ranks (after a non-finite loss or a failed "
         "check seen by one rank only, a gradient-accumulation count that differs per rank), an optimizer state "
         "loaded on some ranks only, or ddp.register_optimizer / register_step_count called on some ranks "
-        "only. (DDPOptions().check_replicas_every(0) or LOCKSTEP_REPLICA_CHECK_EVERY=0 turns the replica check "
+        "only. (DDPOptions().check_replicas_every(0) or LOCKSTEP_REPLICA_CHECK_EVERY=0 turns the periodic check "
         "off.)";
   return os.str();
 }

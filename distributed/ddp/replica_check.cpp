@@ -93,15 +93,23 @@ std::string describe_replica_divergence(const std::vector<std::vector<int64_t>>&
         "with the same optimizer and hyper-parameters: look for no_sync() entered on some ranks only, a forward "
         "through the module itself instead of ddp.forward on some rank, a learning rate or other "
         "hyper-parameter that differs per rank, or parameters changed or loaded on some ranks only. "
-        "(DDPOptions().check_replicas_every(0) or LOCKSTEP_REPLICA_CHECK_EVERY=0 turns this check off.)";
+        "(DDPOptions().check_replicas_every(0) or LOCKSTEP_REPLICA_CHECK_EVERY=0 turns the periodic check off.)";
   return os.str();
 }
 
 ReplicaCheck::ReplicaCheck(int64_t every, nn::NamedTensors params) : every_(every), params_(std::move(params)) {}
 
 void ReplicaCheck::on_synced_forward(ProcessGroup& pg) {
-  if (every_ <= 0 || pg.size() == 1) return;
-  if (++forwards_ % every_ != 0) return;
+  ++forwards_;  // counted with K = 0 too, for check_now's message
+  if (every_ <= 0 || pg.size() == 1 || forwards_ % every_ != 0) return;
+  compare(pg);
+}
+
+void ReplicaCheck::check_now(ProcessGroup& pg) {
+  if (pg.size() > 1) compare(pg);
+}
+
+void ReplicaCheck::compare(ProcessGroup& pg) {
   NoGradGuard no_grad;
   std::vector<int64_t> mine = {forwards_, static_cast<int64_t>(params_.size())};
   std::vector<std::string> names;

@@ -25,10 +25,25 @@
 // usual causes. Ranks inside join() (ddp_join.h) skip it, since joined ranks
 // only mirror the training ranks' collectives.
 // Cost: one pass over the parameters (memory bandwidth) and one small
-// allgather, every K iterations (measured: docs/results/distributed_choices.md).
+// allgather, every K iterations (measured: docs/results/collective_checks.md).
 // The optimizer's step count travels in the same allgather once the loop
 // registers its optimizer (Note [Optimizer step check]); without it, a rank
 // whose optimizer skipped a step is caught by its different parameters.
+//
+// § Note [Replica check at checkpoints]
+// A checkpoint is where a divergence does lasting harm: rank 0 writes its own
+// replica, and a resumed job restarts every rank from it, so a run whose
+// replicas parted since the last periodic check would save one rank's view as
+// if it were all of them — and the next check might come only after the save,
+// or never (a short epoch, K = 0). ddp.check_replicas() runs the same
+// comparison at once, whatever K: parameters and, when registered, the
+// optimizer's step count, with the same error naming the ranks, the first
+// differing parameter and the iterations between which the replicas parted.
+// It is a collective (one small allgather and a pass over the parameters), so
+// every rank calls it at the same point, as it calls the save itself; inside
+// join() it is refused. The built-in programs call it before every checkpoint
+// (examples/train_run.h, save_checkpoint), which is refused with that error
+// on every rank and the previous checkpoint kept.
 // Read before: distributed/ddp/ddp_fingerprint.h. Read next:
 // distributed/ddp/optimizer_step_check.h,
 // distributed/ddp/distributed_data_parallel.cpp (DDPCore::pre_forward).
@@ -72,6 +87,9 @@ class ReplicaCheck {
   // on every K-th runs the check on `pg` (throws ls::Error on a divergence,
   // ReplicaExchangeFailed when the exchange fails).
   void on_synced_forward(ProcessGroup& pg);
+  // Runs the check now, whatever K (Note [Replica check at checkpoints]): a
+  // collective, so every rank calls it at the same point of its loop.
+  void check_now(ProcessGroup& pg);
   int64_t every() const { return every_; }
   // Note [Optimizer step check]: compared from the next check on.
   void set_step_counter(StepCounter counter) { step_counter_ = std::move(counter); }
@@ -82,6 +100,8 @@ class ReplicaCheck {
   int64_t forwards_ = 0;
   int64_t last_good_ = 0;  // the synced forward of the last check that passed (0: construction)
   StepCounter step_counter_;  // empty: no optimizer registered
+
+  void compare(ProcessGroup& pg);  // one exchange and comparison at forwards_
 };
 
 // K from DDPOptions::check_replicas_every, or LOCKSTEP_REPLICA_CHECK_EVERY when

@@ -21,8 +21,9 @@
 // exchange over its unbound buffers on the worker that first needs a verdict
 // (Note [Fingerprints exchanged in batches over Gloo],
 // process_group_gloo_fingerprints.h; its check entry point is
-// ProcessGroupGloo::check_before_running); MPI with one MPI_Allgather on its
-// thread (process_group_mpi.cpp); NCCL over a host group of its own, one
+// ProcessGroupGloo::check_before_running); MPI with an MPI_Iallgather on a
+// communicator of its own, posted ahead of need so that it overlaps the data
+// (Note [Fingerprints exchanged ahead over MPI]); NCCL over a host group of its own, one
 // collective at a time (check_across_ranks below). Cost: README "Reliability"
 // and docs/results/collective_checks.md. After a mismatch the Gloo group
 // refuses further collectives (ones issued after it may already be running out

@@ -2,7 +2,8 @@
 // collectives' fingerprints the ranks have compared, what the next exchange carries,
 // and what each collective's comparison found. No transport: the Gloo backend moves
 // its messages over Gloo (process_group_gloo_fingerprints.h), the MPI backend with
-// one MPI_Allgather (process_group_mpi.cpp); tests drive it with plain vectors.
+// MPI_Iallgather posted ahead of need (process_group_mpi_fingerprints.h); tests drive it
+// with plain vectors.
 //
 // § Note [Batched fingerprints]
 // Checking every collective (Note [Collective fingerprints]) with one exchange
@@ -69,6 +70,7 @@ class FingerprintLedger {
   int64_t recorded_end() const { return recorded_end_; }
   // Whether collective `seq` has been compared (its verdict is known).
   bool covered(int64_t seq) const { return seq < covered_end_; }
+  int64_t covered_end() const { return covered_end_; }
   // This rank's part of the next exchange; at least one entry once a collective
   // at or after the agreed start has been recorded.
   Message outgoing() const;

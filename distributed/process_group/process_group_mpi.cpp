@@ -5,9 +5,6 @@
 // Read before: distributed/process_group/process_group_mpi.h.
 #include "distributed/process_group/process_group_mpi.h"
 
-#define OMPI_SKIP_MPICXX 1  // the C API only
-#include <mpi.h>
-
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -15,7 +12,7 @@
 
 #include "core/factory.h"
 #include "distributed/process_group/collective_check.h"
-#include "distributed/process_group/fingerprint_ledger.h"
+#include "distributed/process_group/process_group_mpi_fingerprints.h"
 #include "distributed/process_group/reduce_kernels.h"
 #include "distributed/process_group/staged_operands.h"
 #include "distributed/process_group/work_queue.h"
@@ -26,21 +23,15 @@
 namespace lockstep::distributed {
 
 struct ProcessGroupMPI::Comm {
-  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Comm comm = MPI_COMM_NULL;          // the collectives' data
+  MPI_Comm fingerprints = MPI_COMM_NULL;  // their fingerprint exchanges only (Note [Fingerprints exchanged ahead over MPI])
 };
 
 namespace {
 
 using detail::CollectiveKind;
 using detail::Fingerprint;
-
-void mpi_check(int rc, const std::string& what) {
-  if (rc == MPI_SUCCESS) return;
-  char msg[MPI_MAX_ERROR_STRING] = {0};
-  int len = 0;
-  MPI_Error_string(rc, msg, &len);
-  throw Error(lockstep::detail::str("mpi ", what, " failed: ", std::string(msg, len)));
-}
+using mpi_detail::mpi_check;
 
 // See Note [One MPI thread]. Constructed on first use; destroyed at exit, when
 // its thread finalizes MPI (unless someone else initialized it).
@@ -136,35 +127,6 @@ int checked_count(int64_t n, const char* collective) {
 
 }  // namespace
 
-// The group's batched fingerprint checks (Note [Batched fingerprints]): recorded
-// by the callers at issue, exchanged and compared on the MPI thread.
-struct ProcessGroupMPI::Checks {
-  Checks(int rank, int size) : ledger(rank, size, "mpi") {}
-  std::mutex mutex;  // callers record while the MPI thread exchanges
-  detail::FingerprintLedger ledger;
-};
-
-namespace {
-
-// On the MPI thread, before collective `seq`'s data moves: one MPI_Allgather of
-// every fingerprint recorded since the last exchange, unless one covered it.
-void check_collective(ProcessGroupMPI::Checks& checks, int64_t seq, int size, MPI_Comm comm) {
-  using Message = detail::FingerprintLedger::Message;
-  std::unique_lock<std::mutex> lock(checks.mutex);
-  while (!checks.ledger.covered(seq)) {
-    const Message mine = checks.ledger.outgoing();
-    std::vector<Message> all(static_cast<size_t>(size));  // (size,) rank r's part at all[r]
-    lock.unlock();
-    mpi_check(MPI_Allgather(&mine, sizeof(Message), MPI_BYTE, all.data(), sizeof(Message), MPI_BYTE, comm),
-              "fingerprint exchange");
-    lock.lock();
-    checks.ledger.absorb(all);
-  }
-  checks.ledger.verdict(seq);
-}
-
-}  // namespace
-
 struct ProcessGroupMPI::Pending {
   Fingerprint fingerprint;
   std::function<std::vector<Tensor>()> body;
@@ -177,7 +139,9 @@ std::shared_ptr<ProcessGroupMPI> ProcessGroupMPI::create(Options options) {
   int rank = 0, size = 0;
   mpi_thread().run_and_wait([&] {
     mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm->comm), "MPI_Comm_dup");
+    mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &comm->fingerprints), "MPI_Comm_dup");
     MPI_Comm_set_errhandler(comm->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(comm->fingerprints, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm->comm, &rank);
     MPI_Comm_size(comm->comm, &size);
   });
@@ -187,15 +151,19 @@ std::shared_ptr<ProcessGroupMPI> ProcessGroupMPI::create(Options options) {
 
 ProcessGroupMPI::ProcessGroupMPI(std::unique_ptr<Comm> comm, int rank, int size, Options options)
     : ProcessGroup(rank, size), comm_(std::move(comm)), options_(options),
-      checks_(std::make_shared<Checks>(rank, size)) {}
+      checks_(std::make_shared<mpi_detail::FingerprintChecks>(rank, size, comm_->fingerprints)) {}
 
 ProcessGroupMPI::~ProcessGroupMPI() {
-  // Queued collectives still reference comm_: free it after them, on the MPI thread.
+  // Queued collectives still reference the communicators: free them after them, on
+  // the MPI thread, once the fingerprint exchange in flight (if any) is complete.
   std::shared_ptr<Comm> comm(comm_.release());
-  mpi_thread().enqueue(std::make_shared<Work>("MPI_Comm_free"), [comm] {
+  mpi_thread().enqueue(std::make_shared<Work>("MPI_Comm_free"), [comm, checks = checks_] {
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) MPI_Comm_free(&comm->comm);
+    if (finalized) return std::vector<Tensor>{};
+    checks->finish();
+    MPI_Comm_free(&comm->comm);
+    MPI_Comm_free(&comm->fingerprints);
     return std::vector<Tensor>{};
   });
 }
@@ -205,16 +173,15 @@ std::shared_ptr<Work> ProcessGroupMPI::enqueue(Pending pending, bool collective)
   pending.fingerprint.seq = collective ? next_seq_++ : next_p2p_seq_++;
   // See Note [Collective fingerprints]; recorded in issue order, #0, #1, ... without a gap.
   const bool check = collective && size_ > 1 && (pending.fingerprint.seq == 0 || options_.check_every_collective);
-  if (check) {
-    std::lock_guard<std::mutex> guard(checks_->mutex);
-    checks_->ledger.record(pending.fingerprint, true);
-  }
+  if (check) checks_->record(pending.fingerprint);
   const std::string description = lockstep::detail::str(detail::describe(pending.fingerprint), " (mpi, rank ", rank_, ")");
   auto work = std::make_shared<Work>(description);
-  MPI_Comm comm = comm_->comm;
-  mpi_thread().enqueue(work, [p = std::move(pending), check, comm, checks = checks_, size = size_, description] {
+  mpi_thread().enqueue(work, [p = std::move(pending), check, checks = checks_, description] {
     try {
-      if (check) check_collective(*checks, p.fingerprint.seq, size, comm);
+      if (check) {  // Note [Fingerprints exchanged ahead over MPI]
+        checks->check(p.fingerprint.seq);
+        checks->post_ahead();
+      }
       return p.body();
     } catch (const std::exception& e) {
       throw Error(lockstep::detail::str(description, ": ", e.what()));

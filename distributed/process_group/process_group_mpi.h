@@ -5,10 +5,12 @@
 // MPI is initialized once per process with MPI_THREAD_SERIALIZED, and from then
 // on every MPI call of every ProcessGroupMPI — init, communicator setup, the
 // collectives, MPI_Finalize at exit — runs on one process-wide worker thread
-// (a detail::WorkQueue). Each group owns a duplicate of MPI_COMM_WORLD; because
-// all groups share the thread, collectives of several groups (round-robin) run
-// in the one order the program issued them on every rank, which MPI requires.
-// The caller gets a Work at once and keeps computing.
+// (a detail::WorkQueue). Each group owns a duplicate of MPI_COMM_WORLD for its
+// collectives (and a second one for their fingerprint exchanges, Note
+// [Fingerprints exchanged ahead over MPI]); because all groups share the thread,
+// collectives of several groups (round-robin) run in the one order the program
+// issued them on every rank, which MPI requires. The caller gets a Work at once
+// and keeps computing.
 //
 // f16/bf16 reduce through user-defined MPI_Ops that combine in f32 (the same
 // kernels as Gloo, distributed/process_group/reduce_kernels.h); AVG is SUM then a division.
@@ -17,7 +19,8 @@
 // codes (MPI_ERRORS_RETURN) and become ls::Error naming the collective.
 // Read before: distributed/process_group/process_group_gloo.h (same shape),
 // distributed/process_group/work_queue.h.
-// Read next: distributed/process_group/process_group_round_robin.h.
+// Read next: distributed/process_group/process_group_mpi_fingerprints.h,
+// distributed/process_group/process_group_round_robin.h.
 #pragma once
 
 #include <memory>
@@ -28,8 +31,8 @@
 
 namespace lockstep::distributed {
 
-namespace detail {
-struct Fingerprint;
+namespace mpi_detail {
+class FingerprintChecks;  // Note [Fingerprints exchanged ahead over MPI]
 }
 
 class ProcessGroupMPI : public ProcessGroup {
@@ -59,8 +62,7 @@ class ProcessGroupMPI : public ProcessGroup {
   std::shared_ptr<Work> send(const Tensor& tensor, int dst_rank, int tag = 0) override;
   std::shared_ptr<Work> recv(Tensor& tensor, int src_rank, int tag = 0) override;
 
-  struct Comm;  // the MPI_Comm, kept out of this header (MPI is a private dependency)
-  struct Checks;  // Note [Batched fingerprints]
+  struct Comm;  // the MPI_Comms, kept out of this header (MPI is a private dependency)
 
  private:
   ProcessGroupMPI(std::unique_ptr<Comm> comm, int rank, int size, Options options);
@@ -69,7 +71,7 @@ class ProcessGroupMPI : public ProcessGroup {
 
   std::unique_ptr<Comm> comm_;
   Options options_;
-  std::shared_ptr<Checks> checks_;
+  std::shared_ptr<mpi_detail::FingerprintChecks> checks_;
   std::mutex issue_mutex_;
   int64_t next_seq_ = 0;
   int64_t next_p2p_seq_ = 0;

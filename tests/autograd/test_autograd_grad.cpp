@@ -64,7 +64,7 @@ TEST_CASE("autograd::grad: non-leaf inputs, several outputs with grad_outputs, a
   CHECK(ls::allclose(grad({z}, {z})[0], ls::ones({})));
 }
 
-TEST_CASE("autograd::grad: retain_graph defaults to create_graph; a freed graph says so") {
+TEST_CASE("autograd::grad: retain_graph defaults to create_graph, and a freed graph says so") {
   Tensor x = ls::randn({2}, ls::requires_grad());
   Tensor y = (x.exp() * x).sum();
   Tensor first = grad({y}, {x})[0];  // frees the saved tensors

@@ -158,7 +158,7 @@ TEST_CASE("double backward: the gradient penalty of a small MLP critic, end to e
                                  randn64({1, 8}), randn64({1})});
 }
 
-TEST_CASE("double backward: WGAN-GP step with nn modules; backward equals grad, grad touches no .grad") {
+TEST_CASE("double backward: WGAN-GP step with nn modules, backward equals grad, grad touches no .grad") {
   ls::manual_seed(17);
   auto critic = std::make_shared<ls::nn::Sequential>(
       std::make_shared<ls::nn::Linear>(3, 8), std::make_shared<ls::nn::LeakyReLU>(0.2),

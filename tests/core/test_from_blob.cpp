@@ -14,7 +14,7 @@
 
 namespace ls = lockstep;
 
-TEST_CASE("from_blob with a deleter: runs it once, after the last tensor and view are gone; not on a refused call") {
+TEST_CASE("from_blob with a deleter: runs it once, after the last tensor and view are gone, not on a refused call") {
   int calls = 0;
   auto* data = new float[6]{1, 2, 3, 4, 5, 6};
   {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/grad_mode.h"
 #include "distributed/ddp/replica_check.h"
 #include "distributed/distributed.h"
 #include "optim/optim.h"
@@ -202,4 +203,42 @@ TEST_CASE("replica check: an optimizer that took a step more on one rank is name
       }
     }, kTimeout);
   }
+}
+
+TEST_CASE("replica check: ddp.check_replicas() compares at once, with the periodic check off, naming the parameter") {
+  ls::testing::run_ranks(2, [](int rank) {
+    auto pg = dist::init_process_group("gloo", dist::InitOptions().timeout(20s));
+    ls::manual_seed(0);
+    auto model = std::make_shared<ls::testing::TinyCNN>();
+    dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().check_replicas_every(0));  // periodic: off
+    ls::optim::SGD opt(model->parameters(), ls::optim::SGDOptions(0.1));
+    int64_t steps = 0;
+    ddp.register_step_count([&steps] { return steps; });
+    Stop stop = train(opt, 3, [&](int i) {
+      ls::manual_seed(100 + 2 * i + rank);
+      ddp.forward(ls::randn({2, 3, 8, 8})).pow(2).sum().backward();
+      ++steps;
+    });
+    REQUIRE_MESSAGE(stop.step == -1, stop.message);
+    ddp.check_replicas();  // equal replicas: no error (a checkpoint would be written)
+    // One more step counted on rank 0 only: named by the counts, though the parameters agree.
+    if (rank == 0) ++steps;
+    std::string counts = lockstep::testing::error_of([&] { ddp.check_replicas(); });
+    CHECK_MESSAGE(contains(counts, "DDP replica check (rank " + std::to_string(rank) + "): the optimizers' step "
+                                   "counts differ at synced iteration 3 (they were equal at iteration 3): rank 0: 4 "
+                                   "steps (4 parameter updates); rank 1: 3 steps"),
+                  counts);
+    if (rank == 0) --steps;
+    // The last parameter changed on rank 1 only: every rank names it.
+    if (rank == 1) {
+      ls::NoGradGuard no_grad;
+      ls::Tensor last = model->parameters().back();
+      last.add_(1e-3);
+    }
+    std::string params = lockstep::testing::error_of([&] { ddp.check_replicas(); });
+    CHECK_MESSAGE(contains(params, "the replicas' parameters differ at synced iteration 3"), params);
+    CHECK_MESSAGE(contains(params, "rank 0 and rank 1 hold 2 different sets of parameters"), params);
+    const std::string last_name = model->named_parameters().back().first;
+    CHECK_MESSAGE(contains(params, "the first that differs is '" + last_name + "'"), params);
+  }, kTimeout);
 }

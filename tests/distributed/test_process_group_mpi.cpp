@@ -4,7 +4,8 @@
 //  - every collective, dtype and op (tests/distributed/collective_suite.h) on
 //    the MPI group and on a round-robin group of two MPI groups, async overlap,
 //    and mismatches caught by the fingerprints (the first collective and, by
-//    default, every later one) — at 2 and 4 ranks;
+//    default, every later one, also deep inside a burst whose exchanges are posted
+//    ahead) — at 2 and 4 ranks;
 //  - a rank killed mid-sequence: mpirun ends the whole job, naming the rank and
 //    the signal, well within the bound (coreutils `timeout` around mpirun);
 //  - a peer that never joins: Work::wait(timeout) throws an error naming the
@@ -136,6 +137,37 @@ TEST_CASE("mpi worker: every collective and dtype and op" * doctest::skip()) {
     op_msg = e.what();
   }
   CHECK_MESSAGE(contains(op_msg, "(reduce op differ)"), op_msg);
+
+  // A burst of 200 issued back to back spans several exchanges, each posted ahead of the
+  // data (Note [Fingerprints exchanged ahead over MPI]): an op and a size that differ on the
+  // last rank deep inside it fail only their own collectives, before their data moves; every
+  // other one reduces right, and the group goes on.
+  {
+    pg->barrier()->wait(30s);
+    const bool odd = rank == world - 1;
+    std::vector<ls::Tensor> burst;
+    std::vector<std::shared_ptr<dist::Work>> works;
+    for (int k = 0; k < 200; ++k) {
+      burst.push_back(rank_input(rank, (k == 170 && odd) ? 9 : 1 + k % 23, k % 2 ? ls::kFloat64 : ls::kFloat32));
+      works.push_back(pg->allreduce(burst.back(), (k == 130 && odd) ? ReduceOp::MAX : ReduceOp::SUM));
+    }
+    for (int k = 0; k < 200; ++k) {
+      std::string err;
+      try {
+        works[k]->wait(30s);
+      } catch (const std::exception& e) {
+        err = e.what();
+      }
+      if (k == 130) {
+        CHECK_MESSAGE(contains(err, "(reduce op differ)"), err);
+      } else if (k == 170) {
+        CHECK_MESSAGE(contains(err, "(number of elements differ)"), err);
+      } else {
+        CHECK_MESSAGE(err.empty(), "burst collective ", k, ": ", err);
+        check_reduced(burst[k], ReduceOp::SUM, world, "mpi burst");
+      }
+    }
+  }
 
   ls::testing::check_every_collective(*pg, "mpi", 30s);
 
