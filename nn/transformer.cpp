@@ -1,6 +1,10 @@
 // nn/transformer.cpp — TransformerEncoderLayer's construction and forward.
+// Under bf16 autocast the feed-forward's linear1 + GELU is one node (Note [linear + GELU
+// in one node] in autograd/functions/autocast_ops.h).
 // Read before: nn/transformer.h.
 #include "nn/transformer.h"
+
+#include "autograd/functions/autocast_ops.h"
 
 namespace lockstep::nn {
 
@@ -70,8 +74,14 @@ Tensor TransformerEncoderLayer::forward(const Tensor& x, const AttentionMasks& m
 }
 
 Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
-  Tensor f = linear1->forward(x);  // (B, T, ffn)
-  f = options.activation() == "gelu" ? f.gelu() : f.relu();
+  const bool gelu = options.activation() == "gelu";
+  Tensor f;  // (B, T, ffn)
+  if (gelu && autograd::fuses_linear_gelu(x, linear1->weight, linear1->bias)) {
+    f = autograd::linear_gelu_autocast(x, linear1->weight, linear1->bias);  // Note [linear + GELU in one node]
+  } else {
+    f = linear1->forward(x);
+    f = gelu ? f.gelu() : f.relu();
+  }
   return dropout2->forward(linear2->forward(dropout->forward(f)));  // (B, T, d_model)
 }
 

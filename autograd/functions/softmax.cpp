@@ -17,9 +17,12 @@ namespace {
 struct SoftmaxBackward final : BackwardNode {
   SavedVariable result;
   int64_t dim = 0;
+  bool bf16_input = false;  // the input was bf16 read in place: dx is returned in bf16
   std::string name() const override { return "SoftmaxBackward"; }
   variable_list apply(variable_list&& grads) override {
-    return {native::softmax_backward(grads[0], result.unpack(name()), dim)};
+    const Tensor y = result.unpack(name());
+    if (bf16_input) return {native::softmax_backward_bf16_input(grads[0], y, dim, /*log=*/false)};
+    return {native::softmax_backward(grads[0], y, dim)};
   }
   void release_variables() override { result.reset(); }
 };
@@ -27,9 +30,12 @@ struct SoftmaxBackward final : BackwardNode {
 struct LogSoftmaxBackward final : BackwardNode {
   SavedVariable result;
   int64_t dim = 0;
+  bool bf16_input = false;  // as SoftmaxBackward's
   std::string name() const override { return "LogSoftmaxBackward"; }
   variable_list apply(variable_list&& grads) override {
-    return {native::log_softmax_backward(grads[0], result.unpack(name()), dim)};
+    const Tensor y = result.unpack(name());
+    if (bf16_input) return {native::softmax_backward_bf16_input(grads[0], y, dim, /*log=*/true)};
+    return {native::log_softmax_backward(grads[0], y, dim)};
   }
   void release_variables() override { result.reset(); }
 };
@@ -42,26 +48,30 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
 
 Tensor Tensor::softmax(int64_t dim) const {
-  if (is_autocast_enabled() && dtype() == kBFloat16) return to(kFloat32).softmax(dim);
+  const bool in_place = reads_bf16_in_place(*this);  // Note [float32 ops reading bfloat16 in place]
+  if (is_autocast_enabled() && dtype() == kBFloat16 && !in_place) return to(kFloat32).softmax(dim);
   profiler::Scope prof("softmax");
-  Tensor y = native::softmax(*this, dim);
+  Tensor y = in_place ? native::softmax_bf16_input(*this, dim, /*log=*/false) : native::softmax(*this, dim);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<SoftmaxBackward>();
     node->result = SavedVariable(y);
     node->dim = dim;
+    node->bf16_input = in_place;
     record(node, {*this}, {y});
   }
   return y;
 }
 
 Tensor Tensor::log_softmax(int64_t dim) const {
-  if (is_autocast_enabled() && dtype() == kBFloat16) return to(kFloat32).log_softmax(dim);
+  const bool in_place = reads_bf16_in_place(*this);
+  if (is_autocast_enabled() && dtype() == kBFloat16 && !in_place) return to(kFloat32).log_softmax(dim);
   profiler::Scope prof("log_softmax");
-  Tensor y = native::log_softmax(*this, dim);
+  Tensor y = in_place ? native::softmax_bf16_input(*this, dim, /*log=*/true) : native::log_softmax(*this, dim);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<LogSoftmaxBackward>();
     node->result = SavedVariable(y);
     node->dim = dim;
+    node->bf16_input = in_place;
     record(node, {*this}, {y});
   }
   return y;
