@@ -6,7 +6,9 @@
 // (B, T, 3E) tensor. Three narrows would each write a zero-filled (B, T, 3E)
 // gradient and the engine would add the three: for BERT-base ~38 MB more per layer
 // and step (the profiler's bytes column, docs/results/bf16.md), the same values.
-// LOCKSTEP_QKV_UNBIND=0 takes the narrows (A/B runs).
+// LOCKSTEP_QKV_UNBIND=0 takes the narrows (A/B runs). Under bf16 autocast the dropout
+// of the probabilities writes them in bf16 for the next matmul (Note [dropout writing
+// the bf16 copy] in autograd/functions/autocast_ops.h).
 // Read before: nn/attention.h, autograd/functions/unbind.h.
 #include "nn/attention.h"
 
@@ -14,6 +16,7 @@
 #include <limits>
 #include <vector>
 
+#include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/unbind.h"
 #include "core/env_flag.h"
 #include "core/factory.h"
@@ -130,7 +133,10 @@ Tensor MultiheadAttention::forward(const Tensor& x, const AttentionMasks& masks)
   if (masks.key_padding_mask().defined()) scores = scores + padding_scores(masks.key_padding_mask(), B, T, dt);
   if (masks.attn_mask().defined()) scores = scores + attn_scores(masks.attn_mask(), B, H, T, dt);
   if (masks.is_causal()) scores = scores + causal_scores(T, dt, x.device());
-  Tensor attn = lockstep::dropout(scores.softmax(-1), dropout, is_training());  // (B, H, T, T)
+  const Tensor probs = scores.softmax(-1);  // (B, H, T, T), float32 under autocast
+  Tensor attn = autograd::fuses_dropout_cast(probs)  // Note [dropout writing the bf16 copy]
+                    ? autograd::dropout_to_bf16(probs, dropout, is_training())
+                    : lockstep::dropout(probs, dropout, is_training());
   Tensor out = matmul(attn, v);                                      // (B, H, T, D)
   out = out.transpose(1, 2).reshape({B, T, E});                      // (B, T, E)
   return out_proj->forward(out);

@@ -301,6 +301,12 @@ Tensor linear_gelu_autocast(const Tensor& input, const Tensor& weight, const Ten
   return linear_autocast_impl(input, weight, bias, /*gelu=*/true);
 }
 
+bool fuses_dropout_cast(const Tensor& probs) {
+  static const bool on = env_flag("LOCKSTEP_BF16_DROPOUT_CAST", true);
+  return on && is_autocast_enabled() && autocast_dtype() == kBFloat16 && probs.defined() &&
+         probs.dtype() == kFloat32 && probs.device().is_cpu();
+}
+
 bool fuses_linear_gelu(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   static const bool on = env_flag("LOCKSTEP_BF16_LINEAR_GELU", true);
   return on && input.defined() && input.device().is_cpu() &&

@@ -65,6 +65,21 @@ Tensor linear_gelu_autocast(const Tensor& input, const Tensor& weight, const Ten
 // Whether gelu(linear(input, weight, bias)) should take linear_gelu_autocast.
 bool fuses_linear_gelu(const Tensor& input, const Tensor& weight, const Tensor& bias);
 
+// § Note [dropout writing the bf16 copy]
+// Attention's probabilities are float32 (softmax's row of the policy), dropped out,
+// then read by a bf16 matmul, which would cast them: the dropout writes a float32
+// tensor (4 bytes an element) that the cast reads again and writes as bf16, and
+// backward widens the bf16 gradient in a ToCopyBackward before the dropout's own
+// pass. Under autocast on the CPU, MultiheadAttention calls dropout_to_bf16
+// instead: one pass reads the float32 probabilities and writes the dropped values
+// rounded to bf16, the values of the dropout followed by the cast, bit for bit
+// (same mask, same product, one rounding), and its backward widens the incoming
+// gradient inside the dropout's pass. BERT-base: ~25 MB a layer and step.
+// LOCKSTEP_BF16_DROPOUT_CAST=0 keeps dropout and cast apart (A/B runs).
+Tensor dropout_to_bf16(const Tensor& input, double p, bool training);
+// Whether MultiheadAttention should call dropout_to_bf16 on `probs`.
+bool fuses_dropout_cast(const Tensor& probs);
+
 #if LOCKSTEP_WITH_CUDA
 // Their forms for CUDA tensors (autocast_ops_cuda.cpp; Note [Autocast on CUDA] in
 // core/cuda/autocast_kernels.cu): linear_autocast and conv2d_autocast call these.

@@ -7,8 +7,13 @@
 // p == 0, dropout is the identity and returns its input itself: no mask, no
 // random draws, no node.
 //
+// dropout_to_bf16 is the same op writing its result in bf16 (Note [dropout writing the
+// bf16 copy] in autograd/functions/autocast_ops.h); DropoutBackward widens the bf16
+// gradient it then receives, as ToCopyBackward would have.
+//
 // Read before: autograd/functions/functions.h, core/native/dropout.cpp.
 // Read next: autograd/functions/loss.cpp.
+#include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/functions.h"
 #include "core/native/nn_kernels_transformer.h"
 #include "core/nn_ops.h"
@@ -35,6 +40,28 @@ struct DropoutBackward final : BackwardNode {
 namespace lockstep {
 
 using namespace autograd;  // NOLINT: this file defines the op that records this node
+
+namespace autograd {
+
+Tensor dropout_to_bf16(const Tensor& input, double p, bool training) {
+  if (!training || p == 0.0 || input.dtype() != kFloat32 || !input.device().is_cpu()) {
+    return lockstep::dropout(input, p, training);  // the identity, or not the fused case: as before
+  }
+  profiler::Scope prof("dropout");
+  LS_CHECK(p >= 0.0 && p <= 1.0, "dropout: dropout probability has to be between 0 and 1, but got ",
+           p);
+  auto [out, mask] = native::dropout_forward_to(input, p, kBFloat16);
+  if (compute_requires_grad({input})) {
+    auto node = std::make_shared<DropoutBackward>();  // widens the bf16 gradient first
+    node->mask = SavedVariable(mask);
+    node->p = p;
+    node->dtype = input.dtype();
+    record(node, {input}, {out});
+  }
+  return out;
+}
+
+}  // namespace autograd
 
 Tensor dropout(const Tensor& input, double p, bool training) {
   profiler::Scope prof("dropout");

@@ -69,10 +69,32 @@ inline uint64_t splitmix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// out (bf16) = float32 input * mask * scale, rounded once: the values of apply_mask's
+// float32 result converted, in one pass (dropout_forward_to).
+Tensor apply_mask_to_bf16(const Tensor& input, const Tensor& mask, double p) {
+  const Tensor x = contiguous(input);
+  const uint8_t* kp = reinterpret_cast<const uint8_t*>(mask.data_ptr<bool>());
+  Tensor out = empty(x.sizes(), kBFloat16);
+  const float* xp = x.data_ptr<float>();
+  BFloat16* yp = out.data_ptr<BFloat16>();
+  const float s = static_cast<float>(p < 1.0 ? 1.0 / (1.0 - p) : 0.0);
+  parallel_for(0, x.numel(), detail::kGrain, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) {
+      const float v = xp[i] * s;
+      detail::store_element(yp[i], kp[i] != 0 ? v : 0.0f);
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
-std::tuple<Tensor, Tensor> dropout_forward(const Tensor& input, double p) {
-  LS_DISPATCH_CUDA(input, dropout_forward(input, p));
+namespace {
+
+// The bool mask (true = kept) of a dropout of `input` with probability p, from one
+// key of the default generator: Note [Counter-based dropout masks].
+Tensor draw_mask(const Tensor& input, double p) {
   LS_CHECK(input.defined(), "dropout: input is an undefined tensor");
   check_p(p, "dropout");
   LS_CHECK(input.is_floating_point(), "dropout: expected a floating input, got ",
@@ -99,8 +121,26 @@ std::tuple<Tensor, Tensor> dropout_forward(const Tensor& input, double p) {
       m[i] = (h >> 32) < t;
     }
   });
+  return mask;
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> dropout_forward(const Tensor& input, double p) {
+  LS_DISPATCH_CUDA(input, dropout_forward(input, p));
+  Tensor mask = draw_mask(input, p);
   Tensor out = apply_mask(input, mask, p, "dropout");
   return {out, mask};
+}
+
+std::tuple<Tensor, Tensor> dropout_forward_to(const Tensor& input, double p, ScalarType out_dtype) {
+  LS_CHECK(input.defined() && input.device().is_cpu() && input.dtype() == kFloat32 &&
+               out_dtype == kBFloat16,
+           "dropout_forward_to: takes a float32 CPU input and writes bfloat16, got ",
+           input.defined() ? dtype_name(input.dtype()) : "an undefined tensor", " -> ",
+           dtype_name(out_dtype));
+  Tensor mask = draw_mask(input, p);
+  return {apply_mask_to_bf16(input, mask, p), mask};
 }
 
 Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p) {

@@ -24,3 +24,12 @@
 // declared once]): linear_forward/_backward, layer_norm_forward/_backward,
 // embedding_forward/_backward, dropout_forward/_backward, cross_entropy_forward/
 // _backward, mse_loss_forward/_backward.
+
+namespace lockstep::native {
+
+// CPU only. dropout_forward of a float32 input with the result written in out_dtype
+// (bfloat16): the same mask, and the values of its float32 result converted, in one
+// pass (Note [dropout writing the bf16 copy] in autograd/functions/autocast_ops.h).
+std::tuple<Tensor, Tensor> dropout_forward_to(const Tensor& input, double p, ScalarType out_dtype);
+
+}  // namespace lockstep::native

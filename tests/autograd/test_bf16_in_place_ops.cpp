@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/functions/autocast_ops.h"
 #include "autograd/node.h"
 #include "core/autocast.h"
 #include "core/factory.h"
@@ -120,4 +121,30 @@ TEST_CASE("bf16 in place: cross_entropy moves fewer bytes than the cast (profile
   const double mb = ls::profiler::non_gemm_mb(ls::profiler::entries());
   CHECK(mb < 0.06);
   CHECK(mb > 0.04);
+}
+
+// Note [dropout writing the bf16 copy]: against dropout followed by the cast.
+TEST_CASE("dropout writing bf16 equals dropout then the cast: values, mask and gradient") {
+  ls::Tensor x = ls::randn({3, 4, 50}).requires_grad_(true);
+  ls::Tensor ref_x = x.detach().clone().requires_grad_(true);
+  const ls::Tensor g = ls::randn({3, 4, 50}).to(ls::kBFloat16);
+  ls::manual_seed(49);
+  const ls::Tensor ref = ls::dropout(ref_x, 0.3, true).to(ls::kBFloat16);
+  ls::manual_seed(49);  // the same key: the same mask
+  ls::Tensor out;
+  {
+    ls::AutocastGuard amp(ls::kBFloat16);
+    REQUIRE(ls::autograd::fuses_dropout_cast(x));
+    out = ls::autograd::dropout_to_bf16(x, 0.3, true);
+  }
+  CHECK(out.dtype() == ls::kBFloat16);
+  CHECK(out.grad_fn()->name() == "DropoutBackward");
+  CHECK(reads_leaf_directly(out));
+  CHECK(nv::equal(out.detach(), ref.detach()));
+  out.backward(g);
+  ref.backward(g);
+  CHECK(x.grad().dtype() == ls::kFloat32);
+  CHECK(nv::equal(x.grad(), ref_x.grad()));
+  // Evaluation (or p == 0) is the identity, as dropout: the input itself, float32.
+  CHECK(ls::autograd::dropout_to_bf16(x, 0.3, false).is_same(x));
 }
