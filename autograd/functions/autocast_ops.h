@@ -80,6 +80,22 @@ Tensor dropout_to_bf16(const Tensor& input, double p, bool training);
 // Whether MultiheadAttention should call dropout_to_bf16 on `probs`.
 bool fuses_dropout_cast(const Tensor& probs);
 
+// § Note [dropout + residual add in one pass]
+// A post-norm transformer layer adds a dropped-out bf16 branch to its float32
+// residual stream twice: x + dropout(y). As two ops the dropout writes a bf16 tensor
+// that the add reads again, and backward has the add round dL/dh to bf16 into one
+// tensor that the dropout's backward reads and writes again. Under autocast on the
+// CPU TransformerEncoderLayer calls dropout_add: one pass reads x and y and writes
+// h with the same mask, the same bf16 rounding of the dropped value and the same
+// float32 add, so h is bit for bit x + dropout(y); backward returns dL/dh itself for
+// x and, in one pass, dL/dy rounded and masked as the two nodes did
+// (tests/autograd/test_bf16_in_place_ops.cpp). BERT-base: ~6 MB per residual and
+// step, 24 residuals. LOCKSTEP_BF16_DROPOUT_ADD=0 keeps the two ops (A/B runs).
+Tensor dropout_add(const Tensor& x, const Tensor& y, double p);  // training, 0 < p <= 1
+// Whether x + dropout(y, p, training) should take dropout_add: autocast on, training,
+// p > 0, x float32 and y bf16 of one shape on the CPU.
+bool fuses_dropout_add(const Tensor& x, const Tensor& y, double p, bool training);
+
 #if LOCKSTEP_WITH_CUDA
 // Their forms for CUDA tensors (autocast_ops_cuda.cpp; Note [Autocast on CUDA] in
 // core/cuda/autocast_kernels.cu): linear_autocast and conv2d_autocast call these.

@@ -66,7 +66,8 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
-  const bool in_place = reads_bf16_in_place(logits);  // Note [float32 ops reading bfloat16 in place]
+  // The bf16 logits read as they are: Note [float32 ops reading bfloat16 in place].
+  const bool in_place = reads_bf16_in_place(logits);
   if (is_autocast_enabled() && logits.defined() && logits.dtype() == kBFloat16 && !in_place) {
     return cross_entropy(float_input(logits), target, ignore_index);
   }

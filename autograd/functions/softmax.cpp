@@ -51,7 +51,8 @@ Tensor Tensor::softmax(int64_t dim) const {
   const bool in_place = reads_bf16_in_place(*this);  // Note [float32 ops reading bfloat16 in place]
   if (is_autocast_enabled() && dtype() == kBFloat16 && !in_place) return to(kFloat32).softmax(dim);
   profiler::Scope prof("softmax");
-  Tensor y = in_place ? native::softmax_bf16_input(*this, dim, /*log=*/false) : native::softmax(*this, dim);
+  Tensor y = in_place ? native::softmax_bf16_input(*this, dim, /*log=*/false)
+                      : native::softmax(*this, dim);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<SoftmaxBackward>();
     node->result = SavedVariable(y);
@@ -64,9 +65,12 @@ Tensor Tensor::softmax(int64_t dim) const {
 
 Tensor Tensor::log_softmax(int64_t dim) const {
   const bool in_place = reads_bf16_in_place(*this);
-  if (is_autocast_enabled() && dtype() == kBFloat16 && !in_place) return to(kFloat32).log_softmax(dim);
+  if (is_autocast_enabled() && dtype() == kBFloat16 && !in_place) {
+    return to(kFloat32).log_softmax(dim);
+  }
   profiler::Scope prof("log_softmax");
-  Tensor y = in_place ? native::softmax_bf16_input(*this, dim, /*log=*/true) : native::log_softmax(*this, dim);
+  Tensor y = in_place ? native::softmax_bf16_input(*this, dim, /*log=*/true)
+                      : native::log_softmax(*this, dim);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<LogSoftmaxBackward>();
     node->result = SavedVariable(y);

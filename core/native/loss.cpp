@@ -160,7 +160,8 @@ std::tuple<Tensor, Tensor> cross_entropy_bf16_forward(const Tensor& logits, cons
     if (t[i] != ignore_index) sum -= picked[i];
   }
   Tensor loss = empty({}, kFloat32);
-  *loss.data_ptr<float>() = static_cast<float>(sum / static_cast<double>(count_kept(t, ignore_index)));
+  const double count = static_cast<double>(count_kept(t, ignore_index));
+  *loss.data_ptr<float>() = static_cast<float>(sum / count);  // NaN when count == 0
   return {loss, shift};
 }
 
@@ -173,8 +174,8 @@ Tensor cross_entropy_bf16_backward(const Tensor& grad, const Tensor& logits, con
   const int64_t n = logits.size(0), c = logits.size(1);
   LS_CHECK(logits.dtype() == kBFloat16 && shift.dtype() == kFloat32 && shift.dim() == 2 &&
                shift.size(0) == n && shift.size(1) == 2,
-           "cross_entropy_bf16_backward: expected bf16 logits (N, C) and float32 row shifts (N, 2), "
-           "got ", dtype_name(logits.dtype()), " ", logits.shape_str(), " and ",
+           "cross_entropy_bf16_backward: expected bf16 logits (N, C) and float32 row shifts "
+           "(N, 2), got ", dtype_name(logits.dtype()), " ", logits.shape_str(), " and ",
            dtype_name(shift.dtype()), " ", shift.shape_str());
   const int64_t count = count_kept(t, ignore_index);
   const double scale = count > 0 ? grad.item<double>() / static_cast<double>(count) : 0.0;

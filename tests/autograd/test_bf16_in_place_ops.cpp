@@ -148,3 +148,30 @@ TEST_CASE("dropout writing bf16 equals dropout then the cast: values, mask and g
   // Evaluation (or p == 0) is the identity, as dropout: the input itself, float32.
   CHECK(ls::autograd::dropout_to_bf16(x, 0.3, false).is_same(x));
 }
+
+// Note [dropout + residual add in one pass]: against x + dropout(y) as two ops.
+TEST_CASE("dropout_add equals the residual add of a dropout: output and both gradients") {
+  ls::Tensor x = ls::randn({2, 5, 40}).requires_grad_(true);
+  ls::Tensor y = ls::randn({2, 5, 40}).to(ls::kBFloat16).requires_grad_(true);
+  ls::Tensor rx = x.detach().clone().requires_grad_(true);
+  ls::Tensor ry = y.detach().clone().requires_grad_(true);
+  const ls::Tensor g = ls::randn({2, 5, 40});
+  ls::manual_seed(50);
+  const ls::Tensor ref = rx + ls::dropout(ry, 0.1, true);
+  ls::manual_seed(50);
+  ls::Tensor h;
+  {
+    ls::AutocastGuard amp(ls::kBFloat16);
+    REQUIRE(ls::autograd::fuses_dropout_add(x, y, 0.1, true));
+    CHECK_FALSE(ls::autograd::fuses_dropout_add(x, y, 0.1, false));  // evaluation: x + y
+    h = ls::autograd::dropout_add(x, y, 0.1);
+  }
+  CHECK(h.dtype() == ls::kFloat32);
+  CHECK(h.grad_fn()->name() == "DropoutAddBackward");
+  CHECK(nv::equal(h.detach(), ref.detach()));
+  h.backward(g);
+  ref.backward(g);
+  CHECK(nv::equal(x.grad(), rx.grad()));
+  CHECK(y.grad().dtype() == ls::kBFloat16);
+  CHECK(nv::equal(y.grad(), ry.grad()));
+}
