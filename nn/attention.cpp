@@ -1,11 +1,24 @@
 // nn/attention.cpp — MultiheadAttention, built from differentiable ops
 // (linear, matmul, softmax, dropout), so autograd differentiates it.
-// Read before: nn/attention.h.
+//
+// The packed projection qkv (B, T, 3E) is split into q, k, v by unbind over a
+// (B, T, 3, E) view: one node, whose backward writes the three gradients into one
+// (B, T, 3E) tensor. Three narrows would each write a zero-filled (B, T, 3E)
+// gradient and the engine would add the three: for BERT-base ~38 MB more per layer
+// and step (the profiler's bytes column, docs/results/bf16.md), the same values.
+// LOCKSTEP_QKV_UNBIND=0 takes the narrows (A/B runs). Under bf16 autocast the dropout
+// of the probabilities writes them in bf16 for the next matmul (Note [dropout writing
+// the bf16 copy] in autograd/functions/autocast_ops.h).
+// Read before: nn/attention.h, autograd/functions/unbind.h.
 #include "nn/attention.h"
 
 #include <cmath>
 #include <limits>
+#include <vector>
 
+#include "autograd/functions/autocast_ops.h"
+#include "autograd/functions/unbind.h"
+#include "core/env_flag.h"
 #include "core/factory.h"
 #include "core/nn_ops.h"
 #include "nn/init.h"
@@ -104,8 +117,12 @@ Tensor MultiheadAttention::forward(const Tensor& x, const AttentionMasks& masks)
   const int64_t B = x.size(0), T = x.size(1), E = embed_dim, H = num_heads, D = head_dim;
 
   Tensor qkv = linear(x, in_proj_weight, in_proj_bias);  // (B, T, 3E)
-  auto split_heads = [&](int64_t i) {                    // -> (B, H, T, D)
-    return qkv.narrow(2, i * E, E).reshape({B, T, H, D}).transpose(1, 2);
+  static const bool use_unbind = env_flag("LOCKSTEP_QKV_UNBIND", true);
+  std::vector<Tensor> parts;  // q, k, v: (B, T, E) views of qkv
+  if (use_unbind) parts = unbind(qkv.reshape({B, T, 3, E}), 2);
+  auto split_heads = [&](int64_t i) {  // -> (B, H, T, D)
+    const Tensor part = use_unbind ? parts[i] : qkv.narrow(2, i * E, E);
+    return part.reshape({B, T, H, D}).transpose(1, 2);
   };
   Tensor q = split_heads(0) * (1.0 / std::sqrt(static_cast<double>(D)));
   Tensor k = split_heads(1);
@@ -116,7 +133,10 @@ Tensor MultiheadAttention::forward(const Tensor& x, const AttentionMasks& masks)
   if (masks.key_padding_mask().defined()) scores = scores + padding_scores(masks.key_padding_mask(), B, T, dt);
   if (masks.attn_mask().defined()) scores = scores + attn_scores(masks.attn_mask(), B, H, T, dt);
   if (masks.is_causal()) scores = scores + causal_scores(T, dt, x.device());
-  Tensor attn = lockstep::dropout(scores.softmax(-1), dropout, is_training());  // (B, H, T, T)
+  const Tensor probs = scores.softmax(-1);  // (B, H, T, T), float32 under autocast
+  Tensor attn = autograd::fuses_dropout_cast(probs)  // Note [dropout writing the bf16 copy]
+                    ? autograd::dropout_to_bf16(probs, dropout, is_training())
+                    : lockstep::dropout(probs, dropout, is_training());
   Tensor out = matmul(attn, v);                                      // (B, H, T, D)
   out = out.transpose(1, 2).reshape({B, T, E});                      // (B, T, E)
   return out_proj->forward(out);

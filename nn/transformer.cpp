@@ -1,8 +1,25 @@
 // nn/transformer.cpp — TransformerEncoderLayer's construction and forward.
+// Under bf16 autocast the feed-forward's linear1 + GELU is one node (Note [linear + GELU
+// in one node] in autograd/functions/autocast_ops.h).
 // Read before: nn/transformer.h.
 #include "nn/transformer.h"
 
+#include "autograd/functions/autocast_ops.h"
+
 namespace lockstep::nn {
+
+namespace {
+
+// x + d(y) for a residual x and a branch y: one op under bf16 autocast (Note [dropout +
+// residual add in one pass] in autograd/functions/autocast_ops.h).
+Tensor add_dropped(const Tensor& x, const Tensor& y, Dropout& d) {
+  if (autograd::fuses_dropout_add(x, y, d.p, d.is_training())) {
+    return autograd::dropout_add(x, y, d.p);
+  }
+  return x + d.forward(y);
+}
+
+}  // namespace
 
 TransformerEncoderLayer::TransformerEncoderLayer(const TransformerEncoderLayerOptions& o) : options(o) {
   LS_CHECK(o.activation() == "gelu" || o.activation() == "relu", "TransformerEncoderLayer: "
@@ -69,19 +86,30 @@ Tensor TransformerEncoderLayer::forward(const Tensor& x, const AttentionMasks& m
   return to_batch_first(y, options.batch_first());  // a transpose is its own inverse
 }
 
+Tensor TransformerEncoderLayer::feed_forward_branch(const Tensor& x) {
+  const bool gelu = options.activation() == "gelu";
+  Tensor f;  // (B, T, ffn)
+  if (gelu && autograd::fuses_linear_gelu(x, linear1->weight, linear1->bias)) {
+    // One node for both: Note [linear + GELU in one node].
+    f = autograd::linear_gelu_autocast(x, linear1->weight, linear1->bias);
+  } else {
+    f = linear1->forward(x);
+    f = gelu ? f.gelu() : f.relu();
+  }
+  return linear2->forward(dropout->forward(f));  // (B, T, d_model), before dropout2
+}
+
 Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
-  Tensor f = linear1->forward(x);  // (B, T, ffn)
-  f = options.activation() == "gelu" ? f.gelu() : f.relu();
-  return dropout2->forward(linear2->forward(dropout->forward(f)));  // (B, T, d_model)
+  return dropout2->forward(feed_forward_branch(x));  // (B, T, d_model)
 }
 
 Tensor TransformerEncoderLayer::forward_batch_first(const Tensor& x, const AttentionMasks& masks) {
   if (options.norm_first()) {
-    const Tensor h = x + dropout1->forward(self_attn->forward(norm1->forward(x), masks));
-    return h + feed_forward(norm2->forward(h));
+    const Tensor h = add_dropped(x, self_attn->forward(norm1->forward(x), masks), *dropout1);
+    return add_dropped(h, feed_forward_branch(norm2->forward(h)), *dropout2);
   }
-  const Tensor h = norm1->forward(x + dropout1->forward(self_attn->forward(x, masks)));
-  return norm2->forward(h + feed_forward(h));
+  const Tensor h = norm1->forward(add_dropped(x, self_attn->forward(x, masks), *dropout1));
+  return norm2->forward(add_dropped(h, feed_forward_branch(h), *dropout2));
 }
 
 }  // namespace lockstep::nn

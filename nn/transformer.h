@@ -87,6 +87,7 @@ struct TransformerEncoderLayer : Module {
 
  private:
   Tensor feed_forward(const Tensor& x);  // dropout2(linear2(dropout(activation(linear1(x)))))
+  Tensor feed_forward_branch(const Tensor& x);  // the same without dropout2
 };
 
 // The masks of a (src_mask, src_key_padding_mask) pair (either undefined).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/autocast.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 #include "core/native/optim_step.h"
@@ -90,13 +91,25 @@ void Adam::step() {
         (v_max == nullptr || v_max->is_contiguous())) {
       const Tensor gc = g.contiguous();
       const Tensor vm = v_max ? *v_max : Tensor();
+      // The bf16 copy the next forward under autocast reads, written by this same
+      // pass (Note [bf16 copies written by the optimizer] in core/autocast.h).
+      const Tensor p16 = p.device().is_cpu() && p.dtype() == kFloat32 ? autocast::kept_cast_to_write(p)
+                                                                        : Tensor();
       // We write through raw pointers: tell autograd's saved-tensor checks.
       p.impl()->storage->bump_version();
       update_in_chunks(i, p.numel(), [&](int64_t at, int64_t n) {  // Note [Stepping in chunks]
+        if (p16.defined()) {
+          native::adam_step_bf16_copy_(flat_piece(p, at, n), flat_piece(gc, at, n), flat_piece(m, at, n),
+                                       flat_piece(v, at, n), flat_piece(vm, at, n), options_.beta1(),
+                                       options_.beta2(), options_.eps(), k.step_size, k.bc2_sqrt, k.decay,
+                                       k.l2, flat_piece(p16, at, n));
+          return;
+        }
         native::adam_step_(flat_piece(p, at, n), flat_piece(gc, at, n), flat_piece(m, at, n), flat_piece(v, at, n),
                            flat_piece(vm, at, n), options_.beta1(), options_.beta2(), options_.eps(), k.step_size,
                            k.bc2_sqrt, k.decay, k.l2);
       });
+      if (p16.defined()) autocast::kept_cast_written(p);
       continue;
     }
 

@@ -29,6 +29,18 @@
 //                                                              db = sum_rows G (out)   f32
 //   conv2d   y (N, C_out, oH, oW) bf16                         see core/native/conv_bf16.h
 //
+// § Note [linear's input gradient summed in place]
+// A float32 activation that feeds a linear and something else (BERT's residual
+// stream feeds the next attention or feed-forward and the residual add) gets two
+// gradients, and the engine sums them in a pass that reads two and writes one
+// (Note [Gradients summed in place] in autograd/engine.cpp; ~9 MB per sum for
+// BERT-base, 24 a step). When the other gradient is already waiting and nobody
+// else sees it, the engine hands it to the linear's node, whose dX = G W runs with
+// beta = 1 into it: the sum in the GEMM's float32 epilogue, no separate pass. The
+// result is the same sum of the same float32 values up to the order of one
+// addition (tests/autograd/test_linear_gelu_fused.cpp). LOCKSTEP_BF16_LINEAR_SUM_DX=0
+// turns it off (A/B runs).
+//
 // CUDA tensors take the same nodes' GPU form: autocast_ops_cuda.cpp (Note
 // [Autocast on CUDA] in core/cuda/autocast_kernels.cu).
 //
@@ -93,10 +105,33 @@ Tensor as_input_dtype(const Tensor& g, ScalarType dtype) { return cast_pass(g, d
 
 struct LinearAutocastBackward final : BackwardNode, LinearAutocastSaved {
   native::Bf16Weight weight_packed;  // W's identity and version at the forward
-  std::string name() const override { return "LinearAutocastBackward"; }
+  SavedVariable pre_gelu;            // linear_gelu_autocast: u = x W^T + b (*, out) bf16
+  bool gelu = false;
+  std::string name() const override {
+    return gelu ? "LinearGeluAutocastBackward" : "LinearAutocastBackward";
+  }
 
-  variable_list apply(variable_list&& grads) override {
-    const Tensor g = native::contiguous(cast_pass(grads[0], kBFloat16));  // (*, out)
+  variable_list apply(variable_list&& grads) override { return run(grads[0], Tensor()); }
+
+  // Note [linear's input gradient summed in place].
+  bool sums_into_pending(size_t input_nr) const override {
+    static const bool on = env_flag("LOCKSTEP_BF16_LINEAR_SUM_DX", true);
+    return on && input_nr == 0 && input_dtype == kFloat32;
+  }
+  variable_list apply_summing(variable_list&& grads, variable_list&& pending) override {
+    const Tensor sum = pending.empty() ? Tensor() : pending[0];
+    if (!should_compute_output(0) || !sum.defined() || sum.dtype() != kFloat32 ||
+        !sum.device().is_cpu() || !sum.is_contiguous()) {
+      return BackwardNode::apply_summing(std::move(grads), std::move(pending));
+    }
+    return run(grads[0], sum);
+  }
+
+  // The three gradients; dx added into sum_into (float32, dx's shape) when that is defined.
+  variable_list run(const Tensor& grad, const Tensor& sum_into) {
+    // Note [linear + GELU in one node]: dL/du = GeluBackward's formula, then as linear.
+    const Tensor gy = gelu ? native::gelu_backward(grad, pre_gelu.unpack(name())) : grad;
+    const Tensor g = native::contiguous(cast_pass(gy, kBFloat16));  // (*, out)
     const int64_t out = g.size(-1), m = g.numel() / std::max<int64_t>(out, 1);
     Tensor dx, dw, db;
     if (should_compute_output(0)) {
@@ -104,14 +139,16 @@ struct LinearAutocastBackward final : BackwardNode, LinearAutocastSaved {
       const int64_t in = w.size(1);
       IntList sizes = g.sizes();
       sizes.back() = in;
-      dx = native::empty(sizes, input_dtype);  // (*, in)
+      const bool summing = sum_into.defined() && sum_into.sizes() == sizes;
+      dx = summing ? sum_into : native::empty(sizes, input_dtype);  // (*, in)
       dispatch_all(input_dtype, [&]<class T>() {
         if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
           native::gemm_bf16<T>(false, false, m, in, out, g.data_ptr<BFloat16>(), out,
-                               w.data_ptr<BFloat16>(), in, 0.0f, dx.data_ptr<T>(), in, nullptr,
-                               or_null(weight_packed));
+                               w.data_ptr<BFloat16>(), in, summing ? 1.0f : 0.0f, dx.data_ptr<T>(),
+                               in, nullptr, or_null(weight_packed));
         }
       });
+      if (sum_into.defined() && !summing) dx = native::add(sum_into, dx);  // never dropped
     }
     if (should_compute_output(1)) {
       const Tensor x = native::contiguous(input16.unpack(name()));  // (*, in)
@@ -129,6 +166,7 @@ struct LinearAutocastBackward final : BackwardNode, LinearAutocastSaved {
   }
   void release_variables() override {
     reset_saved();
+    pre_gelu.reset();
     weight_packed = {};
   }
 };
@@ -193,15 +231,28 @@ Tensor float_input(const Tensor& t) {
   return is_autocast_enabled() && t.defined() && t.dtype() == kBFloat16 ? t.to(kFloat32) : t;
 }
 
+bool reads_bf16_in_place(const Tensor& t) {
+  static const bool on = env_flag("LOCKSTEP_BF16_FUSED_CASTS", true);
+  return on && is_autocast_enabled() && t.defined() && t.dtype() == kBFloat16 &&
+         t.device().is_cpu();
+}
+
 Tensor bf16_input(const Tensor& t) {
   return autocast::needs_cast(t, autocast_dtype()) && eligible(t) ? t.to(autocast_dtype()) : t;
 }
 
-Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+namespace {
+
+// linear_autocast, and with `gelu` linear_gelu_autocast: Note [linear + GELU in one node].
+Tensor linear_autocast_impl(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                            bool gelu) {
 #if LOCKSTEP_WITH_CUDA
-  if (input.defined() && input.device().is_cuda()) return linear_autocast_cuda(input, weight, bias);
+  if (input.defined() && input.device().is_cuda()) {
+    const Tensor y = linear_autocast_cuda(input, weight, bias);
+    return gelu ? y.gelu() : y;
+  }
 #endif
-  profiler::Scope prof("linear_bf16");
+  profiler::Scope prof(gelu ? "linear_gelu_bf16" : "linear_bf16");
   LS_CHECK(input.defined() && weight.defined(), "linear: input and weight must be defined tensors");
   const Tensor x16 = native::contiguous(autocast::cached_cast(input, kBFloat16));   // (*, in)
   const Tensor w16 = native::contiguous(autocast::cached_cast(weight, kBFloat16));  // (out, in)
@@ -224,14 +275,42 @@ Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& 
                               wb.data_ptr<BFloat16>(), copy_transposed ? out : in, 0.0f,
                               y.data_ptr<BFloat16>(), out,
                               b.defined() ? b.data_ptr<BFloat16>() : nullptr, or_null(packed));
+  // The GELU's pass over the GEMM's output, the kernel Tensor::gelu runs.
+  const Tensor act = gelu ? native::unary(native::UnaryOp::Gelu, y) : y;
   if (compute_requires_grad({input, weight, bias})) {
     auto node = std::make_shared<LinearAutocastBackward>();
     node->save(input, weight, bias, x16, w16);
     node->weight_packed = packed;
-    record(node, {input, weight, bias}, {y});
+    node->gelu = gelu;
+    if (gelu) node->pre_gelu = SavedVariable(y);
+    record(node, {input, weight, bias}, {act});
   }
-  return y;
+  return act;
 }
+
+}  // namespace
+
+Tensor linear_autocast(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  return linear_autocast_impl(input, weight, bias, /*gelu=*/false);
+}
+
+Tensor linear_gelu_autocast(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  return linear_autocast_impl(input, weight, bias, /*gelu=*/true);
+}
+
+bool fuses_dropout_cast(const Tensor& probs) {
+  static const bool on = env_flag("LOCKSTEP_BF16_DROPOUT_CAST", true);
+  return on && is_autocast_enabled() && autocast_dtype() == kBFloat16 && probs.defined() &&
+         probs.dtype() == kFloat32 && probs.device().is_cpu();
+}
+
+bool fuses_linear_gelu(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  static const bool on = env_flag("LOCKSTEP_BF16_LINEAR_GELU", true);
+  return on && input.defined() && input.device().is_cpu() &&
+         autocast_applies({&input, &weight, &bias});
+}
+
+
 
 Tensor conv2d_autocast(const Tensor& input, const Tensor& weight, const Tensor& bias,
                        const IntList& stride, const IntList& padding, const IntList& dilation,

@@ -6,7 +6,9 @@
 //                         for ignored targets; saves log_probs (N, C) and target
 //   MseLossBackward       dinput = 2 (input - target) * g / n, dtarget = -dinput;
 //                         saves input and target
-// The formulas are in core/native/loss.cpp.
+// The formulas are in core/native/loss.cpp. Under bf16 autocast, CrossEntropyBackward
+// saves the bf16 logits and their row shifts instead (Note [float32 ops reading
+// bfloat16 in place] in autograd/functions/autocast_ops.h).
 //
 // Read before: autograd/functions/functions.h, core/native/loss.cpp.
 // Read next: nn/functional.h.
@@ -21,14 +23,23 @@ namespace {
 
 struct CrossEntropyBackward final : BackwardNode {
   SavedVariable log_probs, target;  // (N, C) and int64 (N)
+  SavedVariable logits, shift;      // instead of log_probs: bf16 (N, C) read in place, (N, 2)
+  bool bf16_logits = false;         // logits and shift are saved, not log_probs
   int64_t ignore_index = -100;
   std::string name() const override { return "CrossEntropyBackward"; }
   variable_list apply(variable_list&& grads) override {
+    if (bf16_logits) {
+      return {native::cross_entropy_bf16_backward(grads[0], logits.unpack(name()),
+                                                  shift.unpack(name()), target.unpack(name()),
+                                                  ignore_index)};
+    }
     return {native::cross_entropy_backward(grads[0], log_probs.unpack(name()),
                                            target.unpack(name()), ignore_index)};
   }
   void release_variables() override {
     log_probs.reset();
+    logits.reset();
+    shift.reset();
     target.reset();
   }
 };
@@ -55,14 +66,23 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
-  if (is_autocast_enabled() && logits.defined() && logits.dtype() == kBFloat16) {
+  // The bf16 logits read as they are: Note [float32 ops reading bfloat16 in place].
+  const bool in_place = reads_bf16_in_place(logits);
+  if (is_autocast_enabled() && logits.defined() && logits.dtype() == kBFloat16 && !in_place) {
     return cross_entropy(float_input(logits), target, ignore_index);
   }
   profiler::Scope prof("cross_entropy");
-  auto [loss, log_probs] = native::cross_entropy_forward(logits, target, ignore_index);
+  auto [loss, saved] = in_place ? native::cross_entropy_bf16_forward(logits, target, ignore_index)
+                                : native::cross_entropy_forward(logits, target, ignore_index);
   if (compute_requires_grad({logits})) {
     auto node = std::make_shared<CrossEntropyBackward>();
-    node->log_probs = SavedVariable(log_probs);
+    node->bf16_logits = in_place;
+    if (in_place) {
+      node->logits = SavedVariable(logits);
+      node->shift = SavedVariable(saved);
+    } else {
+      node->log_probs = SavedVariable(saved);
+    }
     node->target = SavedVariable(target);
     node->ignore_index = ignore_index;
     record(node, {logits}, {loss});

@@ -19,12 +19,18 @@ namespace {
 struct SoftmaxBackward final : DoubleBackwardNode {
   SavedVariable result;
   int64_t dim = 0;
+  bool bf16_input = false;  // the input was bf16 read in place: dx is returned in bf16
   std::string name() const override { return "SoftmaxBackward"; }
   variable_list apply(variable_list&& grads) override {
     const Tensor& g = grads[0];
-    if (!grad_ops::recording()) return {native::softmax_backward(g, result.unpack(name()), dim)};
+    if (!grad_ops::recording()) {
+      const Tensor y = result.unpack(name());
+      if (bf16_input) return {native::softmax_backward_bf16_input(g, y, dim, /*log=*/false)};
+      return {native::softmax_backward(g, y, dim)};
+    }
     Tensor y = saved_result(result, *this);
-    return {y * (g - (g * y).sum({dim}, /*keepdim=*/true))};
+    Tensor dx = y * (g - (g * y).sum({dim}, /*keepdim=*/true));
+    return {bf16_input ? dx.to(kBFloat16) : dx};  // the input's dtype, as the fused path returns
   }
   void release_variables() override { result.reset(); }
 };
@@ -32,12 +38,18 @@ struct SoftmaxBackward final : DoubleBackwardNode {
 struct LogSoftmaxBackward final : DoubleBackwardNode {
   SavedVariable result;
   int64_t dim = 0;
+  bool bf16_input = false;  // as SoftmaxBackward's
   std::string name() const override { return "LogSoftmaxBackward"; }
   variable_list apply(variable_list&& grads) override {
     const Tensor& g = grads[0];
-    if (!grad_ops::recording()) return {native::log_softmax_backward(g, result.unpack(name()), dim)};
+    if (!grad_ops::recording()) {
+      const Tensor y = result.unpack(name());
+      if (bf16_input) return {native::softmax_backward_bf16_input(g, y, dim, /*log=*/true)};
+      return {native::log_softmax_backward(g, y, dim)};
+    }
     Tensor y = saved_result(result, *this);
-    return {g - y.exp() * g.sum({dim}, /*keepdim=*/true)};
+    Tensor dx = g - y.exp() * g.sum({dim}, /*keepdim=*/true);
+    return {bf16_input ? dx.to(kBFloat16) : dx};
   }
   void release_variables() override { result.reset(); }
 };
@@ -50,26 +62,34 @@ namespace lockstep {
 using namespace autograd;  // NOLINT: this file defines the ops that record these nodes
 
 Tensor Tensor::softmax(int64_t dim) const {
-  if (is_autocast_enabled() && dtype() == kBFloat16) return to(kFloat32).softmax(dim);
+  const bool in_place = reads_bf16_in_place(*this);  // Note [float32 ops reading bfloat16 in place]
+  if (is_autocast_enabled() && dtype() == kBFloat16 && !in_place) return to(kFloat32).softmax(dim);
   profiler::Scope prof("softmax");
-  Tensor y = native::softmax(*this, dim);
+  Tensor y = in_place ? native::softmax_bf16_input(*this, dim, /*log=*/false)
+                      : native::softmax(*this, dim);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<SoftmaxBackward>();
     node->result = SavedVariable(y);
     node->dim = dim;
+    node->bf16_input = in_place;
     record(node, {*this}, {y});
   }
   return y;
 }
 
 Tensor Tensor::log_softmax(int64_t dim) const {
-  if (is_autocast_enabled() && dtype() == kBFloat16) return to(kFloat32).log_softmax(dim);
+  const bool in_place = reads_bf16_in_place(*this);
+  if (is_autocast_enabled() && dtype() == kBFloat16 && !in_place) {
+    return to(kFloat32).log_softmax(dim);
+  }
   profiler::Scope prof("log_softmax");
-  Tensor y = native::log_softmax(*this, dim);
+  Tensor y = in_place ? native::softmax_bf16_input(*this, dim, /*log=*/true)
+                      : native::log_softmax(*this, dim);
   if (compute_requires_grad({*this})) {
     auto node = std::make_shared<LogSoftmaxBackward>();
     node->result = SavedVariable(y);
     node->dim = dim;
+    node->bf16_input = in_place;
     record(node, {*this}, {y});
   }
   return y;

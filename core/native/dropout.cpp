@@ -69,10 +69,38 @@ inline uint64_t splitmix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+// v rounded to bf16 and widened back (bits, not a BFloat16 temporary, which would
+// keep an omp simd loop from vectorising).
+inline float rounded_to_bf16(float v) {
+  return lockstep::detail::bits_float(static_cast<uint32_t>(BFloat16::round_bits(v)) << 16);
+}
+
+// out (bf16) = float32 input * mask * scale, rounded once: the values of apply_mask's
+// float32 result converted, in one pass (dropout_forward_to).
+Tensor apply_mask_to_bf16(const Tensor& input, const Tensor& mask, double p) {
+  const Tensor x = contiguous(input);
+  const uint8_t* kp = reinterpret_cast<const uint8_t*>(mask.data_ptr<bool>());
+  Tensor out = empty(x.sizes(), kBFloat16);
+  const float* xp = x.data_ptr<float>();
+  BFloat16* yp = out.data_ptr<BFloat16>();
+  const float s = static_cast<float>(p < 1.0 ? 1.0 / (1.0 - p) : 0.0);
+  parallel_for(0, x.numel(), detail::kGrain, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) {
+      const float v = xp[i] * s;
+      detail::store_element(yp[i], kp[i] != 0 ? v : 0.0f);
+    }
+  });
+  return out;
+}
+
 }  // namespace
 
-std::tuple<Tensor, Tensor> dropout_forward(const Tensor& input, double p) {
-  LS_DISPATCH_CUDA(input, dropout_forward(input, p));
+namespace {
+
+// The bool mask (true = kept) of a dropout of `input` with probability p, from one
+// key of the default generator: Note [Counter-based dropout masks].
+Tensor draw_mask(const Tensor& input, double p) {
   LS_CHECK(input.defined(), "dropout: input is an undefined tensor");
   check_p(p, "dropout");
   LS_CHECK(input.is_floating_point(), "dropout: expected a floating input, got ",
@@ -99,8 +127,69 @@ std::tuple<Tensor, Tensor> dropout_forward(const Tensor& input, double p) {
       m[i] = (h >> 32) < t;
     }
   });
+  return mask;
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor> dropout_forward(const Tensor& input, double p) {
+  LS_DISPATCH_CUDA(input, dropout_forward(input, p));
+  Tensor mask = draw_mask(input, p);
   Tensor out = apply_mask(input, mask, p, "dropout");
   return {out, mask};
+}
+
+std::tuple<Tensor, Tensor> dropout_forward_to(const Tensor& input, double p, ScalarType out_dtype) {
+  LS_CHECK(input.defined() && input.device().is_cpu() && input.dtype() == kFloat32 &&
+               out_dtype == kBFloat16,
+           "dropout_forward_to: takes a float32 CPU input and writes bfloat16, got ",
+           input.defined() ? dtype_name(input.dtype()) : "an undefined tensor", " -> ",
+           dtype_name(out_dtype));
+  Tensor mask = draw_mask(input, p);
+  return {apply_mask_to_bf16(input, mask, p), mask};
+}
+
+std::tuple<Tensor, Tensor> dropout_add_forward(const Tensor& x, const Tensor& y, double p) {
+  LS_CHECK(x.defined() && y.defined() && x.device().is_cpu() && y.device().is_cpu() &&
+               x.dtype() == kFloat32 && y.dtype() == kBFloat16 && x.sizes() == y.sizes(),
+           "dropout_add_forward: takes a float32 x and a bfloat16 y of the same shape on the CPU");
+  Tensor mask = draw_mask(y, p);
+  const Tensor xc = contiguous(x), yc = contiguous(y);
+  Tensor h = empty(x.sizes(), kFloat32);  // (*): x + dropout(y)
+  const float* xp = xc.data_ptr<float>();
+  const BFloat16* yp = yc.data_ptr<BFloat16>();
+  const uint8_t* kp = reinterpret_cast<const uint8_t*>(mask.data_ptr<bool>());
+  float* hp = h.data_ptr<float>();
+  const float s = static_cast<float>(p < 1.0 ? 1.0 / (1.0 - p) : 0.0);
+  parallel_for(0, h.numel(), detail::kGrain, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) {
+      // dropout's bf16 value (apply_mask's rounding), then the float32 add
+      const float d = static_cast<float>(yp[i]) * s;
+      hp[i] = xp[i] + rounded_to_bf16(kp[i] != 0 ? d : 0.0f);
+    }
+  });
+  return {h, mask};
+}
+
+Tensor dropout_add_backward(const Tensor& grad, const Tensor& mask, double p) {
+  LS_CHECK(grad.defined() && grad.dtype() == kFloat32 && mask.dtype() == kBool &&
+               mask.sizes() == grad.sizes(),
+           "dropout_add_backward: takes a float32 gradient and the forward's bool mask");
+  const Tensor g = contiguous(grad), keep = contiguous(mask);
+  Tensor gy = empty(g.sizes(), kBFloat16);  // dL/dy in y's dtype
+  const float* gp = g.data_ptr<float>();
+  const uint8_t* kp = reinterpret_cast<const uint8_t*>(keep.data_ptr<bool>());
+  BFloat16* yp = gy.data_ptr<BFloat16>();
+  const float s = static_cast<float>(p < 1.0 ? 1.0 / (1.0 - p) : 0.0);
+  parallel_for(0, g.numel(), detail::kGrain, [&](int64_t lo, int64_t hi) {
+#pragma omp simd
+    for (int64_t i = lo; i < hi; ++i) {
+      const float v = rounded_to_bf16(gp[i]) * s;  // the add's gradient for y, in y's dtype
+      detail::store_element(yp[i], kp[i] != 0 ? v : 0.0f);  // dropout_backward's product
+    }
+  });
+  return gy;
 }
 
 Tensor dropout_backward(const Tensor& grad_output, const Tensor& mask, double p) {

@@ -80,6 +80,13 @@ Tensor softmax(const Tensor& t, int64_t dim);
 Tensor log_softmax(const Tensor& t, int64_t dim);
 Tensor softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim);
 Tensor log_softmax_backward(const Tensor& grad_output, const Tensor& output, int64_t dim);
+// bf16 autocast's softmax / log_softmax (CPU): a bfloat16 t read in place, the result
+// float32 with the values of softmax(to_dtype(t, kFloat32)); the backward takes that
+// float32 output and returns dL/dt rounded to bfloat16 (Note [float32 ops reading
+// bfloat16 in place] in autograd/functions/autocast_ops.h).
+Tensor softmax_bf16_input(const Tensor& t, int64_t dim, bool log);
+Tensor softmax_backward_bf16_input(const Tensor& grad_output, const Tensor& output, int64_t dim,
+                                   bool log);
 
 // ---- linear algebra (linalg.cpp on core/native/gemm.h; gemm_cublas.cpp) ----
 // float32, float64, and on CUDA also bfloat16 (bf16 out, float32 sums).

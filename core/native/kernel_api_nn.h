@@ -145,6 +145,15 @@ std::tuple<Tensor, Tensor> cross_entropy_forward(const Tensor& logits, const Ten
 // the target is ignored; grad is the loss's 0-d gradient.
 Tensor cross_entropy_backward(const Tensor& grad, const Tensor& log_probs, const Tensor& target,
                               int64_t ignore_index);
+// The same for bf16 logits read in place under autocast (CPU): (loss (0-d) float32,
+// shift (N, 2) float32: each row's maximum and log-sum-exp); the backward recomputes
+// the log-probabilities from the logits and shift and returns dL/dlogits in bf16, the
+// values of the float32 kernels on the widened logits, rounded once (Note [float32
+// ops reading bfloat16 in place] in autograd/functions/autocast_ops.h).
+std::tuple<Tensor, Tensor> cross_entropy_bf16_forward(const Tensor& logits, const Tensor& target,
+                                                      int64_t ignore_index);
+Tensor cross_entropy_bf16_backward(const Tensor& grad, const Tensor& logits, const Tensor& shift,
+                                   const Tensor& target, int64_t ignore_index);
 // mean((input - target)^2) over all elements (0-d); shapes and dtypes must match.
 Tensor mse_loss_forward(const Tensor& input, const Tensor& target);
 // dL/dinput = 2 (input - target) * grad / numel (dL/dtarget is its negation).

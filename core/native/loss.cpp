@@ -17,10 +17,19 @@
 // Sums accumulate in double and in a fixed order (row order; fixed blocks of
 // kGrain elements for mse_loss), so results do not depend on the thread count.
 //
+// Under bf16 autocast (CPU) the bf16 forms read the logits in place and save, per row,
+// the maximum m and log_sum_exp instead of float32 log-probabilities; backward
+// recomputes lp = (x - m) - log_sum_exp as the float32 kernel computed it and writes
+// the gradient rounded to bf16 (Note [float32 ops reading bfloat16 in place] in
+// autograd/functions/autocast_ops.h).
+//
 // Read before: core/native/softmax.cpp. Read next: autograd/functions/loss.cpp.
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "core/native/bf16_rows.h"
+#include "core/native/softmax_rows.h"
 
 #include "core/native/cuda_dispatch.h"
 #include "core/native/elementwise_loop.h"
@@ -119,6 +128,79 @@ Tensor cross_entropy_backward(const Tensor& grad, const Tensor& log_probs, const
         row[t[i]] -= s;                                                          // - onehot * s
       }
     });
+  });
+  return grad_logits;
+}
+
+std::tuple<Tensor, Tensor> cross_entropy_bf16_forward(const Tensor& logits, const Tensor& target,
+                                                      int64_t ignore_index) {
+  const std::vector<int64_t> t = checked_targets(logits, target, ignore_index, "cross_entropy");
+  LS_CHECK(logits.dtype() == kBFloat16, "cross_entropy_bf16_forward: logits must be bfloat16, got ",
+           dtype_name(logits.dtype()));
+  const Tensor x = contiguous(logits);
+  const int64_t n = x.size(0), c = x.size(1);
+  Tensor shift = empty({n, 2}, kFloat32);  // (N, 2): each row's m and log_sum_exp
+  std::vector<float> picked(static_cast<size_t>(n), 0.0f);  // lp[i, t_i]
+  const BFloat16* xp = x.data_ptr<BFloat16>();
+  float* sp = shift.data_ptr<float>();
+  const int64_t grain = std::max<int64_t>(1, detail::kGrain / std::max<int64_t>(c, 1));
+  parallel_for(0, n, grain, [&](int64_t lo, int64_t hi) {
+    std::vector<float> row(static_cast<size_t>(c));  // the row widened: the cast's values
+    for (int64_t i = lo; i < hi; ++i) {
+      widen_bf16(xp + i * c, row.data(), c);
+      const float m = detail::row_max(row.data(), c);
+      const float log_s = detail::row_log_sum_exp(row.data(), c, m);
+      sp[2 * i] = m;
+      sp[2 * i + 1] = log_s;
+      if (t[i] != ignore_index) picked[i] = (row[t[i]] - m) - log_s;
+    }
+  });
+  double sum = 0;  // row order, as cross_entropy_forward
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] != ignore_index) sum -= picked[i];
+  }
+  Tensor loss = empty({}, kFloat32);
+  const double count = static_cast<double>(count_kept(t, ignore_index));
+  *loss.data_ptr<float>() = static_cast<float>(sum / count);  // NaN when count == 0
+  return {loss, shift};
+}
+
+Tensor cross_entropy_bf16_backward(const Tensor& grad, const Tensor& logits, const Tensor& shift,
+                                   const Tensor& target, int64_t ignore_index) {
+  LS_CHECK(grad.defined() && grad.numel() == 1,
+           "cross_entropy_backward: grad must hold one value (the loss is a scalar)");
+  const std::vector<int64_t> t =
+      checked_targets(logits, target, ignore_index, "cross_entropy_backward");
+  const int64_t n = logits.size(0), c = logits.size(1);
+  LS_CHECK(logits.dtype() == kBFloat16 && shift.dtype() == kFloat32 && shift.dim() == 2 &&
+               shift.size(0) == n && shift.size(1) == 2,
+           "cross_entropy_bf16_backward: expected bf16 logits (N, C) and float32 row shifts "
+           "(N, 2), got ", dtype_name(logits.dtype()), " ", logits.shape_str(), " and ",
+           dtype_name(shift.dtype()), " ", shift.shape_str());
+  const int64_t count = count_kept(t, ignore_index);
+  const double scale = count > 0 ? grad.item<double>() / static_cast<double>(count) : 0.0;
+  const Tensor x = contiguous(logits), sh = contiguous(shift);
+  Tensor grad_logits = empty({n, c}, kBFloat16);  // (N, C), the logits' dtype
+  const BFloat16* xp = x.data_ptr<BFloat16>();
+  const float* sp = sh.data_ptr<float>();
+  BFloat16* gp = grad_logits.data_ptr<BFloat16>();
+  const float s = static_cast<float>(scale);
+  const int64_t grain = std::max<int64_t>(1, detail::kGrain / std::max<int64_t>(c, 1));
+  parallel_for(0, n, grain, [&](int64_t lo, int64_t hi) {
+    std::vector<float> row(static_cast<size_t>(c));
+    for (int64_t i = lo; i < hi; ++i) {
+      if (t[i] == ignore_index) {
+        std::fill(row.begin(), row.end(), 0.0f);
+      } else {
+        widen_bf16(xp + i * c, row.data(), c);
+        const float m = sp[2 * i], log_s = sp[2 * i + 1];
+        float* r = row.data();
+#pragma omp simd
+        for (int64_t j = 0; j < c; ++j) r[j] = detail::exp_simd((r[j] - m) - log_s) * s;
+        row[t[i]] -= s;
+      }
+      round_to_bf16(row.data(), gp + i * c, c);
+    }
   });
   return grad_logits;
 }

@@ -24,3 +24,20 @@
 // declared once]): linear_forward/_backward, layer_norm_forward/_backward,
 // embedding_forward/_backward, dropout_forward/_backward, cross_entropy_forward/
 // _backward, mse_loss_forward/_backward.
+
+namespace lockstep::native {
+
+// CPU only. dropout_forward of a float32 input with the result written in out_dtype
+// (bfloat16): the same mask, and the values of its float32 result converted, in one
+// pass (Note [dropout writing the bf16 copy] in autograd/functions/autocast_ops.h).
+std::tuple<Tensor, Tensor> dropout_forward_to(const Tensor& input, double p, ScalarType out_dtype);
+
+// CPU only. h = x + dropout(y) for a float32 x and a bfloat16 y of one shape: the
+// float32 add of dropout_forward's bf16 values, in one pass, and the mask; its
+// backward takes dL/dh (float32) and returns dL/dy in bf16, the add's gradient
+// rounded as the add hands it on, times the mask and scale (Note [dropout + residual
+// add in one pass] in autograd/functions/autocast_ops.h). dL/dx is dL/dh itself.
+std::tuple<Tensor, Tensor> dropout_add_forward(const Tensor& x, const Tensor& y, double p);
+Tensor dropout_add_backward(const Tensor& grad, const Tensor& mask, double p);
+
+}  // namespace lockstep::native

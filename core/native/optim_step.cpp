@@ -66,13 +66,32 @@ void sgd_loop(T* __restrict p, const T* __restrict g, T* __restrict buf, BFloat1
 
 // (GCC vectorises this loop only with -fno-math-errno, because of sqrt; it is
 // memory-bound either way: 4 streams in, 3 or 4 out.)
+// p16 as in sgd_loop.
 template <class T>
 void adam_loop(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v,
-               T* __restrict v_max, int64_t n, const optim_update::AdamElementScalars<T>& s) {
+               T* __restrict v_max, BFloat16* p16, int64_t n,
+               const optim_update::AdamElementScalars<T>& s) {
+  constexpr int64_t kBlock = 1024;
   parallel_for(0, n, kOptimGrain, [&](int64_t lo, int64_t hi) {
-    // Note [Shared optimizer updates].
-    for (int64_t i = lo; i < hi; ++i) optim_update::adam_element(p, g, m, v, v_max, i, s);
+    for (int64_t b = lo; b < hi; b += kBlock) {
+      const int64_t e = std::min(hi, b + kBlock);
+      // Note [Shared optimizer updates].
+      for (int64_t i = b; i < e; ++i) optim_update::adam_element(p, g, m, v, v_max, i, s);
+      if constexpr (std::is_same_v<T, float>) {
+        if (p16 != nullptr) round_to_bf16(p + b, p16 + b, e - b);
+      }
+    }
   });
+}
+
+// The bf16 copy p16 of a float32 CPU p, or undefined: checked as sgd_step_ and adam_step_ take it.
+void check_bf16_copy(const char* op, const Tensor& p, const Tensor& p16) {
+  LS_CHECK(!p16.defined() || (p.device().is_cpu() && p.dtype() == kFloat32 &&
+                              p16.device().is_cpu() && p16.dtype() == kBFloat16 &&
+                              p16.is_contiguous() && p16.numel() == p.numel()),
+           op, ": the bf16 copy (", p16.defined() ? p16.shape_str() : std::string(),
+           ") must be a contiguous CPU bfloat16 tensor of the float32 CPU parameter's ",
+           p.numel(), " elements");
 }
 
 }  // namespace
@@ -84,12 +103,7 @@ bool fused_step_ok(const Tensor& p) {
 void sgd_step_(const Tensor& p, const Tensor& g, const Tensor& buf, double lr, double momentum,
                double dampening, double weight_decay, bool nesterov, bool first,
                const Tensor& p16) {
-  LS_CHECK(!p16.defined() || (p.device().is_cpu() && p.dtype() == kFloat32 &&
-                              p16.device().is_cpu() && p16.dtype() == kBFloat16 &&
-                              p16.is_contiguous() && p16.numel() == p.numel()),
-           "sgd_step_: the bf16 copy (", p16.defined() ? p16.shape_str() : std::string(),
-           ") must be a contiguous CPU bfloat16 tensor of the float32 CPU parameter's ",
-           p.numel(), " elements");
+  check_bf16_copy("sgd_step_", p, p16);
   LS_DISPATCH_CUDA(p, sgd_step_(p, g, buf, lr, momentum, dampening, weight_decay, nesterov, first));
   check_like_p("sgd_step_", p, {&g, &buf});
   LS_CHECK(momentum == 0.0 || buf.defined(), "sgd_step_: momentum ", momentum,
@@ -116,19 +130,30 @@ void adam_step_(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor&
                 double bc2_sqrt, double decay, double l2) {
   LS_DISPATCH_CUDA(
       p, adam_step_(p, g, m, v, v_max, beta1, beta2, eps, step_size, bc2_sqrt, decay, l2));
+  adam_step_bf16_copy_(p, g, m, v, v_max, beta1, beta2, eps, step_size, bc2_sqrt, decay, l2,
+                       Tensor());
+}
+
+void adam_step_bf16_copy_(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                          const Tensor& v_max, double beta1, double beta2, double eps,
+                          double step_size, double bc2_sqrt, double decay, double l2,
+                          const Tensor& p16) {
+  check_bf16_copy("adam_step_", p, p16);
+  LS_CHECK(p.device().is_cpu(), "adam_step_bf16_copy_: a CPU parameter, got ", p.device());
   check_like_p("adam_step_", p, {&g, &m, &v, &v_max});
   LS_CHECK(m.defined() && v.defined(), "adam_step_: needs both moments (exp_avg, exp_avg_sq)");
   // Note [Profiler bytes]: p, m, v (and v_max) read and written, g read.
   profiler::add_bytes(static_cast<int64_t>(
       2 * (p.nbytes() + m.nbytes() + v.nbytes() + (v_max.defined() ? v_max.nbytes() : 0)) +
-      g.nbytes()));
+      g.nbytes() + (p16.defined() ? p16.nbytes() : 0)));
   dispatch_floating(p.dtype(), "adam_step_", [&]<class T>() {
     const optim_update::AdamElementScalars<T> s{
         static_cast<T>(beta1),       static_cast<T>(1.0 - beta1), static_cast<T>(beta2),
         static_cast<T>(1.0 - beta2), static_cast<T>(eps),         static_cast<T>(step_size),
         static_cast<T>(bc2_sqrt),    static_cast<T>(decay),       static_cast<T>(l2)};
     adam_loop<T>(p.data_ptr<T>(), g.data_ptr<T>(), m.data_ptr<T>(), v.data_ptr<T>(),
-                 data_or_null<T>(v_max), p.numel(), s);
+                 data_or_null<T>(v_max), p16.defined() ? p16.data_ptr<BFloat16>() : nullptr,
+                 p.numel(), s);
   });
 }
 

@@ -33,6 +33,14 @@ void sgd_step_(const Tensor& p, const Tensor& g, const Tensor& buf, double lr, d
                double dampening, double weight_decay, bool nesterov, bool first,
                const Tensor& p16 = Tensor());
 
+// adam_step_ (kernel_api_nn.h) on a CPU parameter with p16 as sgd_step_'s: the same
+// pass writes the new p rounded to bf16 into it (Note [bf16 copies written by the
+// optimizer]); adam_step_ is this with p16 undefined.
+void adam_step_bf16_copy_(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor& v,
+                          const Tensor& v_max, double beta1, double beta2, double eps,
+                          double step_size, double bc2_sqrt, double decay, double l2,
+                          const Tensor& p16);
+
 // adam_step_ and grad_norm_part, which have CUDA kernels too, are declared with
 // their formulas in core/native/kernel_api_nn.h (Note [Kernel API declared once]).
 

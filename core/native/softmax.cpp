@@ -15,14 +15,24 @@
 // contiguous tensor (attention scores, class logits). Any other dim is first
 // swapped with the last one (a transposed copy), and the result swapped back.
 //
+// Under bf16 autocast the policy computes softmax in float32; softmax_bf16_input and
+// its backward below read the bfloat16 input in place and write its gradient in
+// bfloat16 (Note [float32 ops reading bfloat16 in place] in
+// autograd/functions/autocast_ops.h): the same row functions, the same values as the
+// cast followed by the float32 kernel, bit for bit.
+//
 // Read before: core/native/reduce.cpp. Read next: core/native/linalg.cpp.
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "core/native/bf16_rows.h"
 
 #include "core/native/elementwise_loop.h"
 #include "core/native/cuda_dispatch.h"
 #include "core/native/native.h"
 #include "core/native/reduce_rules.h"
+#include "core/native/softmax_rows.h"
 
 namespace lockstep::native {
 
@@ -31,27 +41,17 @@ using rules::check_softmax_backward;
 
 namespace {
 
-template <class T>
-T row_max(const T* x, int64_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;  // ignores NaN, but a NaN input then makes the whole row NaN, as it should
-}
-
 // y = softmax(x) or log_softmax(x) of one row.
 template <class T>
 void softmax_row(const T* x, T* y, int64_t n, bool log) {
-  const T m = row_max(x, n);
-  double s = 0;
+  const T m = detail::row_max(x, n);
   if (log) {
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < n; ++i) s += detail::exp_simd(x[i] - m);
     // (x - m) - log s, not x - (m + log s): x - m is exact, m + log s is not.
-    const T log_s = static_cast<T>(std::log(s));
+    const T log_s = detail::row_log_sum_exp(x, n, m);
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - log_s;
   } else {
+    double s = 0;
 #pragma omp simd reduction(+ : s)
     for (int64_t i = 0; i < n; ++i) {
       y[i] = detail::exp_simd(x[i] - m);
@@ -141,7 +141,53 @@ Tensor softmax_backward_impl(const Tensor& grad_output, const Tensor& output, in
   return gi;
 }
 
+// Whether the bf16 forms below can work on t's rows in place: bf16, softmax
+// along the last dim of a contiguous tensor (the attention scores). Any other
+// tensor takes the cast and the float32 kernel, which give the same values.
+bool bf16_rows_in_place(const Tensor& t, int64_t dim, const char* op) {
+  check_defined(t, op);
+  return t.dtype() == kBFloat16 && t.dim() > 0 && wrap_dim(dim, t.dim(), op) == last_dim(t) &&
+         t.is_contiguous();
+}
+
 }  // namespace
+
+Tensor softmax_bf16_input(const Tensor& t, int64_t dim, bool log) {
+  if (!bf16_rows_in_place(t, dim, log ? "log_softmax" : "softmax")) {
+    return softmax_impl(to_dtype(t, kFloat32), dim, log);
+  }
+  Tensor y = empty(t.sizes(), kFloat32);  // float32, like the policy's float32 op
+  const BFloat16* xp = t.data_ptr<BFloat16>();
+  float* yp = y.data_ptr<float>();
+  const int64_t n = row_length(t);
+  for_each_row(t.numel(), n, [&](int64_t r) {
+    widen_bf16(xp + r * n, yp + r * n, n);        // the cast, row by row, into y
+    softmax_row(yp + r * n, yp + r * n, n, log);  // in place: each y[i] read before written
+  });
+  return y;
+}
+
+Tensor softmax_backward_bf16_input(const Tensor& grad_output, const Tensor& output, int64_t dim,
+                                   bool log) {
+  const char* op = log ? "log_softmax_backward" : "softmax_backward";
+  check_softmax_backward(grad_output, output, op, [] {});
+  const bool rows = output.dtype() == kFloat32 && output.dim() > 0 &&
+                    wrap_dim(dim, output.dim(), op) == last_dim(output) && output.is_contiguous();
+  if (!rows) return to_dtype(softmax_backward_impl(grad_output, output, dim, log), kBFloat16);
+  const Tensor g = contiguous(to_dtype(grad_output, kFloat32));
+  Tensor gi = empty(output.sizes(), kBFloat16);  // dL/dx in the input's dtype
+  const float* gp = g.data_ptr<float>();
+  const float* yp = output.data_ptr<float>();
+  BFloat16* gip = gi.data_ptr<BFloat16>();
+  const int64_t n = row_length(output);
+  for_each_row(output.numel(), n, [&](int64_t r) {
+    thread_local std::vector<float> row;  // the float32 gradient of one row
+    row.resize(static_cast<size_t>(n));
+    softmax_backward_row(gp + r * n, yp + r * n, row.data(), n, log);
+    round_to_bf16(row.data(), gip + r * n, n);  // the rounding ToCopyBackward would do
+  });
+  return gi;
+}
 
 Tensor softmax(const Tensor& t, int64_t dim) {
   LS_DISPATCH_CUDA(t, softmax(t, dim));
