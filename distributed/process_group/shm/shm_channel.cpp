@@ -87,6 +87,14 @@ const std::chrono::microseconds kSpin = [] {
 }();
 constexpr auto kSlice = std::chrono::microseconds(50000);
 
+// Rank q's share of n elements of `es` bytes among `size` ranks: [lo, hi), whole
+// cache lines, the same on every rank (Note [Shared-memory allreduce]).
+std::pair<int64_t, int64_t> share_of(int q, int size, int64_t n, size_t es) {
+  const int64_t line = static_cast<int64_t>(kShmCacheLine / es);
+  const int64_t per = (n + size * line - 1) / (size * line) * line;
+  return {std::min(n, q * per), std::min(n, (q + 1) * per)};
+}
+
 }  // namespace
 
 // One chunk of a collective: step number `step`, the fingerprint its ranks
@@ -225,10 +233,8 @@ void ShmChannel::allreduce(void* data, int64_t numel, ScalarType dtype, ReduceOp
   for (int64_t off = 0, k = 0; off < numel; off += chunk, ++k) {
     const int64_t n = std::min(chunk, numel - off);  // elements in this chunk
     uint8_t* in = bytes + off * es;                  // this chunk of the tensor
-    // Rank q's share: elements [q * per, (q + 1) * per) of the chunk, whole cache lines.
-    const int64_t line = static_cast<int64_t>(kShmCacheLine / es);
-    const int64_t per = (n + size_ * line - 1) / (size_ * line) * line;
-    auto share = [&](int q) { return std::pair<int64_t, int64_t>{std::min(n, q * per), std::min(n, (q + 1) * per)}; };
+    // Rank q's share of the chunk (share_of), whole cache lines.
+    auto share = [&](int q) { return share_of(q, size_, n, es); };
     const auto [lo, hi] = share(rank_);
     Step step(*this, fingerprint, k, timeout);
     // Copy in every share but this rank's own: only rank q reads share q of
@@ -282,9 +288,7 @@ bool ShmChannel::allreduce_in_buffers(void* data, int64_t numel, ScalarType dtyp
       step.fail(e.what());
     }
   }
-  const int64_t line = static_cast<int64_t>(kShmCacheLine / es);
-  const int64_t per = (numel + size_ * line - 1) / (size_ * line) * line;
-  auto share = [&](int q) { return std::pair<int64_t, int64_t>{std::min(numel, q * per), std::min(numel, (q + 1) * per)}; };
+  auto share = [&](int q) { return share_of(q, size_, numel, es); };
   // This rank's share, a cache-sized block at a time: the result is built in
   // `block` (x[rank_] is read there before the result overwrites it).
   const auto [lo, hi] = share(rank_);
