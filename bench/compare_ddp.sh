@@ -16,7 +16,8 @@
 #   bench/compare_ddp.sh [MODEL] [BATCH] [ROUNDS] [ITERS]
 #       MODEL resnet50|resnet18|bert (default resnet50), BATCH per rank 4, ROUNDS 3, ITERS 3
 #   env: BUILD=build, THREADS=1 (per rank), AMP=off|bf16 (default off), BUCKET_MB=25,
-#        IMAGE=224 (ResNet input size), TORCH_PY
+#        IMAGE=224 (ResNet input size), TORCH_PY, VIEW=1 (ours also in ddp-view: ddp with
+#        DDPOptions().gradient_as_bucket_view(true), i.e. bench_ddp --bucket-view 1)
 # With 2 ranks of 1 thread the run takes both cores of a 2-core machine: other work on it
 # shows in every number (the load is printed).
 # Read before: bench/bench_ddp.cpp, bench/torch/ddp.py. Read next: docs/results/bf16.md.
@@ -25,13 +26,14 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 cd "$HERE/.."
 model=${1:-resnet50} batch=${2:-4} rounds=${3:-3} iters=${4:-3}
 build=${BUILD:-build} threads=${THREADS:-1} amp=${AMP:-off} bucket=${BUCKET_MB:-25}
-image=${IMAGE:-224}
+image=${IMAGE:-224} view=${VIEW:-0}
 die() { echo "compare_ddp: $*" >&2; exit 2; }
 [[ $model =~ ^(resnet50|resnet18|bert)$ ]] || die "MODEL must be resnet50, resnet18 or bert, got '$model'"
 for v in batch rounds iters threads image; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
 done
 [[ $amp == off || $amp == bf16 ]] || die "AMP must be off or bf16, got '$amp'"
+[[ $view == 0 || $view == 1 ]] || die "VIEW must be 0 or 1, got '$view'"
 for b in bench_ddp lockstep-run; do
   [[ -x $build/bin/$b ]] || die "$build/bin/$b not found; build first (scripts/build.sh)"
 done
@@ -43,10 +45,12 @@ out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 
-ours() {  # mode -> ms
+ours() {  # mode -> ms (ddp-view: ddp with gradients as bucket views)
+  local mode=$1 extra=()
+  [[ $mode == ddp-view ]] && mode=ddp extra=(--bucket-view 1)
   "$build/bin/lockstep-run" --nproc-per-node 2 --master-port $((29700 + RANDOM % 500)) -- \
     "$build/bin/bench_ddp" --model "$model" --batch "$batch" --image "$image" --iters "$iters" --threads "$threads" \
-    --mode "$1" --bucket-mb "$bucket" --amp "$amp" >"$out/log" 2>&1 ||
+    --mode "$mode" "${extra[@]}" --bucket-mb "$bucket" --amp "$amp" >"$out/log" 2>&1 ||
     { tail -n 20 "$out/log" >&2; die "bench_ddp --mode $1 failed"; }
   grep -o '"summary":true.*' "$out/log" | grep -o '"iter_ms":[0-9.]*' | head -n1 | cut -d: -f2
 }
@@ -66,6 +70,7 @@ for ((r = 1; r <= rounds; ++r)); do
   for side in "${sides[@]}"; do
     modes=(local flat ddp)
     [[ $side == ours ]] && modes=(local flat no-overlap ddp)
+    [[ $side == ours && $view == 1 ]] && modes+=(ddp-view)
     for mode in "${modes[@]}"; do
       ms=$($side "$mode")
       echo "round $r $side $mode iter_ms=$ms"
@@ -92,6 +97,12 @@ for side, name in (("ours", "lockstep"), ("theirs", "pytorch")):
                                                          100 * hidden))
     if n:
         summary[name + "_no_overlap_ms"] = no
+    v = [float(x) for s2, m2, x in rows if (s2, m2) == (side, "ddp-view")]
+    if v:
+        dv = statistics.median(v)
+        print("%-9s ddp-view (gradient_as_bucket_view) %.0f ms, /local %.3f, hidden %.0f%%"
+              % (name, dv, dv / l, 100 * (f - dv) / (f - l) if f > l else float("nan")))
+        summary.update({name + "_ddp_view_ms": dv, name + "_ddp_view_over_local": round(dv / l, 3)})
     summary.update({name + "_local_ms": l, name + "_flat_ms": f, name + "_ddp_ms": d,
                     name + "_ddp_over_local": round(d / l, 3), name + "_hidden": round(hidden, 3)})
 summary["ddp_ratio"] = round(med[("ours", "ddp")] / med[("theirs", "ddp")], 3)
