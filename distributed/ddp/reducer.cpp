@@ -44,6 +44,7 @@ Reducer::~Reducer() {
 void Reducer::register_comm_hook(CommHook hook) {
   if (plugin_) plugin_->check_comm_hook();
   launcher_.register_hook(std::move(hook), started());
+  storage_.disable_copy_out_by_reference();  // Note [Copy-out by reference]
 }
 
 void Reducer::begin_synced_forward(bool exchange_fingerprint) {
@@ -62,6 +63,7 @@ void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
     b.launched = false;
     b.future = TensorFuture();
   }
+  storage_.before_backward();  // Note [Copy-out by reference]
   // The parameters that get no gradient here are ready now (Note [Readiness policies]).
   for (size_t i : readiness_->prepare(outputs)) mark_variable_ready(i, /*locally_unused=*/true);
 }
