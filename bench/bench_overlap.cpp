@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "bench/bench_models.h"
+#include "bench/bench_process_group.h"
 #include "bench/bench_stats.h"
 #include "bench/flat_reducer.h"
 #include "core/autocast.h"
@@ -90,15 +91,8 @@ Options parse(int argc, char** argv) {
     }
   }
   p.environment([] { return dist::launched_world_size(); });
+  if (std::getenv("RANK") != nullptr && o.backend != "mpi") p.environment([] { return dist::resolve_rendezvous(); });
   return o;
-}
-
-std::shared_ptr<dist::ProcessGroup> make_process_group(const Options& o) {
-  dist::InitOptions init;
-  const bool launched = std::getenv("RANK") != nullptr || std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ||
-                        std::getenv("PMI_RANK") != nullptr;
-  if (!launched && o.backend != "mpi") init = init.rank(0).world_size(1).store(std::make_shared<dist::HashStore>());
-  return dist::init_process_group(o.backend, init);
 }
 
 // Where one iteration's time went, ms: forward + loss; backward (DDP's finalize, i.e. the
@@ -165,7 +159,7 @@ Mode make_mode(const std::string& name, const Options& o, const std::shared_ptr<
 int run_main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   ls::set_num_threads(o.threads);
-  auto pg = make_process_group(o);
+  auto pg = ls::bench::make_process_group(o.backend);
   const int rank = pg->rank();
   std::vector<Mode> modes;
   for (const std::string& name : split_modes(o.modes)) modes.push_back(make_mode(name, o, pg));

@@ -26,7 +26,8 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from models import MODELS, workload  # noqa: E402
+from ddp import add_common_args, spawned  # noqa: E402
+from models import workload  # noqa: E402
 
 MODES = ["local", "flat", "ddp"]
 
@@ -87,31 +88,16 @@ def train(rank, world, a):
     dist.destroy_process_group()
 
 
-def spawned(rank, a):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(a.port)
-    train(rank, a.world, a)
-
-
 if __name__ == "__main__":
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("model", choices=MODELS)
+    add_common_args(p)
     p.add_argument("--modes", default="local,flat,ddp")
-    p.add_argument("--world", type=int, default=2)
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--image", "--size", dest="image", type=int, default=224)
-    p.add_argument("--seq", type=int, default=None)
-    p.add_argument("--layers", type=int, default=None)
     p.add_argument("--cycles", type=int, default=8)
     p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--bucket-mb", type=float, default=25)
-    p.add_argument("--amp", default="off", choices=["off", "bf16"])
-    p.add_argument("--port", type=int, default=29533)
     args = p.parse_args()
     bad = [m for m in args.modes.split(",") if m not in MODES]
     if bad or len(set(args.modes.split(","))) != len(args.modes.split(",")):
         p.error(f"--modes: a comma-separated subset of {','.join(MODES)} without repeats, got '{args.modes}'")
     if args.cycles < 1 or args.warmup < 0:
         p.error("--cycles must be >= 1 and --warmup >= 0")
-    mp.spawn(spawned, args=(args,), nprocs=args.world)
+    mp.spawn(spawned, args=(train, args), nprocs=args.world)

@@ -77,6 +77,30 @@ bool grad_is_slot(const dist::DistributedDataParallel<M>& ddp, size_t i) {
   return false;
 }
 
+// A TinyCNN in DDP (buckets of ~2 KB) with SGD, built with the switch `by_reference`,
+// and one backward on random data drawn from `seed` and the rank.
+struct Net {
+  std::shared_ptr<ls::testing::TinyCNN> model;
+  std::unique_ptr<dist::DistributedDataParallel<ls::testing::TinyCNN>> ddp;
+  std::unique_ptr<ls::optim::SGD> opt;
+  int rank;
+  Net(std::shared_ptr<dist::ProcessGroup> pg, bool by_reference, dist::DDPOptions options = {}) : rank(pg->rank()) {
+    ls::manual_seed(0);
+    model = std::make_shared<ls::testing::TinyCNN>();
+    ByReference env(by_reference);
+    ddp = std::make_unique<dist::DistributedDataParallel<ls::testing::TinyCNN>>(model, pg, options.bucket_cap_mb(0.002));
+    opt = std::make_unique<ls::optim::SGD>(model->parameters(), ls::optim::SGDOptions(0.1));
+  }
+  void backward(int seed) {
+    ls::manual_seed(seed + rank);
+    ls::cross_entropy(ddp->forward(ls::randn({3, 3, 8, 8})), ls::randint(0, 5, {3})).backward();
+  }
+  void step(bool set_to_none) {
+    opt->step();
+    opt->zero_grad(set_to_none);
+  }
+};
+
 template <class M>
 std::vector<const void*> bucket_memory(const dist::DistributedDataParallel<M>& ddp) {
   std::vector<const void*> where;
@@ -107,49 +131,36 @@ TEST_CASE("ddp copy-out by reference: training and gradients are bitwise the pla
 }
 
 TEST_CASE("ddp copy-out by reference: a plain loop hands the slots over and keeps the bucket memory") {
-  ls::testing::run_ranks(2, [](int rank) {
+  ls::testing::run_ranks(2, [](int) {
     auto pg = dist::init_process_group("gloo");
-    ls::manual_seed(0);
-    auto model = std::make_shared<ls::testing::TinyCNN>();
-    dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().bucket_cap_mb(0.002).rebuild_buckets(false));
-    ls::optim::SGD opt(model->parameters(), ls::optim::SGDOptions(0.1));
-    std::vector<const void*> memory = bucket_memory(ddp);
+    Net net(pg, true, dist::DDPOptions().rebuild_buckets(false));
+    const std::vector<const void*> memory = bucket_memory(*net.ddp);
     for (int k = 0; k < 4; ++k) {
       CAPTURE(k);
-      ls::manual_seed(90 + 2 * k + rank);
-      ls::cross_entropy(ddp.forward(ls::randn({3, 3, 8, 8})), ls::randint(0, 5, {3})).backward();
-      for (size_t i = 0; i < model->parameters().size(); ++i) CHECK(grad_is_slot(ddp, i));
-      CHECK(bucket_memory(ddp) == memory);  // nobody else held a slot: no fresh memory
-      opt.step();
-      opt.zero_grad(/*set_to_none=*/k % 2 == 0);
+      net.backward(90 + 2 * k);
+      for (size_t i = 0; i < net.model->parameters().size(); ++i) CHECK(grad_is_slot(*net.ddp, i));
+      CHECK(bucket_memory(*net.ddp) == memory);  // nobody else held a slot: no fresh memory
+      net.step(/*set_to_none=*/k % 2 == 0);
     }
   }, 60s);
 }
 
 TEST_CASE("ddp copy-out by reference: a kept .grad or view keeps its values, the next backward gets fresh memory") {
-  ls::testing::run_ranks(2, [](int rank) {
+  ls::testing::run_ranks(2, [](int) {
     auto pg = dist::init_process_group("gloo");
-    ls::manual_seed(0);
-    auto model = std::make_shared<ls::testing::TinyCNN>();
-    dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().bucket_cap_mb(0.002).rebuild_buckets(false));
-    ls::optim::SGD opt(model->parameters(), ls::optim::SGDOptions(0.1));
-    auto backward = [&](int k) {
-      ls::manual_seed(60 + 2 * k + rank);
-      ls::cross_entropy(ddp.forward(ls::randn({3, 3, 8, 8})), ls::randint(0, 5, {3})).backward();
-    };
-    backward(0);
-    const std::vector<ls::Tensor> params = model->parameters();
+    Net net(pg, true, dist::DDPOptions().rebuild_buckets(false));
+    net.backward(60);
+    const std::vector<ls::Tensor> params = net.model->parameters();
     const ls::Tensor kept = params[0].grad();               // the .grad itself
     const ls::Tensor view = params[1].grad().reshape({-1});  // a view of another
     const ls::Tensor kept_values = kept.clone(), view_values = view.clone();
-    const std::vector<const void*> memory = bucket_memory(ddp);
-    opt.step();
-    opt.zero_grad();  // set_to_none: only the user's handles hold those slots now
-    backward(1);
+    const std::vector<const void*> memory = bucket_memory(*net.ddp);
+    net.step(/*set_to_none=*/true);  // only the user's handles hold those slots now
+    net.backward(62);
     CHECK(ls::equal(kept, kept_values));
     CHECK(ls::equal(view, view_values));
-    CHECK(bucket_memory(ddp) != memory);
-    for (size_t i = 0; i < params.size(); ++i) CHECK(grad_is_slot(ddp, i));
+    CHECK(bucket_memory(*net.ddp) != memory);
+    for (size_t i = 0; i < params.size(); ++i) CHECK(grad_is_slot(*net.ddp, i));
     ls::testing::check_same_on_all_ranks(ls::testing::grads_of(params), *pg);
   }, 60s);
 }
@@ -157,40 +168,28 @@ TEST_CASE("ddp copy-out by reference: a kept .grad or view keeps its values, the
 TEST_CASE("ddp copy-out by reference: a user holding .grad across zero_grad(false) sees what the copy gives") {
   // zero_grad(false) zeroes .grad in place and backward accumulates into it: a handle to
   // .grad follows along in both modes and ends with the average.
-  ls::testing::run_ranks(2, [](int rank) {
+  ls::testing::run_ranks(2, [](int) {
     auto pg = dist::init_process_group("gloo");
     std::vector<ls::Tensor> seen[2];
     for (bool by_reference : {false, true}) {
-      ls::manual_seed(0);
-      auto model = std::make_shared<ls::testing::TinyCNN>();
-      ByReference env(by_reference);
-      dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().bucket_cap_mb(0.002));
-      ls::optim::SGD opt(model->parameters(), ls::optim::SGDOptions(0.1));
-      auto backward = [&](int k) {
-        ls::manual_seed(30 + 2 * k + rank);
-        ls::cross_entropy(ddp.forward(ls::randn({3, 3, 8, 8})), ls::randint(0, 5, {3})).backward();
-      };
-      backward(0);
-      const ls::Tensor handle = model->parameters()[2].grad();
-      opt.step();
-      opt.zero_grad(/*set_to_none=*/false);
-      backward(1);
+      Net net(pg, by_reference);
+      net.backward(30);
+      const ls::Tensor handle = net.model->parameters()[2].grad();
+      net.step(/*set_to_none=*/false);
+      net.backward(32);
       seen[by_reference].push_back(handle.clone());
-      seen[by_reference].push_back(model->parameters()[2].grad().clone());
+      seen[by_reference].push_back(net.model->parameters()[2].grad().clone());
     }
     CHECK(ls::testing::all_equal(seen[0], seen[1]));
   }, 60s);
 }
 
 TEST_CASE("ddp copy-out by reference: off under a comm hook, where .grad stays a tensor of its own") {
-  ls::testing::run_ranks(2, [](int rank) {
+  ls::testing::run_ranks(2, [](int) {
     auto pg = dist::init_process_group("gloo");
-    ls::manual_seed(0);
-    auto model = std::make_shared<ls::testing::TinyCNN>();
-    dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().bucket_cap_mb(0.002));
-    ddp.register_comm_hook(pg, hooks::allreduce_hook);
-    ls::manual_seed(10 + rank);
-    ls::cross_entropy(ddp.forward(ls::randn({3, 3, 8, 8})), ls::randint(0, 5, {3})).backward();
-    for (size_t i = 0; i < model->parameters().size(); ++i) CHECK_FALSE(grad_is_slot(ddp, i));
+    Net net(pg, true);
+    net.ddp->register_comm_hook(pg, hooks::allreduce_hook);
+    net.backward(10);
+    for (size_t i = 0; i < net.model->parameters().size(); ++i) CHECK_FALSE(grad_is_slot(*net.ddp, i));
   }, 60s);
 }
