@@ -118,7 +118,7 @@ void Reducer::mark_variable_ready(size_t index, bool locally_unused) {
 // and divides itself (Note [Communication hooks] in comm_hook.h).
 void Reducer::copy_grad_into_bucket(size_t index, bool locally_unused) {
   const double scale = launcher_.copy_scale(divisor_);
-  // ZeRO's plug-ins fill buckets their own way (Note [Reducer plug-ins] in reducer_plugin.h).
+  // A plug-in may fill buckets its own way (Note [Reducer plug-ins] in reducer_plugin.h).
   if (plugin_) plugin_->copy_in(index, locally_unused, scale);
   else storage_.copy_in(index, locally_unused, scale);
 }
