@@ -49,7 +49,10 @@ BucketStorage::BucketStorage(std::vector<Tensor> params, bool as_view, ProcessGr
 bool BucketStorage::hand_over(size_t index, Tensor& grad) {
   if (grad.defined()) {
     const bool unshared = grad.impl_ptr().use_count() == 1 && grad.impl()->storage.use_count() == 1;
-    if (!unshared) return false;
+    const Bucket& b = buckets_[locations_[index].bucket];
+    const bool alike = grad.dtype() == b.flat.dtype() && grad.device() == b.flat.device() &&
+                       grad.sizes() == params_[index].sizes();
+    if (!unshared || !alike) return false;  // copied into, as before
   }
   grad = view(index);
   return true;
