@@ -15,7 +15,7 @@
 #   autograd        (no training) every check line the program prints is ok: backward's
 #                   values, a gradient penalty through autograd::grad(create_graph), and
 #                   two custom functions against the built-in ops;
-#   word_language_model  on a synthetic corpus (tools/make_word_corpus.py), 3 epochs of a
+#   word_language_model  on a synthetic corpus (tools/make_word_corpus.py), 20 epochs of a
 #                   small LSTM: the dictionary numbers every word, the validation loss falls
 #                   below a unigram model's, the best model is saved and reloaded for the
 #                   test; a tied GRU runs too.
@@ -101,7 +101,7 @@ case "$prog" in
     # A corpus of 300 lines (~4000 words) of 2 topics over at most 60 words: about 50 batches an epoch.
     python3 "$here/../../tools/make_word_corpus.py" "$work/corpus" --train-lines 300 --valid-lines 40 \
       --test-lines 40 --vocab 60 --topics 2
-    "$bin/word_language_model" --data "$work/corpus" --epochs 3 --emsize 32 --nhid 32 --batch-size 8 \
+    "$bin/word_language_model" --data "$work/corpus" --epochs 20 --emsize 32 --nhid 32 --batch-size 8 \
       --bptt 10 --log-interval 10 --save "$work/lm.safetensors" > "$work/log" 2>&1 \
       || fail "word_language_model exited with $?"
     ntokens=$(awk '/ words, / {print $1; exit}' "$work/log")
@@ -115,7 +115,9 @@ case "$prog" in
     [ -s "$work/lm.safetensors" ] || fail "the best model was not saved"
     # On this corpus uniform guessing costs ln(53) = 3.97 nats a word, word frequencies alone
     # (a unigram model) 2.90, the previous word (a bigram model) 1.64.
-    awk -v b="$best" 'BEGIN { exit !(b < 3.0) }' || fail "the best validation loss $best is not below 3.0"
+    # It stays near the unigram's loss for about 10 epochs, then learns the context.
+    awk -v b="$best" 'BEGIN { exit !(b < 2.5) }' || fail "the best validation loss $best is not below 2.5"
+    grep -q "^epoch [0-9]* valid_loss [0-9.]* lr 5 " "$work/log" || fail "the learning rate was never annealed to 20 / 4"
     awk -v f="$first" -v b="$best" 'BEGIN { exit !(b < f) }' || fail "the validation loss did not fall ($first -> $best)"
     awk -v t="$test_loss" -v b="$best" 'BEGIN { exit !(t < b + 0.5) }' || fail "the reloaded model tests at $test_loss"
     # A GRU, one batch an epoch (--dry-run), untied and with the decoder tied to the embedding:
