@@ -175,6 +175,13 @@ case "$prog" in
     expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --epochs 1
     expect 1 "MNIST: directory 'no-such-dir' does not exist" -- --root no-such-dir
     ;;
+  word_language_model)
+    expect 2 "--model: 'RNN_TANH' is not one of LSTM|GRU" -- --model RNN_TANH
+    expect 2 "--bptt: 0 is out of range" -- --bptt 0
+    expect 2 "--dropout: 1.5 is out of range" -- --dropout 1.5
+    expect 2 "--tied needs --nhid equal to --emsize, got 100 and 200" -- --tied --nhid 100
+    expect 1 "Corpus: directory 'no-such-dir' does not exist" -- --data no-such-dir
+    ;;
   autograd)
     expect 2 "--seed: -1 is out of range" -- --seed -1
     expect 2 "--seed: 'x' is not a whole number" -- --seed x
