@@ -2,7 +2,7 @@
 # bench/bf16_fused_ab.sh — the bf16 step with the fused paths of docs/results/bf16.md
 # (Note [float32 ops reading bfloat16 in place], [linear + GELU in one node], [linear's
 # input gradient summed in place], [dropout writing the bf16 copy], [dropout + residual add
-# in one pass], the q/k/v unbind of
+# in one pass], [ReLU mask in bits], the q/k/v unbind of
 # nn/attention.cpp) off ("before": every switch 0) and on ("after": the defaults),
 # alternating in one run so both see the same minutes of the machine.
 #
@@ -20,7 +20,7 @@ ITERS=${3:-3}
 THREADS=${4:-1}
 BUILD=${BUILD:-build}
 OFF=(LOCKSTEP_BF16_FUSED_CASTS=0 LOCKSTEP_QKV_UNBIND=0 LOCKSTEP_BF16_LINEAR_GELU=0 LOCKSTEP_BF16_DROPOUT_ADD=0
-     LOCKSTEP_BF16_LINEAR_SUM_DX=0 LOCKSTEP_BF16_DROPOUT_CAST=0)
+     LOCKSTEP_BF16_LINEAR_SUM_DX=0 LOCKSTEP_BF16_DROPOUT_CAST=0 LOCKSTEP_BF16_RELU_BITS=0)
 # run ENV... : one bench_step with those variables set, its summary line.
 run() {
   env "$@" "$BUILD/bin/bench_step" --model "$MODEL" --amp bf16 --iters "$ITERS" --warmup 1 \
