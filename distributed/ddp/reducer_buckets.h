@@ -58,10 +58,7 @@ class BucketStorage {
   // still holds a tensor in the old one. Off for plug-ins and comm hooks (they may
   // keep or free buckets) and with LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE=0.
   void disable_copy_out_by_reference() { by_reference_ = false; }
-  bool copies_out_by_reference() const { return by_reference_; }
   void before_backward();
-  // How many times before_backward gave a bucket fresh memory (for tests).
-  int64_t buckets_reallocated() const { return reallocated_; }
 
   std::vector<Bucket>& buckets() { return buckets_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
@@ -73,7 +70,6 @@ class BucketStorage {
   std::vector<Tensor> params_;
   bool as_view_;
   bool by_reference_;      // Note [Copy-out by reference]
-  int64_t reallocated_ = 0;
   ProcessGroup* group_;  // the Reducer's, which outlives this
   int rank_;             // for errors
   detail::NonFiniteCheck* non_finite_ = nullptr;

@@ -69,7 +69,6 @@ void BucketStorage::before_backward() {
     }
     if (b.flat.impl()->storage.use_count() <= expected) continue;
     b.flat = group_->empty_buffer(b.numel(), b.dtype, b.device);  // (numel); the old one stays with its holders
-    ++reallocated_;
   }
 }
 
