@@ -1,6 +1,7 @@
 // bench/bench_overlap.cpp — the modes of bench_ddp (local, flat, no-overlap, ddp, and
 // ddp-view: ddp with gradients as bucket views; ddp-copy: ddp with the plain copy back
-// into .grad, LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE=0) INTERLEAVED in one process, so that a
+// into .grad, LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE=0, so the plain copy in too; ddp-nosink:
+// ddp without its gradient sinks, LOCKSTEP_DDP_GRAD_SINKS=0) INTERLEAVED in one process, so that a
 // machine whose speed drifts from second to second (a shared host) slows every mode
 // alike. Each mode trains its own replica of the model (built from the same seed); one
 // cycle runs one iteration of every mode, starting one mode later each cycle.
@@ -55,7 +56,7 @@ struct Options {
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
 };
 
-const std::vector<std::string> kModes = {"local", "flat", "no-overlap", "ddp", "ddp-view", "ddp-copy"};
+const std::vector<std::string> kModes = {"local", "flat", "no-overlap", "ddp", "ddp-view", "ddp-copy", "ddp-nosink"};
 
 std::vector<std::string> split_modes(const std::string& list) {
   std::vector<std::string> out;
@@ -73,7 +74,7 @@ Options parse(int argc, char** argv) {
   p.integer("--cycles", o.cycles, "timed cycles (one iteration of every mode each)", 1, 100000);
   p.integer("--warmup", o.warmup, "untimed cycles first", 0, 1000);
   p.threads(o.threads);
-  p.text("--modes", o.modes, "comma-separated subset of local,flat,no-overlap,ddp,ddp-view,ddp-copy");
+  p.text("--modes", o.modes, "comma-separated subset of local,flat,no-overlap,ddp,ddp-view,ddp-copy,ddp-nosink");
   p.choice("--backend", o.backend, "process group backend", {"gloo", "mpi"});
   p.choice("--amp", o.amp, "bf16: forward + loss under ls::AutocastGuard", {"off", "bf16"});
   p.real("--bucket-mb", o.bucket_mb, "DDP bucket_cap_mb", 0.0, 1e6);
@@ -81,10 +82,10 @@ Options parse(int argc, char** argv) {
   p.parse(argc, argv);
   ls::bench::check_model_options(p, o.model);
   const std::vector<std::string> modes = split_modes(o.modes);
-  if (modes.empty()) p.usage_error("--modes: give at least one of local,flat,no-overlap,ddp,ddp-view,ddp-copy");
+  if (modes.empty()) p.usage_error("--modes: give at least one of local,flat,no-overlap,ddp,ddp-view,ddp-copy,ddp-nosink");
   for (size_t i = 0; i < modes.size(); ++i) {
     if (std::find(kModes.begin(), kModes.end(), modes[i]) == kModes.end()) {
-      p.usage_error("--modes: '" + modes[i] + "' is not one of local,flat,no-overlap,ddp,ddp-view,ddp-copy");
+      p.usage_error("--modes: '" + modes[i] + "' is not one of local,flat,no-overlap,ddp,ddp-view,ddp-copy,ddp-nosink");
     }
     for (size_t j = 0; j < i; ++j) {
       if (modes[j] == modes[i]) p.usage_error("--modes: '" + modes[i] + "' is given twice");
@@ -118,9 +119,11 @@ Mode make_mode(const std::string& name, const Options& o, const std::shared_ptr<
     std::shared_ptr<dist::DistributedDataParallel<M>> ddp;
     std::shared_ptr<ls::bench::FlatReducer> flat;
     if (name == "flat") flat = std::make_shared<ls::bench::FlatReducer>(params, ls::Device::cpu());
-    if (name == "ddp" || name == "no-overlap" || name == "ddp-view" || name == "ddp-copy") {
-      // ddp-copy: the plain copy back into .grad (Note [Copy-out by reference]), read at construction
+    if (name != "local" && name != "flat") {
+      // ddp-copy: the plain copy back into .grad (Note [Copy-out by reference]); ddp-nosink: no
+      // gradient sinks (Note [Gradient sinks]); both read at construction
       if (name == "ddp-copy") setenv("LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE", "0", 1);
+      if (name == "ddp-nosink") setenv("LOCKSTEP_DDP_GRAD_SINKS", "0", 1);
       ddp = std::make_shared<dist::DistributedDataParallel<M>>(
           net, pg,
           dist::DDPOptions()
@@ -128,7 +131,8 @@ Mode make_mode(const std::string& name, const Options& o, const std::shared_ptr<
               .first_bucket_mb(o.first_bucket_mb)
               .overlap(name != "no-overlap")
               .gradient_as_bucket_view(name == "ddp-view"));
-      if (name == "ddp-copy") unsetenv("LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE");
+      unsetenv("LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE");
+      unsetenv("LOCKSTEP_DDP_GRAD_SINKS");
     }
     return Mode{name, [wl, net, ddp, flat, opt, pg, bf16] {
                   Phases p;

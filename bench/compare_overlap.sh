@@ -12,7 +12,8 @@
 #       MODEL resnet50|resnet18|bert (default resnet50), BATCH per rank 4, ROUNDS 2, CYCLES 6
 #   env: BUILD=build, THREADS=1 (per rank), AMP=off|bf16, BUCKET_MB=25, IMAGE=224, TORCH_PY,
 #        MODES (ours; default local,flat,no-overlap,ddp; add ddp-view for gradient_as_bucket_view,
-#        ddp-copy for the plain copy-out of LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE=0)
+#        ddp-copy for the plain copies of LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE=0, ddp-nosink for
+#        ddp without its gradient sinks, LOCKSTEP_DDP_GRAD_SINKS=0)
 # Memory: one replica per mode and rank (BERT-base, 4 modes, 2 ranks: ~12 GB).
 # Read before: bench/bench_overlap.cpp, bench/torch/ddp_overlap.py, bench/compare_ddp.sh.
 # Read next: docs/results/evaluation.md.
