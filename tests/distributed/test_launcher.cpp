@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <string>
 
+#include "distributed/oversubscription.h"
 #include "tools/launch_threads.h"
 
 namespace {
@@ -166,4 +167,26 @@ TEST_CASE("launcher: OMP_NUM_THREADS divides the CPUs among the ranks, PASSIVE w
   INFO(kept.output);
   CHECK(has(kept, "[rank 1] t=" + many + " p=ACTIVE."));
   CHECK_FALSE(has(kept, "lockstep-run: OMP"));
+}
+
+TEST_CASE("oversubscription: the warning init_process_group gives names the counts and what to set") {
+  namespace d = lockstep::distributed::detail;
+  const std::string w = d::oversubscription_warning({2, 0}, 2, 2, nullptr);
+  CHECK(w.find("2 ranks on this machine x 2 OpenMP threads each > 2 CPUs") != std::string::npos);
+  CHECK(w.find("OMP_WAIT_POLICY=PASSIVE") != std::string::npos);
+  CHECK(w.find("OMP_NUM_THREADS=1") != std::string::npos);
+  CHECK(d::oversubscription_warning({2, 0}, 2, 2, "passive").empty());  // case does not matter
+  CHECK_FALSE(d::oversubscription_warning({2, 0}, 2, 2, "ACTIVE").empty());
+  CHECK(d::oversubscription_warning({2, 0}, 1, 2, nullptr).empty());  // fits
+  CHECK(d::oversubscription_warning({1, 0}, 2, 2, nullptr).empty());
+  // The launcher variables, in order of precedence; none: no local ranks known.
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "2", 1);
+  unsetenv("LOCAL_WORLD_SIZE");
+  auto local = d::local_ranks_from_environment();
+  REQUIRE(local.has_value());
+  CHECK(local->size == 3);
+  CHECK(local->rank == 2);
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
 }
