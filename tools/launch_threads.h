@@ -7,11 +7,10 @@
 // region, GNU OpenMP's threads spin for a while (~300000 iterations) before they sleep,
 // which pays when each thread has a CPU of its own. With N ranks on one machine, each
 // running T threads, and N x T greater than the CPUs they may run on, a spinning thread
-// holds a CPU that another rank's thread needs, and every region ends late: ResNet50, 2
-// ranks x 2 threads on 2 CPUs, took 467 / 942 ms (forward / backward) spinning and 254 /
-// 531 ms with OMP_WAIT_POLICY=PASSIVE, and DDP's communication thread, one more thread
-// per rank, made the overlapped iteration 1.18x the local one against 1.06x
-// (docs/results/evaluation.md, 2026-12-06). The policy is read once, when the OpenMP
+// holds a CPU that another rank's thread needs, and every region ends late (ResNet50, 2
+// ranks x 2 threads on 2 CPUs: a step about twice as long as with OMP_WAIT_POLICY=PASSIVE,
+// and DDP's communication thread, one more per rank, costs more on top; the numbers are in
+// docs/results/evaluation.md, 2026-12-06). The policy is read once, when the OpenMP
 // runtime loads, before main: so the launcher sets it, not the library. lockstep-run:
 //   - OMP_NUM_THREADS unset: each rank gets max(1, CPUs / N) threads (torchrun gives 1), and
 //     a note on stderr says so;
