@@ -16,7 +16,8 @@
 #                                          first rotating; prints ddp / each within a cycle (median and
 #                                          quartiles over CYCLES, default 12). MODELS as above; MODES
 #                                          (default ddp,ddp-nochecks,ddp-nocollchecks; BERT-base needs
-#                                          ~3 GB per mode and rank); under bench/isolate.sh when root
+#                                          ~1.5 GB per mode and rank); under bench/isolate.sh when root;
+#                                          LOG=file appends every cycle's JSON line there
 # ROUNDS (default 3) alternating rounds; BUILD (default build). Each timing run holds
 # /work/.bench.lock when that file exists (the shared machine's benchmark lock).
 # Read before: docs/results/collective_checks.md.
@@ -78,8 +79,8 @@ case "$1" in
       printf '%s LOCKSTEP_SHM=%s load %s: ' "$name" "${LOCKSTEP_SHM:-default}" "$(cut -d' ' -f1-3 /proc/loadavg)"
       # shellcheck disable=SC2086
       lock $isolate "$BUILD/bin/lockstep-run" --nproc-per-node 2 -- "$BUILD/bin/bench_overlap" --model $model \
-          --cycles "${CYCLES:-12}" --modes "${MODES:-ddp,ddp-nochecks,ddp-nocollchecks}" 2>&1 | grep '"summary"' |
-          sed 's/^\[rank [0-9]*\] //'
+          --cycles "${CYCLES:-12}" --modes "${MODES:-ddp,ddp-nochecks,ddp-nocollchecks}" 2>&1 |
+          sed 's/^\[rank [0-9]*\] //' | tee -a "${LOG:-/dev/null}" | grep '"summary"'
     done ;;
   *) echo "usage: bench/collective_checks.sh allreduce|mpi|ddp|defaults|interleaved" >&2; exit 2 ;;
 esac
