@@ -27,7 +27,7 @@
 // within a cycle are what this program is for: iterations seconds apart see the same
 // machine. Memory: one model, its gradients, optimizer state and buckets per mode.
 //
-// Read before: bench/bench_ddp.cpp. Read next: bench/compare_overlap.sh.
+// Read before: bench/bench_ddp.cpp. Read next: bench/compare_overlap.sh, bench/collective_checks.sh.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
