@@ -125,7 +125,24 @@ void forward_rows(const BFloat16* x, const BFloat16* res, BFloat16* y, uint16_t*
 
 // The backward's operands, (R, C) bf16 or (C) float32 per-channel constants:
 // scale, shift the forward's (Mask::Input), mean the saved one as float, and
-// dx = a * gm + bx * x + c0 (grad_input_coefficients).
+// dx = a * gm + bx * x + c0 (grad_input_coefficients). Built once by the
+// backward and passed by reference, never copied:
+//
+// § Note [Row-kernel operands by reference]
+// The row kernels take Operands by const reference and the parallel_for
+// lambdas capture it by reference: no copy of it is made. With a by-value
+// copy, GCC 12 (-O2 -march=native, AVX-512) moved the 96-byte struct in one
+// 64-byte and one 32-byte vector move and gave the copy 64-byte alignment for
+// an aligned `vmovdqa64`. The asan-ubsan preset runs with
+// detect_stack_use_after_return=1, which puts such a frame on
+// AddressSanitizer's fake stack, where GCC 12 aligns the frame's variables to
+// 32 bytes only: the aligned store faulted, and ASan reported a SEGV near
+// address 0 in grad_input_rows (Mask::Input and Mask::Bits). Nothing was
+// out of bounds, and frames on the real stack (Release; ASan without fake
+// stacks) are realigned. Check, on the object built with the asan preset's
+// flags: `objdump -d | grep -E 'vmov(dqa64|aps)\s+%zmm.*\)'` finds no aligned
+// 64-byte store (12 with the copies). tests/core/test_batch_norm_bf16_nhwc.cpp
+// runs both passes on 1 and 2 threads against the NCHW kernel.
 struct Operands {
   const BFloat16 *g, *x, *y;
   const float *scale, *shift, *mean, *a, *bx, *c0;
@@ -150,7 +167,7 @@ lanes::F masked_g(const Operands& p, int64_t r, int64_t o, int64_t j, lanes::K k
 // Adds gm and gm * (x - mean) of rows [lo, hi) to the column sums sum_g,
 // sum_g_xmu (C); with gm_out not null, stores gm there (exact in bf16).
 template <Mask M>
-void grad_sums_rows(Operands p, BFloat16* gm_out, int64_t lo, int64_t hi, int64_t c, float* sum_g,
+void grad_sums_rows(const Operands& p, BFloat16* gm_out, int64_t lo, int64_t hi, int64_t c, float* sum_g,
                     float* sum_g_xmu) {
   using namespace lanes;
   for (int64_t r = lo; r < hi; ++r) {
@@ -168,7 +185,7 @@ void grad_sums_rows(Operands p, BFloat16* gm_out, int64_t lo, int64_t hi, int64_
 
 // Rows [lo, hi) of dx = a * gm + bx * x + c0 (R, C).
 template <Mask M>
-void grad_input_rows(Operands p, BFloat16* dx, int64_t lo, int64_t hi, int64_t c) {
+void grad_input_rows(const Operands& p, BFloat16* dx, int64_t lo, int64_t hi, int64_t c) {
   using namespace lanes;
   for (int64_t r = lo; r < hi; ++r) {
     const int64_t o = r * c;
@@ -340,7 +357,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_backward(
     scale[static_cast<size_t>(ch)] = affine.scale;
     shift[static_cast<size_t>(ch)] = affine.shift;
   }
-  Operands p{gy.data_ptr<BFloat16>(),  // (R, C), as x, y and the results
+  const Operands p{gy.data_ptr<BFloat16>(),  // (R, C), as x, y and the results
              input.data_ptr<BFloat16>(),
              y.defined() ? y.data_ptr<BFloat16>() : nullptr,
              scale.data(), shift.data(), mean_p, a.data(), bx.data(), c0.data(),
@@ -357,7 +374,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_backward(
     std::vector<float> part_xmu(static_cast<size_t>(blocks * c), 0.0f);  // (blocks, C)
     float* pg = part_g.data();
     float* px = part_xmu.data();
-    parallel_for(0, blocks, 1, [p, grp, pg, px, rows, c, mask](int64_t lo, int64_t hi) {
+    parallel_for(0, blocks, 1, [&p, grp, pg, px, rows, c, mask](int64_t lo, int64_t hi) {
       for (int64_t blk = lo; blk < hi; ++blk) {
         const int64_t r0 = blk * kRows, r1 = std::min(rows, r0 + kRows);
         with_mask(mask, [&]<Mask M>() {
@@ -383,7 +400,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_backward(
     c0[i] = gi.c0;
   }
   if (gxp == nullptr) return {grad_input, grad_weight, grad_bias};
-  parallel_for(0, rows, kRows, [p, gxp, c, mask](int64_t lo, int64_t hi) {
+  parallel_for(0, rows, kRows, [&p, gxp, c, mask](int64_t lo, int64_t hi) {
     with_mask(mask, [&]<Mask M>() { grad_input_rows<M>(p, gxp, lo, hi, c); });
   });
   return {grad_input, grad_weight, grad_bias};
