@@ -265,8 +265,9 @@ TEST_CASE("channels-last bf16 batch norm: the same bits on 1 and 2 threads") {
 // batch_norm_add_relu's bits; Mask::Input: recomputed from the input), on 1 and 2
 // threads, against the NCHW kernel given the same mask as an output. A sanitizer
 // build once crashed in exactly these (Note [Row-kernel operands by reference]).
-TEST_CASE("channels-last bf16 batch norm: grad_input from the ReLU's bits or the input, 1 and 2 "
-          "threads, matches the NCHW kernel") {
+TEST_CASE(
+    "channels-last bf16 batch norm: grad_input from the ReLU's bits or the input, 1 and 2 "
+    "threads, matches the NCHW kernel") {
   ls::manual_seed(47);
   const int saved = ls::get_num_threads();
   for (const ls::IntList& sizes : kShapes) {
@@ -281,8 +282,8 @@ TEST_CASE("channels-last bf16 batch norm: grad_input from the ReLU's bits or the
         CAPTURE(threads);
         ls::set_num_threads(threads);
         ls::Tensor rm = ls::zeros({c}), rv = ls::ones({c}), bits;
-        auto [y, mean, invstd] = nv::batch_norm_add_relu_forward(
-            cl(x), cl(res), w, b, rm, rv, training, 0.1, 1e-5, &bits);
+        auto [y, mean, invstd] = nv::batch_norm_add_relu_forward(cl(x), cl(res), w, b, rm, rv,
+                                                                 training, 0.1, 1e-5, &bits);
         REQUIRE(bits.defined());
         auto [gi, gw, gb, gr] = nv::batch_norm_add_relu_backward_bits(
             cl(gy), cl(x), w, mean, invstd, bits, training, true, true, true);

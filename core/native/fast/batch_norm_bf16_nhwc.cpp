@@ -167,8 +167,8 @@ lanes::F masked_g(const Operands& p, int64_t r, int64_t o, int64_t j, lanes::K k
 // Adds gm and gm * (x - mean) of rows [lo, hi) to the column sums sum_g,
 // sum_g_xmu (C); with gm_out not null, stores gm there (exact in bf16).
 template <Mask M>
-void grad_sums_rows(const Operands& p, BFloat16* gm_out, int64_t lo, int64_t hi, int64_t c, float* sum_g,
-                    float* sum_g_xmu) {
+void grad_sums_rows(const Operands& p, BFloat16* gm_out, int64_t lo, int64_t hi, int64_t c,
+                    float* sum_g, float* sum_g_xmu) {
   using namespace lanes;
   for (int64_t r = lo; r < hi; ++r) {
     const int64_t o = r * c;
@@ -357,13 +357,18 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_backward(
     scale[static_cast<size_t>(ch)] = affine.scale;
     shift[static_cast<size_t>(ch)] = affine.shift;
   }
-  const Operands p{gy.data_ptr<BFloat16>(),  // (R, C), as x, y and the results
-             input.data_ptr<BFloat16>(),
-             y.defined() ? y.data_ptr<BFloat16>() : nullptr,
-             scale.data(), shift.data(), mean_p, a.data(), bx.data(), c0.data(),
-             mask == Mask::Bits ? reinterpret_cast<const uint16_t*>(output.data_ptr<uint8_t>())
-                                : nullptr,
-             bit_words(c)};
+  const Operands p{
+      gy.data_ptr<BFloat16>(),  // (R, C), as x, y and the results
+      input.data_ptr<BFloat16>(),
+      y.defined() ? y.data_ptr<BFloat16>() : nullptr,
+      scale.data(),
+      shift.data(),
+      mean_p,
+      a.data(),
+      bx.data(),
+      c0.data(),
+      mask == Mask::Bits ? reinterpret_cast<const uint16_t*>(output.data_ptr<uint8_t>()) : nullptr,
+      bit_words(c)};
   // The sums: for the parameters' gradients, training's grad_input, and the pass
   // that writes the residual's gradient. Eval's grad_input alone needs none.
   const bool sums = need_weight || need_bias || (need_input && training) || grp != nullptr;
