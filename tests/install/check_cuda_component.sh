@@ -31,7 +31,8 @@ fi
 fail() { echo "FAIL: $*" >&2; exit 1; }
 # Any library of the CUDA toolkit, as the loader and readelf print it.
 cuda_libs='lib(cuda|cudart|cudnn[a-z_]*|cublas|cublasLt|nccl|nvrtc|nvJitLink|cufft|curand|cusparse|cusolver)\.so'
-clean_path=$(tr ':' '\n' <<<"$PATH" | grep -vi cuda | paste -sd: -)
+# PATH without the folders that hold nvcc.
+clean_path=$(tr ':' '\n' <<<"$PATH" | while read -r dir; do [ -x "$dir/nvcc" ] || echo "$dir"; done | paste -sd: -)
 
 rm -rf "$work"
 mkdir -p "$work"
