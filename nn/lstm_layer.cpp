@@ -8,6 +8,7 @@
 
 #include "autograd/functions/functions.h"
 #include "core/autocast.h"
+#include "core/env_flag.h"
 #include "core/native/gemm.h"
 #include "core/native/native.h"
 #include "core/profiler.h"
@@ -16,7 +17,8 @@
 namespace lockstep::nn {
 namespace {
 
-std::atomic<bool> g_fused{true};
+// LOCKSTEP_LSTM_FUSED=0 starts with the composed path (benchmarks compare the two).
+std::atomic<bool> g_fused{env_flag("LOCKSTEP_LSTM_FUSED", true)};
 
 // Time index of step s (0 = the first step the recurrence takes).
 int64_t time_of(int64_t s, int64_t T, bool reverse) { return reverse ? T - 1 - s : s; }

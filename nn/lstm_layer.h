@@ -19,8 +19,9 @@
 // 2H) for backward. It runs for float32 and float64 on the CPU without autocast;
 // anything else (CUDA, bf16 autocast: Note [Recurrent layers under autocast])
 // takes the composed path, which ls::nn::set_lstm_fused(false) also forces
-// (tests compare the two). Its node does not support double backward: a backward
-// with create_graph through it stops with the engine's message (set_lstm_fused(false)
+// (tests compare the two), as does LOCKSTEP_LSTM_FUSED=0 for a whole run
+// (benchmarks). Its node does not support double backward: a backward with
+// create_graph through it stops with the engine's message (set_lstm_fused(false)
 // to differentiate twice).
 //
 // Read before: nn/rnn_cell.h, nn/lstm_pointwise.h. Read next: nn/rnn.h.
