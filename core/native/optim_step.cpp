@@ -172,6 +172,12 @@ double grad_norm_part(const Tensor& g, double norm_type) {
       for (int64_t b = lo; b < hi; ++b) {
         const int64_t end = std::min(n, (b + 1) * block);
         double acc = 0.0;
+        if (!inf && norm_type == 2.0) {  // the common case, vectorised (partial sums per lane)
+#pragma omp simd reduction(+ : acc)
+          for (int64_t i = b * block; i < end; ++i) acc += static_cast<double>(data[i]) * static_cast<double>(data[i]);
+          partial[static_cast<size_t>(b)] = acc;
+          continue;
+        }
         for (int64_t i = b * block; i < end; ++i) {
           const double a = std::abs(static_cast<double>(data[i]));
           if (inf) {
