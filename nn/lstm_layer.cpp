@@ -29,19 +29,14 @@ struct Dims {
 };
 
 // Forward in raw buffers. gates (T, B, 4H), cs, tanh_c, out (T, B, H) are written.
+// Biases may be null (the layer has none).
 template <class T_>
 void forward_loop(const Dims& d, bool reverse, const T_* x, const T_* h0, const T_* c0, const T_* w_ih,
                   const T_* w_hh, const T_* b_ih, const T_* b_hh, T_* gates, T_* cs, T_* tanh_c, T_* out) {
   const int64_t G = 4 * d.H, rows = d.T * d.B;
-  if (b_ih != nullptr) {  // every row of gates starts as b_ih + b_hh, then += x W_ih^T
-    for (int64_t r = 0; r < rows; ++r) {
-      T_* g = gates + r * G;
-#pragma omp simd
-      for (int64_t j = 0; j < G; ++j) g[j] = b_ih[j] + b_hh[j];
-    }
-  }
-  native::gemm<T_>(false, true, rows, G, d.I, T_(1), x, d.I, w_ih, d.I, b_ih != nullptr ? T_(1) : T_(0),
-                   gates, G);
+  std::vector<T_> bias(static_cast<size_t>(G), T_(0));  // b_ih + b_hh, added by the gate pass
+  for (int64_t j = 0; b_ih != nullptr && j < G; ++j) bias[static_cast<size_t>(j)] = b_ih[j] + b_hh[j];
+  native::gemm<T_>(false, true, rows, G, d.I, T_(1), x, d.I, w_ih, d.I, T_(0), gates, G);
   const int64_t step = d.B * d.H;
   for (int64_t s = 0; s < d.T; ++s) {
     const int64_t t = time_of(s, d.T, reverse), tp = time_of(s - 1, d.T, reverse);
@@ -49,7 +44,8 @@ void forward_loop(const Dims& d, bool reverse, const T_* x, const T_* h0, const 
     const T_* c_prev = s == 0 ? c0 : cs + tp * step;
     T_* g = gates + t * d.B * G;
     native::gemm<T_>(false, true, d.B, G, d.H, T_(1), h_prev, d.H, w_hh, d.H, T_(1), g, G);
-    detail::lstm_pointwise_forward(d.B, d.H, g, c_prev, cs + t * step, tanh_c + t * step, out + t * step);
+    detail::lstm_pointwise_forward(d.B, d.H, g, bias.data(), c_prev, cs + t * step, tanh_c + t * step,
+                                   out + t * step);
   }
 }
 

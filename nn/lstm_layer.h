@@ -7,9 +7,9 @@
 // small ops and their nodes, and its backward computes the weight gradient of
 // W_hh as T products with k = B (one per step's LinearBackward). The fused layer,
 // like PyTorch's CPU kernel (oneDNN's RNN primitive), does
-//   forward:  gates = x W_ih^T + (b_ih + b_hh)          one GEMM, (T*B, 4H)
+//   forward:  gates = x W_ih^T                          one GEMM, (T*B, 4H)
 //             per step t: gates[t] += h W_hh^T           one GEMM, (B, 4H)
-//                         the gate arithmetic            one pass (nn/lstm_pointwise.h)
+//                         + (b_ih + b_hh), the gate arithmetic   one pass (nn/lstm_pointwise.h)
 //   backward: per step t, last to first:
 //                         dgates[t] from dh, dc           one pass
 //                         dh_prev = dgates[t] W_hh        one GEMM, (B, H)

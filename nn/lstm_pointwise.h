@@ -47,18 +47,20 @@ template <class T>
   }
 }
 
-// One step forward for B rows of H units. gates (B, 4H): pre-activations in,
-// activations out; c_prev (B, H); c, tanh_c, h (B, H) written.
+// One step forward for B rows of H units. gates (B, 4H): pre-activations less
+// the bias in, activations out; bias (4H): b_ih + b_hh, added here (one pass less
+// over the gates than adding it to them first); c_prev (B, H); c, tanh_c, h (B, H) written.
 template <class T>
-void lstm_pointwise_forward(int64_t B, int64_t H, T* gates, const T* c_prev, T* c, T* tanh_c, T* h) {
+void lstm_pointwise_forward(int64_t B, int64_t H, T* gates, const T* bias, const T* c_prev, T* c, T* tanh_c,
+                            T* h) {
   for (int64_t b = 0; b < B; ++b) {
     T* a = gates + b * 4 * H;
     const T* cp = c_prev + b * H;
     T *cn = c + b * H, *tc = tanh_c + b * H, *hn = h + b * H;
 #pragma omp simd
     for (int64_t j = 0; j < H; ++j) {
-      const T i = lstm_sigmoid(a[j]), f = lstm_sigmoid(a[H + j]);
-      const T g = lstm_tanh(a[2 * H + j]), o = lstm_sigmoid(a[3 * H + j]);
+      const T i = lstm_sigmoid(a[j] + bias[j]), f = lstm_sigmoid(a[H + j] + bias[H + j]);
+      const T g = lstm_tanh(a[2 * H + j] + bias[2 * H + j]), o = lstm_sigmoid(a[3 * H + j] + bias[3 * H + j]);
       const T cv = f * cp[j] + i * g;
       const T t = lstm_tanh(cv);
       a[j] = i, a[H + j] = f, a[2 * H + j] = g, a[3 * H + j] = o;
