@@ -3,6 +3,7 @@
 // Read before: nn/lstm_layer.h.
 #include "nn/lstm_layer.h"
 
+#include <algorithm>
 #include <atomic>
 #include <vector>
 
@@ -28,6 +29,30 @@ struct Dims {
   int64_t T, B, I, H;
 };
 
+// § Note [The recurrent weight transposed once]
+// Every step multiplies its (B, H) hidden state by W_hh^T, W_hh stored (4H, H).
+// Handed W_hh with trans_b, oneDNN's sgemm re-reads it across its rows in every
+// call, and at the word model's shape (B 20, H 200) a step's product then takes
+// ~1.5x as long as the same product with B stored (H, 4H) row-major (51 against
+// 34 us, docs/results/examples.md). So a layer run of kTransposeFromSteps steps
+// or more first copies W_hh^T once (one pass over 4H x H values, ~the cost of
+// one step's saving) and runs every step's GEMM on that copy. The products are
+// the same sums up to the order oneDNN adds them in.
+constexpr int64_t kTransposeFromSteps = 4;
+
+// dst (cols, rows) = src (rows, cols)^T, in 16 x 16 tiles.
+template <class T_>
+void transpose_into(const T_* src, int64_t rows, int64_t cols, T_* dst) {
+  constexpr int64_t kTile = 16;
+  for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
+    for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+      for (int64_t i = i0; i < std::min(rows, i0 + kTile); ++i) {
+        for (int64_t j = j0; j < std::min(cols, j0 + kTile); ++j) dst[j * rows + i] = src[i * cols + j];
+      }
+    }
+  }
+}
+
 // Forward in raw buffers. gates (T, B, 4H), cs, tanh_c, out (T, B, H) are written.
 // Biases may be null (the layer has none).
 template <class T_>
@@ -37,13 +62,23 @@ void forward_loop(const Dims& d, bool reverse, const T_* x, const T_* h0, const 
   std::vector<T_> bias(static_cast<size_t>(G), T_(0));  // b_ih + b_hh, added by the gate pass
   for (int64_t j = 0; b_ih != nullptr && j < G; ++j) bias[static_cast<size_t>(j)] = b_ih[j] + b_hh[j];
   native::gemm<T_>(false, true, rows, G, d.I, T_(1), x, d.I, w_ih, d.I, T_(0), gates, G);
+  // Note [The recurrent weight transposed once]: h W_hh^T reads W_hh (G, H) as a plain (H, G).
+  std::vector<T_> w_hh_t;  // (H, G); empty: read W_hh transposed in every step's GEMM
+  if (d.T >= kTransposeFromSteps) {
+    w_hh_t.resize(static_cast<size_t>(G * d.H));
+    transpose_into(w_hh, G, d.H, w_hh_t.data());
+  }
   const int64_t step = d.B * d.H;
   for (int64_t s = 0; s < d.T; ++s) {
     const int64_t t = time_of(s, d.T, reverse), tp = time_of(s - 1, d.T, reverse);
     const T_* h_prev = s == 0 ? h0 : out + tp * step;
     const T_* c_prev = s == 0 ? c0 : cs + tp * step;
     T_* g = gates + t * d.B * G;
-    native::gemm<T_>(false, true, d.B, G, d.H, T_(1), h_prev, d.H, w_hh, d.H, T_(1), g, G);
+    if (w_hh_t.empty()) {
+      native::gemm<T_>(false, true, d.B, G, d.H, T_(1), h_prev, d.H, w_hh, d.H, T_(1), g, G);
+    } else {
+      native::gemm<T_>(false, false, d.B, G, d.H, T_(1), h_prev, d.H, w_hh_t.data(), G, T_(1), g, G);
+    }
     detail::lstm_pointwise_forward(d.B, d.H, g, bias.data(), c_prev, cs + t * step, tanh_c + t * step,
                                    out + t * step);
   }
