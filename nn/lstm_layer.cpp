@@ -32,12 +32,12 @@ struct Dims {
 // § Note [The recurrent weight transposed once]
 // Every step multiplies its (B, H) hidden state by W_hh^T, W_hh stored (4H, H).
 // Handed W_hh with trans_b, oneDNN's sgemm re-reads it across its rows in every
-// call, and at the word model's shape (B 20, H 200) a step's product then takes
-// ~1.5x as long as the same product with B stored (H, 4H) row-major (51 against
-// 34 us, docs/results/examples.md). So a layer run of kTransposeFromSteps steps
-// or more first copies W_hh^T once (one pass over 4H x H values, ~the cost of
-// one step's saving) and runs every step's GEMM on that copy. The products are
-// the same sums up to the order oneDNN adds them in.
+// call, and at the word model's shape (B 20, H 200) a step's product is then
+// clearly slower than the same product with B stored (H, 4H) row-major (measured:
+// docs/results/examples.md). So a layer run of kTransposeFromSteps steps or more
+// first copies W_hh^T once (one pass over 4H x H values) and runs every step's
+// GEMM on that copy. The products are the same sums up to the order oneDNN adds
+// them in.
 constexpr int64_t kTransposeFromSteps = 4;
 
 // dst (cols, rows) = src (rows, cols)^T, in 16 x 16 tiles.
