@@ -16,8 +16,8 @@
 // § Note [Fast sigmoid and tanh in the LSTM cell]
 // float32 uses exp_simd (Note [Vectorisable exp and erf] in
 // core/native/elementwise_loop.h) for both activations, tanh(x) = 1 - 2 / (exp(2x) + 1),
-// so the loops vectorise; libm's tanhf, one element at a time, was 15 % of the word
-// language model's epoch. That tanh is exact to about 1e-7 absolute (not relative:
+// so the loops vectorise; libm's tanhf, one element at a time, was a large share of the
+// word language model's epoch (docs/results/examples.md). That tanh is exact to about 1e-7 absolute (not relative:
 // near 0 it loses the low digits), well below what the gates' float32 GEMMs round
 // away; tests/nn/test_lstm_fused.cpp compares the fused layer with the composed
 // reference. float64 (gradcheck) uses libm.

@@ -150,7 +150,7 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> dropout_add_layer_norm_backward(
 }
 
 // The loops below are written out, not passed as lambdas to a shared helper: GCC 12
-// called such a lambda per element instead of vectorising it (3-10x slower steps).
+// called such a lambda per element instead of vectorising it (several times slower steps).
 Tensor gelu_dropout_forward(const Tensor& u, const DropoutKey& key) {
   LS_CHECK(u.defined() && u.device().is_cpu() && u.dtype() == kBFloat16,
            "gelu_dropout_forward: takes a bfloat16 CPU tensor");

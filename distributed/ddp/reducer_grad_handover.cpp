@@ -4,9 +4,9 @@
 // § Note [Copy-out by reference]
 // Without gradient_as_bucket_view, the paper's reducer copies each averaged
 // slice back into its parameter's .grad (copy_out): two passes over every
-// gradient, on the compute thread, after backward — ~10% of the communication
-// cost of a ResNet50 iteration on one host, where the AllReduce itself is memory
-// traffic (docs/results/evaluation.md). .grad stays a tensor of its own, as
+// gradient, on the compute thread, after backward — a visible share of the
+// communication cost of a ResNet50 iteration on one host, where the AllReduce
+// itself is memory traffic (measured: docs/results/evaluation.md). .grad stays a tensor of its own, as
 // PyTorch's default promises: a user who keeps p.grad() from one iteration sees
 // the values of that iteration ever after.
 //
