@@ -45,7 +45,8 @@ const std::string& double_backward_ops() {
       "NarrowBackward, SelectBackward, IndexSelectBackward, GatherBackward, ScatterBackward, "
       "EmbeddingBackward, CatBackward, StackBackward, UnbindBackward, ViewBackward, ReshapeBackward, "
       "FlattenBackward, (Un)SqueezeBackward, ExpandBackward, TransposeBackward, "
-      "PermuteBackward, CloneBackward, ToCopyBackward, ToDeviceBackward, CheckpointBackward";
+      "PermuteBackward, CloneBackward, ToCopyBackward, ToDeviceBackward, CheckpointBackward, "
+      "SyncBatchNormBackward";
   return ops;
 }
 
