@@ -1,5 +1,6 @@
 // autograd/checkpoint.cpp — CheckpointBackward: recompute, then a nested
-// backward through the recomputation (Note [Reentrant backward]).
+// backward through the recomputation (Note [Reentrant backward]), recorded
+// under create_graph (Note [Checkpoint under create_graph]).
 // Read before: autograd/checkpoint.h.
 #include "autograd/checkpoint.h"
 
@@ -15,6 +16,15 @@ namespace lockstep::autograd {
 
 namespace {
 
+// The identity, as the grad_fn of an alias of a checkpoint's input (Note
+// [Checkpoint under create_graph]).
+class CheckpointInputBackward final : public Node {
+ public:
+  std::string name() const override { return "CheckpointInputBackward"; }
+  bool supports_double_backward() const override { return true; }
+  variable_list apply(variable_list&& grads) override { return {grads[0]}; }
+};
+
 class CheckpointBackward final : public Node {
  public:
   CheckpointBackward(CheckpointFunction fn, const std::vector<Tensor>& inputs) : fn_(std::move(fn)) {
@@ -24,8 +34,37 @@ class CheckpointBackward final : public Node {
     }
   }
 
+  // Note [Double backward]: under create_graph apply() runs with grad mode on
+  // and takes the recording path.
+  bool supports_double_backward() const override { return true; }
+
   variable_list apply(variable_list&& grad_outputs) override {
-    // Fresh leaves sharing the inputs' data: the recomputed graph ends at them.
+    return GradMode::is_enabled() ? apply_recorded(grad_outputs[0]) : apply_plain(grad_outputs[0]);
+  }
+
+  std::string name() const override { return "CheckpointBackward"; }
+  void release_variables() override {
+    for (auto& s : saved_) s.reset();
+  }
+
+ private:
+  // fn re-run on `inputs` with grad mode on; its output checked against the forward's.
+  Tensor recompute(const std::vector<Tensor>& inputs, const Tensor& grad) {
+    Tensor out;
+    {
+      AutoGradMode grad_on(true);  // plain backward nodes run under NoGradGuard
+      out = fn_(inputs);
+    }
+    LS_CHECK(out.defined() && out.sizes() == grad.sizes(), "checkpoint: recomputing the function "
+             "in backward gave shape ", out.defined() ? out.shape_str() : std::string("(undefined)"),
+             " but forward gave ", grad.shape_str(), "; the function must compute the same "
+             "thing every time it runs (see autograd/checkpoint.h)");
+    return out;
+  }
+
+  // A plain backward: fn on fresh leaves sharing the inputs' data, and a nested
+  // backward that accumulates into the parameters fn uses (Note [Reentrant backward]).
+  variable_list apply_plain(const Tensor& grad) {
     std::vector<Tensor> leaves;
     for (size_t i = 0; i < saved_.size(); ++i) {
       Tensor t = saved_[i].unpack(name());
@@ -37,30 +76,57 @@ class CheckpointBackward final : public Node {
       if (needs_grad_[i]) leaf.requires_grad_(true);
       leaves.push_back(leaf);
     }
-    Tensor out;
-    {
-      AutoGradMode grad_on(true);  // backward nodes run under NoGradGuard
-      out = fn_(leaves);
-    }
-    LS_CHECK(out.defined() && out.sizes() == grad_outputs.at(0).sizes(), "checkpoint: recomputing the function "
-             "in backward gave shape ", out.defined() ? out.shape_str() : std::string("(undefined)"),
-             " but forward gave ", grad_outputs.at(0).shape_str(), "; the function must compute the same "
-             "thing every time it runs (see autograd/checkpoint.h)");
+    const Tensor out = recompute(leaves, grad);
     variable_list grads(saved_.size());
     if (!out.requires_grad()) return grads;  // nothing inside needs a gradient
-    backward({out}, {grad_outputs[0]});      // Note [Reentrant backward]
+    backward({out}, {grad});                 // Note [Reentrant backward]
     for (size_t i = 0; i < leaves.size(); ++i) {
       if (needs_grad_[i]) grads[i] = leaves[i].grad();
     }
     return grads;
   }
 
-  std::string name() const override { return "CheckpointBackward"; }
-  void release_variables() override {
-    for (auto& s : saved_) s.reset();
+  // § Note [Checkpoint under create_graph]
+  // In a backward with create_graph (autograd::grad) the inputs' gradients must
+  // keep their history, through the recomputation and back into the inputs'
+  // own history, and no parameter's .grad may change. So fn is re-run on
+  // aliases of the inputs (their saved handles with history, each behind an
+  // identity node of its own), and a nested engine run with create_graph
+  // captures what arrives at those identity nodes (Note [Capturing gradients]
+  // in autograd/engine.h): the parameters' AccumulateGrad nodes do not run, and
+  // the recorded gradients lead through the recomputed graph into the inputs and
+  // the parameters, so a second backward reaches both. Capturing at the aliases
+  // rather than at the inputs' own edges keeps an input computed from another
+  // input (x and f(x) both passed) from being followed twice. The recomputed
+  // graph is retained: the recorded gradients reuse its saved tensors.
+  variable_list apply_recorded(const Tensor& grad) {
+    std::vector<Tensor> aliases;
+    RunOptions options;
+    options.retain_graph = true;
+    options.create_graph = true;
+    std::vector<size_t> captured_input;  // capture c is for input captured_input[c]
+    for (size_t i = 0; i < saved_.size(); ++i) {
+      Tensor t = saved_[i].unpack(name());  // with its history: grad mode is on
+      if (t.defined() && t.requires_grad()) {
+        Tensor alias = t.detach();
+        record(std::make_shared<CheckpointInputBackward>(), {t}, {alias});
+        options.capture.push_back(gradient_edge(alias));
+        captured_input.push_back(i);
+        t = alias;
+      }
+      aliases.push_back(t);
+    }
+    Tensor out = recompute(aliases, grad);
+    variable_list grads(saved_.size());
+    if (!out.requires_grad() || options.capture.empty()) return grads;
+    for (const Tensor& a : aliases) {
+      if (a.defined() && a.impl() == out.impl()) out = out.clone();  // fn returned an input: own node
+    }
+    const variable_list captured = run({out}, {grad}, options);
+    for (size_t c = 0; c < captured.size(); ++c) grads[captured_input[c]] = captured[c];
+    return grads;
   }
 
- private:
   CheckpointFunction fn_;
   std::vector<SavedVariable> saved_;
   std::vector<bool> needs_grad_;

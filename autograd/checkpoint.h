@@ -12,6 +12,9 @@
 // (Note [Reentrant backward] in autograd/engine.h): the parameters fn uses get
 // their gradients accumulated — and their post-accumulate-grad hooks fire —
 // inside the nested backward, and the node returns the inputs' gradients.
+// In a backward with create_graph (autograd::grad) the recomputation keeps the
+// inputs' history instead and no .grad changes, so the gradients can be
+// differentiated again (Note [Checkpoint under create_graph] in checkpoint.cpp).
 //
 // § Note [Checkpoint and gradient hooks]
 // Each checkpoint call has its own nested backward, so a parameter used by two

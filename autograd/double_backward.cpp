@@ -36,15 +36,17 @@ const std::string& double_backward_ops() {
       "nodes, PowBackward (scalar exponent), SumBackward, MeanBackward, MaxBackward, MinBackward, "
       "MaxDimBackward, MinDimBackward, MaximumBackward, "
       "MinimumBackward, WhereBackward, MatmulBackward, BmmBackward, LinearBackward, "
-      "Conv2dBackward, ConvTranspose2dBackward, BatchNormBackward, LayerNormBackward, "
-      "ReluBackward, AddReluBackward, DropoutBackward, GeluBackward, TanhBackward, SigmoidBackward, ExpBackward, LogBackward, "
+      "Conv2dBackward, ConvTranspose2dBackward, BatchNormBackward, BatchNormReluBackward, "
+      "BatchNormAddReluBackward, LayerNormBackward, "
+      "ReluBackward, AddReluBackward, DropoutBackward, DropoutAddBackward, GeluBackward, TanhBackward, SigmoidBackward, ExpBackward, LogBackward, "
       "SqrtBackward, RsqrtBackward, AbsBackward, SinBackward, CosBackward, SoftmaxBackward, "
       "LogSoftmaxBackward, CrossEntropyBackward, MseLossBackward, "
       "BinaryCrossEntropyWithLogitsBackward, MaxPool2dBackward, AdaptiveAvgPool2dBackward, "
-      "NarrowBackward, SelectBackward, IndexSelectBackward, GatherBackward, "
+      "NarrowBackward, SelectBackward, IndexSelectBackward, GatherBackward, ScatterBackward, "
       "EmbeddingBackward, CatBackward, StackBackward, UnbindBackward, ViewBackward, ReshapeBackward, "
       "FlattenBackward, (Un)SqueezeBackward, ExpandBackward, TransposeBackward, "
-      "PermuteBackward, CloneBackward, ToCopyBackward";
+      "PermuteBackward, CloneBackward, ToCopyBackward, ToDeviceBackward, CheckpointBackward, "
+      "SyncBatchNormBackward";
   return ops;
 }
 

@@ -26,9 +26,18 @@
 //      such a node is still exact.
 // The engine sums gradients with recording adds in such a backward, and the
 // in-place sums of Note [Gradients summed in place] are off there.
+// CheckpointBackward, which runs a nested backward, records in its own way (Note
+// [Checkpoint under create_graph] in autograd/checkpoint.cpp), and
+// SyncBatchNormBackward sums over the process group with a differentiable
+// AllReduce (Note [SyncBatchNorm double backward] in
+// distributed/ddp/sync_batch_norm_recorded.h). The nodes that still refuse:
+// the fused LSTM layer's, and the bf16 autocast nodes of linear, conv2d,
+// cross_entropy reading bf16 and dropout + add + layer_norm.
 // Tests: tests/autograd/test_double_backward.cpp (gradgradcheck of the core ops,
 // a gradient penalty end to end, the errors), test_double_backward_nn.cpp (the nn
-// ops), test_double_backward_penalty.cpp (WGAN-GP through a conv critic).
+// ops), test_double_backward_fused.cpp (scatter, the fused batch norms,
+// checkpoint, bf16 conversions, dropout_add), test_double_backward_penalty.cpp
+// (WGAN-GP through a conv critic), tests/distributed/test_sync_batch_norm_double_backward.cpp.
 //
 // Read before: autograd/engine.h, autograd/saved_variable.h.
 // Read next: autograd/functions/grad_ops.h, autograd/grad.h.

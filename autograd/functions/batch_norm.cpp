@@ -44,8 +44,14 @@
 // with its identity already computed (after the downsample), which moves the
 // downsample before bn3 in forward order and changes nothing else.
 //
-// BatchNormBackward (not the fused nodes) supports double backward; its recorded
-// formula is in autograd/functions/norm_recorded.cpp.
+// All three nodes support double backward. BatchNormBackward's recorded formula
+// is in autograd/functions/norm_recorded.cpp; the fused nodes' is the same
+// formula applied to g times the ReLU's mask (relu's backward composed before
+// batch norm's, as relu(batch_norm(x)) would record it), and the residual of
+// batch_norm_add_relu gets that masked g. The mask is a constant (relu'' = 0): the
+// fused output > 0 where the node saved it, recomputed from the input and the
+// saved statistics where it saved the bias, read from the bits through the
+// kernel (a gradient of ones masked) where it saved those.
 //
 // § Note [ReLU mask in bits]
 // BatchNormAddReluBackward needs only out > 0 of the fused output, one bit a
@@ -101,6 +107,39 @@ struct BatchNormNode : BackwardNode {
   }
 };
 
+// The ReLU's mask of a fused output: out > 0 (bool).
+Tensor relu_mask(const Tensor& output) {
+  return native::compare_scalar(native::CompareOp::Gt, output, 0.0);
+}
+
+// batch_norm_relu's mask recomputed from its input: x * scale + shift > 0 with the
+// per-channel scale = invstd w and shift = b - mean scale, in the statistics'
+// dtype. The kernel's mask rounds as the forward did (one fused multiply-add,
+// Note [ReLU mask from the input] in core/native/batch_norm.cpp); this one may
+// differ from it only where the output is within a rounding of 0.
+Tensor relu_mask_from_input(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& mean,
+                            const Tensor& invstd) {
+  NoGradGuard no_grad;  // a constant of the formula
+  const ScalarType dt = mean.dtype();
+  IntList per_channel(static_cast<size_t>(x.dim()), 1);  // (1, C, 1, ...)
+  per_channel[1] = x.size(1);
+  const Tensor scale = w.defined() ? invstd * w.to(dt) : invstd;              // (C)
+  const Tensor shift = b.defined() ? b.to(dt) - mean * scale : -(mean * scale);  // (C)
+  const Tensor y = x.to(dt) * scale.reshape(per_channel) + shift.reshape(per_channel);
+  return relu_mask(y);
+}
+
+// batch_norm_add_relu's mask from its bits: the kernel's residual gradient for a
+// gradient of ones, which is the mask as 0/1 (Note [ReLU mask in bits]).
+Tensor relu_mask_from_bits(const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& invstd,
+                           const Tensor& bits, bool training) {
+  const Tensor ones = native::empty(x.sizes(), x.dtype(), x.device());
+  native::fill_(ones, 1.0);
+  const Tensor masked = std::get<3>(native::batch_norm_add_relu_backward_bits(
+      ones, x, w, mean, invstd, bits, training, false, false, false));
+  return relu_mask(masked);
+}
+
 // With relu, the node of batch_norm_relu, whose mask comes from the input and
 // `bias` on the CPU, from the fused `output` on a GPU (Note [Fused BatchNorm +
 // ReLU]).
@@ -108,7 +147,7 @@ struct BatchNormBackward final : BatchNormNode {
   bool relu = false;
   bool mask_from_input = false;  // relu on the CPU
   std::string name() const override { return relu ? "BatchNormReluBackward" : "BatchNormBackward"; }
-  bool supports_double_backward() const override { return !relu; }
+  bool supports_double_backward() const override { return true; }
 
   variable_list apply(variable_list&& grads) override {
     const bool gi = should_compute_output(0), gw = should_compute_output(1),
@@ -116,7 +155,14 @@ struct BatchNormBackward final : BatchNormNode {
     const Tensor x = input.unpack(name()), w = weight.unpack(name());
     const Tensor mean = save_mean.unpack(name()), invstd = save_invstd.unpack(name());
     if (grad_ops::recording()) {
-      return batch_norm_backward_recorded(grads[0], x, w, mean, invstd, training, eps, {gi, gw, gb});
+      Tensor g = grads[0];
+      if (relu) {
+        const Tensor mask = mask_from_input ? relu_mask_from_input(x, w, bias.unpack(name()), mean, invstd)
+                                            : relu_mask(output.unpack(name()));
+        g = grad_ops::to_dtype(g, norm_compute_dtype(x.dtype()));
+        g = g * mask_to(mask, g.dtype());
+      }
+      return batch_norm_backward_recorded(g, x, w, mean, invstd, training, eps, {gi, gw, gb});
     }
     const Tensor g = native::to_dtype(grads[0], x.dtype());  // the output's dtype
     auto [grad_input, grad_weight, grad_bias] =
@@ -135,13 +181,23 @@ struct BatchNormBackward final : BatchNormNode {
 struct BatchNormAddReluBackward final : BatchNormNode {
   bool mask_in_bits = false;  // relu_bits saved, not output (Note [ReLU mask in bits])
   std::string name() const override { return "BatchNormAddReluBackward"; }
+  bool supports_double_backward() const override { return true; }
 
   variable_list apply(variable_list&& grads) override {
     const bool gi = should_compute_output(0), gw = should_compute_output(1),
                gb = should_compute_output(2);
     const Tensor x = input.unpack(name()), w = weight.unpack(name());
-    const Tensor g = native::to_dtype(grads[0], x.dtype());
     const Tensor mean = save_mean.unpack(name()), invstd = save_invstd.unpack(name());
+    if (grad_ops::recording()) {
+      const Tensor mask = mask_in_bits ? relu_mask_from_bits(x, w, mean, invstd, relu_bits.unpack(name()), training)
+                                       : relu_mask(output.unpack(name()));
+      const ScalarType dt = norm_compute_dtype(x.dtype());
+      const Tensor g = grad_ops::to_dtype(grads[0], dt) * mask_to(mask, dt);
+      variable_list d = batch_norm_backward_recorded(g, x, w, mean, invstd, training, eps, {gi, gw, gb});
+      d.push_back(should_compute_output(3) ? grad_ops::to_dtype(g, x.dtype()) : Tensor());
+      return d;
+    }
+    const Tensor g = native::to_dtype(grads[0], x.dtype());
     auto [grad_input, grad_weight, grad_bias, grad_residual] =
         mask_in_bits
             ? native::batch_norm_add_relu_backward_bits(g, x, w, mean, invstd,
@@ -234,6 +290,7 @@ Tensor batch_norm_add_relu(const Tensor& input, const Tensor& residual, const Te
       node->output = SavedVariable(out);
     }
     node->training = training;
+    node->eps = eps;
     record(node, {input, weight, bias, residual}, {out});
   }
   return out;

@@ -10,8 +10,8 @@
 // dropout_to_bf16 is the same op writing its result in bf16 (Note [dropout writing the
 // bf16 copy] in autograd/functions/autocast_ops.h); DropoutBackward widens the bf16
 // gradient it then receives, as ToCopyBackward would have. dropout_add is x + dropout(y)
-// as one op (Note [dropout + residual add in one pass]). DropoutBackward supports
-// double backward (its mask is a constant); DropoutAddBackward, bf16 only, does not.
+// as one op (Note [dropout + residual add in one pass]). Both nodes support
+// double backward: their formulas are linear in g with the mask a constant.
 //
 // Read before: autograd/functions/functions.h, core/native/dropout.cpp.
 // Read next: autograd/functions/loss.cpp.
@@ -26,6 +26,12 @@
 namespace lockstep::autograd {
 namespace {
 
+// The constant factor of dropout's gradient: mask / (1 - p) as `dtype` (0 for
+// p == 1, which drops everything, as the kernels take it).
+Tensor dropout_scale(const Tensor& mask, double p, ScalarType dtype) {
+  return native::binary_scalar(native::BinaryOp::Mul, mask_to(mask, dtype), p < 1.0 ? 1.0 / (1.0 - p) : 0.0);
+}
+
 struct DropoutBackward final : DoubleBackwardNode {
   SavedVariable mask;  // bool, the input's shape
   double p = 0.0;
@@ -34,23 +40,26 @@ struct DropoutBackward final : DoubleBackwardNode {
   variable_list apply(variable_list&& grads) override {
     const Tensor g = grad_ops::to_dtype(grads[0], dtype);
     if (!grad_ops::recording()) return {native::dropout_backward(g, mask.unpack(name()), p)};
-    // With create_graph: g times the constant mask / (1 - p).
-    const Tensor scale = native::binary_scalar(native::BinaryOp::Mul, mask_to(mask.unpack(name()), dtype),
-                                               1.0 / (1.0 - p));
-    return {g * scale};
+    return {g * dropout_scale(mask.unpack(name()), p, dtype)};  // with create_graph
   }
   void release_variables() override { mask.reset(); }
 };
 
-// h = x + dropout(y): Note [dropout + residual add in one pass].
-struct DropoutAddBackward final : BackwardNode {
+// h = x + dropout(y): Note [dropout + residual add in one pass]. With
+// create_graph: dL/dx = g, dL/dy = (g times the constant mask / (1 - p)) rounded
+// to y's bf16, as the add's and the dropout's recorded formulas would give.
+struct DropoutAddBackward final : DoubleBackwardNode {
   SavedVariable mask;  // bool, y's shape
   double p = 0.0;
   std::string name() const override { return "DropoutAddBackward"; }
   variable_list apply(variable_list&& grads) override {
-    const Tensor g = native::to_dtype(grads[0], kFloat32);  // dL/dh
+    const Tensor g = grad_ops::to_dtype(grads[0], kFloat32);  // dL/dh
     Tensor gy;  // dL/dy, bf16
-    if (should_compute_output(1)) gy = native::dropout_add_backward(g, mask.unpack(name()), p);
+    if (should_compute_output(1)) {
+      gy = !grad_ops::recording()
+               ? native::dropout_add_backward(g, mask.unpack(name()), p)
+               : (g * dropout_scale(mask.unpack(name()), p, kFloat32)).to(kBFloat16);
+    }
     return {should_compute_output(0) ? g : Tensor(), gy};
   }
   void release_variables() override { mask.reset(); }

@@ -61,6 +61,9 @@ inline Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
 inline Tensor to_dtype(const Tensor& a, ScalarType dtype) {
   return recording() ? a.to(dtype) : native::to_dtype(a, dtype);
 }
+inline Tensor to_device(const Tensor& a, Device device) {
+  return recording() ? a.to(device) : native::to_device(a, device);
+}
 
 // ---- shape ----
 inline Tensor reshape(const Tensor& a, const IntList& sizes) {

@@ -7,7 +7,9 @@
 // index_select (a copy) for larger steps; masked_fill, tril and triu are
 // where() with a bool mask, so their gradients are where's (zero where the
 // value was replaced). With create_graph GatherBackward's scatter-add runs as
-// a linear map whose adjoint is the gather (Note [Linear backward formulas]).
+// a linear map whose adjoint is the gather, and ScatterBackward's two formulas
+// as linear maps too: dx's (a mask) is its own adjoint, dsrc's gather has the
+// scatter-add as adjoint (Note [Linear backward formulas]).
 // Read before: autograd/functions/indexing.cpp, core/native/gather.h.
 // Read next: autograd/functions/unary.cpp.
 #include <algorithm>
@@ -49,27 +51,67 @@ struct GatherBackward final : DoubleBackwardNode {
   void release_variables() override { index.reset(); }
 };
 
-struct ScatterBackward final : BackwardNode {
+// t's leading corner of index's shape (a view): the part of src that scatter reads.
+Tensor index_part(const Tensor& t, const Tensor& index) {
+  Tensor part = t;
+  for (int64_t k = 0; k < index.dim(); ++k) {
+    if (part.size(k) != index.size(k)) part = native::narrow(part, k, 0, index.size(k));
+  }
+  return part;
+}
+
+// dL/dself of scatter: g with the positions src overwrote zeroed. A mask, so
+// its own adjoint.
+Tensor scatter_self_backward(const Tensor& g, int64_t dim, const Tensor& index) {
+  return native::scatter(g, dim, index, native::zeros(index.sizes(), g.dtype(), g.device()));
+}
+
+// dL/dsrc of scatter: g gathered at the index, zero-padded to src's shape where
+// src is larger than the index.
+Tensor scatter_src_backward(const Tensor& g, int64_t dim, const Tensor& index, const IntList& src_sizes) {
+  Tensor dsrc = native::gather(g, dim, index);  // index's shape
+  if (dsrc.sizes() == src_sizes) return dsrc;
+  Tensor full = native::zeros(src_sizes, g.dtype(), g.device());
+  native::copy_(index_part(full, index), dsrc);
+  return full;
+}
+
+// The adjoint of scatter_src_backward: h's index-shaped corner scatter-added into
+// zeros of self's (= g's) shape. Where the index repeats a position the sum
+// collects every h that position fed.
+Tensor scatter_src_adjoint(const Tensor& h, int64_t dim, const Tensor& index, const IntList& self_sizes) {
+  Tensor out = native::zeros(self_sizes, h.dtype(), h.device());
+  native::scatter_add_(out, dim, index, h);  // reads h's index-shaped corner only
+  return out;
+}
+
+// Both gradients are linear in g with the index as constant coefficients, so
+// with create_graph each runs as a linear map (Note [Linear backward formulas]).
+struct ScatterBackward final : DoubleBackwardNode {
   int64_t dim = 0;
   SavedVariable index;
+  IntList self_sizes;
   IntList src_sizes;  // src may be larger than index outside dim; its extra elements get 0
   std::string name() const override { return "ScatterBackward"; }
   variable_list apply(variable_list&& grads) override {
     const Tensor& g = grads[0];
     const Tensor idx = index.unpack(name());
+    const bool recording = grad_ops::recording();
     Tensor dself, dsrc;
     if (should_compute_output(0)) {
-      dself = native::scatter(g, dim, idx, native::zeros(idx.sizes(), g.dtype(), g.device()));
+      auto mask = [d = dim, idx](const Tensor& t) { return scatter_self_backward(t, d, idx); };
+      dself = !recording ? mask(g) : apply_linear_map(g, make_linear_map(name(), mask, mask));
     }
     if (should_compute_output(1)) {
-      dsrc = native::gather(g, dim, idx);  // index's shape
-      if (dsrc.sizes() != src_sizes) {
-        Tensor full = native::zeros(src_sizes, g.dtype(), g.device());
-        Tensor part = full;
-        for (int64_t k = 0; k < idx.dim(); ++k) part = native::narrow(part, k, 0, idx.size(k));
-        native::copy_(part, dsrc);
-        dsrc = full;
-      }
+      dsrc = !recording ? scatter_src_backward(g, dim, idx, src_sizes)
+                        : apply_linear_map(g, make_linear_map(
+                              name(),
+                              [d = dim, idx, src = src_sizes](const Tensor& t) {
+                                return scatter_src_backward(t, d, idx, src);
+                              },
+                              [d = dim, idx, self = self_sizes](const Tensor& t) {
+                                return scatter_src_adjoint(t, d, idx, self);
+                              }));
     }
     return {dself, dsrc};
   }
@@ -132,6 +174,7 @@ Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src) cons
     auto node = std::make_shared<ScatterBackward>();
     node->dim = wrap_dim(dim, this->dim(), "scatter");
     node->index = SavedVariable(index);
+    node->self_sizes = sizes();
     node->src_sizes = src.sizes();
     record(node, {*this, src}, {y});
   }

@@ -37,10 +37,12 @@ Tensor sum_over(const Tensor& t, const IntList& dims) { return dims.empty() ? t 
 
 }  // namespace
 
-variable_list batch_norm_backward_recorded(const Tensor& grad, const Tensor& x, const Tensor& weight,
+variable_list batch_norm_backward_recorded(const Tensor& grad, const Tensor& input, const Tensor& weight,
                                            const Tensor& mean, const Tensor& invstd, bool training,
                                            double eps, NormGrads need) {
-  const Tensor g = grad.dtype() == x.dtype() ? grad : grad.to(x.dtype());  // the output's dtype
+  const ScalarType dt = norm_compute_dtype(input.dtype());
+  const Tensor x = input.dtype() == dt ? input : input.to(dt);
+  const Tensor g = grad.dtype() == dt ? grad : grad.to(dt);
   IntList dims{0};
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
   IntList per_channel(static_cast<size_t>(x.dim()), 1);  // (1, C, 1, ...)
@@ -56,6 +58,7 @@ variable_list batch_norm_backward_recorded(const Tensor& grad, const Tensor& x, 
   const Tensor gw = weight.defined() ? g * weight.reshape(per_channel) : g;
   Tensor dx, dw, db;
   if (need.input) dx = training ? input_grad(gw, n, dims) : gw * n.invstd;
+  if (dx.defined() && dx.dtype() != input.dtype()) dx = dx.to(input.dtype());
   if (need.weight && weight.defined()) dw = (g * n.xhat).sum(dims);
   if (need.bias) db = g.sum(dims);
   return {dx, dw, db};

@@ -26,7 +26,12 @@ struct NormGrads {
   bool input = true, weight = true, bias = true;
 };
 
+// The dtype the recorded formulas compute in for an input of `dtype`: float32 for
+// bfloat16 (a storage type, as the kernels widen it), else the dtype itself.
+inline ScalarType norm_compute_dtype(ScalarType dtype) { return dtype == kBFloat16 ? kFloat32 : dtype; }
+
 // g, x (N, C, *); weight (C) or undefined; mean, invstd (C) as the forward saved them.
+// A bfloat16 x is computed in float32 and dx returned as bfloat16.
 variable_list batch_norm_backward_recorded(const Tensor& g, const Tensor& x, const Tensor& weight,
                                            const Tensor& mean, const Tensor& invstd, bool training,
                                            double eps, NormGrads need);

@@ -14,7 +14,10 @@
 // no-op conversion (contiguous() of a contiguous tensor, to() the same dtype or
 // device) returns the input itself and records nothing.
 //
-// All but ToDeviceBackward support double backward (grad_ops.h).
+// All of them support double backward (grad_ops.h): each formula is the op
+// itself or its inverse, recorded under create_graph, so ToCopyBackward's
+// conversion back is another ToCopyBackward (bf16 <-> float32 under autocast
+// included) and ToDeviceBackward's copy back another ToDeviceBackward.
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/indexing.cpp.
 #include "autograd/functions/functions.h"
@@ -37,11 +40,11 @@ struct ToCopyBackward final : DoubleBackwardNode {
   }
 };
 
-struct ToDeviceBackward final : BackwardNode {
+struct ToDeviceBackward final : DoubleBackwardNode {
   Device self_device;
   std::string name() const override { return "ToDeviceBackward"; }
   variable_list apply(variable_list&& grads) override {
-    return {native::to_device(grads[0], self_device)};
+    return {grad_ops::to_device(grads[0], self_device)};
   }
 };
 

@@ -2,9 +2,10 @@
 // backward node, SyncBatchNorm and convert_sync_batchnorm.
 // Read before: distributed/ddp/sync_batch_norm.h (the formulas and Note
 // [SyncBatchNorm collectives inside DDP]), autograd/functions/batch_norm.cpp
-// (the local op this one mirrors).
+// (the local op this one mirrors). Its double backward: sync_batch_norm_recorded.h.
 #include "core/autocast.h"
 #include "distributed/ddp/sync_batch_norm.h"
+#include "distributed/ddp/sync_batch_norm_recorded.h"
 
 #include "autograd/functions/functions.h"
 #include "core/grad_mode.h"
@@ -31,26 +32,20 @@ IntList non_channel_dims(int64_t dims) {
   return out;
 }
 
-// AllReduce (SUM) `t` on `group` and wait; errors name the op and the rank.
-void allreduce_sum(Tensor& t, ProcessGroup& group, const char* what) {
-  try {
-    group.allreduce(t, ReduceOp::SUM)->wait(group.timeout());
-  } catch (const std::exception& e) {
-    throw Error(
-        lockstep::detail::str("SyncBatchNorm (rank ", group.rank(), "): the AllReduce of the ",
-                              what, " failed: ", e.what(),
-                              ". Every rank must run the same SyncBatchNorm layers in the "
-                              "same order (see Note [SyncBatchNorm collectives inside DDP])"));
-  }
-}
-
 struct SyncBatchNormBackward final : autograd::BackwardNode {
   autograd::SavedVariable input, weight, save_mean, save_invstd;  // weight may be undefined
   double count = 0;                                               // n over the whole group
+  double eps = 1e-5;                                              // for the recorded formula
   std::shared_ptr<ProcessGroup> group;
   std::string name() const override { return "SyncBatchNormBackward"; }
+  bool supports_double_backward() const override { return true; }
 
   autograd::variable_list apply(autograd::variable_list&& grads) override {
+    if (GradMode::is_enabled()) {  // create_graph: Note [SyncBatchNorm double backward]
+      return sync_batch_norm_backward_recorded(grads[0], input.unpack(name()), weight.unpack(name()),
+                                               count, eps, group, should_compute_output(0),
+                                               should_compute_output(1), should_compute_output(2));
+    }
     NoGradGuard no_grad;
     const Tensor x = input.unpack(name());             // (N, C, *)
     const Tensor w = weight.unpack(name());            // (C) or undefined
@@ -182,6 +177,7 @@ Tensor sync_batch_norm(const Tensor& input, const Tensor& weight, const Tensor& 
     node->save_mean = autograd::SavedVariable(save_mean);
     node->save_invstd = autograd::SavedVariable(save_invstd);
     node->count = count;
+    node->eps = eps;
     node->group = group_ptr;
     autograd::record(node, {input, weight, bias}, {out});
   }

@@ -1,14 +1,18 @@
 // tests/cuda/test_cuda_nn_train.cpp — training on the GPU against the CPU: the
 // optimizers' fused device steps (SGD, Adam, AdamW), clip_grad_norm_ on device
 // gradients, and ResNet18 and a tiny BERT, forward and backward (dropout masks
-// included), on the GPU against the CPU. Skipped without a GPU (Note [Skipping gpu tests]).
+// included), on the GPU against the CPU, and a second derivative through
+// to(device). Skipped without a GPU (Note [Skipping gpu tests]).
 // Read before: tests/cuda/test_cuda_nn.cpp.
 #include <doctest/doctest.h>
 
 #include <limits>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
+#include "autograd/grad.h"
 #include "core/factory.h"
 #include "core/native/native.h"
 #include "core/nn_ops.h"
@@ -154,4 +158,24 @@ TEST_CASE("CUDA tiny BERT forward and backward match the CPU, dropout masks incl
   loss.backward();
   gloss.backward();
   check_grads_match(gpu->named_parameters(), cpu->named_parameters(), 2e-3, 2e-4);
+}
+
+// Note [Double backward]: ToDeviceBackward's formula copies the gradient back with
+// the recording to(device), so a gradient taken with create_graph through a
+// transfer can be differentiated again. y = sum((x on the GPU)^3): dy/dx = 3 x^2, its
+// derivative 6 x, as on the CPU alone.
+TEST_CASE("CUDA double backward through to(device) equals the CPU's") {
+  ls::manual_seed(12);
+  Tensor x = random_cpu({3, 4}, ls::kFloat32).requires_grad_(true);
+  auto second = [&x](bool gpu) {
+    const Tensor u = gpu ? x.to(cuda0()) : x;
+    const Tensor y = (u * u * u).to(ls::Device::cpu()).sum();
+    const Tensor g = ls::autograd::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+    CHECK(g.device().is_cpu());
+    return std::make_pair(g.detach(), ls::autograd::grad({(g * g).sum()}, {x})[0]);
+  };
+  const auto [g_gpu, h_gpu] = second(true);
+  const auto [g_cpu, h_cpu] = second(false);
+  CHECK(ls::allclose(g_gpu, g_cpu, 1e-5, 1e-6));
+  CHECK(ls::allclose(h_gpu, h_cpu, 1e-4, 1e-5));
 }
