@@ -131,6 +131,17 @@ TEST_CASE("gru fused: equals the composed layer, values and gradients, over trun
   check_fused_equals_composed<nn::GRU, nn::GRUOptions>(nn::set_gru_fused);
 }
 
+TEST_CASE("gru fused: equals the composed layer at the word model's bptt (35 steps, 2 layers of 64 units)") {
+  FusedGuard guard;
+  ls::manual_seed(4);
+  nn::GRU gru(nn::GRUOptions(32, 64).num_layers(2).dropout(0.2));
+  const ls::Tensor x1 = ls::randn({35, 8, 32}), x2 = ls::randn({35, 8, 32});
+  nn::set_gru_fused(false);
+  const Values ref = train_two_batches(gru, x1, x2);
+  nn::set_gru_fused(true);
+  check_close(train_two_batches(gru, x1, x2), ref);
+}
+
 TEST_CASE("lstm fused: gradcheck of the layer in x, h0, c0 and every weight, both directions, short and long (float64)") {
   ls::manual_seed(5);
   gradcheck_each_run([](int64_t T, bool reverse) {
