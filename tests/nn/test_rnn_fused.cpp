@@ -4,7 +4,9 @@
 // every gradient, in float32 with stated tolerances, over several layers, both
 // directions, dropout between layers, no biases, and truncated BPTT (the state
 // detached and carried to a second batch); a gradcheck of each fused layer in
-// every operand (float64); which operands take the fused path (autocast does not).
+// every operand (float64); which operands take the fused path (autocast does not);
+// at 35 steps in float64 the fused GRU agrees with the composed one to rounding;
+// a second backward through the fused GRU is refused with a message.
 // Read before: nn/lstm_layer.h, nn/gru_layer.h, tests/nn/test_rnn.cpp.
 #include <doctest/doctest.h>
 
@@ -12,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "autograd/grad.h"
 #include "core/autocast.h"
 #include "core/factory.h"
 #include "core/rng.h"
@@ -131,7 +134,7 @@ TEST_CASE("gru fused: equals the composed layer, values and gradients, over trun
   check_fused_equals_composed<nn::GRU, nn::GRUOptions>(nn::set_gru_fused);
 }
 
-TEST_CASE("gru fused: equals the composed layer at the word model's bptt (35 steps, 2 layers of 64 units)") {
+TEST_CASE("gru fused: equals the composed layer at 35 steps, 2 layers of 64 units (float32, float64)") {
   FusedGuard guard;
   ls::manual_seed(4);
   nn::GRU gru(nn::GRUOptions(32, 64).num_layers(2).dropout(0.2));
@@ -140,6 +143,16 @@ TEST_CASE("gru fused: equals the composed layer at the word model's bptt (35 ste
   const Values ref = train_two_batches(gru, x1, x2);
   nn::set_gru_fused(true);
   check_close(train_two_batches(gru, x1, x2), ref);
+  // In float64 (libm's tanh and exp on both paths) the two agree to rounding: no formula differs.
+  gru.to(ls::kFloat64);
+  nn::set_gru_fused(false);
+  const Values ref64 = train_two_batches(gru, x1.to(ls::kFloat64), x2.to(ls::kFloat64));
+  nn::set_gru_fused(true);
+  const Values fused64 = train_two_batches(gru, x1.to(ls::kFloat64), x2.to(ls::kFloat64));
+  for (size_t i = 0; i < ref64.size(); ++i) {
+    CAPTURE(i);
+    CHECK(ls::allclose(fused64[i], ref64[i], 1e-10, 1e-12));
+  }
 }
 
 TEST_CASE("lstm fused: gradcheck of the layer in x, h0, c0 and every weight, both directions, short and long (float64)") {
@@ -217,4 +230,24 @@ TEST_CASE("gru fused: operands of the wrong shape are refused with a message") {
   const nn::RNNWeights w{ls::randn({12, 4}), ls::randn({12, 4}), ls::randn({12}), ls::randn({12})};
   CHECK_THROWS_WITH_AS(nn::gru_layer_fused(x, h, w, false),
                        doctest::Contains("expected x (T, B, I), h0 (B, H)"), ls::Error);
+}
+
+TEST_CASE("gru fused: create_graph through it is exact, a 2nd backward refused, composed differentiates twice") {
+  FusedGuard guard;
+  ls::manual_seed(9);
+  nn::GRU gru(nn::GRUOptions(3, 4));
+  const ls::Tensor x = ls::randn({5, 2, 3}, ls::requires_grad());
+  auto loss = [&] {
+    const ls::Tensor out = std::get<0>(gru.forward(x));
+    return (out * out).sum();
+  };
+  const ls::Tensor g = ls::autograd::grad({loss()}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+  CHECK(ls::allclose(g.detach(), ls::autograd::grad({loss()}, {x})[0]));
+  CHECK_THROWS_WITH_AS(ls::autograd::grad({g.sum()}, {x}),
+                       doctest::Contains("double backward through GRULayerBackward is not implemented"),
+                       ls::Error);
+  nn::set_gru_fused(false);  // Note [Fused GRU layer]: the composed path to differentiate twice
+  const ls::Tensor g2 = ls::autograd::grad({loss()}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
+  CHECK(ls::allclose(g2.detach(), g.detach(), 1e-4, 1e-5));
+  CHECK(ls::autograd::grad({g2.sum()}, {x})[0].defined());
 }
