@@ -3,82 +3,42 @@
 // Read before: nn/lstm_layer.h.
 #include "nn/lstm_layer.h"
 
-#include <algorithm>
 #include <atomic>
 #include <vector>
 
 #include "autograd/functions/functions.h"
-#include "core/autocast.h"
 #include "core/env_flag.h"
-#include "core/native/gemm.h"
-#include "core/native/native.h"
 #include "core/profiler.h"
 #include "nn/lstm_pointwise.h"
+#include "nn/rnn_layer_common.h"
 
 namespace lockstep::nn {
 namespace {
 
+using detail::LayerDims;
+using detail::time_of;
+
 // LOCKSTEP_LSTM_FUSED=0 starts with the composed path (benchmarks compare the two).
 std::atomic<bool> g_fused{env_flag("LOCKSTEP_LSTM_FUSED", true)};
-
-// Time index of step s (0 = the first step the recurrence takes).
-int64_t time_of(int64_t s, int64_t T, bool reverse) { return reverse ? T - 1 - s : s; }
-
-// The shapes of one layer's run: T steps, B rows, I inputs, H units.
-struct Dims {
-  int64_t T, B, I, H;
-};
-
-// § Note [The recurrent weight transposed once]
-// Every step multiplies its (B, H) hidden state by W_hh^T, W_hh stored (4H, H).
-// Handed W_hh with trans_b, oneDNN's sgemm re-reads it across its rows in every
-// call, and at the word model's shape (B 20, H 200) a step's product is then
-// clearly slower than the same product with B stored (H, 4H) row-major (measured:
-// docs/results/examples.md). So a layer run of kTransposeFromSteps steps or more
-// first copies W_hh^T once (one pass over 4H x H values) and runs every step's
-// GEMM on that copy. The products are the same sums up to the order oneDNN adds
-// them in.
-constexpr int64_t kTransposeFromSteps = 4;
-
-// dst (cols, rows) = src (rows, cols)^T, in 16 x 16 tiles.
-template <class T_>
-void transpose_into(const T_* src, int64_t rows, int64_t cols, T_* dst) {
-  constexpr int64_t kTile = 16;
-  for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
-    for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
-      for (int64_t i = i0; i < std::min(rows, i0 + kTile); ++i) {
-        for (int64_t j = j0; j < std::min(cols, j0 + kTile); ++j) dst[j * rows + i] = src[i * cols + j];
-      }
-    }
-  }
-}
 
 // Forward in raw buffers. gates (T, B, 4H), cs, tanh_c, out (T, B, H) are written.
 // Biases may be null (the layer has none).
 template <class T_>
-void forward_loop(const Dims& d, bool reverse, const T_* x, const T_* h0, const T_* c0, const T_* w_ih,
+void forward_loop(const LayerDims& d, bool reverse, const T_* x, const T_* h0, const T_* c0, const T_* w_ih,
                   const T_* w_hh, const T_* b_ih, const T_* b_hh, T_* gates, T_* cs, T_* tanh_c, T_* out) {
   const int64_t G = 4 * d.H, rows = d.T * d.B;
   std::vector<T_> bias(static_cast<size_t>(G), T_(0));  // b_ih + b_hh, added by the gate pass
   for (int64_t j = 0; b_ih != nullptr && j < G; ++j) bias[static_cast<size_t>(j)] = b_ih[j] + b_hh[j];
   native::gemm<T_>(false, true, rows, G, d.I, T_(1), x, d.I, w_ih, d.I, T_(0), gates, G);
-  // Note [The recurrent weight transposed once]: h W_hh^T reads W_hh (G, H) as a plain (H, G).
-  std::vector<T_> w_hh_t;  // (H, G); empty: read W_hh transposed in every step's GEMM
-  if (d.T >= kTransposeFromSteps) {
-    w_hh_t.resize(static_cast<size_t>(G * d.H));
-    transpose_into(w_hh, G, d.H, w_hh_t.data());
-  }
+  // h W_hh^T per step, W_hh transposed once (Note [The recurrent weight transposed once]).
+  const detail::RecurrentProduct<T_> h_w_hh(w_hh, G, d.H, d.T);
   const int64_t step = d.B * d.H;
   for (int64_t s = 0; s < d.T; ++s) {
     const int64_t t = time_of(s, d.T, reverse), tp = time_of(s - 1, d.T, reverse);
     const T_* h_prev = s == 0 ? h0 : out + tp * step;
     const T_* c_prev = s == 0 ? c0 : cs + tp * step;
     T_* g = gates + t * d.B * G;
-    if (w_hh_t.empty()) {
-      native::gemm<T_>(false, true, d.B, G, d.H, T_(1), h_prev, d.H, w_hh, d.H, T_(1), g, G);
-    } else {
-      native::gemm<T_>(false, false, d.B, G, d.H, T_(1), h_prev, d.H, w_hh_t.data(), G, T_(1), g, G);
-    }
+    h_w_hh(h_prev, d.B, T_(1), g);  // gates[t] += h W_hh^T
     detail::lstm_pointwise_forward(d.B, d.H, g, bias.data(), c_prev, cs + t * step, tanh_c + t * step,
                                    out + t * step);
   }
@@ -87,7 +47,7 @@ void forward_loop(const Dims& d, bool reverse, const T_* x, const T_* h0, const 
 struct LSTMLayerBackward final : autograd::BackwardNode {
   autograd::SavedVariable x, h0, c0, w_ih, w_hh, out;  // out: this node's output (T, B, H)
   Tensor gates, cs, tanh_c;  // activations (T, B, 4H), cell states and their tanh (T, B, H)
-  Dims d{};
+  LayerDims d{};
   bool reverse = false, has_bias = false;
 
   std::string name() const override { return "LSTMLayerBackward"; }
@@ -116,16 +76,14 @@ struct LSTMLayerBackward final : autograd::BackwardNode {
     Tensor dc = grads[2].defined() ? grads[2].contiguous().clone() : native::zeros({d.B, d.H}, dt);
     Tensor dh = native::empty({d.B, d.H}, dt), dgates = native::empty({d.T, d.B, G}, dt);
     Tensor h_prev = native::empty({d.T, d.B, d.H}, dt);  // the h each step read
+    detail::previous_states(d, reverse, h0s.data_ptr<T_>(), outs.data_ptr<T_>(), h_prev.data_ptr<T_>());
     T_ *pdh = dh.data_ptr<T_>(), *pdn = dh_next.data_ptr<T_>(), *pdc = dc.data_ptr<T_>();
     T_* pdg = dgates.data_ptr<T_>();
-    T_* php = h_prev.data_ptr<T_>();
-    const T_ *pdo = dout.defined() ? dout.data_ptr<T_>() : nullptr, *pout = outs.data_ptr<T_>();
+    const T_ *php = h_prev.data_ptr<T_>(), *pdo = dout.defined() ? dout.data_ptr<T_>() : nullptr;
     const T_ *pg = gates.data_ptr<T_>(), *pcs = cs.data_ptr<T_>(), *ptc = tanh_c.data_ptr<T_>();
-    const T_ *ph0 = h0s.data_ptr<T_>(), *pc0 = c0s.data_ptr<T_>(), *pwhh = whh.data_ptr<T_>();
+    const T_ *pc0 = c0s.data_ptr<T_>(), *pwhh = whh.data_ptr<T_>();
     for (int64_t s = d.T - 1; s >= 0; --s) {
       const int64_t t = time_of(s, d.T, reverse), tp = time_of(s - 1, d.T, reverse);
-      const T_* hp = s == 0 ? ph0 : pout + tp * step;
-      std::copy(hp, hp + step, php + t * step);
 #pragma omp simd
       for (int64_t k = 0; k < step; ++k) pdh[k] = pdn[k] + (pdo != nullptr ? pdo[t * step + k] : T_(0));
       const T_* c_prev = s == 0 ? pc0 : pcs + tp * step;
@@ -135,31 +93,11 @@ struct LSTMLayerBackward final : autograd::BackwardNode {
     }
     autograd::variable_list result(has_bias ? 7 : 5);
     result[1] = dh_next, result[2] = dc;  // the gradients of h0 and c0
-    if (should_compute_output(0)) {
-      Tensor dx = native::empty({d.T, d.B, d.I}, dt);
-      native::gemm<T_>(false, false, rows, d.I, G, T_(1), pdg, G, wih.data_ptr<T_>(), d.I, T_(0),
-                       dx.data_ptr<T_>(), d.I);
-      result[0] = dx;
-    }
-    if (should_compute_output(3)) {
-      Tensor dw = native::empty({G, d.I}, dt);
-      native::gemm<T_>(true, false, G, d.I, rows, T_(1), pdg, G, xs.data_ptr<T_>(), d.I, T_(0),
-                       dw.data_ptr<T_>(), d.I);
-      result[3] = dw;
-    }
-    if (should_compute_output(4)) {
-      Tensor dw = native::empty({G, d.H}, dt);
-      native::gemm<T_>(true, false, G, d.H, rows, T_(1), pdg, G, php, d.H, T_(0), dw.data_ptr<T_>(), d.H);
-      result[4] = dw;
-    }
+    if (should_compute_output(0)) result[0] = detail::input_grad(pdg, d, G, wih);
+    if (should_compute_output(3)) result[3] = detail::weight_grad(pdg, rows, G, xs.data_ptr<T_>(), d.I, dt);
+    if (should_compute_output(4)) result[4] = detail::weight_grad(pdg, rows, G, php, d.H, dt);
     if (has_bias && (should_compute_output(5) || should_compute_output(6))) {
-      Tensor db = native::zeros({G}, dt);
-      T_* pb = db.data_ptr<T_>();
-      for (int64_t r = 0; r < rows; ++r) {
-        const T_* g = pdg + r * G;
-#pragma omp simd
-        for (int64_t j = 0; j < G; ++j) pb[j] += g[j];
-      }
+      const Tensor db = detail::column_sums(pdg, rows, G, dt);
       result[5] = db, result[6] = db;  // the same tensor twice: Note [Gradients returned by nodes]
     }
     return result;
@@ -167,7 +105,7 @@ struct LSTMLayerBackward final : autograd::BackwardNode {
 };
 
 template <class T_>
-void run_forward(const Dims& d, bool reverse, const Tensor& x, const Tensor& h0, const Tensor& c0,
+void run_forward(const LayerDims& d, bool reverse, const Tensor& x, const Tensor& h0, const Tensor& c0,
                  const RNNWeights& w, const Tensor& gates, const Tensor& cs, const Tensor& tanh_c,
                  const Tensor& out) {
   const T_* b_ih = w.b_ih.defined() ? w.b_ih.data_ptr<T_>() : nullptr;
@@ -183,13 +121,7 @@ void set_lstm_fused(bool enabled) { g_fused.store(enabled); }
 bool lstm_fused_enabled() { return g_fused.load(); }
 
 bool lstm_layer_fusable(const Tensor& x, const Tensor& h0, const Tensor& c0, const RNNWeights& w) {
-  if (!lstm_fused_enabled() || is_autocast_enabled() || x.device().is_cuda()) return false;
-  const ScalarType dt = x.dtype();
-  if (dt != kFloat32 && dt != kFloat64) return false;
-  for (const Tensor& t : {h0, c0, w.w_ih, w.w_hh, w.b_ih, w.b_hh}) {
-    if (t.defined() && (t.dtype() != dt || t.device().is_cuda())) return false;
-  }
-  return w.b_ih.defined() == w.b_hh.defined();
+  return lstm_fused_enabled() && detail::fused_layer_operands_ok(x, {h0, c0}, w);
 }
 
 std::tuple<Tensor, Tensor, Tensor> lstm_layer_fused(const Tensor& x_in, const Tensor& h0_in,
@@ -200,10 +132,8 @@ std::tuple<Tensor, Tensor, Tensor> lstm_layer_fused(const Tensor& x_in, const Te
            "nn::LSTM takes the composed path otherwise");
   profiler::Scope prof("lstm_layer");
   const Tensor x = x_in.contiguous(), h0 = h0_in.contiguous(), c0 = c0_in.contiguous();
-  RNNWeights w{w_in.w_ih.contiguous(), w_in.w_hh.contiguous(),
-               w_in.b_ih.defined() ? w_in.b_ih.contiguous() : Tensor(),
-               w_in.b_hh.defined() ? w_in.b_hh.contiguous() : Tensor()};
-  const Dims d{x.size(0), x.size(1), x.size(2), w.w_hh.size(1)};
+  const RNNWeights w = detail::contiguous_weights(w_in);
+  const LayerDims d{x.size(0), x.size(1), x.size(2), w.w_hh.size(1)};
   LS_CHECK(w.w_ih.sizes() == IntList({4 * d.H, d.I}) && h0.sizes() == IntList({d.B, d.H}) &&
                c0.sizes() == IntList({d.B, d.H}),
            "lstm_layer_fused: expected x (T, B, I), h0 and c0 (B, H), w_ih (4H, I) but got ", x.shape_str(),

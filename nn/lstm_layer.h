@@ -8,7 +8,8 @@
 // W_hh as T products with k = B (one per step's LinearBackward). The fused layer,
 // like PyTorch's CPU kernel (oneDNN's RNN primitive), does
 //   forward:  gates = x W_ih^T                          one GEMM, (T*B, 4H)
-//             per step t: gates[t] += h W_hh^T           one GEMM, (B, 4H)
+//             per step t: gates[t] += h W_hh^T           one GEMM, (B, 4H) (Note [The
+//                         recurrent weight transposed once] in nn/rnn_layer_common.h)
 //                         + (b_ih + b_hh), the gate arithmetic   one pass (nn/lstm_pointwise.h)
 //   backward: per step t, last to first:
 //                         dgates[t] from dh, dc           one pass
@@ -22,9 +23,10 @@
 // (tests compare the two), as does LOCKSTEP_LSTM_FUSED=0 for a whole run
 // (benchmarks). Its node does not support double backward: a backward with
 // create_graph through it stops with the engine's message (set_lstm_fused(false)
-// to differentiate twice).
+// to differentiate twice). nn/gru_layer.h does the same for the GRU (Note [Fused
+// GRU layer]); what both share is in nn/rnn_layer_common.h.
 //
-// Read before: nn/rnn_cell.h, nn/lstm_pointwise.h. Read next: nn/rnn.h.
+// Read before: nn/rnn_cell.h, nn/lstm_pointwise.h. Read next: nn/gru_layer.h, nn/rnn.h.
 #pragma once
 
 #include <tuple>

@@ -19,7 +19,7 @@
 // so the loops vectorise; libm's tanhf, one element at a time, was a large share of the
 // word language model's epoch (docs/results/examples.md). That tanh is exact to about 1e-7 absolute (not relative:
 // near 0 it loses the low digits), well below what the gates' float32 GEMMs round
-// away; tests/nn/test_lstm_fused.cpp compares the fused layer with the composed
+// away; tests/nn/test_rnn_fused.cpp compares the fused layer with the composed
 // reference. float64 (gradcheck) uses libm.
 //
 // Read before: nn/rnn_cell.h, core/native/elementwise_loop.h. Read next: nn/lstm_layer.h.

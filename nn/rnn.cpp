@@ -7,6 +7,7 @@
 #include "core/factory.h"
 #include "core/nn_ops.h"
 #include "core/shape.h"
+#include "nn/gru_layer.h"
 #include "nn/lstm_layer.h"
 
 namespace lockstep::nn {
@@ -119,9 +120,17 @@ std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
     for (int64_t d = 0; d < directions_; ++d) {
       const size_t i = static_cast<size_t>(l * directions_ + d);
       const RNNWeights& w = layers_[i];
-      const ScalarType dt = w.w_ih.dtype();
-      const std::vector<Tensor> xg = unbind(linear(x, w.w_ih, w.b_ih).to(dt), 0);  // T x (B, 3H)
       Tensor h = h_init[i];
+      if (gru_layer_fusable(x, h, w)) {  // Note [Fused GRU layer]
+        Tensor out;
+        std::tie(out, h) = gru_layer_fused(x, h, w, d == 1);
+        outs.push_back(out);
+        h_n.push_back(h);
+        continue;
+      }
+      // The reference path: composed ops, one node each.
+      const ScalarType dt = w.w_ih.dtype();  // Note [Recurrent layers under autocast]
+      const std::vector<Tensor> xg = unbind(linear(x, w.w_ih, w.b_ih).to(dt), 0);  // T x (B, 3H)
       outs.push_back(scan(xg, d == 1, [&](const Tensor& xt) {
         h = gru_step(xt, linear(h, w.w_hh, w.b_hh).to(dt), h);
         return h;
