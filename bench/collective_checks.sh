@@ -1,7 +1,10 @@
 #!/bin/sh
 # bench/collective_checks.sh — what the default checks cost (docs/results/collective_checks.md):
 #   bench/collective_checks.sh allreduce   bench_allreduce at 10K floats a call over Gloo's TCP
-#                                          (LOCKSTEP_SHM=0 unless set), checks on / off
+#                                          (LOCKSTEP_SHM=0 unless set), checks on / off; LOCKSTEP_SHM=1
+#                                          keeps the default one-host path, shared memory, where every
+#                                          chunk carries its fingerprint whatever the option (on / off
+#                                          is then an A/A pair: the noise, and the per-call time)
 #   bench/collective_checks.sh mpi         the same over MPI (mpirun -np 2)
 #   bench/collective_checks.sh ddp         bench_ddp ResNet50 and BERT-base, 2 ranks: all checks on,
 #                                          collective checks off, every check off

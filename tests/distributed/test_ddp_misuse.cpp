@@ -1,6 +1,7 @@
 // tests/distributed/test_ddp_misuse.cpp — unused parameters (with and without
-// find_unused_parameters), a parameter used on one rank only, ranks with
-// different models, the overlap of AllReduce with backward; and, through the
+// find_unused_parameters), a parameter used on one rank only, a submodule also run
+// outside ddp.forward, ranks with different models, the overlap of AllReduce with
+// backward; and, through the
 // per-iteration fingerprint (Note [DDP iteration fingerprint]), a rank that
 // skips a backward and ranks with different bucket layouts; a rank that dies
 // mid-backward, directly and through lockstep-run.
@@ -93,6 +94,26 @@ TEST_CASE("ddp: an unused parameter without find_unused_parameters names it at t
       CHECK(msg.find("side.weight") != std::string::npos);
       CHECK(msg.find("find_unused_parameters") != std::string::npos);
     }
+  }, kTimeout);
+}
+
+// A submodule also run outside ddp.forward: with find_unused_parameters, DDP marks the
+// parameters its forward did not reach ready at once, and the outside use then gives them a
+// second gradient. The error names that mistake first (it used to blame activation
+// checkpointing, which the program does not use). Every rank does it here so that no rank
+// waits on a bucket the other never launches; the message is each rank's own.
+TEST_CASE("ddp: a submodule also used outside ddp.forward is named as the cause of a second gradient") {
+  ls::testing::run_ranks(2, [](int rank) {
+    auto pg = dist::init_process_group("gloo");
+    ls::manual_seed(0);
+    auto model = std::make_shared<BranchyMLP>();
+    dist::DistributedDataParallel ddp(model, pg, dist::DDPOptions().find_unused_parameters(true));
+    const ls::Tensor h = ls::randn({4, 8});  // (4, 8): an input for `side`, outside ddp.forward
+    ls::Tensor loss = ddp.forward(batch_for(rank), /*use_side=*/false).sum() + model->side->forward(h).sum();
+    const std::string message = error_of([&] { loss.backward(); });
+    CHECK_MESSAGE(contains(message, "parameter 'side."), message);
+    CHECK_MESSAGE(contains(message, "received a gradient twice"), message);
+    CHECK_MESSAGE(contains(message, "also used outside ddp.forward in this iteration"), message);
   }, kTimeout);
 }
 

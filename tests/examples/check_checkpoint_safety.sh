@@ -5,8 +5,9 @@
 # Note [Checkpoint checksum] in nn/serialize.h), with train_ddp (synthetic data, one
 # process unless said otherwise):
 #  - an edited "epochs_done" or "hparams.lr" is refused by the checksum, naming the file;
-#  - a second run in the same checkpoint (fresh, --resume, --resume auto) refuses at start,
-#    naming the first run's PID, and a run killed with SIGKILL blocks nobody;
+#  - a second run in the same checkpoint (fresh, --resume, --resume auto, or a fresh one
+#    started moments after the first) refuses at start, naming the first run's PID, and a
+#    run killed with SIGKILL blocks nobody;
 #  - a FIFO as --checkpoint is refused at once, never waited on;
 #  - a symbolic link is followed: its target gets the checkpoint, the link stays;
 #  - ranks started with a different --batch fail before training, naming it;
@@ -105,6 +106,16 @@ ln -s busy.safetensors "$work/busy_link.safetensors"
 expect 2 "is in use by another run (PID $busy" train_ddp "${run[@]}" --overwrite --checkpoint busy_link.safetensors
 kill -KILL "$busy"
 wait "$busy" 2> /dev/null
+# Two fresh runs started moments apart, neither with --overwrite: the second refuses even
+# when the first has not written its checkpoint yet (the "exists" check alone let it replace it).
+(cd "$work" && exec env -u RANK -u WORLD_SIZE "$bin/train_ddp" --epochs 100000 --batch 512 \
+  --checkpoint race.safetensors > "$work/race.log" 2>&1) &
+race=$!
+background+=("$race")
+for _ in $(seq 100); do [ -s "$work/race.safetensors.lock" ] && break; sleep 0.05; done
+expect 2 "is in use by another run (PID $race" train_ddp "${run[@]}" --checkpoint race.safetensors
+kill -KILL "$race"
+wait "$race" 2> /dev/null
 # Killed: its lock went with it, and its last checkpoint is whole.
 expect 0 "resumed from busy.safetensors" train_ddp --resume auto --checkpoint busy.safetensors --epochs 1
 [ -e "$work/busy.safetensors.lock" ] && fail "a run that ended normally left its lock file"

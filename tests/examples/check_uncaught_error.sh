@@ -5,7 +5,8 @@
 #    file torchrun reads ("lockstep::Error: ...") and the process still dies of SIGABRT;
 #  - under lockstep-run, with rank 1 throwing and rank 0 failing after it (it sees a dead
 #    peer), the launcher's last line names rank 1 and its message, not rank 0's
-#    consequent failure (Note [First failure] in tools/lockstep_run.cpp).
+#    consequent failure (Note [First failure] in tools/lockstep_run.cpp);
+#  - under PyTorch's torchrun (when a venv has it), its "Root Cause" shows the message.
 # Read before: distributed/error_file.h.
 set -uo pipefail
 bin=$(cd "$1" && pwd)
@@ -39,6 +40,24 @@ rc=$?
 grep -qF "lockstep-run: rank 1 failed first (signal SIGABRT): lockstep::Error: uncaught_error: rank 1 found its" \
   "$work/job.log" || fail "lockstep-run does not name rank 1 with its message" "$work/job.log"
 compgen -G "$work/lockstep-run.*" > /dev/null && fail "lockstep-run left its error-file directory behind"
+
+# Under PyTorch's own torchrun (when bench/torch/venv.sh's venv or $TORCH_PY has one): its
+# "Root Cause" shows the message from the error file, not just "Signal 6". torchrun picks the
+# failure with the smallest timestamp, in whole seconds, the lower rank on a tie; so rank 0
+# throws here (rank 1's consequent failure, when torchrun's SIGTERM does not come first, is
+# never earlier). With the cause on a higher rank, a consequence in the same second is shown
+# as the root cause and the cause is listed under "Failures" (torchrun's rule, not ours).
+py=${TORCH_PY:-${LOCKSTEP_TORCH_VENV:-$HOME/.cache/lockstep/torch-venv}/bin/python}
+if "$py" -c "import torch.distributed.run" 2> /dev/null; then
+  env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u TORCHELASTIC_ERROR_FILE LOCKSTEP_TEST_THROW_RANK=0 LOCKSTEP_TIMEOUT_S=20 \
+    timeout -s KILL 120 "$py" -m torch.distributed.run --no-python --nproc-per-node 2 --master-port "$(port)" \
+    "$prog" > "$work/torchrun.log" 2>&1 && fail "torchrun: the failing job succeeded" "$work/torchrun.log"
+  sed -n '/^Root Cause/,$p' "$work/torchrun.log" |
+    grep -qF "traceback : $(basename "$prog") (rank 0): lockstep::Error: uncaught_error: rank 0 found its input" ||
+    fail "torchrun's Root Cause does not show rank 0's message" "$work/torchrun.log"
+else
+  echo "note: no PyTorch at $py; the torchrun case is not checked"
+fi
 
 # Note [First failure] with plain shell ranks: rank 1 records its error first but is reaped
 # last; rank 0 fails 0.3 s later, as its consequence. The older error file names the cause.
