@@ -59,7 +59,7 @@ TEST_CASE("a program linking lockstep::cuda has the CUDA hooks registered: its a
   // Note [CUDA hooks]: nothing references the registrars, so only a whole-archive link keeps them.
   REQUIRE(ls::detail::cuda_hooks_or_null<ls::CudaRuntimeHooks>() != nullptr);
   const ls::native::CudaKernels& kernels = ls::native::cuda_kernels("test");
-#define LS_CHECK_KERNEL_SLOT(name) CHECK_MESSAGE(kernels.name != nullptr, #name);
+#define LS_CHECK_KERNEL_SLOT(name) CHECK_MESSAGE((kernels.name != nullptr), #name);
   LS_CUDA_KERNELS(LS_CHECK_KERNEL_SLOT)
 #undef LS_CHECK_KERNEL_SLOT
   CHECK((kernels.sgd_step_ != nullptr));
