@@ -9,24 +9,18 @@
 #   find_package(lockstep REQUIRED COMPONENTS CUDA)           also lockstep::cuda
 #   find_package(lockstep REQUIRED OPTIONAL_COMPONENTS CUDA)  lockstep::cuda if built with CUDA
 # The CPU targets are the export set lockstepTargets, the CUDA component the export set
-# lockstepCUDATargets, installed only by a build with LOCKSTEP_CUDA=ON (Note [CUDA build]).
+# lockstepCUDATargets (lockstep::cuda and the archive it links whole, lockstep::cuda_kernels),
+# installed only by a build with LOCKSTEP_CUDA=ON (Note [CUDA build]).
 # The config (cmake/lockstepConfig.cmake.in) answers the components before it searches any
 # dependency: CUDA asked of a CPU-only install sets lockstep_FOUND to false with a message
 # saying so and how to build with CUDA; an unknown component the same, naming the known ones.
-# A CPU-only install's config never mentions the CUDA toolkit, so a consumer configures on a
-# machine without it, and its programs load no CUDA library (tests/install/
-# check_cuda_component.sh checks both, from the dynamic section, ldd and LD_DEBUG).
-#
-# What is not split yet: in a CUDA build the kernels are compiled into the layer libraries
-# themselves (core/cuda/ into lockstep_core, distributed/process_group/cuda/ into
-# lockstep_distributed), because every CPU kernel forwards to its CUDA kernel by a direct call
-# (Note [CUDA dispatch] in core/native/cuda_dispatch.h). So the CPU targets of a CUDA install
-# need the toolkit too: its config finds it for every consumer, and says so in its message
-# when it is missing (install a -DLOCKSTEP_CUDA=OFF build for CPU-only programs).
-# lockstep::cuda is then lockstep::lockstep plus cudart and LOCKSTEP_WITH_CUDA, the name a
-# GPU program links. Separating the kernels into their own library, loaded only by
-# lockstep::cuda's consumers, needs the dispatch through a table the CUDA library fills
-# when it loads (as PyTorch's CUDA hooks) instead of the direct calls.
+# The CPU libraries are the same in both kinds of install and reference nothing of CUDA
+# (they reach the kernels through the hooks the CUDA library registers: Note [CUDA hooks] in
+# core/cuda_hooks.h). So the config searches the CUDA toolkit only when the CUDA component
+# is asked for: a consumer of lockstep::lockstep configures on a machine without the
+# toolkit, from either kind of install, and its programs load no CUDA library; one that
+# touches a CUDA device gets an ls::Error naming lockstep::cuda. tests/install/
+# check_cuda_component.sh checks both, from the dynamic section, ldd and LD_DEBUG.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -42,7 +36,8 @@ endforeach()
 install(EXPORT lockstepTargets NAMESPACE lockstep:: DESTINATION ${lockstep_cmake_dir})
 
 if(LOCKSTEP_CUDA)
-  install(TARGETS lockstep_cuda EXPORT lockstepCUDATargets)
+  install(TARGETS lockstep_cuda lockstep_cuda_kernels EXPORT lockstepCUDATargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(EXPORT lockstepCUDATargets NAMESPACE lockstep:: DESTINATION ${lockstep_cmake_dir})
 endif()
 

@@ -1,12 +1,14 @@
 # cmake/LockstepLayer.cmake — lockstep_add_layer(name DEPS ...): one static library
-# per layer folder (PUBLIC_LIBS / PRIVATE_LIBS: third-party libraries), from every .cpp under it (subfolders included, except cuda/).
+# per layer folder (PUBLIC_LIBS / PRIVATE_LIBS: third-party libraries), from every .cpp under it
+# (subfolders included), except the CUDA library's sources: cuda/ folders and *_cuda.cpp (Note
+# [CUDA build] in cmake/LockstepCuda.cmake).
 # A layer whose folder has no sources yet is skipped.
 set(LOCKSTEP_LAYERS "" CACHE INTERNAL "")
 
 function(lockstep_add_layer name)
   cmake_parse_arguments(ARG "" "" "DEPS;PUBLIC_LIBS;PRIVATE_LIBS" ${ARGN})
   file(GLOB_RECURSE sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${name}/*.cpp)
-  list(FILTER sources EXCLUDE REGEX "/cuda/")
+  list(FILTER sources EXCLUDE REGEX "/cuda/|_cuda\\.cpp$")
   if(NOT sources)
     return()
   endif()

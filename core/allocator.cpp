@@ -10,11 +10,8 @@
 #include <cstdlib>
 #include <new>
 
+#include "core/cuda_hooks.h"
 #include "core/error.h"
-
-#if LOCKSTEP_WITH_CUDA
-#include "core/cuda/cuda_allocator.h"
-#endif
 
 namespace lockstep {
 
@@ -184,14 +181,10 @@ Allocator*& slot(DeviceType type) {
 
 Allocator* get_allocator(DeviceType type) {
   Allocator* a = slot(type);
-#if LOCKSTEP_WITH_CUDA
-  if (a == nullptr && type == DeviceType::CUDA) {
-    a = &cuda::caching_allocator();  // the function-local static makes this thread-safe
+  if (a == nullptr && type == DeviceType::CUDA) {  // the CUDA library's (Note [CUDA hooks])
+    a = &detail::cuda_hooks<CudaRuntimeHooks>("allocating CUDA memory").allocator();
   }
-#endif
-  LS_CHECK(a != nullptr, "no allocator for device type ", Device{type, 0}.str(),
-           ": this build of lockstep has no CUDA support (configure with -DLOCKSTEP_CUDA=ON on a "
-           "machine with the CUDA toolkit)");
+  LS_CHECK(a != nullptr, "no allocator for device type ", Device{type, 0}.str());
   return a;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "core/cuda_hooks.h"
 #include "core/native/native.h"
 #include "core/rng.h"
 #include "core/shape.h"
@@ -20,15 +21,12 @@ Tensor finish(Tensor t, const TensorOptions& options) {
 
 void check_device(const Device& device) {
   if (device.is_cpu()) return;
-#if LOCKSTEP_WITH_CUDA
+  if (detail::cuda_hooks_or_null<CudaRuntimeHooks>() == nullptr) {
+    throw Error(detail::cuda_library_missing("factory: device " + device.str()));
+  }
   LS_CHECK(device.index >= 0 && device.index < cuda::device_count(), "factory: device ",
            device.str(), " does not exist: ", cuda::device_count(),
            " CUDA device(s) are visible; use ls::Device::cpu() or a valid cuda index");
-#else
-  throw Error(detail::str("factory: device ", device.str(), " needs CUDA support, which this "
-                          "build of lockstep lacks (configure with -DLOCKSTEP_CUDA=ON on a machine "
-                          "with the CUDA toolkit); use ls::Device::cpu()"));
-#endif
 }
 
 // An uninitialised tensor on options' device.

@@ -17,6 +17,7 @@
 // Read next: distributed/ddp/distributed_data_parallel.h.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,5 +28,14 @@ namespace lockstep::distributed {
 
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend,
                                                  const InitOptions& options = {});
+
+namespace detail {
+// `groups` process groups of one backend, each made by `make` on its own prefix of the
+// rendezvous store ("lockstep/pg<k>"); more than one are joined in a ProcessGroupRoundRobin
+// (distributed/init.cpp; the NCCL backend's is distributed/init_cuda.cpp).
+std::shared_ptr<ProcessGroup> make_groups(
+    const RendezvousInfo& info, int groups,
+    const std::function<std::shared_ptr<ProcessGroup>(std::shared_ptr<Store> store)>& make);
+}  // namespace detail
 
 }  // namespace lockstep::distributed

@@ -55,6 +55,7 @@
 #include "autograd/functions/functions.h"
 #include "autograd/functions/linear_autocast_saved.h"
 #include "autograd/traffic.h"
+#include "core/cuda_hooks.h"
 #include "core/env_flag.h"
 #include "core/grad_mode.h"
 #include "core/native/conv_bf16.h"
@@ -70,11 +71,7 @@ namespace {
 
 // CPU tensors, and CUDA ones in a CUDA build (Note [Autocast on CUDA]).
 bool eligible(const Tensor& t) {
-#if LOCKSTEP_WITH_CUDA
   const bool on_device = t.device().is_cpu() || t.device().is_cuda();
-#else
-  const bool on_device = t.device().is_cpu();
-#endif
   return t.defined() && t.is_floating_point() && t.dtype() != kFloat64 && on_device;
 }
 
@@ -226,7 +223,6 @@ bool autocast_applies(std::initializer_list<const Tensor*> operands) {
   for (const Tensor* t : operands) {
     if (t->defined() && !eligible(*t)) return false;
   }
-#if LOCKSTEP_WITH_CUDA
   // Operands on two devices: the plain op reports it (its device check names both).
   const Tensor* first = nullptr;
   for (const Tensor* t : operands) {
@@ -234,7 +230,6 @@ bool autocast_applies(std::initializer_list<const Tensor*> operands) {
     if (first != nullptr && t->device() != first->device()) return false;
     first = t;
   }
-#endif
   return true;
 }
 
@@ -258,12 +253,10 @@ namespace {
 // with p > 0 as well linear_gelu_dropout_autocast (Note [linear + GELU + dropout in one node]).
 Tensor linear_autocast_impl(const Tensor& input, const Tensor& weight, const Tensor& bias,
                             bool gelu, double p = 0.0) {
-#if LOCKSTEP_WITH_CUDA
   if (input.defined() && input.device().is_cuda()) {
-    const Tensor y = linear_autocast_cuda(input, weight, bias);
+    const Tensor y = lockstep::detail::cuda_hooks<AutocastCudaHooks>("linear under autocast").linear(input, weight, bias);
     return gelu ? y.gelu() : y;
   }
-#endif
   profiler::Scope prof(!gelu      ? "linear_bf16"
                        : p > 0.0 ? "linear_gelu_dropout_bf16"
                                  : "linear_gelu_bf16");
@@ -350,11 +343,10 @@ bool fuses_linear_gelu_dropout(const Tensor& input, const Tensor& weight, const 
 Tensor conv2d_autocast(const Tensor& input, const Tensor& weight, const Tensor& bias,
                        const IntList& stride, const IntList& padding, const IntList& dilation,
                        int64_t groups) {
-#if LOCKSTEP_WITH_CUDA
   if (input.defined() && input.device().is_cuda()) {
-    return conv2d_autocast_cuda(input, weight, bias, stride, padding, dilation, groups);
+    return lockstep::detail::cuda_hooks<AutocastCudaHooks>("conv2d under autocast")
+        .conv2d(input, weight, bias, stride, padding, dilation, groups);
   }
-#endif
   profiler::Scope prof("conv2d_bf16");
   LS_CHECK(input.defined() && weight.defined(), "conv2d: input and weight must be defined tensors");
   // float32 and bf16 inputs go to the kernel as they are (it converts while it

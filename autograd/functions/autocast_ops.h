@@ -96,13 +96,14 @@ Tensor dropout_add(const Tensor& x, const Tensor& y, double p);  // training, 0 
 // p > 0, x float32 and y bf16 of one shape on the CPU.
 bool fuses_dropout_add(const Tensor& x, const Tensor& y, double p, bool training);
 
-#if LOCKSTEP_WITH_CUDA
-// Their forms for CUDA tensors (autocast_ops_cuda.cpp; Note [Autocast on CUDA] in
-// core/cuda/autocast_kernels.cu): linear_autocast and conv2d_autocast call these.
-Tensor linear_autocast_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias);
-Tensor conv2d_autocast_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                            const IntList& stride, const IntList& padding,
-                            const IntList& dilation, int64_t groups);
-#endif
+// Their forms for CUDA tensors (autocast_ops_cuda.cpp, in lockstep's CUDA library,
+// which registers them as it loads: Note [CUDA hooks] in core/cuda_hooks.h; Note
+// [Autocast on CUDA] in core/cuda/autocast_kernels.cu): linear_autocast and
+// conv2d_autocast call these for a CUDA input.
+struct AutocastCudaHooks {
+  Tensor (*linear)(const Tensor& input, const Tensor& weight, const Tensor& bias) = nullptr;
+  Tensor (*conv2d)(const Tensor& input, const Tensor& weight, const Tensor& bias, const IntList& stride,
+                   const IntList& padding, const IntList& dilation, int64_t groups) = nullptr;
+};
 
 }  // namespace lockstep::autograd

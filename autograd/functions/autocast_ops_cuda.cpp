@@ -1,8 +1,8 @@
 // autograd/functions/autocast_ops_cuda.cpp — the autocast nodes of linear and
-// conv2d for CUDA tensors (compiled in a CUDA build only; empty otherwise).
+// conv2d for CUDA tensors, part of lockstep's CUDA library (Note [CUDA build]).
 //
 // linear_autocast and conv2d_autocast (autocast_ops.cpp) hand a CUDA input over
-// to the functions below. Each records ONE node whose inputs are the original
+// to the functions below, through AutocastCudaHooks, which this file registers. Each records ONE node whose inputs are the original
 // tensors, exactly as the CPU's (Note [Autocast casts inside the op]): forward
 // converts x per call and W once per guard (autocast::cached_cast, which works on
 // any device) and runs the bf16 kernel; backward returns dX in x's dtype and dW,
@@ -21,11 +21,10 @@
 // Read next: autograd/functions/linear.cpp.
 #include "autograd/functions/autocast_ops.h"
 
-#if LOCKSTEP_WITH_CUDA
-
 #include "autograd/functions/functions.h"
 #include "autograd/functions/linear_autocast_saved.h"
 #include "core/cuda/cuda_native_nn.h"
+#include "core/cuda_hooks.h"
 #include "core/native/native.h"
 #include "core/profiler.h"
 
@@ -72,8 +71,6 @@ struct Conv2dAutocastCudaBackward final : BackwardNode {
   }
 };
 
-}  // namespace
-
 Tensor linear_autocast_cuda(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   profiler::Scope prof("linear_bf16");
   LS_CHECK(weight.defined(), "linear: input and weight must be defined tensors");
@@ -115,6 +112,9 @@ Tensor conv2d_autocast_cuda(const Tensor& input, const Tensor& weight, const Ten
   return y;
 }
 
-}  // namespace lockstep::autograd
+// The static registrar (Note [CUDA hooks]).
+const AutocastCudaHooks autocast_hooks{&linear_autocast_cuda, &conv2d_autocast_cuda};
+const bool autocast_hooks_registered = lockstep::detail::register_cuda_hooks(autocast_hooks);
 
-#endif  // LOCKSTEP_WITH_CUDA
+}  // namespace
+}  // namespace lockstep::autograd

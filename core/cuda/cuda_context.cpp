@@ -1,7 +1,8 @@
 // core/cuda/cuda_context.cpp — the CUDA backend's runtime state: device
 // selection, the per-device compute streams, the thread-local stream override
-// behind CUDAStreamGuard, the per-device cuBLAS/cuDNN handles, and the real
-// ls::cuda::is_available()/device_count() (core/cuda_info.cpp has the CPU-only ones).
+// behind CUDAStreamGuard, the per-device cuBLAS/cuDNN handles, and the CUDA runtime
+// hooks it registers for core (device count, synchronize, the caching allocator; Note
+// [CUDA hooks] in core/cuda_hooks.h), through which ls::cuda::device_count() answers.
 //
 // § Note [CUDA streams and handles]
 // Each device gets one compute stream, created on first use with
@@ -23,6 +24,8 @@
 #include <mutex>
 
 #include "core/cuda/cublas_library.h"
+#include "core/cuda/cuda_allocator.h"
+#include "core/cuda_hooks.h"
 
 namespace lockstep::cuda {
 
@@ -68,11 +71,10 @@ void check_index(int device, const char* op) {
                           "launch error check the GPU architecture (built for sm_90)"));
 }
 
-bool is_available() { return device_count() > 0; }
-
-int device_count() {
-  // Asked once: the answer cannot change during the process, and cudaGetDeviceCount
-  // without a driver returns an error, which means "no device" here, not a failure.
+namespace {
+// Asked once: the answer cannot change during the process, and cudaGetDeviceCount
+// without a driver returns an error, which means "no device" here, not a failure.
+int runtime_device_count() {
   static const int count = [] {
     int n = 0;
     const cudaError_t err = cudaGetDeviceCount(&n);
@@ -84,6 +86,13 @@ int device_count() {
   }();
   return count;
 }
+
+Allocator& runtime_allocator() { return caching_allocator(); }
+
+// The static registrar (Note [CUDA hooks]): core's CUDA runtime hooks, set as this library loads.
+const CudaRuntimeHooks runtime_hooks{&runtime_device_count, &synchronize, &runtime_allocator};
+const bool runtime_hooks_registered = lockstep::detail::register_cuda_hooks(runtime_hooks);
+}  // namespace
 
 int current_device() {
   int d = 0;

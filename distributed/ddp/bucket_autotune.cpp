@@ -7,11 +7,9 @@
 #include <chrono>
 #include <cstdio>
 
+#include "core/cuda_hooks.h"
 #include "core/factory.h"
 #include "core/native/native.h"
-#if LOCKSTEP_WITH_CUDA
-#include "core/cuda/cuda_context.h"
-#endif
 
 namespace lockstep::distributed {
 
@@ -99,9 +97,9 @@ namespace {
 // (Note [NCCL stream isolation]), so the device is synchronised too.
 void allreduce_and_wait(ProcessGroup& process_group, Tensor& buffer) {
   process_group.allreduce(buffer)->wait(process_group.timeout());
-#if LOCKSTEP_WITH_CUDA
-  if (buffer.device().is_cuda()) cuda::synchronize(buffer.device().index);
-#endif
+  if (buffer.device().is_cuda()) {
+    lockstep::detail::cuda_hooks<CudaRuntimeHooks>("autotune_buckets").synchronize(buffer.device().index);
+  }
 }
 }  // namespace
 

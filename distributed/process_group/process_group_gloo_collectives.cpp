@@ -22,12 +22,10 @@
 #include "core/factory.h"
 #include "core/from_blob.h"
 #include "distributed/process_group/process_group_gloo_pending.h"
+#include "distributed/process_group/host_staging_set.h"
 #include "distributed/process_group/reduce_kernels.h"
 #include "distributed/process_group/shm/shm_channel.h"
 #include "distributed/process_group/staged_operands.h"
-#if LOCKSTEP_WITH_CUDA
-#include "distributed/process_group/cuda/host_staging.h"
-#endif
 
 namespace lockstep::distributed {
 
@@ -42,20 +40,14 @@ using Body = std::function<std::vector<Tensor>(uint32_t, std::chrono::millisecon
 // Note [Gloo with CUDA tensors]: host() gives the tensor Gloo moves (a CUDA
 // tensor's pinned twin, or the CPU tensor itself); wrap() makes a body wait for
 // the copies in, run, copy the results back, and report the device tensors.
-// In a CPU-only build no CUDA tensor exists and this is the identity.
+// With CPU tensors only (always, without lockstep's CUDA library) this is the identity.
 class Staging {
  public:
   Tensor host(const Tensor& t, bool in, bool out, const char* collective) {
-#if LOCKSTEP_WITH_CUDA
     return set_.host(t, in, out, collective);
-#else
-    (void)in, (void)out, (void)collective;
-    return t;
-#endif
   }
   // `part`, if given, is the only piece of the (single) staged tensor this body writes.
   Body wrap(Body body, const Tensor* part = nullptr) const {
-#if LOCKSTEP_WITH_CUDA
     if (set_.empty()) return body;
     std::optional<Tensor> piece = part != nullptr ? std::optional<Tensor>(*part) : std::nullopt;
     return [body = std::move(body), set = set_, piece](uint32_t tag, std::chrono::milliseconds timeout) {
@@ -65,16 +57,10 @@ class Staging {
       set.report_devices(out);
       return out;
     };
-#else
-    (void)part;
-    return body;
-#endif
   }
 
  private:
-#if LOCKSTEP_WITH_CUDA
   detail::HostStagingSet set_;
-#endif
 };
 
 }  // namespace

@@ -12,13 +12,11 @@
 
 #include "core/factory.h"
 #include "distributed/process_group/collective_check.h"
+#include "distributed/process_group/host_staging_set.h"
 #include "distributed/process_group/process_group_mpi_fingerprints.h"
 #include "distributed/process_group/reduce_kernels.h"
 #include "distributed/process_group/staged_operands.h"
 #include "distributed/process_group/work_queue.h"
-#if LOCKSTEP_WITH_CUDA
-#include "distributed/process_group/cuda/host_staging.h"
-#endif
 
 namespace lockstep::distributed {
 
@@ -100,8 +98,7 @@ using Body = std::function<std::vector<Tensor>()>;
 
 // host(): the tensor MPI moves (a CUDA tensor's pinned twin, or the tensor
 // itself); staged(): the body bracketed by the copies in and back. The
-// identity in a CPU-only build.
-#if LOCKSTEP_WITH_CUDA
+// identity with CPU tensors.
 using Staging = detail::HostStagingSet;
 Body staged(Body body, const Staging& staging) {
   if (staging.empty()) return body;
@@ -113,12 +110,6 @@ Body staged(Body body, const Staging& staging) {
     return out;
   };
 }
-#else
-struct Staging {
-  Tensor host(const Tensor& t, bool, bool, const char*) const { return t; }
-};
-Body staged(Body body, const Staging&) { return body; }
-#endif
 
 int checked_count(int64_t n, const char* collective) {
   LS_CHECK(n <= INT_MAX, collective, ": ", n, " elements exceed MPI's int count; split the tensor");

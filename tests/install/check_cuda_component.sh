@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # tests/install/check_cuda_component.sh — the installed package's CUDA component (Note [CUDA
 # component] in cmake/LockstepInstall.cmake), checked from a build tree of either kind:
-#   cpu   (a -DLOCKSTEP_CUDA=OFF tree) the consumer configures with the CUDA toolkit hidden (no
-#         nvcc on PATH, find_package(CUDAToolkit) disabled, a switch CMake then reports unused:
-#         nothing searched the toolkit) and the installed targets name no CUDA library; the
-#         program's dynamic section, ldd and LD_DEBUG=files show no CUDA library; COMPONENTS
-#         CUDA fails saying the install has no CUDA and how to build it, OPTIONAL_COMPONENTS
-#         CUDA configures without lockstep::cuda.
+#   both  the CPU consumer (lockstep::lockstep) configures with the CUDA toolkit hidden (no nvcc
+#         on PATH, find_package(CUDAToolkit) disabled, a switch CMake then reports unused:
+#         nothing searched the toolkit) and the installed CPU targets name no CUDA library; the
+#         program's dynamic section, ldd and LD_DEBUG=files show no CUDA library, and asking it
+#         for a CUDA device gives the error naming lockstep::cuda.
+#   cpu   (a -DLOCKSTEP_CUDA=OFF tree) COMPONENTS CUDA fails saying the install has no CUDA and
+#         how to build it, OPTIONAL_COMPONENTS CUDA configures without lockstep::cuda.
 #   cuda  (a -DLOCKSTEP_CUDA=ON tree) COMPONENTS CUDA gives lockstep::cuda, whose program builds,
-#         runs and loads cudart (the same LD_DEBUG check, seen to fire); without the toolkit the
-#         CPU consumer's configure fails naming the coupling and the CPU-only build.
+#         runs, reaches the CUDA library's hooks (its archive linked whole) and loads cudart (the
+#         same LD_DEBUG check, seen to fire); with the toolkit hidden COMPONENTS CUDA fails
+#         naming the toolkit and lockstep::lockstep.
 # Both: an unknown component fails naming the known one. The kind that does not match the tree
 # exits 77 (CTest: Skipped), naming the tree that runs it.
 # Usage: check_cuda_component.sh cpu|cuda SOURCE_DIR BUILD_DIR WORK_DIR
@@ -63,22 +65,23 @@ build_and_run() {
   cat "$work/$1.ld_debug".* >"$work/$1.loaded"
 }
 
-if [ "$kind" = cpu ]; then
-  configure cpu cpu -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON ||
-    { cat "$work/cpu.log" >&2; fail "the CPU consumer does not configure without the CUDA toolkit"; }
-  expect_in_log cpu "consumer links lockstep::lockstep"
-  expect_in_log cpu "lockstep_WITH_CUDA=OFF"
-  # Every find_package(CUDAToolkit) reads the switch; CMake names it unused: nothing asked.
-  expect_in_log cpu "Manually-specified variables were not used by the project: CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit"
-  if grep -E 'CUDA::|cudart|cudnn|nccl' "$prefix"/lib/cmake/lockstep/lockstepTargets*.cmake; then
-    fail "the CPU install's targets name CUDA libraries (above)"
-  fi
-  build_and_run cpu
-  if grep -E "file=$cuda_libs" "$work/cpu.loaded"; then fail "the CPU consumer loaded a CUDA library (LD_DEBUG above)"; fi
-  if readelf -d "$work/cpu/consumer" | grep NEEDED | grep -E "$cuda_libs"; then fail "the CPU consumer needs a CUDA library (above)"; fi
-  if ldd "$work/cpu/consumer" | grep -E "$cuda_libs"; then fail "ldd shows a CUDA library (above)"; fi
-  echo "cpu install: configures without the toolkit; NEEDED: $(readelf -d "$work/cpu/consumer" | grep -c NEEDED) libraries, none of CUDA"
+# The CPU consumer, from either kind of install (Note [CUDA hooks]: the CPU libraries are the same).
+configure cpu cpu -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON ||
+  { cat "$work/cpu.log" >&2; fail "the CPU consumer does not configure without the CUDA toolkit"; }
+expect_in_log cpu "consumer links lockstep::lockstep"
+# Every find_package(CUDAToolkit) reads the switch; CMake names it unused: nothing asked.
+expect_in_log cpu "Manually-specified variables were not used by the project: CMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit"
+if grep -E 'CUDA::|cudart|cudnn|nccl' "$prefix"/lib/cmake/lockstep/lockstepTargets*.cmake; then
+  fail "the install's CPU targets name CUDA libraries (above)"
+fi
+build_and_run cpu
+if grep -E "file=$cuda_libs" "$work/cpu.loaded"; then fail "the CPU consumer loaded a CUDA library (LD_DEBUG above)"; fi
+if readelf -d "$work/cpu/consumer" | grep NEEDED | grep -E "$cuda_libs"; then fail "the CPU consumer needs a CUDA library (above)"; fi
+if ldd "$work/cpu/consumer" | grep -E "$cuda_libs"; then fail "ldd shows a CUDA library (above)"; fi
+echo "$kind install: the CPU consumer configures without the toolkit; NEEDED: $(readelf -d "$work/cpu/consumer" | grep -c NEEDED) libraries, none of CUDA"
 
+if [ "$kind" = cpu ]; then
+  expect_in_log cpu "lockstep_WITH_CUDA=OFF"
   if configure cuda cuda; then fail "COMPONENTS CUDA of a CPU-only install configured"; fi
   expect_in_log cuda "was built without CUDA"
   expect_in_log cuda "-DLOCKSTEP_CUDA=ON"
@@ -86,6 +89,7 @@ if [ "$kind" = cpu ]; then
   expect_in_log optional-cuda "lockstep_CUDA_FOUND=FALSE"
   expect_in_log optional-cuda "consumer links lockstep::lockstep"
 else
+  expect_in_log cpu "lockstep_WITH_CUDA=ON"
   configure cuda cuda || { cat "$work/cuda.log" >&2; fail "COMPONENTS CUDA of a CUDA install did not configure"; }
   expect_in_log cuda "lockstep_CUDA_FOUND=TRUE"
   expect_in_log cuda "consumer links lockstep::cuda"
@@ -93,11 +97,11 @@ else
   grep -qE "file=libcudart\.so" "$work/cuda.loaded" || fail "the CUDA consumer did not load cudart: the LD_DEBUG check cannot see CUDA libraries"
   readelf -d "$work/cuda/consumer" | grep NEEDED | grep -qE "$cuda_libs" || fail "the CUDA consumer's dynamic section names no CUDA library"
 
-  if configure no-toolkit cpu -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON; then
-    fail "the CPU consumer of a CUDA install configured without the toolkit, yet the libraries hold the kernels"
+  if configure cuda-no-toolkit cuda -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON; then
+    fail "COMPONENTS CUDA configured with the CUDA toolkit hidden"
   fi
-  expect_in_log no-toolkit "was built with CUDA"
-  expect_in_log no-toolkit "-DLOCKSTEP_CUDA=OFF"
+  expect_in_log cuda-no-toolkit "the CUDA toolkit was not found"
+  expect_in_log cuda-no-toolkit "needs only lockstep::lockstep"
   configure optional-cuda optional-cuda || { cat "$work/optional-cuda.log" >&2; fail "OPTIONAL_COMPONENTS CUDA did not configure"; }
   expect_in_log optional-cuda "consumer links lockstep::cuda"
 fi

@@ -79,28 +79,14 @@ void HostStaging::after(const Tensor& part) const {
   LS_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
-Tensor HostStagingSet::host(const Tensor& t, bool copy_in, bool copy_out, const char* collective) {
-  if (!t.defined() || !t.device().is_cuda()) return t;
-  items_.push_back(std::make_shared<HostStaging>(t, copy_in, copy_out, collective));
-  return items_.back()->host();
+namespace {
+std::shared_ptr<StagedTensor> stage(const Tensor& device_tensor, bool copy_in, bool copy_out, const char* collective) {
+  return std::make_shared<HostStaging>(device_tensor, copy_in, copy_out, collective);
 }
 
-void HostStagingSet::before() const {
-  for (const auto& s : items_) s->before();
-}
-
-void HostStagingSet::after(const Tensor* part) const {
-  for (const auto& s : items_) {
-    if (s->copies_out()) s->after(part != nullptr ? *part : s->host());
-  }
-}
-
-void HostStagingSet::report_devices(std::vector<Tensor>& result) const {
-  for (Tensor& t : result) {
-    for (const auto& s : items_) {
-      if (t.is_same(s->host())) t = s->device();
-    }
-  }
-}
+// The static registrar (Note [CUDA hooks] in core/cuda_hooks.h).
+const HostStagingHooks staging_hooks{&stage};
+const bool staging_hooks_registered = lockstep::detail::register_cuda_hooks(staging_hooks);
+}  // namespace
 
 }  // namespace lockstep::distributed::detail

@@ -1,6 +1,7 @@
 // distributed/process_group/cuda/host_staging.h — one CUDA tensor's trip through pinned host
-// memory, for the CPU backends (Gloo) when they are handed CUDA tensors.
-// Compiled only with the CUDA backend (Note [CUDA build]).
+// memory, for the CPU backends (Gloo, MPI) when they are handed CUDA tensors; they reach it
+// through HostStagingHooks::stage (distributed/process_group/host_staging_set.h), which
+// host_staging.cpp registers. Part of lockstep's CUDA library (Note [CUDA build]).
 //
 // § Note [Gloo with CUDA tensors]
 // Gloo moves host memory over TCP. Given a CUDA tensor, ProcessGroupGloo
@@ -28,27 +29,24 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "distributed/process_group/host_staging_set.h"
 
 namespace lockstep::distributed::detail {
 
-class HostStaging {
+class HostStaging final : public StagedTensor {
  public:
   // `device_tensor`: a contiguous CUDA tensor. copy_in: the collective reads
   // it (queue the copy to the host now); copy_out: it writes it.
   HostStaging(const Tensor& device_tensor, bool copy_in, bool copy_out, const char* collective);
-  ~HostStaging();  // frees the pinned twin once the copy into it has finished
+  ~HostStaging() override;  // frees the pinned twin once the copy into it has finished
   HostStaging(const HostStaging&) = delete;
   HostStaging& operator=(const HostStaging&) = delete;
 
-  const Tensor& host() const { return host_; }      // CPU, same shape and dtype, pinned
-  const Tensor& device() const { return device_; }
-  bool copies_out() const { return copy_out_; }
-
-  // On the worker thread, before the collective reads host(): waits for the copy in.
-  void before() const;
-  // On the worker thread, after the collective: copies `part` (host() or a view
-  // of it) to the same bytes of device() and waits for the copy.
-  void after(const Tensor& part) const;
+  const Tensor& host() const override { return host_; }
+  const Tensor& device() const override { return device_; }
+  bool copies_out() const override { return copy_out_; }
+  void before() const override;
+  void after(const Tensor& part) const override;
 
  private:
   Tensor device_;
@@ -57,26 +55,6 @@ class HostStaging {
   cudaEvent_t ready_ = nullptr;  // on the compute stream, after the copy in (or at the call)
   bool copy_in_;
   bool copy_out_;
-};
-
-// The staged operands of one collective: what a CPU backend's public call
-// builds (host()) and its queued body brackets itself with (before(), after(),
-// report_devices()). Copyable: copies share the twins.
-class HostStagingSet {
- public:
-  // The tensor the backend moves: `t` itself when on the CPU, else a new pinned twin.
-  Tensor host(const Tensor& t, bool copy_in, bool copy_out, const char* collective);
-  bool empty() const { return items_.empty(); }
-  // Worker thread: every copy in has landed.
-  void before() const;
-  // Worker thread: copies every written twin back; only `part` (a view of the
-  // one staged tensor) when given — a piece of a chunked allreduce.
-  void after(const Tensor* part = nullptr) const;
-  // Replaces host twins in a body's result with their device tensors.
-  void report_devices(std::vector<Tensor>& result) const;
-
- private:
-  std::vector<std::shared_ptr<HostStaging>> items_;
 };
 
 }  // namespace lockstep::distributed::detail

@@ -1,9 +1,12 @@
 // Uses the core and autograd parts of docs/api.md through the installed package;
-// exits non-zero if a result is wrong.
+// exits non-zero if a result is wrong. Asks for a CUDA device that does not exist: linked
+// with lockstep::cuda (LOCKSTEP_WITH_CUDA) the CUDA library's hooks answer (so its archive
+// was linked whole), without it the error names lockstep::cuda (Note [CUDA hooks]).
 #include <lockstep.h>
 
 #include <cmath>
 #include <iostream>
+#include <string>
 
 namespace ls = lockstep;
 
@@ -30,6 +33,21 @@ int main() {
   ls::matmul(a, w).sum().backward();
   h.remove();
   if (hooks != 1) return 1;
+  std::string err;
+  try {
+    ls::zeros({1}, ls::TensorOptions().device(ls::Device::cuda(ls::cuda::device_count())));
+  } catch (const ls::Error& e) {
+    err = e.what();
+  }
+#if LOCKSTEP_WITH_CUDA
+  const char* expected_error = "does not exist";
+#else
+  const char* expected_error = "link lockstep::cuda";
+#endif
+  if (err.find(expected_error) == std::string::npos) {
+    std::cerr << "consumer: a missing CUDA device gave '" << err << "', expected '" << expected_error << "'\n";
+    return 1;
+  }
   std::cout << "consumer: ok\n";
   return 0;
 }
