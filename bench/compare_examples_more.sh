@@ -23,7 +23,8 @@
 #       EXAMPLES distributed,custom_dataset (default both), ROUNDS 3
 #   env: BUILD=build, ROOT=/usr/share/datasets/fashion-mnist, DIST_EPOCHS=1, NPROC=2,
 #        CUSTOM_EPOCHS=6, CUSTOM_LR=0.05 (the example's default, 0.001, leaves AlexNet at chance for
-#        many epochs), SHAPES="480 100" (training and test images per class), TORCH_PY
+#        many epochs), SHAPES="480 100" (training and test images per class), LOGS=DIR (keep
+#        every run's output there), TORCH_PY
 # Read before: bench/compare_examples.sh, bench/torch/distributed_mnist.py,
 #              bench/torch/custom_dataset.py.
 # Read next: docs/results/examples.md.
@@ -87,6 +88,7 @@ run_one() {
         END {if (n) printf "%.2f", s / n}')
   [[ -n $metric && -n $cpu ]] || { cat "$log" >&2; die "$example ($side, round $round): no result lines"; }
   echo "$example $side $round $metric $cpu" >>"$out/results.txt"
+  [[ -z ${LOGS:-} ]] || { mkdir -p "$LOGS" && cp "$log" "$LOGS/"; }
   printf "%-14s round %s %-8s test_accuracy %s cpu_s/epoch %s\n" "$example" "$round" "$side" "$metric" "$cpu"
 }
 
