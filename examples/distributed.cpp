@@ -19,12 +19,17 @@
 // DistributedRandomSampler); the constants are options (`distributed --help`);
 // the loss is nll_loss of the model's log-probabilities (the original applies
 // log_softmax a second time, which changes nothing since log_softmax of
-// log-probabilities is the identity).
+// log-probabilities is the identity); for scripts (bench/compare_examples_more.sh)
+// each rank also prints "epoch E rank R train_accuracy A cpu_seconds C seconds S"
+// after each epoch (the process CPU time of its training epoch, communication
+// threads included) and rank 0 ends with "final test_accuracy A test_loss L".
 // Read before: examples/mnist.cpp, distributed/ddp/distributed_data_parallel.h.
 // Read next: docs/api.md ("Coming from libtorch").
 #include <lockstep.h>
 
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <memory>
 #include <string>
 #include <vector>
@@ -103,6 +108,8 @@ int run(ls::cli::Program& program, const Options& o) {
   }
 
   for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::clock_t cpu_start = std::clock();
     int64_t num_correct = 0;
     for (auto& batch : *data_loader) {
       auto ip = batch.data;
@@ -118,6 +125,10 @@ int run(ls::cli::Program& program, const Options& o) {
     }
     const double accuracy = 100.0 * static_cast<double>(num_correct) / static_cast<double>(num_train_samples_per_proc);
     std::printf("Accuracy in rank %d in epoch %lld - %.2f\n", rank, static_cast<long long>(epoch), accuracy);
+    std::printf("epoch %lld rank %d train_accuracy %.4f cpu_seconds %.2f seconds %.2f\n",
+                static_cast<long long>(epoch), rank, accuracy / 100.0,
+                static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     std::fflush(stdout);
   }
   std::printf("param checksum rank %d: %.17g\n", rank, checksum(*model));
@@ -133,14 +144,18 @@ int run(ls::cli::Program& program, const Options& o) {
     model->eval();  // no dropout
     ls::NoGradGuard no_grad;
     int64_t num_correct = 0;
+    double loss_sum = 0;  // the sum over the test set, for the "final" line
     for (auto& batch : *test_loader) {
       auto prediction = model->forward(batch.data);
       auto loss = ls::nll_loss(prediction, batch.target);
       std::printf("Test loss - %.4f\n", loss.item<float>());
+      loss_sum += loss.item<double>() * static_cast<double>(batch.target.size(0));
       num_correct += ls::sum(prediction.argmax(1).eq(batch.target)).item<int64_t>();
     }
+    const double accuracy = static_cast<double>(num_correct) / static_cast<double>(num_test_samples);
     std::printf("Num correct - %lld\n", static_cast<long long>(num_correct));
-    std::printf("Test Accuracy - %.2f\n", 100.0 * static_cast<double>(num_correct) / static_cast<double>(num_test_samples));
+    std::printf("Test Accuracy - %.2f\n", 100.0 * accuracy);
+    std::printf("final test_accuracy %.4f test_loss %.4f\n", accuracy, loss_sum / static_cast<double>(num_test_samples));
   }
   if (pg) pg->barrier()->wait();  // rank 0 tests while the others wait
   return 0;
