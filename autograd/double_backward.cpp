@@ -37,7 +37,7 @@ const std::string& double_backward_ops() {
       "MaxDimBackward, MinDimBackward, MaximumBackward, "
       "MinimumBackward, WhereBackward, MatmulBackward, BmmBackward, LinearBackward, "
       "Conv2dBackward, ConvTranspose2dBackward, BatchNormBackward, LayerNormBackward, "
-      "ReluBackward, AddReluBackward, DropoutBackward, GeluBackward, TanhBackward, SigmoidBackward, ExpBackward, LogBackward, "
+      "ReluBackward, AddReluBackward, LeakyReluBackward, DropoutBackward, GeluBackward, TanhBackward, SigmoidBackward, ExpBackward, LogBackward, "
       "SqrtBackward, RsqrtBackward, AbsBackward, SinBackward, CosBackward, SoftmaxBackward, "
       "LogSoftmaxBackward, CrossEntropyBackward, MseLossBackward, "
       "BinaryCrossEntropyWithLogitsBackward, MaxPool2dBackward, AdaptiveAvgPool2dBackward, "
