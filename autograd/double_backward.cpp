@@ -38,7 +38,7 @@ const std::string& double_backward_ops() {
       "MinimumBackward, WhereBackward, MatmulBackward, BmmBackward, LinearBackward, "
       "Conv2dBackward, ConvTranspose2dBackward, BatchNormBackward, BatchNormReluBackward, "
       "BatchNormAddReluBackward, LayerNormBackward, "
-      "ReluBackward, AddReluBackward, DropoutBackward, DropoutAddBackward, GeluBackward, TanhBackward, SigmoidBackward, ExpBackward, LogBackward, "
+      "ReluBackward, AddReluBackward, LeakyReluBackward, DropoutBackward, DropoutAddBackward, GeluBackward, TanhBackward, SigmoidBackward, ExpBackward, LogBackward, "
       "SqrtBackward, RsqrtBackward, AbsBackward, SinBackward, CosBackward, SoftmaxBackward, "
       "LogSoftmaxBackward, CrossEntropyBackward, MseLossBackward, "
       "BinaryCrossEntropyWithLogitsBackward, MaxPool2dBackward, AdaptiveAvgPool2dBackward, "

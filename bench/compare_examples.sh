@@ -9,35 +9,44 @@
 #            bench/torch/word_language_model.py, on a synthetic corpus that
 #            tools/make_word_corpus.py writes once per run (this machine cannot download
 #            WikiText-2; CORPUS=DIR uses another corpus); compared: the best validation loss.
+#   dcgan    examples/dcgan.cpp (cpp/dcgan) vs bench/torch/dcgan.py, on Fashion-MNIST, DCGAN_STEPS
+#            steps each (no checkpoints, one loading thread); compared: whether the D and G loss
+#            curves track each other (Note [DCGAN tracking] in bench/dcgan_tracking.py: the
+#            curves smoothed over 25 steps, median relative difference, and the mean over the
+#            last fifth (steps 401-500), each within 25 %, with PyTorch's seed r against seed r'
+#            as calibration).
 # Each example runs ROUNDS rounds, ALTERNATELY (the side that goes first swaps every round),
 # round r with --seed r on both sides, one thread each (--threads 1 and OMP_NUM_THREADS=1).
 # The two frameworks' initial weights and dropout masks come from different generators, so
 # one seed of each is one draw from each distribution: the metrics are compared as medians
 # over rounds. Time: each program prints the process CPU time of every epoch (training and
-# the test / validation pass after it); a run's number is the mean over its epochs, and the
-# ratio ours / PyTorch is the median of the per-round ratios (below 1.0: we are faster).
+# the test / validation pass after it); a run's number is the mean over its epochs (dcgan: the
+# CPU time of its DCGAN_STEPS steps), and the ratio ours / PyTorch is the median of the
+# per-round ratios (below 1.0: we are faster).
 # Prints every run, the medians, the targets of the examples (accuracy within 0.5 points,
-# validation loss within 2 %, CPU time per epoch <= 0.8 x PyTorch's) and a JSON line each.
+# validation loss within 2 %, DCGAN's losses tracking, CPU time per epoch <= 0.8 x PyTorch's)
+# and a JSON line each.
 #
 #   bench/compare_examples.sh [EXAMPLES] [ROUNDS]
-#       EXAMPLES mnist,word_lm (default both), ROUNDS 3
-#   env: BUILD=build, MNIST_EPOCHS=1, ROOT=/usr/share/datasets/fashion-mnist,
+#       EXAMPLES mnist,word_lm,dcgan (default all three), ROUNDS 3
+#   env: BUILD=build, MNIST_EPOCHS=1, ROOT=/usr/share/datasets/fashion-mnist, DCGAN_STEPS=500,
 #        LM_EPOCHS=3, LM_LINES=5000 (training lines of the synthetic corpus; valid and test
 #        get a tenth each), LM_ARGS="" (more options for both LM programs, e.g. "--tied
 #        --emsize 200"), CORPUS (a corpus directory instead of the synthetic one), TORCH_PY
 # Both LM programs default to the original's hyper-parameters (emsize = nhid = 200, 2 layers,
 # lr 20, clip 0.25, bptt 35, batch 20, dropout 0.2).
-# Read before: bench/torch/mnist.py, bench/torch/word_language_model.py.
-# Read next: docs/results/examples.md.
+# Read before: bench/torch/mnist.py, bench/torch/word_language_model.py, bench/torch/dcgan.py.
+# Read next: bench/dcgan_tracking.py, docs/results/examples.md.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 cd "$HERE/.."
-examples=${1:-mnist,word_lm} rounds=${2:-3}
+examples=${1:-mnist,word_lm,dcgan} rounds=${2:-3}
 build=${BUILD:-build} root=${ROOT:-/usr/share/datasets/fashion-mnist}
 mnist_epochs=${MNIST_EPOCHS:-1} lm_epochs=${LM_EPOCHS:-3} lm_lines=${LM_LINES:-5000}
+dcgan_steps=${DCGAN_STEPS:-500}
 read -r -a lm_args <<<"${LM_ARGS:-}"
 die() { echo "compare_examples: $*" >&2; exit 2; }
-for v in rounds mnist_epochs lm_epochs lm_lines; do
+for v in rounds mnist_epochs lm_epochs lm_lines dcgan_steps; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
 done
 IFS=, read -r -a list <<<"$examples"
@@ -45,7 +54,8 @@ for e in "${list[@]}"; do
   case "$e" in
     mnist) bin=mnist ;;
     word_lm) bin=word_language_model ;;
-    *) die "EXAMPLES is a comma-separated list of mnist and word_lm, got '$e'" ;;
+    dcgan) bin=dcgan ;;
+    *) die "EXAMPLES is a comma-separated list of mnist, word_lm and dcgan, got '$e'" ;;
   esac
   [[ -x $build/bin/$bin ]] || die "$build/bin/$bin not found; build it (cmake --build $build --target $bin)"
 done
@@ -78,8 +88,23 @@ run_one() {
                     --threads 1 --log-interval 1000000 --save "$out/lm.safetensors" "${lm_args[@]}" >"$log" 2>&1 ;;
     word_lm/pytorch) "$TORCH_PY" bench/torch/word_language_model.py --data "$corpus" --epochs "$lm_epochs" \
                        --seed "$round" --threads 1 "${lm_args[@]}" >"$log" 2>&1 ;;
+    dcgan/ours) "$build/bin/dcgan" --root "$root" --out "$out" --epochs 100000 --steps "$dcgan_steps" \
+                  --seed "$round" --threads 1 --workers 0 --log-interval 1 --checkpoint-every 1000000000 \
+                  >"$log" 2>&1 ;;
+    dcgan/pytorch) "$TORCH_PY" bench/torch/dcgan.py --root "$root" --epochs 100000 --steps "$dcgan_steps" \
+                     --seed "$round" --threads 1 --log-interval 1 >"$log" 2>&1 ;;
   esac || { tail -n 20 "$log" >&2; die "$example ($side, round $round) failed"; }
   local metric cpu
+  if [[ $example == dcgan ]]; then  # bench/dcgan_tracking.py reads the whole curves from $log
+    metric=$(awk '/D_loss:/ {n++; d[n] = $(NF - 3); g[n] = $NF}  # the means over the last fifth
+                  END {k = int(n / 5); for (i = n - k + 1; i <= n; ++i) {sd += d[i]; sg += g[i]}
+                       if (k) printf "D %.4f G %.4f", sd / k, sg / k}' "$log")
+    cpu=$(awk '$1 == "final" && $2 == "steps" {print $5}' "$log")
+    [[ -n $metric && -n $cpu ]] || { cat "$log" >&2; die "dcgan ($side, round $round): no result lines"; }
+    printf "%-8s round %s %-8s losses_last_fifth %s cpu_s/%s_steps %s\n" "$example" "$round" "$side" \
+      "$metric" "$dcgan_steps" "$cpu"
+    return
+  fi
   if [[ $example == mnist ]]; then
     metric=$(awk '$1 == "epoch" && $3 == "test_accuracy" {v = $4} END {print v}' "$log")
   else
@@ -94,7 +119,7 @@ run_one() {
 }
 
 echo "# compare_examples: $examples rounds=$rounds mnist_epochs=$mnist_epochs lm_epochs=$lm_epochs" \
-     "lm_lines=$lm_lines lm_args='${LM_ARGS:-}' threads=1" \
+     "dcgan_steps=$dcgan_steps lm_lines=$lm_lines lm_args='${LM_ARGS:-}' threads=1" \
      "torch=$("$TORCH_PY" -c 'import torch; print(torch.__version__)') load: $(cut -d' ' -f1-3 /proc/loadavg)"
 machine_line
 for e in "${list[@]}"; do
@@ -104,6 +129,10 @@ for e in "${list[@]}"; do
   done
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [[ " ${list[*]} " == *" dcgan "* ]]; then
+  python3 bench/dcgan_tracking.py "$out" "$rounds" --late $((dcgan_steps * 4 / 5))  # the last fifth
+fi
+[[ -s $out/results.txt ]] || exit 0
 
 "$TORCH_PY" - "$out/results.txt" <<'PYEOF'
 import json, statistics, sys

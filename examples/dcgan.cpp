@@ -18,12 +18,17 @@
 //   build/bin/dcgan --restore       # continue from the checkpoints in --out
 // Differences from the original: the constants are options (`dcgan --help`);
 // checkpoints are safetensors files (the original's torch::save .pt files);
-// the PGM picture replaces display_samples.py.
+// the PGM picture replaces display_samples.py; --steps N stops after N steps,
+// and the run ends with a line "final steps N cpu_seconds C seconds S" (process
+// CPU time and wall time of the training loop), for scripts
+// (bench/compare_examples.sh runs it beside bench/torch/dcgan.py).
 // Read before: examples/mnist.cpp, nn/conv_transpose.h. Read next: examples/distributed.cpp.
 #include <lockstep.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -41,6 +46,7 @@ struct Options {
   int64_t noise_size = 100;
   int64_t batch_size = 64;
   int64_t epochs = 30;
+  int64_t steps = 0;  // 0: all the epochs
   int64_t checkpoint_every = 200;
   int64_t samples_per_checkpoint = 10;
   int64_t log_interval = 10;
@@ -151,8 +157,11 @@ int run(const Options& o) {
     discriminator_optimizer.load_state_dict(nn::load_tensors(file("discriminator-optimizer-checkpoint.safetensors")));
   }
 
-  int64_t checkpoint_counter = 1;
-  for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
+  int64_t checkpoint_counter = 1, steps = 0;
+  const auto start = std::chrono::steady_clock::now();
+  const std::clock_t cpu_start = std::clock();
+  auto more_steps = [&] { return o.steps == 0 || steps < o.steps; };
+  for (int64_t epoch = 1; epoch <= o.epochs && more_steps(); ++epoch) {
     int64_t batch_index = 0;
     for (const data::Batch& batch : *data_loader) {
       // Train discriminator with real images.
@@ -182,6 +191,7 @@ int run(const Options& o) {
       g_loss.backward();
       generator_optimizer.step();
       batch_index++;
+      steps++;
       const float d = d_loss.item<float>(), g = g_loss.item<float>();
       LS_CHECK(std::isfinite(d) && std::isfinite(g), "a loss is not finite at epoch ", epoch,
                " batch ", batch_index, " (D_loss ", d, ", G_loss ", g, ")");
@@ -209,8 +219,12 @@ int run(const Options& o) {
         write_pgm(unit, file(name + ".pgm"));
         std::printf("-> checkpoint %lld\n", static_cast<long long>(++checkpoint_counter));
       }
+      if (!more_steps()) break;
     }
   }
+  std::printf("final steps %lld cpu_seconds %.2f seconds %.2f\n", static_cast<long long>(steps),
+              static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   std::printf("Training complete!\n");
   return 0;
 }
@@ -224,6 +238,7 @@ int main(int argc, char** argv) {
   p.text("--root", o.root, "directory in the MNIST layout (data/mnist.h): MNIST or Fashion-MNIST");
   p.text("--out", o.out, "directory for the checkpoints and samples");
   p.integer("--epochs", o.epochs, "number of epochs to train", 1, 100000);
+  p.integer("--steps", o.steps, "stop after this many steps (batches) in all; 0: train all the epochs", 0);
   p.integer("--batch", o.batch_size, "batch size", 1, 1000000);
   p.integer("--noise", o.noise_size, "size of the noise vector fed to the generator", 1, 100000);
   p.integer("--checkpoint-every", o.checkpoint_every, "batches between checkpoints and samples", 1);

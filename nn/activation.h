@@ -2,7 +2,7 @@
 // parameters), for Sequential. GELU is the exact erf form, PyTorch's default
 // (approximate = "none"). LeakyReLU(slope) is x where x > 0, else slope * x
 // (its gradient at 0 is slope, as PyTorch's).
-// Read before: nn/unary_module.h. Read next: nn/pooling.h.
+// Read before: nn/unary_module.h. Read next: nn/leaky_relu.cpp, nn/pooling.h.
 #pragma once
 
 #include "nn/unary_module.h"
@@ -19,8 +19,14 @@ struct GELU : UnaryModule {
   Tensor forward(const Tensor& input) override { return input.gelu(); }
 };
 
-// x where x > 0, else negative_slope * x (torch.nn.functional.leaky_relu).
-inline Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01) {
+// x where x > 0, else negative_slope * x (torch.nn.functional.leaky_relu). A
+// float32 CPU tensor takes one fused op with one backward node (nn/leaky_relu.cpp);
+// any other tensor takes leaky_relu_reference.
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+
+// The definition composed of recorded ops, for every dtype and device; the fused
+// op is tested against it.
+inline Tensor leaky_relu_reference(const Tensor& x, double negative_slope = 0.01) {
   return where(x.gt(0.0), x, x * negative_slope);
 }
 

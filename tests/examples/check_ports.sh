@@ -8,7 +8,7 @@
 #   custom_dataset  it reads every listed image, the test loss falls below 0.8 times the
 #                   first epoch's, and the last test accuracy is at least 0.6 (chance: 1/3);
 #   dcgan           every loss is finite, the checkpoints and the sample files are
-#                   written, and --restore continues from them;
+#                   written, --restore continues from them and --steps stops where it says;
 #   distributed     2 ranks under lockstep-run (lines prefixed "[rank R] "), with DDP and with the original's allreduce
 #                   loop: both ranks end with the same weights (the same checksum), and
 #                   rank 0's test accuracy is at least 60%;
@@ -78,10 +78,14 @@ case "$prog" in
     head -c 2 "$work/out/dcgan-sample-4.pgm" | grep -q P5 || fail "dcgan-sample-4.pgm is not a PGM"
     # 4 samples side by side: 112 x 28 pixels after a 14-byte header.
     [ "$(stat -c %s "$work/out/dcgan-sample-4.pgm")" -eq $((14 + 112 * 28)) ] || fail "dcgan-sample-4.pgm has the wrong size"
-    "$bin/dcgan" --root "$work/idx" --out "$work/out" --epochs 1 --batch 16 --checkpoint-every 100 \
+    # --steps 8 stops in the second epoch (6 batches an epoch) and says so on its final line.
+    "$bin/dcgan" --root "$work/idx" --out "$work/out" --epochs 3 --steps 8 --batch 16 --checkpoint-every 100 \
       --log-interval 1 --workers 0 --restore > "$work/log" 2>&1 || fail "dcgan --restore exited with $?"
     grep -q "Training complete!" "$work/log" || fail "no 'Training complete!' after --restore"
-    echo "dcgan: 12 finite steps, checkpoints and samples written, --restore continued"
+    steps=$(grep -c "D_loss: [0-9.]* | G_loss: [0-9.]*$" "$work/log" || true)
+    [ "$steps" -eq 8 ] || fail "--steps 8: $steps steps logged"
+    grep -q "^final steps 8 cpu_seconds [0-9.]* seconds [0-9.]*$" "$work/log" || fail "--steps 8: no final line of 8 steps"
+    echo "dcgan: 12 finite steps, checkpoints and samples written, --restore continued, --steps 8 stopped at 8"
     ;;
   distributed)
     python3 "$here/make_example_data.py" idx "$work/idx" 1280 320

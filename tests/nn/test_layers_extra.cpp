@@ -11,6 +11,7 @@
 #include "core/factory.h"
 #include "core/rng.h"
 #include "core/tensor_functions.h"
+#include "autograd/grad.h"
 #include "nn/activation.h"
 #include "nn/conv_transpose.h"
 #include "nn/dropout.h"
@@ -49,6 +50,48 @@ TEST_CASE("layers extra: LeakyReLU, Sigmoid, Tanh modules and Functional in a Se
   CHECK(net->size() == 3);
   CHECK(net->named_parameters()[0].first == "0.weight");
   CHECK(ls::allclose(net->forward(x.reshape({1, 3})), fc->forward(x.reshape({1, 3})).tanh().sigmoid()));
+}
+
+// The fused float32 CPU op (nn/leaky_relu.cpp) against the composed reference, bit
+// for bit: values with zeros, negatives, NaN and a non-contiguous view, slopes
+// 0.2, 0 and -0.5; the gradient, and with create_graph the gradient's gradient.
+TEST_CASE("layers extra: the fused leaky_relu equals leaky_relu_reference, forward, backward, double backward") {
+  ls::manual_seed(7);
+  ls::Tensor base = ls::randn({4, 6, 5});
+  base.narrow(2, 0, 1).zero_();                         // exact zeros: the kink
+  base.narrow(2, 1, 1).fill_(std::nan(""));             // NaN goes through
+  for (double slope : {0.2, 0.0, -0.5}) {
+    for (bool strided : {false, true}) {
+      CAPTURE(slope);
+      CAPTURE(strided);
+      ls::Tensor fused_x = (strided ? base.transpose(0, 2) : base).detach().requires_grad_(true);
+      ls::Tensor ref_x = (strided ? base.transpose(0, 2) : base).detach().requires_grad_(true);
+      ls::Tensor fused = nn::leaky_relu(fused_x, slope);
+      ls::Tensor ref = nn::leaky_relu_reference(ref_x, slope);
+      REQUIRE(fused.sizes() == ref.sizes());
+      const auto fv = fused.contiguous().to_vector<float>(), rv = ref.contiguous().to_vector<float>();
+      for (size_t i = 0; i < fv.size(); ++i) {
+        REQUIRE(((std::isnan(fv[i]) && std::isnan(rv[i])) || fv[i] == rv[i]));
+      }
+      ls::Tensor g = ls::randn(fused.sizes());
+      (fused * g).sum().backward();
+      (ref * g).sum().backward();
+      CHECK(fused_x.grad().to_vector<float>() == ref_x.grad().to_vector<float>());
+    }
+  }
+  // create_graph: d/dw of sum(leaky_relu(x * w)) = sum(x * leaky'(x * w)), then d/dx of that.
+  ls::Tensor x0 = ls::randn({3, 4}), w0 = ls::randn({3, 4});
+  std::vector<std::vector<float>> second;
+  for (auto* f : {+[](const ls::Tensor& t) { return nn::leaky_relu(t, 0.2); },
+                  +[](const ls::Tensor& t) { return nn::leaky_relu_reference(t, 0.2); }}) {
+    ls::Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true);
+    ls::Tensor gw = ls::autograd::grad({f(x * w).sum()}, {w}, {}, /*retain_graph=*/true,
+                                       /*create_graph=*/true)[0];
+    gw.sum().backward();
+    second.push_back(x.grad().to_vector<float>());
+    CHECK(ls::allclose(gw, x0 * ls::where((x0 * w0).gt(0.0), ls::ones({3, 4}), ls::full({3, 4}, 0.2f))));
+  }
+  CHECK(second[0] == second[1]);
 }
 
 TEST_CASE("layers extra: Dropout2d zeroes whole channels in training, identity in eval") {
