@@ -90,7 +90,9 @@ Tensor TransformerEncoderLayer::feed_forward_branch(const Tensor& x) {
   const bool gelu = options.activation() == "gelu";
   Tensor f;  // (B, T, ffn)
   if (gelu && autograd::fuses_linear_gelu(x, linear1->weight, linear1->bias)) {
-    // One node for both: Note [linear + GELU in one node].
+    // One node for both: Note [linear + GELU in one node]. It reads linear1's
+    // parameters without its forward: Note [Forward pre-hooks].
+    linear1->run_forward_pre_hooks();
     f = autograd::linear_gelu_autocast(x, linear1->weight, linear1->bias);
   } else {
     f = linear1->forward(x);

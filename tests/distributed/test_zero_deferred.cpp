@@ -1,9 +1,11 @@
 // tests/distributed/test_zero_deferred.cpp — Note [ZeRO broadcasts overlap the
-// next forward]: step() returns with each parameter's broadcast attached to its
-// storage (Note [Pending writes]); the first touch — an op, a read, a collective
-// — waits for it and sees the updated values; results equal step() waiting for
-// every broadcast, and plain DDP, bitwise; a peer that dies leaves the next
-// forward with the optimizer's error, not a hang or stale values.
+// next forward]: step() returns with the broadcasts of the parameters of the
+// registered model's layers pending; each layer's forward pre-hook waits for its
+// own (the next layer's still pending), the model's state_dict() and
+// wait_for_broadcasts() for all, and they see the updated values; a parameter
+// of a user's module that runs no hooks is waited for in step(); results equal
+// step() waiting for every broadcast, and plain DDP, bitwise; a peer that dies
+// leaves the next forward with the optimizer's error, not a hang or stale values.
 // Read before: distributed/zero/zero_broadcasts.cpp, tests/distributed/zero_test_util.h.
 #include <doctest/doctest.h>
 
@@ -26,7 +28,16 @@ namespace {
 // fc1.weight (300 x 300 floats, 352 KiB) is broadcast in place, the rest packed.
 std::shared_ptr<ls::testing::TanhMLP> two_layer() { return std::make_shared<ls::testing::TanhMLP>(300, 300, 3); }
 
-bool pending(const ls::Tensor& p) { return p.impl()->storage->has_pending_write(); }
+// A user's module that reads a parameter of its own in its forward: it runs no hooks.
+struct ScaledMLP : ls::nn::Module {
+  std::shared_ptr<ls::nn::Linear> fc;
+  ls::Tensor scale;
+  ScaledMLP() {
+    fc = register_module("fc", std::make_shared<ls::nn::Linear>(300, 300));
+    scale = register_parameter("scale", ls::ones({300}));
+  }
+  ls::Tensor forward(const ls::Tensor& x) { return fc->forward(x) * scale; }
+};
 
 }  // namespace
 
@@ -42,8 +53,9 @@ TEST_CASE("zero deferred broadcasts: every mode equals plain DDP with step() wai
   }, 120s);
 }
 
-TEST_CASE("zero deferred broadcasts: after step() the parameters a rank receives are pending, reading, a forward "
-          "and backward, and a collective on one see the updated values") {
+TEST_CASE("zero deferred broadcasts: after step() the parameters a rank receives are pending, each layer's forward "
+          "waits for its own, backward, state_dict() and a collective after wait_for_broadcasts() see the updated "
+          "values") {
   ls::testing::run_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo");
     ls::manual_seed(0);
@@ -53,6 +65,8 @@ TEST_CASE("zero deferred broadcasts: after step() the parameters a rank receives
     dist::ZeroRedundancyOptimizer zero(net->parameters(), pg, ls::optim::AdamWOptions(1e-2));
     ls::optim::AdamW ref(ref_net->parameters(), ls::optim::AdamWOptions(1e-2));
     REQUIRE(zero.zero_options().defer_broadcast_waits());
+    zero.register_forward_waits(*net);
+    auto pending = [&](size_t i) { return zero.broadcast_pending(i); };
     const std::vector<ls::Tensor> params = net->parameters();
     ls::manual_seed(7);  // the same batch on both ranks: the same gradients without DDP
     const ls::Tensor x = ls::randn({4, 300});
@@ -60,8 +74,17 @@ TEST_CASE("zero deferred broadcasts: after step() the parameters a rank receives
       CAPTURE(step);
       zero.zero_grad();
       ref.zero_grad();
-      // The forward touches every parameter: each waits for the last step's broadcast here.
+      if (step > 0) {
+        // fc1's forward waits for fc1's parameters only: fc2's may still be on the wire.
+        (void)net->fc1->forward(x);
+        for (size_t i = 0; i < 2; ++i) CHECK_FALSE(pending(i));
+        for (size_t i = 2; i < params.size(); ++i) {
+          if (zero.owner(i) != rank) CHECK(pending(i));
+        }
+      }
+      // Each layer waits for its parameters' broadcasts in its forward pre-hook.
       const ls::Tensor loss = net->forward(x).pow(2).sum();
+      for (size_t i = 0; i < params.size(); ++i) CHECK_FALSE(pending(i));
       const ls::Tensor ref_loss = ref_net->forward(x).pow(2).sum();
       CHECK(loss.item<float>() == ref_loss.item<float>());
       loss.backward();  // the saved weights' versions were bumped before the forward: no "modified in place"
@@ -72,23 +95,28 @@ TEST_CASE("zero deferred broadcasts: after step() the parameters a rank receives
       for (size_t i = 0; i < params.size(); ++i) {
         CAPTURE(i);
         if (zero.owner(i) != rank) {
-          CHECK(pending(params[i]));  // attached, not waited for, until touched
+          CHECK(pending(i));  // not waited for until its layer's forward
           ++received;
         }
       }
       CHECK(received > 0);
       if (step == 1) {
-        // A collective on a pending parameter waits for it on the issuing thread
-        // (the worker would not): rank 0 broadcasts what it holds after the step.
+        // A collective on a parameter outside a forward: wait_for_broadcasts()
+        // first, then rank 0 broadcasts what it holds after the step.
+        zero.wait_for_broadcasts();
+        for (size_t i = 0; i < params.size(); ++i) CHECK_FALSE(pending(i));
         ls::Tensor w = params[0];
         pg->broadcast(w, 0)->wait();
+        CHECK(ls::equal(w, ref_net->parameters()[0]));
       }
     }
+    const ls::nn::StateDict state = net->state_dict();  // its pre-hooks wait for every broadcast
     for (size_t i = 0; i < params.size(); ++i) {
       CAPTURE(i);
-      CHECK(ls::equal(params[i], ref_net->parameters()[i]));  // reading waits
-      CHECK_FALSE(pending(params[i]));
+      CHECK_FALSE(pending(i));
+      CHECK(ls::equal(params[i], ref_net->parameters()[i]));
     }
+    CHECK(ls::equal(state.at("fc2.weight"), ref_net->fc2->weight));
   }, 60s);
 }
 
@@ -99,6 +127,7 @@ TEST_CASE("zero deferred broadcasts: a peer that dies before its broadcasts fail
     ls::manual_seed(0);
     auto net = two_layer();
     dist::ZeroRedundancyOptimizer zero(net->parameters(), pg, ls::optim::AdamWOptions(1e-2));
+    zero.register_forward_waits(*net);
     ls::manual_seed(7);
     const ls::Tensor x = ls::randn({4, 300});
     std::string message;
@@ -123,4 +152,44 @@ TEST_CASE("zero deferred broadcasts: a peer that dies before its broadcasts fail
   }, 60s);
   CHECK(results[1].signal == SIGKILL);
   CHECK_MESSAGE(results[0].ok(), results[0].describe());
+}
+
+TEST_CASE("zero deferred broadcasts: a parameter of a user's module that runs no forward pre-hooks is waited for "
+          "in step(), its layers' parameters in their forward; no model given, step() waits for all") {
+  ls::testing::run_ranks(2, [](int rank) {
+    auto pg = dist::init_process_group("gloo");
+    ls::manual_seed(0);
+    auto net = std::make_shared<ScaledMLP>();
+    auto ref_net = std::make_shared<ScaledMLP>();
+    ref_net->load_state_dict(net->state_dict());
+    dist::ZeroRedundancyOptimizer zero(net->parameters(), pg, ls::optim::AdamWOptions(1e-2));
+    ls::optim::AdamW ref(ref_net->parameters(), ls::optim::AdamWOptions(1e-2));
+    ls::manual_seed(7);
+    const ls::Tensor x = ls::randn({4, 300});
+    auto train_step = [&] {
+      zero.zero_grad();
+      ref.zero_grad();
+      const ls::Tensor loss = net->forward(x).pow(2).sum();
+      const ls::Tensor ref_loss = ref_net->forward(x).pow(2).sum();
+      CHECK(loss.item<float>() == ref_loss.item<float>());
+      loss.backward();
+      ref_loss.backward();
+      zero.step();
+      ref.step();
+    };
+    train_step();  // no model given: nothing is left pending
+    for (size_t i = 0; i < 3; ++i) CHECK_FALSE(zero.broadcast_pending(i));
+    zero.register_forward_waits(*net);
+    const size_t scale = 2;  // fc.weight, fc.bias, scale
+    REQUIRE(net->parameters()[scale].impl() == net->scale.impl());
+    for (int step = 0; step < 2; ++step) {
+      train_step();
+      CHECK_FALSE(zero.broadcast_pending(scale));  // its module may read it without a hook: waited for in step()
+      for (size_t i = 0; i < 2; ++i) {
+        if (zero.owner(i) != rank) CHECK(zero.broadcast_pending(i));
+      }
+    }
+    zero.wait_for_broadcasts();
+    CHECK(ls::testing::all_equal(net->parameters(), ref_net->parameters()));
+  }, 60s);
 }
