@@ -42,7 +42,9 @@ variable_list AccumulateGrad::apply(variable_list&& grads) {
     grad.add_(incoming);
     profiler::add_bytes(3 * distinct_bytes(grad));  // incoming read, .grad read and written
   }
-  // Copy the list: a hook may register or remove hooks while we iterate.
+  // The post-accumulate-grad hooks: DDP's gradient hook (Reducer::autograd_hook,
+  // distributed/ddp/reducer.cpp) fires here. Copy the list: a hook may register or
+  // remove hooks while we iterate.
   auto hooks = variable_.impl()->autograd_meta->post_accumulate_grad_hooks;
   for (auto& [id, hook] : hooks) hook(variable_);
   return {};

@@ -33,11 +33,16 @@ class DoubleBackwardNotImplemented final : public Node {
 const std::string& double_backward_ops() {
   static const std::string ops =
       "AddBackward, SubBackward, MulBackward, DivBackward, NegBackward, the scalar + - * / "
-      "nodes, PowBackward (scalar exponent), SumBackward, MeanBackward, MatmulBackward, "
-      "LinearBackward, Conv2dBackward (groups 1), ReluBackward, WhereBackward (so leaky_relu), TanhBackward, "
-      "SigmoidBackward, ExpBackward, LogBackward, SqrtBackward, RsqrtBackward, AbsBackward, "
-      "SinBackward, CosBackward, SoftmaxBackward, LogSoftmaxBackward, ViewBackward, "
-      "ReshapeBackward, "
+      "nodes, PowBackward (scalar exponent), SumBackward, MeanBackward, MaxBackward, MinBackward, "
+      "MaxDimBackward, MinDimBackward, MaximumBackward, "
+      "MinimumBackward, WhereBackward, MatmulBackward, BmmBackward, LinearBackward, "
+      "Conv2dBackward, ConvTranspose2dBackward, BatchNormBackward, LayerNormBackward, "
+      "ReluBackward, AddReluBackward, DropoutBackward, GeluBackward, TanhBackward, SigmoidBackward, ExpBackward, LogBackward, "
+      "SqrtBackward, RsqrtBackward, AbsBackward, SinBackward, CosBackward, SoftmaxBackward, "
+      "LogSoftmaxBackward, CrossEntropyBackward, MseLossBackward, "
+      "BinaryCrossEntropyWithLogitsBackward, MaxPool2dBackward, AdaptiveAvgPool2dBackward, "
+      "NarrowBackward, SelectBackward, IndexSelectBackward, GatherBackward, "
+      "EmbeddingBackward, CatBackward, StackBackward, UnbindBackward, ViewBackward, ReshapeBackward, "
       "FlattenBackward, (Un)SqueezeBackward, ExpandBackward, TransposeBackward, "
       "PermuteBackward, CloneBackward, ToCopyBackward";
   return ops;

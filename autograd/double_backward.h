@@ -9,7 +9,9 @@
 //      NoGradGuard, when the backward has create_graph and the node says
 //      supports_double_backward(); its formula is written with the ops of
 //      autograd/functions/grad_ops.h, which then record (and stay the plain
-//      native kernels in every other backward);
+//      native kernels in every other backward), or, when it is linear in the
+//      incoming gradient with constant coefficients (pooling, indexing), run as a
+//      linear map (Note [Linear backward formulas] in autograd/functions/linear_map.h);
 //   2. a saved forward input that required grad comes back from unpack() with
 //      its history (Note [Saved tensors keep their history]), and a saved
 //      forward output comes back from saved_result() below as an output of the
@@ -24,8 +26,9 @@
 //      such a node is still exact.
 // The engine sums gradients with recording adds in such a backward, and the
 // in-place sums of Note [Gradients summed in place] are off there.
-// Tests: tests/autograd/test_double_backward.cpp (gradgradcheck of every op of
-// the list, a gradient penalty end to end, the errors).
+// Tests: tests/autograd/test_double_backward.cpp (gradgradcheck of the core ops,
+// a gradient penalty end to end, the errors), test_double_backward_nn.cpp (the nn
+// ops), test_double_backward_penalty.cpp (WGAN-GP through a conv critic).
 //
 // Read before: autograd/engine.h, autograd/saved_variable.h.
 // Read next: autograd/functions/grad_ops.h, autograd/grad.h.

@@ -106,6 +106,7 @@
 #include "autograd/engine.h"
 #include "bench/bench_device.h"
 #include "bench/bench_models.h"
+#include "bench/bench_process_group.h"
 #include "bench/bench_stats.h"
 #include "core/factory.h"
 #include "core/autocast.h"
@@ -225,19 +226,6 @@ Options parse(int argc, char** argv) {
   p.environment([] { return ls::distributed::launched_world_size(); });
   if (std::getenv("RANK") != nullptr && o.backend != "mpi") p.environment([] { return dist::resolve_rendezvous(); });
   return o;
-}
-
-// A launcher (lockstep-run, torchrun-style env, or mpirun) says how many ranks there are;
-// without one this is a single process and gets a world of 1 over an in-process store.
-std::shared_ptr<dist::ProcessGroup> make_process_group(const Options& o) {
-  dist::InitOptions init = dist::InitOptions().round_robin(o.rr);
-  const bool launched = std::getenv("RANK") != nullptr ||
-                        std::getenv("OMPI_COMM_WORLD_RANK") != nullptr ||
-                        std::getenv("PMI_RANK") != nullptr;
-  if (!launched && o.backend != "mpi") {
-    init = init.rank(0).world_size(1).store(std::make_shared<dist::HashStore>());
-  }
-  return dist::init_process_group(o.backend, init);
 }
 
 using ls::bench::device_sync;  // bench/bench_device.h
@@ -471,7 +459,7 @@ int run_main(int argc, char** argv) {
   Options o = parse(argc, argv);
   ls::set_num_threads(o.threads);
   const ls::Device device = pick_device(o);  // before the group: NCCL uses the current device
-  auto pg = make_process_group(o);
+  auto pg = ls::bench::make_process_group(o.backend, o.rr);
   ls::bench::Workload wl = ls::bench::make_workload(o.model);
   if (device.is_cuda()) {  // built on the CPU (same seed on every rank), then moved
     wl.module->to(device);

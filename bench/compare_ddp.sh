@@ -27,23 +27,9 @@ cd "$HERE/.."
 model=${1:-resnet50} batch=${2:-4} rounds=${3:-3} iters=${4:-3}
 build=${BUILD:-build} threads=${THREADS:-1} amp=${AMP:-off} bucket=${BUCKET_MB:-25}
 image=${IMAGE:-224} view=${VIEW:-0}
-die() { echo "compare_ddp: $*" >&2; exit 2; }
-[[ $model =~ ^(resnet50|resnet18|bert)$ ]] || die "MODEL must be resnet50, resnet18 or bert, got '$model'"
-for v in batch rounds iters threads image; do
-  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
-done
-[[ $amp == off || $amp == bf16 ]] || die "AMP must be off or bf16, got '$amp'"
+source "$HERE/compare_setup.sh"
+compare_setup compare_ddp bench_ddp batch rounds iters threads image
 [[ $view == 0 || $view == 1 ]] || die "VIEW must be 0 or 1, got '$view'"
-for b in bench_ddp lockstep-run; do
-  [[ -x $build/bin/$b ]] || die "$build/bin/$b not found; build first (scripts/build.sh)"
-done
-# shellcheck source=bench/torch/venv.sh
-source "$HERE/torch/venv.sh"
-source "$HERE/machine.sh"
-torch_python || die "no Python with torch (bench/torch/venv.sh creates the venv)"
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
 
 ours() {  # mode -> ms (ddp-view: ddp with gradients as bucket views)
   local mode=$1 extra=()

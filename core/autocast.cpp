@@ -12,6 +12,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/autocast_offer.h"
 #include "core/env_flag.h"
 
 #include "core/native/native.h"
@@ -27,12 +28,20 @@ struct CacheEntry {
   Tensor cast;
 };
 
+// Note [bf16 copies written by the op that made the activation].
+struct OfferedCast {
+  std::weak_ptr<TensorImpl> source;  // not kept alive: expired, the offer is stale
+  uint64_t version = 0;
+  Tensor cast;
+};
+
 struct AutocastState {
   bool enabled = false;
   ScalarType dtype = kBFloat16;
   int enabled_depth = 0;  // enabled guards alive; the cache dies with the last
   std::unordered_map<const TensorImpl*, CacheEntry> cache;
   std::unordered_map<const TensorImpl*, CacheEntry> transposed;  // cached_cast_transposed's copies
+  std::unordered_map<const TensorImpl*, OfferedCast> offered;    // offer_cast's copies
 };
 
 AutocastState& state() {
@@ -116,6 +125,7 @@ AutocastGuard::~AutocastGuard() {
   if (counted_ && --s.enabled_depth == 0) {
     s.cache.clear();
     s.transposed.clear();
+    s.offered.clear();
   }
 }
 
@@ -137,11 +147,38 @@ Tensor counted_cast(const Tensor& t, ScalarType dtype) {
   return cast;
 }
 
+// The copy offered for t in `dtype`, taken (the offer is used up), or an undefined tensor.
+Tensor take_offered(AutocastState& s, const Tensor& t, ScalarType dtype) {
+  if (s.offered.empty()) return Tensor();
+  auto it = s.offered.find(t.impl());
+  if (it == s.offered.end()) return Tensor();
+  OfferedCast e = std::move(it->second);
+  s.offered.erase(it);
+  const bool same = e.source.lock() == t.impl_ptr() && e.version == version_of(t) &&
+                    e.cast.dtype() == dtype && e.cast.sizes() == t.sizes();
+  return same ? e.cast : Tensor();
+}
+
+void offer_cast(const Tensor& t, const Tensor& cast) {
+  AutocastState& s = state();
+  if (s.enabled_depth == 0 || !t.defined() || !cast.defined()) return;
+  if (s.offered.size() > 64) {  // drop the offers of tensors that died untaken
+    std::erase_if(s.offered, [](const auto& e) { return e.second.source.expired(); });
+  }
+  s.offered[t.impl()] = OfferedCast{t.impl_ptr(), version_of(t), cast};
+}
+
+size_t offered_cast_count() { return state().offered.size(); }
+
 Tensor cached_cast(const Tensor& t, ScalarType dtype) {
   if (!t.defined() || t.dtype() == dtype) return t;
   AutocastState& s = state();
   const bool cacheable = s.enabled_depth > 0 && t.is_leaf() && t.requires_grad();
-  if (!cacheable) return counted_cast(t, dtype);
+  if (!cacheable) {
+    // An offered copy, if any: Note [bf16 copies written by the op that made the activation].
+    Tensor offered = take_offered(s, t, dtype);
+    return offered.defined() ? offered : counted_cast(t, dtype);
+  }
   auto it = s.cache.find(t.impl());
   if (it != s.cache.end() && it->second.version == version_of(t) &&
       it->second.cast.dtype() == dtype && it->second.cast.sizes() == t.sizes()) {

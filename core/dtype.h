@@ -4,7 +4,7 @@
 // labels and masks; f16/bf16 are storage types (convert to f32 to compute).
 // `dispatch(dtype, op, fn)` calls the templated lambda `fn.template operator()<T>()`
 // with the C++ type T of `dtype`; kernels use it to stay type-generic.
-// Read before: core/error.h. Read next: core/device.h, core/storage.h.
+// Read before: core/error.h. Read next: core/half.h, core/device.h, core/storage.h.
 #pragma once
 
 #include <cstddef>

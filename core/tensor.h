@@ -15,7 +15,7 @@
 // each runs a native kernel and, when grad mode is on and an input requires
 // grad, records a backward Node. Code inside core/ calls native:: only, so the
 // core library never depends on autograd (the layering in docs/design.md).
-// Read before: core/tensor_impl.h. Read next: core/native/native.h, autograd/node.h;
+// Read before: core/tensor_impl.h. Read next: core/shape.h, core/native/native.h, autograd/node.h;
 // on README's DDP track, autograd/accumulate_grad.h.
 #pragma once
 

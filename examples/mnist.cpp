@@ -14,13 +14,17 @@
 //   build/bin/mnist --epochs 10
 //   build/bin/mnist --root ./data/MNIST/raw
 // Differences from the original: the paths and constants are options
-// (`mnist --help`), and the run ends with a "final" line for scripts.
+// (`mnist --help`); each epoch also prints a line "epoch E test_accuracy A
+// cpu_seconds C seconds S" and the run ends with a "final" line, for scripts
+// (bench/compare_examples.sh).
 // Read before: docs/api.md, data/mnist.h, examples/mnist_net.h.
 // Read next: examples/custom_dataset.cpp.
 #include <lockstep.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
 #include <string>
 
 #include "examples/mnist_net.h"
@@ -120,8 +124,13 @@ int run(const Options& o) {
 
   double accuracy = 0;
   for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
+    const auto start = std::chrono::steady_clock::now();
+    const std::clock_t cpu_start = std::clock();
     train(epoch, *model, device, *train_loader, optimizer, train_dataset_size, o);
     accuracy = test(*model, device, *test_loader, test_dataset_size);
+    std::printf("epoch %lld test_accuracy %.4f cpu_seconds %.2f seconds %.2f\n", static_cast<long long>(epoch),
+                accuracy, static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   std::printf("final test_accuracy %.4f\n", accuracy);
   return 0;

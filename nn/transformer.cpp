@@ -1,9 +1,13 @@
 // nn/transformer.cpp — TransformerEncoderLayer's construction and forward.
 // Under bf16 autocast the feed-forward's linear1 + GELU is one node (Note [linear + GELU
-// in one node] in autograd/functions/autocast_ops.h).
+// in one node] in autograd/functions/autocast_ops.h), in training with its dropout (Note
+// [linear + GELU + dropout in one node] in autograd/functions/autocast_fused_dropout.h),
+// and a post-norm layer's residual sums are normalised in their pass (Note [dropout +
+// residual add + LayerNorm in one pass]).
 // Read before: nn/transformer.h.
 #include "nn/transformer.h"
 
+#include "autograd/functions/autocast_fused_dropout.h"
 #include "autograd/functions/autocast_ops.h"
 
 namespace lockstep::nn {
@@ -17,6 +21,17 @@ Tensor add_dropped(const Tensor& x, const Tensor& y, Dropout& d) {
     return autograd::dropout_add(x, y, d.p);
   }
   return x + d.forward(y);
+}
+
+// norm(x + d(y)) of a post-norm layer: one op under bf16 autocast (Note [dropout +
+// residual add + LayerNorm in one pass] in autograd/functions/autocast_fused_dropout.h).
+Tensor norm_of_add_dropped(const Tensor& x, const Tensor& y, Dropout& d, LayerNorm& norm) {
+  if (autograd::fuses_dropout_add_layer_norm(x, y, d.p, d.is_training(), norm.weight,
+                                             norm.bias)) {
+    return autograd::dropout_add_layer_norm(x, y, d.p, norm.normalized_shape, norm.weight,
+                                            norm.bias, norm.eps);
+  }
+  return norm.forward(add_dropped(x, y, d));
 }
 
 }  // namespace
@@ -88,6 +103,13 @@ Tensor TransformerEncoderLayer::forward(const Tensor& x, const AttentionMasks& m
 
 Tensor TransformerEncoderLayer::feed_forward_branch(const Tensor& x) {
   const bool gelu = options.activation() == "gelu";
+  if (gelu && autograd::fuses_linear_gelu_dropout(x, linear1->weight, linear1->bias, dropout->p,
+                                                  dropout->is_training())) {
+    // One node for the three: Note [linear + GELU + dropout in one node].
+    const Tensor f = autograd::linear_gelu_dropout_autocast(x, linear1->weight, linear1->bias,
+                                                            dropout->p);  // (B, T, ffn)
+    return linear2->forward(f);  // (B, T, d_model), before dropout2
+  }
   Tensor f;  // (B, T, ffn)
   if (gelu && autograd::fuses_linear_gelu(x, linear1->weight, linear1->bias)) {
     // One node for both: Note [linear + GELU in one node]. It reads linear1's
@@ -110,8 +132,8 @@ Tensor TransformerEncoderLayer::forward_batch_first(const Tensor& x, const Atten
     const Tensor h = add_dropped(x, self_attn->forward(norm1->forward(x), masks), *dropout1);
     return add_dropped(h, feed_forward_branch(norm2->forward(h)), *dropout2);
   }
-  const Tensor h = norm1->forward(add_dropped(x, self_attn->forward(x, masks), *dropout1));
-  return norm2->forward(add_dropped(h, feed_forward_branch(h), *dropout2));
+  const Tensor h = norm_of_add_dropped(x, self_attn->forward(x, masks), *dropout1, *norm1);
+  return norm_of_add_dropped(h, feed_forward_branch(h), *dropout2, *norm2);
 }
 
 }  // namespace lockstep::nn

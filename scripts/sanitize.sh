@@ -30,7 +30,7 @@ if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=cc
 # train_fashion_mnist is built, so only its cli check runs here), the ports of
 # pytorch/examples' programs, and the script checks that drive train_ddp or the
 # store's interop peer.
-exclude='^install: |^cli: (lockstep-run|bench_|train_demo|train_ddp|(mnist|custom_dataset|dcgan|distributed|autograd) )|^examples: checkpoints refuse|^examples: [a-z_]+ \(a port of pytorch/examples\)|^interop: lockstep_tcp_store_peer'
+exclude='^install: |^cli: (lockstep-run|bench_|train_demo|train_ddp|(mnist|custom_dataset|dcgan|distributed|autograd|word_language_model) )|^examples: checkpoints refuse|^examples: [a-z_]+ \(a port of pytorch/examples\)|^interop: lockstep_tcp_store_peer'
 status=0
 if [ "$which" = asan ] || [ "$which" = all ]; then
   cmake --preset asan-ubsan "${launcher[@]}"

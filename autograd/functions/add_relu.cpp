@@ -18,11 +18,16 @@
 namespace lockstep::autograd {
 namespace {
 
-struct AddReluBackward final : BackwardNode {
+struct AddReluBackward final : DoubleBackwardNode {
   SavedVariable output;
   std::string name() const override { return "AddReluBackward"; }
 
   variable_list apply(variable_list&& grads) override {
+    if (grad_ops::recording()) {  // g times the constant mask out > 0, as ReluBackward's
+      const Tensor mask = native::compare_scalar(native::CompareOp::Gt, output.unpack(name()), 0.0);
+      Tensor g = grads[0] * mask_to(mask, grads[0].dtype());
+      return {g, g};
+    }
     Tensor g = native::add_relu_backward(grads[0], output.unpack(name()));
     return {g, g};  // the same tensor twice: see Note [Gradients returned by nodes]
   }

@@ -47,6 +47,7 @@
 // Read before: autograd/functions/autocast_ops.h, core/native/gemm_bf16.h,
 // core/native/conv_bf16.h. Read next: autograd/functions/autocast_ops_cuda.cpp.
 #include "autograd/functions/autocast_ops.h"
+#include "autograd/functions/autocast_fused_dropout.h"
 
 #include <algorithm>
 #include <cstring>
@@ -57,6 +58,7 @@
 #include "core/env_flag.h"
 #include "core/grad_mode.h"
 #include "core/native/conv_bf16.h"
+#include "core/native/fused_dropout.h"
 #include "core/native/gemm_bf16.h"
 #include "core/native/linear_rules.h"
 #include "core/native/nn_kernels.h"
@@ -107,8 +109,11 @@ struct LinearAutocastBackward final : BackwardNode, LinearAutocastSaved {
   native::Bf16Weight weight_packed;  // W's identity and version at the forward
   SavedVariable pre_gelu;            // linear_gelu_autocast: u = x W^T + b (*, out) bf16
   bool gelu = false;
+  bool dropout = false;              // Note [linear + GELU + dropout in one node]
+  native::DropoutKey dropout_key;    // its mask
   std::string name() const override {
-    return gelu ? "LinearGeluAutocastBackward" : "LinearAutocastBackward";
+    if (!gelu) return "LinearAutocastBackward";
+    return dropout ? "LinearGeluDropoutAutocastBackward" : "LinearGeluAutocastBackward";
   }
 
   variable_list apply(variable_list&& grads) override { return run(grads[0], Tensor()); }
@@ -129,8 +134,14 @@ struct LinearAutocastBackward final : BackwardNode, LinearAutocastSaved {
 
   // The three gradients; dx added into sum_into (float32, dx's shape) when that is defined.
   variable_list run(const Tensor& grad, const Tensor& sum_into) {
-    // Note [linear + GELU in one node]: dL/du = GeluBackward's formula, then as linear.
-    const Tensor gy = gelu ? native::gelu_backward(grad, pre_gelu.unpack(name())) : grad;
+    // Note [linear + GELU in one node]: dL/du = GeluBackward's formula (after
+    // DropoutBackward's: Note [linear + GELU + dropout in one node]), then as linear.
+    Tensor gy = grad;
+    if (gelu) {
+      const Tensor u = pre_gelu.unpack(name());
+      gy = dropout ? native::gelu_dropout_backward(grad, u, dropout_key)
+                   : native::gelu_backward(grad, u);
+    }
     const Tensor g = native::contiguous(cast_pass(gy, kBFloat16));  // (*, out)
     const int64_t out = g.size(-1), m = g.numel() / std::max<int64_t>(out, 1);
     Tensor dx, dw, db;
@@ -243,16 +254,19 @@ Tensor bf16_input(const Tensor& t) {
 
 namespace {
 
-// linear_autocast, and with `gelu` linear_gelu_autocast: Note [linear + GELU in one node].
+// linear_autocast, with `gelu` linear_gelu_autocast (Note [linear + GELU in one node]),
+// with p > 0 as well linear_gelu_dropout_autocast (Note [linear + GELU + dropout in one node]).
 Tensor linear_autocast_impl(const Tensor& input, const Tensor& weight, const Tensor& bias,
-                            bool gelu) {
+                            bool gelu, double p = 0.0) {
 #if LOCKSTEP_WITH_CUDA
   if (input.defined() && input.device().is_cuda()) {
     const Tensor y = linear_autocast_cuda(input, weight, bias);
     return gelu ? y.gelu() : y;
   }
 #endif
-  profiler::Scope prof(gelu ? "linear_gelu_bf16" : "linear_bf16");
+  profiler::Scope prof(!gelu      ? "linear_bf16"
+                       : p > 0.0 ? "linear_gelu_dropout_bf16"
+                                 : "linear_gelu_bf16");
   LS_CHECK(input.defined() && weight.defined(), "linear: input and weight must be defined tensors");
   const Tensor x16 = native::contiguous(autocast::cached_cast(input, kBFloat16));   // (*, in)
   const Tensor w16 = native::contiguous(autocast::cached_cast(weight, kBFloat16));  // (out, in)
@@ -275,13 +289,19 @@ Tensor linear_autocast_impl(const Tensor& input, const Tensor& weight, const Ten
                               wb.data_ptr<BFloat16>(), copy_transposed ? out : in, 0.0f,
                               y.data_ptr<BFloat16>(), out,
                               b.defined() ? b.data_ptr<BFloat16>() : nullptr, or_null(packed));
-  // The GELU's pass over the GEMM's output, the kernel Tensor::gelu runs.
-  const Tensor act = gelu ? native::unary(native::UnaryOp::Gelu, y) : y;
+  // The GELU's pass over the GEMM's output, the kernel Tensor::gelu runs, or with the
+  // dropout's mask applied in the same pass (its key drawn where dropout draws it).
+  const native::DropoutKey key = p > 0.0 ? native::draw_dropout_key(p) : native::DropoutKey{};
+  const Tensor act = !gelu    ? y
+                     : p > 0.0 ? native::gelu_dropout_forward(y, key)
+                               : native::unary(native::UnaryOp::Gelu, y);
   if (compute_requires_grad({input, weight, bias})) {
     auto node = std::make_shared<LinearAutocastBackward>();
     node->save(input, weight, bias, x16, w16);
     node->weight_packed = packed;
     node->gelu = gelu;
+    node->dropout = gelu && p > 0.0;
+    node->dropout_key = key;
     if (gelu) node->pre_gelu = SavedVariable(y);
     record(node, {input, weight, bias}, {act});
   }
@@ -298,6 +318,15 @@ Tensor linear_gelu_autocast(const Tensor& input, const Tensor& weight, const Ten
   return linear_autocast_impl(input, weight, bias, /*gelu=*/true);
 }
 
+Tensor linear_gelu_dropout_autocast(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                    double p) {
+  LS_CHECK(p > 0.0 && p <= 1.0, "linear_gelu_dropout_autocast: dropout probability has to be in "
+           "(0, 1] (p == 0 is linear_gelu_autocast), but got ", p);
+  LS_CHECK(!input.defined() || input.device().is_cpu(), "linear_gelu_dropout_autocast: takes CPU "
+           "tensors (check fuses_linear_gelu_dropout first), got ", input.device().str());
+  return linear_autocast_impl(input, weight, bias, /*gelu=*/true, p);
+}
+
 bool fuses_dropout_cast(const Tensor& probs) {
   static const bool on = env_flag("LOCKSTEP_BF16_DROPOUT_CAST", true);
   return on && is_autocast_enabled() && autocast_dtype() == kBFloat16 && probs.defined() &&
@@ -310,6 +339,12 @@ bool fuses_linear_gelu(const Tensor& input, const Tensor& weight, const Tensor& 
          autocast_applies({&input, &weight, &bias});
 }
 
+bool fuses_linear_gelu_dropout(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                               double p, bool training) {
+  static const bool on = env_flag("LOCKSTEP_BF16_GELU_DROPOUT", true);
+  return on && training && p > 0.0 && p <= 1.0 && autocast_dtype() == kBFloat16 &&
+         fuses_linear_gelu(input, weight, bias);
+}
 
 
 Tensor conv2d_autocast(const Tensor& input, const Tensor& weight, const Tensor& bias,

@@ -44,11 +44,15 @@
 // with its identity already computed (after the downsample), which moves the
 // downsample before bn3 in forward order and changes nothing else.
 //
+// BatchNormBackward (not the fused nodes) supports double backward; its recorded
+// formula is in autograd/functions/norm_recorded.cpp.
+//
 // Read before: autograd/functions/functions.h, core/native/nn_kernels.h.
-// Read next: nn/ (BatchNorm2d).
+// Read next: autograd/functions/norm_recorded.h, nn/ (BatchNorm2d).
 #include <tuple>
 
 #include "autograd/functions/autocast_ops.h"
+#include "autograd/functions/norm_recorded.h"
 #include "autograd/functions/functions.h"
 #include "core/native/fused_relu.h"
 #include "core/native/nn_kernels.h"
@@ -66,6 +70,7 @@ struct BatchNormNode : BackwardNode {
   SavedVariable output;  // fused ops only (batch_norm_relu: on a GPU)
   SavedVariable bias;    // batch_norm_relu on the CPU
   bool training = true;
+  double eps = 1e-5;  // to recompute the batch statistics with history (double backward)
 
   void release_variables() override {
     input.reset();
@@ -84,12 +89,16 @@ struct BatchNormBackward final : BatchNormNode {
   bool relu = false;
   bool mask_from_input = false;  // relu on the CPU
   std::string name() const override { return relu ? "BatchNormReluBackward" : "BatchNormBackward"; }
+  bool supports_double_backward() const override { return !relu; }
 
   variable_list apply(variable_list&& grads) override {
     const bool gi = should_compute_output(0), gw = should_compute_output(1),
                gb = should_compute_output(2);
     const Tensor x = input.unpack(name()), w = weight.unpack(name());
     const Tensor mean = save_mean.unpack(name()), invstd = save_invstd.unpack(name());
+    if (grad_ops::recording()) {
+      return batch_norm_backward_recorded(grads[0], x, w, mean, invstd, training, eps, {gi, gw, gb});
+    }
     const Tensor g = native::to_dtype(grads[0], x.dtype());  // the output's dtype
     auto [grad_input, grad_weight, grad_bias] =
         !relu ? native::batch_norm_backward(g, x, w, mean, invstd, training, gi, gw, gb)
@@ -140,6 +149,7 @@ Tensor batch_norm_op(const Tensor& input, const Tensor& weight, const Tensor& bi
     if (node->mask_from_input) node->bias = SavedVariable(bias);
     if (relu && !node->mask_from_input) node->output = SavedVariable(out);
     node->training = training;
+    node->eps = eps;
     record(node, {input, weight, bias}, {out});
   }
   return out;

@@ -6,11 +6,12 @@
 // product] in core/native/conv.cpp, run by native::conv2d_backward; it saves
 // the input (for grad_weight) and the weight (for grad_input), like PyTorch's
 // ConvolutionBackward, and asks only for the gradients whose edges are valid.
-// With groups == 1 it supports double backward: recorded_formula below.
+// It supports double backward: recorded_formula below.
 //
 // Read before: autograd/functions/functions.h, core/native/nn_kernels.h.
 // Read next: autograd/functions/pool.cpp.
 #include "autograd/functions/autocast_ops.h"
+#include "autograd/functions/conv_recorded.h"
 #include "autograd/functions/functions.h"
 #include "core/conv_transpose.h"
 #include "core/native/nn_kernels.h"
@@ -21,14 +22,13 @@
 namespace lockstep::autograd {
 namespace {
 
-struct Conv2dBackward final : BackwardNode {
+struct Conv2dBackward final : DoubleBackwardNode {
   SavedVariable input, weight;
   // Note [Convolution workspace] (core/native/fast/conv_onednn.h): may be null.
   std::shared_ptr<const native::ConvWorkspace> workspace;
   IntList stride, padding, dilation;
   int64_t groups = 1;
   std::string name() const override { return "Conv2dBackward"; }
-  bool supports_double_backward() const override { return groups == 1; }
 
   variable_list apply(variable_list&& grads) override {
     if (grad_ops::recording()) return recorded_formula(grads[0]);
@@ -41,11 +41,10 @@ struct Conv2dBackward final : BackwardNode {
   }
 
   // The same gradients as recording ops, for a backward with create_graph (Note
-  // [Double backward]; groups == 1), g (N, C_out, H', W'):
-  //   dX = conv_transpose2d(g, W), with the output_padding that gives back X's size;
-  //   dW = conv2d(X^T, g^T) with stride and dilation swapped, transposed back and
-  //        cropped to the kernel (rows a stride skipped make it larger): dW[o][i][a][b]
-  //        = sum over n, y, x of g[n][o][y][x] X[n][i][y stride + a dilation - pad][...];
+  // [Double backward]), g (N, C_out, H', W'):
+  //   dX = conv_transpose2d(g, W), with the output_padding that gives back X's size
+  //        (the rows the last window did not reach);
+  //   dW = conv2d_weight_grad_recorded (autograd/functions/conv_recorded.h);
   //   db = g summed over (N, H', W').
   variable_list recorded_formula(const Tensor& g) {
     const Tensor x = input.unpack(name()), w = weight.unpack(name());
@@ -55,14 +54,12 @@ struct Conv2dBackward final : BackwardNode {
       for (size_t d = 0; d < 2; ++d) {
         const int64_t covered = (g.size(2 + d) - 1) * stride[d] - 2 * padding[d] +
                                 dilation[d] * (w.size(2 + d) - 1) + 1;
-        output_padding[d] = x.size(2 + d) - covered;
+        output_padding[d] = x.size(2 + d) - covered;  // < stride[d]
       }
-      dx = conv_transpose2d(g, w, Tensor(), stride, padding, output_padding, 1, dilation);
+      dx = conv_transpose2d(g, w, Tensor(), stride, padding, output_padding, groups, dilation);
     }
     if (should_compute_output(1)) {
-      Tensor full = conv2d(x.transpose(0, 1), g.transpose(0, 1), Tensor(), dilation, padding,
-                           stride).transpose(0, 1);  // (C_out, C_in, >= kH, >= kW)
-      dw = full.narrow(2, 0, w.size(2)).narrow(3, 0, w.size(3));
+      dw = conv2d_weight_grad_recorded(x, g, w.size(2), w.size(3), stride, padding, dilation, groups);
     }
     if (should_compute_output(2)) db = g.sum({0, 2, 3});
     return {dx, dw, db};
@@ -76,7 +73,7 @@ struct Conv2dBackward final : BackwardNode {
     const Tensor& sum = pending[0];
     if (!sum.defined() || !sum.device().is_cpu() || sum.sizes() != x.sizes() ||
         sum.dtype() != x.dtype() || !should_compute_output(0)) {
-      return BackwardNode::apply_summing(std::move(grads), std::move(pending));
+      return DoubleBackwardNode::apply_summing(std::move(grads), std::move(pending));
     }
     profiler::mark_gemm();
     auto [grad_input, grad_weight, grad_bias] = native::conv2d_backward_with(
@@ -93,6 +90,25 @@ struct Conv2dBackward final : BackwardNode {
 };
 
 }  // namespace
+
+Tensor conv2d_weight_grad_recorded(const Tensor& input, const Tensor& grad_out, int64_t kH, int64_t kW,
+                                   const IntList& stride, const IntList& padding,
+                                   const IntList& dilation, int64_t groups) {
+  if (groups > 1) {
+    const int64_t in_per = input.size(1) / groups, out_per = grad_out.size(1) / groups;
+    std::vector<Tensor> parts;
+    for (int64_t j = 0; j < groups; ++j) {
+      parts.push_back(conv2d_weight_grad_recorded(input.narrow(1, j * in_per, in_per),
+                                                  grad_out.narrow(1, j * out_per, out_per), kH, kW,
+                                                  stride, padding, dilation, 1));
+    }
+    return cat(parts, 0);  // (C_out, C_in / groups, kH, kW)
+  }
+  Tensor full = conv2d(input.transpose(0, 1), grad_out.transpose(0, 1), Tensor(), dilation, padding,
+                       stride).transpose(0, 1);  // (C_out, C_in, >= kH, >= kW)
+  return full.narrow(2, 0, kH).narrow(3, 0, kW);
+}
+
 }  // namespace lockstep::autograd
 
 namespace lockstep {

@@ -1,10 +1,16 @@
 // autograd/functions/conv_transpose.cpp — conv_transpose2d (core/conv_transpose.h)
-// and ConvTranspose2dBackward, both written with conv2d's kernels.
+// and ConvTranspose2dBackward, both written with conv2d's kernels. In a backward
+// with create_graph its formula records instead (Note [Double backward]):
+//   dx = conv2d(g, W) with the same geometry, dW = conv2d_weight_grad_recorded(g, x)
+//   (autograd/functions/conv_recorded.h: the roles of input and gradient swap),
+//   db = g summed over (N, H', W').
 // Read before: core/conv_transpose.h, autograd/functions/conv.cpp.
 // Read next: nn/conv_transpose.h.
 #include "core/conv_transpose.h"
 
+#include "autograd/functions/conv_recorded.h"
 #include "autograd/functions/functions.h"
+#include "core/nn_ops.h"
 #include "core/native/nn_kernels.h"
 #include "core/profiler.h"
 
@@ -23,7 +29,7 @@ Tensor transposed(const Tensor& x, const Tensor& weight, const IntList& out_size
                                              g.groups, /*need_input=*/true, false, false));
 }
 
-struct ConvTranspose2dBackward final : BackwardNode {
+struct ConvTranspose2dBackward final : DoubleBackwardNode {
   SavedVariable input, weight;
   Geometry geometry;
   bool has_bias = false;
@@ -32,6 +38,7 @@ struct ConvTranspose2dBackward final : BackwardNode {
     const Tensor& g = grads[0];  // (N, C_out, H', W')
     const Tensor x = input.unpack(name()), w = weight.unpack(name());
     const Geometry& k = geometry;
+    if (grad_ops::recording()) return recorded_formula(g, x, w);
     Tensor dx, dw, db;
     if (should_compute_output(0)) {
       dx = native::conv2d_forward(g, w, Tensor(), k.stride, k.padding, k.dilation, k.groups);
@@ -41,6 +48,17 @@ struct ConvTranspose2dBackward final : BackwardNode {
                                                false, /*need_weight=*/true, false));
     }
     if (has_bias && should_compute_output(2)) db = native::sum(g, {0, 2, 3}, false);
+    return {dx, dw, db};
+  }
+  variable_list recorded_formula(const Tensor& g, const Tensor& x, const Tensor& w) {
+    const Geometry& k = geometry;
+    Tensor dx, dw, db;
+    if (should_compute_output(0)) dx = conv2d(g, w, Tensor(), k.stride, k.padding, k.dilation, k.groups);
+    if (should_compute_output(1)) {
+      dw = conv2d_weight_grad_recorded(g, x, w.size(2), w.size(3), k.stride, k.padding, k.dilation,
+                                       k.groups);
+    }
+    if (has_bias && should_compute_output(2)) db = g.sum({0, 2, 3});
     return {dx, dw, db};
   }
   void release_variables() override {

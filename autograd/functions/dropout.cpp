@@ -10,7 +10,8 @@
 // dropout_to_bf16 is the same op writing its result in bf16 (Note [dropout writing the
 // bf16 copy] in autograd/functions/autocast_ops.h); DropoutBackward widens the bf16
 // gradient it then receives, as ToCopyBackward would have. dropout_add is x + dropout(y)
-// as one op (Note [dropout + residual add in one pass]).
+// as one op (Note [dropout + residual add in one pass]). DropoutBackward supports
+// double backward (its mask is a constant); DropoutAddBackward, bf16 only, does not.
 //
 // Read before: autograd/functions/functions.h, core/native/dropout.cpp.
 // Read next: autograd/functions/loss.cpp.
@@ -25,14 +26,18 @@
 namespace lockstep::autograd {
 namespace {
 
-struct DropoutBackward final : BackwardNode {
+struct DropoutBackward final : DoubleBackwardNode {
   SavedVariable mask;  // bool, the input's shape
   double p = 0.0;
   ScalarType dtype = kFloat32;  // of the input
   std::string name() const override { return "DropoutBackward"; }
   variable_list apply(variable_list&& grads) override {
-    const Tensor g = native::to_dtype(grads[0], dtype);
-    return {native::dropout_backward(g, mask.unpack(name()), p)};
+    const Tensor g = grad_ops::to_dtype(grads[0], dtype);
+    if (!grad_ops::recording()) return {native::dropout_backward(g, mask.unpack(name()), p)};
+    // With create_graph: g times the constant mask / (1 - p).
+    const Tensor scale = native::binary_scalar(native::BinaryOp::Mul, mask_to(mask.unpack(name()), dtype),
+                                               1.0 / (1.0 - p));
+    return {g * scale};
   }
   void release_variables() override { mask.reset(); }
 };

@@ -16,8 +16,9 @@
 //   DivScalarBackward  a / s          da = g / s
 //   RsubScalarBackward s - a          da = -g
 //   RdivScalarBackward s / a          da = -g * s / a^2
-// Unary minus is neg(), in unary.cpp. Every node here but Maximum/MinimumBackward
-// writes its formula with grad_ops.h, so it supports double backward.
+// Unary minus is neg(), in unary.cpp. Every node here writes its formula with
+// grad_ops.h, so it supports double backward (maximum's and minimum's 0/1/half
+// weights are constants: their second derivative is 0 away from ties).
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/unary.cpp.
 #include "autograd/functions/functions.h"
@@ -99,7 +100,7 @@ struct DivBackward final : DoubleBackwardNode {
 
 // maximum and minimum: the gradient goes to the input that won; on a tie it
 // is split evenly, as PyTorch does. `self_wins` is Gt for maximum, Lt for minimum.
-struct MaximumMinimumBackward final : BackwardNode {
+struct MaximumMinimumBackward final : DoubleBackwardNode {
   InputMeta self_meta, other_meta;
   SavedVariable self, other;
   CompareOp self_wins = CompareOp::Gt;
@@ -112,10 +113,13 @@ struct MaximumMinimumBackward final : BackwardNode {
     // weight of a: 1 where a wins, 1/2 on ties, 0 where b wins
     Tensor wins = mask_to(native::compare(self_wins, a, b), g.dtype());
     Tensor ties = mask_to(native::compare(CompareOp::Eq, a, b), g.dtype());
-    Tensor ga = native::binary(BinaryOp::Mul, g, native::add(wins, ties, 0.5));  // broadcast shape
+    // The weights are constants (a and b's data), so the second derivative is 0 off ties.
+    Tensor ga = grad_ops::mul(g, native::add(wins, ties, 0.5));  // broadcast shape
     Tensor da, db;
     if (should_compute_output(0)) da = reduce_to(ga, self_meta);
-    if (should_compute_output(1)) db = reduce_to(native::add(g, ga, -1.0), other_meta);
+    if (should_compute_output(1)) {
+      db = reduce_to(grad_ops::recording() ? g - ga : native::add(g, ga, -1.0), other_meta);
+    }
     return {da, db};
   }
   void release_variables() override {

@@ -12,6 +12,8 @@
 //   indexing.cpp     narrow, select, index_select, cat, stack
 //   conv.cpp, pool.cpp, batch_norm.cpp   the nn layers' ops (see their own headers)
 //   add_relu.cpp     relu(a + b) fused (the residual add of ResNet blocks)
+//   linear_map.cpp, norm_recorded.cpp, conv_recorded.h   the double-backward
+//                    formulas shared by several nodes (Note [Linear backward formulas])
 // Each op runs a native kernel (core/native/native.h) and, if an input requires
 // grad, records a Node named like PyTorch's (MulBackward, SumBackward, ...)
 // whose apply() is the op's backward formula, itself written with native
@@ -75,6 +77,12 @@ class DoubleBackwardNode : public BackwardNode {
  public:
   bool supports_double_backward() const override { return true; }
 };
+
+// `log_probs`, saved without history by a node whose forward took log_softmax
+// of the logits behind `logits` along `dim`, as the output of a LogSoftmaxBackward
+// node leading there: a recorded formula that uses it is differentiated into the
+// logits (CrossEntropyBackward's double backward). Grad mode on only; softmax.cpp.
+Tensor log_softmax_of_saved(const Tensor& log_probs, int64_t dim, const Edge& logits);
 
 // The gradient for `input` from a gradient of the (broadcast, promoted) output;
 // see Note [Gradient of a broadcast input].

@@ -49,6 +49,12 @@ inline Tensor neg(const Tensor& a) {
 inline Tensor pow(const Tensor& a, double exponent) {
   return recording() ? a.pow(exponent) : native::pow_scalar(a, exponent);
 }
+inline Tensor exp(const Tensor& a) {
+  return recording() ? a.exp() : native::unary(native::UnaryOp::Exp, a);
+}
+inline Tensor sigmoid(const Tensor& a) {
+  return recording() ? a.sigmoid() : native::unary(native::UnaryOp::Sigmoid, a);
+}
 inline Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   return recording() ? lockstep::where(condition, a, b) : native::where(condition, a, b);
 }
@@ -96,6 +102,9 @@ inline Tensor mm(const Tensor& a, const Tensor& b) {
 }
 inline Tensor matmul(const Tensor& a, const Tensor& b) {
   return recording() ? lockstep::matmul(a, b) : native::matmul(a, b);
+}
+inline Tensor bmm(const Tensor& a, const Tensor& b) {
+  return recording() ? lockstep::bmm(a, b) : native::bmm(a, b);
 }
 
 }  // namespace lockstep::autograd::grad_ops

@@ -10,54 +10,76 @@
 //                                                 (a repeated index receives the sum)
 //   CatBackward          cat(ts, dim)             input i gets g narrowed to its range
 //   StackBackward        stack(ts, dim)           input i gets g.select(dim, i)
+// All five are linear in g. With create_graph the first three run as linear maps
+// whose adjoints are the forward ops (Note [Linear backward formulas]), and cat
+// and stack take their parts with the recording narrow and select.
 //
 // Read before: autograd/functions/functions.h, autograd/functions/shape.cpp.
 #include "autograd/functions/functions.h"
+#include "autograd/functions/linear_map.h"
 #include "core/profiler.h"
 #include "core/shape.h"
 
 namespace lockstep::autograd {
 namespace {
 
-struct NarrowBackward final : BackwardNode {
+// The three "zeros with g put back where it came from" formulas.
+Tensor narrow_backward(const Tensor& g, const InputMeta& self, int64_t dim, int64_t start) {
+  Tensor dx = native::zeros(self.sizes, g.dtype(), g.device());
+  native::copy_(native::narrow(dx, dim, start, g.size(dim)), g);
+  return native::to_dtype(dx, self.dtype);
+}
+Tensor select_backward(const Tensor& g, const InputMeta& self, int64_t dim, int64_t index) {
+  Tensor dx = native::zeros(self.sizes, g.dtype(), g.device());
+  native::copy_(native::select(dx, dim, index), g);
+  return native::to_dtype(dx, self.dtype);
+}
+Tensor index_select_backward(const Tensor& g, const InputMeta& self, int64_t dim, const Tensor& index) {
+  Tensor dx = native::zeros(self.sizes, g.dtype(), g.device());
+  native::index_add_(dx, dim, index, g);
+  return native::to_dtype(dx, self.dtype);
+}
+
+struct NarrowBackward final : DoubleBackwardNode {
   InputMeta self;
   int64_t dim = 0, start = 0;  // wrapped, non-negative
   std::string name() const override { return "NarrowBackward"; }
   variable_list apply(variable_list&& grads) override {
-    const Tensor& g = grads[0];
-    Tensor dx = native::zeros(self.sizes, g.dtype(), g.device());
-    native::copy_(native::narrow(dx, dim, start, g.size(dim)), g);
-    return {native::to_dtype(dx, self.dtype)};
+    if (!grad_ops::recording()) return {narrow_backward(grads[0], self, dim, start)};
+    return {apply_linear_map(grads[0], make_linear_map(
+        name(), [self = self, d = dim, at = start](const Tensor& g) { return narrow_backward(g, self, d, at); },
+        [d = dim, at = start, len = grads[0].size(dim)](const Tensor& x) { return native::narrow(x, d, at, len); }))};
   }
 };
 
-struct SelectBackward final : BackwardNode {
+struct SelectBackward final : DoubleBackwardNode {
   InputMeta self;
   int64_t dim = 0, index = 0;  // wrapped, non-negative
   std::string name() const override { return "SelectBackward"; }
   variable_list apply(variable_list&& grads) override {
-    const Tensor& g = grads[0];
-    Tensor dx = native::zeros(self.sizes, g.dtype(), g.device());
-    native::copy_(native::select(dx, dim, index), g);
-    return {native::to_dtype(dx, self.dtype)};
+    if (!grad_ops::recording()) return {select_backward(grads[0], self, dim, index)};
+    return {apply_linear_map(grads[0], make_linear_map(
+        name(), [self = self, d = dim, i = index](const Tensor& g) { return select_backward(g, self, d, i); },
+        [d = dim, i = index](const Tensor& x) { return native::select(x, d, i); }))};
   }
 };
 
-struct IndexSelectBackward final : BackwardNode {
+struct IndexSelectBackward final : DoubleBackwardNode {
   InputMeta self;
   int64_t dim = 0;
   SavedVariable index;
   std::string name() const override { return "IndexSelectBackward"; }
   variable_list apply(variable_list&& grads) override {
-    const Tensor& g = grads[0];
-    Tensor dx = native::zeros(self.sizes, g.dtype(), g.device());
-    native::index_add_(dx, dim, index.unpack(name()), g);
-    return {native::to_dtype(dx, self.dtype)};
+    const Tensor idx = index.unpack(name());
+    if (!grad_ops::recording()) return {index_select_backward(grads[0], self, dim, idx)};
+    return {apply_linear_map(grads[0], make_linear_map(
+        name(), [self = self, d = dim, idx](const Tensor& g) { return index_select_backward(g, self, d, idx); },
+        [d = dim, idx](const Tensor& x) { return native::index_select(x, d, idx); }))};
   }
   void release_variables() override { index.reset(); }
 };
 
-struct CatBackward final : BackwardNode {
+struct CatBackward final : DoubleBackwardNode {
   std::vector<InputMeta> inputs;
   int64_t dim = 0;  // wrapped
   std::string name() const override { return "CatBackward"; }
@@ -67,7 +89,9 @@ struct CatBackward final : BackwardNode {
     int64_t at = 0;
     for (size_t i = 0; i < inputs.size(); ++i) {
       const int64_t len = inputs[i].sizes[dim];
-      if (should_compute_output(i)) {
+      if (should_compute_output(i) && grad_ops::recording()) {
+        dxs[i] = grad_ops::to_dtype(g.narrow(dim, at, len), inputs[i].dtype);
+      } else if (should_compute_output(i)) {
         dxs[i] = native::to_dtype(native::narrow(g, dim, at, len), inputs[i].dtype);
       }
       at += len;
@@ -76,7 +100,7 @@ struct CatBackward final : BackwardNode {
   }
 };
 
-struct StackBackward final : BackwardNode {
+struct StackBackward final : DoubleBackwardNode {
   std::vector<ScalarType> dtypes;
   int64_t dim = 0;  // wrapped, in the output's dims
   std::string name() const override { return "StackBackward"; }
@@ -84,8 +108,11 @@ struct StackBackward final : BackwardNode {
     const Tensor& g = grads[0];
     variable_list dxs(dtypes.size());
     for (size_t i = 0; i < dtypes.size(); ++i) {
-      if (should_compute_output(i)) {
-        dxs[i] = native::to_dtype(native::select(g, dim, static_cast<int64_t>(i)), dtypes[i]);
+      const auto k = static_cast<int64_t>(i);
+      if (should_compute_output(i) && grad_ops::recording()) {
+        dxs[i] = grad_ops::to_dtype(g.select(dim, k), dtypes[i]);
+      } else if (should_compute_output(i)) {
+        dxs[i] = native::to_dtype(native::select(g, dim, k), dtypes[i]);
       }
     }
     return dxs;

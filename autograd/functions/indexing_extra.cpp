@@ -6,12 +6,14 @@
 // operator[] is select(0, i); slice is narrow (a view) for step 1 and
 // index_select (a copy) for larger steps; masked_fill, tril and triu are
 // where() with a bool mask, so their gradients are where's (zero where the
-// value was replaced).
+// value was replaced). With create_graph GatherBackward's scatter-add runs as
+// a linear map whose adjoint is the gather (Note [Linear backward formulas]).
 // Read before: autograd/functions/indexing.cpp, core/native/gather.h.
 // Read next: autograd/functions/unary.cpp.
 #include <algorithm>
 
 #include "autograd/functions/functions.h"
+#include "autograd/functions/linear_map.h"
 #include "core/factory.h"
 #include "core/native/gather.h"
 #include "core/profiler.h"
@@ -20,16 +22,29 @@
 namespace lockstep::autograd {
 namespace {
 
-struct GatherBackward final : BackwardNode {
+// zeros of self's shape with g added at the gathered positions.
+Tensor gather_backward(const Tensor& g, const InputMeta& self, Device device, int64_t dim,
+                       const Tensor& index) {
+  Tensor dx = native::zeros(self.sizes, g.dtype(), device);
+  native::scatter_add_(dx, dim, index, g);
+  return native::to_dtype(dx, self.dtype);
+}
+
+struct GatherBackward final : DoubleBackwardNode {
   InputMeta self;
   Device device;
   int64_t dim = 0;
   SavedVariable index;
   std::string name() const override { return "GatherBackward"; }
   variable_list apply(variable_list&& grads) override {
-    Tensor dx = native::zeros(self.sizes, grads[0].dtype(), device);
-    native::scatter_add_(dx, dim, index.unpack(name()), grads[0]);
-    return {native::to_dtype(dx, self.dtype)};
+    const Tensor idx = index.unpack(name());
+    if (!grad_ops::recording()) return {gather_backward(grads[0], self, device, dim, idx)};
+    return {apply_linear_map(grads[0], make_linear_map(
+        name(),
+        [self = self, device = device, d = dim, idx](const Tensor& g) {
+          return gather_backward(g, self, device, d, idx);
+        },
+        [d = dim, idx](const Tensor& x) { return native::gather(x, d, idx); }))};
   }
   void release_variables() override { index.reset(); }
 };

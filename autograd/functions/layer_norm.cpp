@@ -4,12 +4,15 @@
 // LayerNormBackward saves them with the input (and weight, which grad_input
 // needs), so backward does not recompute the statistics. Its three gradients
 // (input, weight, bias) come from one native::layer_norm_backward call; the
-// formulas are in core/native/layer_norm.cpp.
+// formulas are in core/native/layer_norm.cpp. In a backward with create_graph
+// the node records layer_norm_backward_recorded (autograd/functions/norm_recorded.h)
+// instead.
 //
 // Read before: autograd/functions/functions.h, core/native/layer_norm.cpp.
 // Read next: autograd/functions/embedding.cpp.
 #include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/functions.h"
+#include "autograd/functions/norm_recorded.h"
 #include "core/native/nn_kernels_transformer.h"
 #include "core/nn_ops.h"
 #include "core/profiler.h"
@@ -17,11 +20,17 @@
 namespace lockstep::autograd {
 namespace {
 
-struct LayerNormBackward final : BackwardNode {
+struct LayerNormBackward final : DoubleBackwardNode {
   SavedVariable input, weight, mean, rstd;  // mean, rstd: (M), one per normalised row
   IntList normalized_shape;
+  double eps = 1e-5;  // to recompute mean and rstd with history (double backward)
   std::string name() const override { return "LayerNormBackward"; }
   variable_list apply(variable_list&& grads) override {
+    if (grad_ops::recording()) {
+      return layer_norm_backward_recorded(
+          grads[0], input.unpack(name()), normalized_shape, weight.unpack(name()), eps,
+          {should_compute_output(0), should_compute_output(1), should_compute_output(2)});
+    }
     auto [dx, dw, db] = native::layer_norm_backward(
         grads[0], input.unpack(name()), normalized_shape, mean.unpack(name()), rstd.unpack(name()),
         weight.unpack(name()), should_compute_output(0), should_compute_output(1),
@@ -57,6 +66,7 @@ Tensor layer_norm(const Tensor& input, const IntList& normalized_shape, const Te
     node->mean = SavedVariable(mean);
     node->rstd = SavedVariable(rstd);
     node->normalized_shape = normalized_shape;
+    node->eps = eps;
     record(node, {input, weight, bias}, {out});
   }
   return out;

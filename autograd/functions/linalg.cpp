@@ -19,7 +19,7 @@
 // (B*T, m), so dB is one (k, B*T) x (B*T, m) product instead of B products
 // followed by a sum.
 //
-// MatmulBackward supports double backward (grad_ops.h); BmmBackward does not.
+// Both support double backward (their formulas use grad_ops.h).
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/shape.cpp.
 #include "autograd/functions/autocast_ops.h"
@@ -96,7 +96,7 @@ struct MatmulBackward final : DoubleBackwardNode {
   }
 };
 
-struct BmmBackward final : BackwardNode {
+struct BmmBackward final : DoubleBackwardNode {
   InputMeta self_meta, other_meta;
   SavedVariable self, other;
   std::string name() const override { return "BmmBackward"; }
@@ -105,11 +105,11 @@ struct BmmBackward final : BackwardNode {
     Tensor da, db;
     if (should_compute_output(0)) {
       Tensor b = other.unpack(name());
-      da = native::to_dtype(native::bmm(g, mT(b)), self_meta.dtype);  // (B, n, k)
+      da = grad_ops::to_dtype(grad_ops::bmm(g, mT(b)), self_meta.dtype);  // (B, n, k)
     }
     if (should_compute_output(1)) {
       Tensor a = self.unpack(name());
-      db = native::to_dtype(native::bmm(mT(a), g), other_meta.dtype);  // (B, k, m)
+      db = grad_ops::to_dtype(grad_ops::bmm(mT(a), g), other_meta.dtype);  // (B, k, m)
     }
     return {da, db};
   }

@@ -7,6 +7,8 @@
 // formula is built from relu and abs, whose gradients at x = 0 are conventions,
 // not the loss's derivative; the node returns the exact one,
 //   BceWithLogitsBackward   dx = g * (sigmoid(x) - y)      dy = -g * x
+// written with grad_ops.h, so it supports double backward (Note [Double backward]);
+// the compositions do through their ops.
 // Read before: core/losses.h, autograd/functions/loss.cpp.
 // Read next: autograd/functions/conv_transpose.cpp.
 #include <cmath>
@@ -20,7 +22,7 @@
 namespace lockstep::autograd {
 namespace {
 
-struct BceWithLogitsBackward final : BackwardNode {
+struct BceWithLogitsBackward final : DoubleBackwardNode {
   SavedVariable input, target;
   std::string name() const override { return "BinaryCrossEntropyWithLogitsBackward"; }
   variable_list apply(variable_list&& grads) override {
@@ -28,14 +30,11 @@ struct BceWithLogitsBackward final : BackwardNode {
     const Tensor x = input.unpack(name()), y = target.unpack(name());
     Tensor dx, dy;
     if (should_compute_output(0)) {
-      Tensor s = native::unary(native::UnaryOp::Sigmoid, x);
-      dx = native::binary(native::BinaryOp::Mul, g, native::binary(native::BinaryOp::Sub, s, y));
-      dx = native::to_dtype(dx, x.dtype());
+      Tensor s = grad_ops::sigmoid(x);
+      Tensor s_minus_y = grad_ops::recording() ? s - y : native::binary(native::BinaryOp::Sub, s, y);
+      dx = grad_ops::to_dtype(grad_ops::mul(g, s_minus_y), x.dtype());
     }
-    if (should_compute_output(1)) {
-      dy = native::unary(native::UnaryOp::Neg, native::binary(native::BinaryOp::Mul, g, x));
-      dy = native::to_dtype(dy, y.dtype());
-    }
+    if (should_compute_output(1)) dy = grad_ops::to_dtype(grad_ops::neg(grad_ops::mul(g, x)), y.dtype());
     return {dx, dy};
   }
   void release_variables() override {

@@ -13,7 +13,7 @@
 //   MinDimBackward  (the first max on ties, as native::max_dim picks it); the
 //                   indices output is an int64 tensor and is not differentiable.
 //
-// Sum and Mean support double backward (grad_ops.h).
+// All four support double backward (grad_ops.h; the max/min masks are constants).
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/softmax.cpp.
 #include <algorithm>
@@ -75,7 +75,7 @@ struct MeanBackward final : DoubleBackwardNode {
 };
 
 // max() / min() over every element: see the file comment for ties.
-struct MaxMinAllBackward final : BackwardNode {
+struct MaxMinAllBackward final : DoubleBackwardNode {
   SavedVariable self, result;
   const char* name_ = "MaxBackward";
   std::string name() const override { return name_; }
@@ -83,8 +83,8 @@ struct MaxMinAllBackward final : BackwardNode {
     Tensor x = self.unpack(name()), y = result.unpack(name());
     Tensor is_extreme = mask_to(native::compare(native::CompareOp::Eq, x, y), grads[0].dtype());
     Tensor count = native::sum(is_extreme, {}, false);                  // 0-d
-    Tensor share = native::binary(BinaryOp::Div, grads[0], count);      // 0-d
-    return {native::binary(BinaryOp::Mul, is_extreme, share)};
+    Tensor share = grad_ops::div(grads[0], count);                      // 0-d
+    return {grad_ops::mul(is_extreme, share)};  // the 0/1 mask is a constant
   }
   void release_variables() override {
     self.reset();
@@ -93,7 +93,7 @@ struct MaxMinAllBackward final : BackwardNode {
 };
 
 // max(dim) / min(dim): g lands where `indices` points; every other element gets 0.
-struct MaxMinDimBackward final : BackwardNode {
+struct MaxMinDimBackward final : DoubleBackwardNode {
   IntList self_sizes;
   int64_t dim = 0;  // wrapped
   bool keepdim = false;
@@ -104,7 +104,7 @@ struct MaxMinDimBackward final : BackwardNode {
     const Tensor& g = grads[0];
     if (self_sizes.empty()) return {g};  // a 0-d input is its own max
     Tensor idx = indices.unpack(name());
-    Tensor g_kept = keepdim ? g : native::unsqueeze(g, dim);  // size 1 at dim
+    Tensor g_kept = keepdim ? g : grad_ops::unsqueeze(g, dim);  // size 1 at dim
     Tensor idx_kept = keepdim ? idx : native::unsqueeze(idx, dim);
     // positions: 0, 1, ..., size-1 along `dim`, size 1 elsewhere, so comparing with
     // idx_kept broadcasts to the input's shape and is true exactly at the chosen elements.
@@ -113,7 +113,7 @@ struct MaxMinDimBackward final : BackwardNode {
     Tensor positions = native::view(
         arange(0, self_sizes[dim], 1, TensorOptions().dtype(kInt64).device(g.device())), position_shape);
     Tensor chosen = native::compare(native::CompareOp::Eq, idx_kept, positions);
-    return {native::where(chosen, g_kept, zero_scalar(g.dtype(), g.device()))};
+    return {grad_ops::where(chosen, g_kept, zero_scalar(g.dtype(), g.device()))};
   }
   void release_variables() override { indices.reset(); }
 };

@@ -55,6 +55,16 @@ struct LogSoftmaxBackward final : DoubleBackwardNode {
 };
 
 }  // namespace
+
+Tensor log_softmax_of_saved(const Tensor& log_probs, int64_t dim, const Edge& logits) {
+  auto node = std::make_shared<LogSoftmaxBackward>();
+  node->result = SavedVariable(log_probs);
+  node->dim = dim;
+  node->set_next_edges({logits});
+  node->add_output_meta(log_probs);
+  return saved_result(node->result, *node);  // its grad_fn keeps the node alive
+}
+
 }  // namespace lockstep::autograd
 
 namespace lockstep {

@@ -17,8 +17,10 @@
 //   SinBackward      y = sin x       g * cos x
 //   CosBackward      y = cos x       -g * sin x
 //
-// All but Gelu support double backward (their formulas use grad_ops.h; those that
-// save y read it through saved_result; sign and relu's mask are constants).
+// All support double backward (their formulas use grad_ops.h; those that save y
+// read it through saved_result; sign and relu's mask are constants). Gelu's
+// recorded formula multiplies g by gelu_derivative(x) = Φ(x) + x φ(x), an op of
+// its own whose derivative is φ(x) (2 - x^2) (GeluDerivativeBackward).
 //
 // Read before: autograd/functions/functions.h. Read next: autograd/functions/reduce.cpp.
 #include "autograd/functions/functions.h"
@@ -52,10 +54,40 @@ struct ReluBackward final : UnaryBackward {  // saved = result
   }
 };
 
+// Φ(x) + x φ(x) = d gelu(x) / dx, whose own derivative is φ(x) (2 - x^2) with
+// φ(x) = exp(-x^2 / 2) / sqrt(2 pi); recorded under grad mode, so every order of
+// gelu's derivative can be taken.
+struct GeluDerivativeBackward final : UnaryBackward {  // saved = self
+  std::string name() const override { return "GeluDerivativeBackward"; }
+  bool supports_double_backward() const override { return true; }
+  variable_list apply(variable_list&& grads) override {
+    const Tensor x = saved.unpack(name());
+    const Tensor x2 = grad_ops::mul(x, x);
+    const Tensor phi = grad_ops::mul(grad_ops::exp(grad_ops::mul(x2, -0.5)), 0.3989422804014327);
+    return {grad_ops::mul(grads[0], grad_ops::mul(phi, grad_ops::rsub(2.0, x2)))};
+  }
+};
+
+// The value from the native gelu backward with g = 1.
+Tensor gelu_derivative(const Tensor& x) {
+  Tensor ones = native::empty(x.sizes(), x.dtype(), x.device());
+  native::fill_(ones, 1.0);
+  Tensor d = native::gelu_backward(ones, x);
+  if (compute_requires_grad({x})) {
+    auto node = std::make_shared<GeluDerivativeBackward>();
+    node->saved = SavedVariable(x);
+    record(node, {x}, {d});
+  }
+  return d;
+}
+
 struct GeluBackward final : UnaryBackward {  // saved = self
   std::string name() const override { return "GeluBackward"; }
+  bool supports_double_backward() const override { return true; }
   variable_list apply(variable_list&& grads) override {
-    return {native::gelu_backward(grads[0], saved.unpack(name()))};
+    const Tensor x = saved.unpack(name());
+    if (!grad_ops::recording()) return {native::gelu_backward(grads[0], x)};
+    return {grads[0] * gelu_derivative(x)};
   }
 };
 

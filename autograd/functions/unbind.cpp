@@ -10,11 +10,12 @@ namespace lockstep::autograd {
 namespace {
 
 // Slice i's gradient goes to x's slice i; slices that got none stay zero.
-struct UnbindBackward final : BackwardNode {
+struct UnbindBackward final : DoubleBackwardNode {
   InputMeta self;
   int64_t dim = 0;  // wrapped
   std::string name() const override { return "UnbindBackward"; }
   variable_list apply(variable_list&& grads) override {
+    if (grad_ops::recording()) return {recorded_formula(grads)};
     Tensor dx;
     for (size_t i = 0; i < grads.size(); ++i) {
       if (!grads[i].defined()) continue;
@@ -23,6 +24,20 @@ struct UnbindBackward final : BackwardNode {
     }
     if (!dx.defined()) return {Tensor()};
     return {native::to_dtype(dx, self.dtype)};
+  }
+  // With create_graph: the slices' gradients stacked (a recorded stack), zeros for
+  // the slices that got none.
+  Tensor recorded_formula(const variable_list& grads) const {
+    const Tensor* any = nullptr;
+    for (const Tensor& g : grads) any = g.defined() ? &g : any;
+    if (any == nullptr) return Tensor();
+    IntList slice_sizes = self.sizes;
+    slice_sizes.erase(slice_sizes.begin() + dim);
+    std::vector<Tensor> parts;
+    for (const Tensor& g : grads) {
+      parts.push_back(g.defined() ? g : native::zeros(slice_sizes, any->dtype(), any->device()));
+    }
+    return grad_ops::to_dtype(stack(parts, dim), self.dtype);
   }
 };
 

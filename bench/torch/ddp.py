@@ -75,31 +75,36 @@ def train(rank, world, a):
     dist.destroy_process_group()
 
 
-def spawned(rank, a):
+def spawned(rank, train_fn, a):
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(a.port)
-    train(rank, a.world, a)
+    train_fn(rank, a.world, a)
 
 
-if __name__ == "__main__":
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_common_args(p):
+    """The options bench/torch/ddp_overlap.py shares: the workload, world, threads, buckets, amp, port."""
     p.add_argument("model", choices=MODELS)
-    p.add_argument("--mode", default="ddp", choices=["local", "ddp", "flat", "after"])
-    p.add_argument("--env", action="store_true", help="one rank, placed by RANK/WORLD_SIZE/MASTER_*")
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--image", "--size", dest="image", type=int, default=224)
     p.add_argument("--seq", type=int, default=None)
     p.add_argument("--layers", type=int, default=None)
-    p.add_argument("--iters", type=int, default=4)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--bucket-mb", type=float, default=25)
-    p.add_argument("--unused", action="store_true")
-    p.add_argument("--channels-last", action="store_true")
     p.add_argument("--amp", default="off", choices=["off", "bf16"])
     p.add_argument("--port", type=int, default=29533)
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_common_args(p)
+    p.add_argument("--mode", default="ddp", choices=["local", "ddp", "flat", "after"])
+    p.add_argument("--env", action="store_true", help="one rank, placed by RANK/WORLD_SIZE/MASTER_*")
+    p.add_argument("--iters", type=int, default=4)
+    p.add_argument("--unused", action="store_true")
+    p.add_argument("--channels-last", action="store_true")
     args = p.parse_args()
     if args.env:
         train(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), args)
     else:
-        mp.spawn(spawned, args=(args,), nprocs=args.world)
+        mp.spawn(spawned, args=(train, args), nprocs=args.world)

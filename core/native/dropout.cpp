@@ -23,6 +23,7 @@
 
 #include "core/factory.h"
 #include "core/native/cuda_dispatch.h"
+#include "core/native/dropout_key.h"
 #include "core/native/elementwise_loop.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels_transformer.h"
@@ -62,19 +63,6 @@ Tensor apply_mask(const Tensor& input, const Tensor& mask, double p, const char*
   return out;
 }
 
-// The SplitMix64 output for counter value `z`; see Note [Counter-based dropout masks].
-inline uint64_t splitmix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// v rounded to bf16 and widened back (bits, not a BFloat16 temporary, which would
-// keep an omp simd loop from vectorising).
-inline float rounded_to_bf16(float v) {
-  return lockstep::detail::bits_float(static_cast<uint32_t>(BFloat16::round_bits(v)) << 16);
-}
-
 // out (bf16) = float32 input * mask * scale, rounded once: the values of apply_mask's
 // float32 result converted, in one pass (dropout_forward_to).
 Tensor apply_mask_to_bf16(const Tensor& input, const Tensor& mask, double p) {
@@ -96,6 +84,19 @@ Tensor apply_mask_to_bf16(const Tensor& input, const Tensor& mask, double p) {
 
 }  // namespace
 
+DropoutKey draw_dropout_key(double p) {
+  DropoutKey k;
+  {
+    Generator& gen = default_generator();
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    k.key = gen.next_u64();
+  }
+  // keep iff (hash >> 32) < threshold; threshold 2^32 keeps everything (p == 0).
+  k.threshold = static_cast<uint64_t>(std::ldexp(1.0 - p, 32));
+  k.scale = static_cast<float>(p < 1.0 ? 1.0 / (1.0 - p) : 0.0);
+  return k;
+}
+
 namespace {
 
 // The bool mask (true = kept) of a dropout of `input` with probability p, from one
@@ -105,27 +106,17 @@ Tensor draw_mask(const Tensor& input, double p) {
   check_p(p, "dropout");
   LS_CHECK(input.is_floating_point(), "dropout: expected a floating input, got ",
            dtype_name(input.dtype()));
-  uint64_t key;
-  {
-    Generator& gen = default_generator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    key = gen.next_u64();
-  }
-  // keep iff (hash >> 32) < threshold; threshold 2^32 keeps everything (p == 0).
-  const uint64_t threshold = static_cast<uint64_t>(std::ldexp(1.0 - p, 32));
+  const DropoutKey k = draw_dropout_key(p);
   // The mask first (the same for every dtype), then out = x * mask * scale: two
   // passes, each of which vectorises for float, double and bfloat16 alike.
   Tensor mask = empty(input.sizes(), kBool);
   bool* const kp = mask.data_ptr<bool>();
   parallel_for(0, mask.numel(), detail::kGrain, [&](int64_t lo, int64_t hi) {
     // Locals: read through the reference captures, they would be reloaded each iteration.
-    const uint64_t k = key, t = threshold;
+    const uint64_t key = k.key, t = k.threshold;
     bool* const m = kp;
 #pragma omp simd
-    for (int64_t i = lo; i < hi; ++i) {
-      const uint64_t h = splitmix64(k + static_cast<uint64_t>(i + 1) * 0x9E3779B97F4A7C15ull);
-      m[i] = (h >> 32) < t;
-    }
+    for (int64_t i = lo; i < hi; ++i) m[i] = dropout_keeps(key, t, i);
   });
   return mask;
 }

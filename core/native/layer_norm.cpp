@@ -27,6 +27,7 @@
 
 #include "core/native/cuda_dispatch.h"
 #include "core/native/elementwise_loop.h"
+#include "core/native/layer_norm_rows.h"
 #include "core/native/layer_norm_rules.h"
 #include "core/native/native.h"
 #include "core/native/nn_kernels_transformer.h"
@@ -72,32 +73,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_forward(const Tensor& input,
     const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
     parallel_for(0, m, row_grain(d), [&](int64_t lo, int64_t hi) {
       for (int64_t i = lo; i < hi; ++i) {
-        const T* row = xp + i * d;
-        T* out = yp + i * d;
-        double s = 0;
-#pragma omp simd reduction(+ : s)
-        for (int64_t j = 0; j < d; ++j) s += row[j];
-        const double mu = s / static_cast<double>(d);
-        double sq = 0;
-#pragma omp simd reduction(+ : sq)
-        for (int64_t j = 0; j < d; ++j) sq += (row[j] - mu) * (row[j] - mu);
-        const double r = 1.0 / std::sqrt(sq / static_cast<double>(d) + eps);
-        mp[i] = static_cast<T>(mu);
-        rp[i] = static_cast<T>(r);
-        const T mu_t = static_cast<T>(mu), r_t = static_cast<T>(r);
-        if (wp && bp) {
-#pragma omp simd
-          for (int64_t j = 0; j < d; ++j) out[j] = (row[j] - mu_t) * r_t * wp[j] + bp[j];
-        } else if (wp) {
-#pragma omp simd
-          for (int64_t j = 0; j < d; ++j) out[j] = (row[j] - mu_t) * r_t * wp[j];
-        } else if (bp) {
-#pragma omp simd
-          for (int64_t j = 0; j < d; ++j) out[j] = (row[j] - mu_t) * r_t + bp[j];
-        } else {
-#pragma omp simd
-          for (int64_t j = 0; j < d; ++j) out[j] = (row[j] - mu_t) * r_t;
-        }
+        layer_norm_row(xp + i * d, yp + i * d, d, wp, bp, eps, mp[i], rp[i]);
       }
     });
   });
@@ -139,20 +115,8 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_output
       parallel_for(0, m, row_grain(d), [&](int64_t lo, int64_t hi) {
         std::vector<T> gy(static_cast<size_t>(d));  // g * w of one row
         for (int64_t i = lo; i < hi; ++i) {
-          const T* row = xp + i * d;
-          const T* grow = gp + i * d;
-          const T mu_i = mp[i], r_i = rp[i];
-          double sum_gy = 0, sum_gy_xhat = 0;
-          for (int64_t j = 0; j < d; ++j) {
-            gy[j] = wp ? grow[j] * wp[j] : grow[j];
-            sum_gy += gy[j];
-            sum_gy_xhat += static_cast<double>(gy[j]) * ((row[j] - mu_i) * r_i);
-          }
-          const T a = static_cast<T>(sum_gy / static_cast<double>(d));
-          const T c = static_cast<T>(sum_gy_xhat / static_cast<double>(d));
-          T* out = dxp + i * d;
-#pragma omp simd
-          for (int64_t j = 0; j < d; ++j) out[j] = r_i * (gy[j] - a - (row[j] - mu_i) * r_i * c);
+          layer_norm_row_backward(xp + i * d, gp + i * d, mp[i], rp[i], wp, gy.data(),
+                                  dxp + i * d, d);
         }
       });
     }
@@ -161,21 +125,7 @@ std::tuple<Tensor, Tensor, Tensor> layer_norm_backward(const Tensor& grad_output
       T* dwp = grad_weight.defined() ? grad_weight.data_ptr<T>() : nullptr;
       T* dbp = grad_bias.defined() ? grad_bias.data_ptr<T>() : nullptr;
       parallel_for(0, d, row_grain(m), [&](int64_t lo, int64_t hi) {  // a block of columns
-        std::vector<double> acc_w(static_cast<size_t>(hi - lo), 0.0);
-        std::vector<double> acc_b(static_cast<size_t>(hi - lo), 0.0);
-        for (int64_t i = 0; i < m; ++i) {
-          const T* row = xp + i * d;
-          const T* grow = gp + i * d;
-          const T mu_i = mp[i], r_i = rp[i];
-          for (int64_t j = lo; j < hi; ++j) {
-            acc_w[j - lo] += static_cast<double>(grow[j]) * ((row[j] - mu_i) * r_i);
-            acc_b[j - lo] += grow[j];
-          }
-        }
-        for (int64_t j = lo; j < hi; ++j) {
-          if (dwp) dwp[j] = static_cast<T>(acc_w[j - lo]);
-          if (dbp) dbp[j] = static_cast<T>(acc_b[j - lo]);
-        }
+        layer_norm_param_grads(xp, gp, mp, rp, m, d, lo, hi, dwp, dbp);
       });
     }
   });

@@ -10,9 +10,7 @@
 // exp, sigmoid, gelu and erf use the vectorisable exp/erf of elementwise_loop.h
 // (see Note [Vectorisable exp and erf]).
 //
-// GELU is the exact (erf) form, PyTorch's default:
-//   gelu(x)  = x * Phi(x),            Phi(x) = 0.5 * (1 + erf(x / sqrt(2)))
-//   gelu'(x) = Phi(x) + x * phi(x),   phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+// GELU is the exact (erf) form, PyTorch's default (core/native/gelu_math.h).
 //
 // § Note [bfloat16 ReLU on bits]
 // relu and relu_backward of contiguous bf16 tensors work on the stored 16-bit
@@ -31,6 +29,7 @@
 #include <type_traits>
 
 #include "core/native/elementwise_loop.h"
+#include "core/native/gelu_math.h"
 #include "core/native/cuda_dispatch.h"
 #include "core/native/memory_format.h"
 #include "core/native/native.h"
@@ -78,10 +77,9 @@ void with_integer_safe_fn(UnaryOp op, Body&& body) {
 // Calls body(fn) with fn the element function of a floating-point op, T float or double.
 template <class T, class Body>
 void with_floating_fn(UnaryOp op, Body&& body) {
-  constexpr T kInvSqrt2 = static_cast<T>(std::numbers::sqrt2 / 2);
   switch (op) {
     case UnaryOp::Gelu:
-      return body([](T x) { return x * T(0.5) * (T(1) + erf_simd(x * kInvSqrt2)); });
+      return body([](T x) { return gelu_value(x); });
     case UnaryOp::Exp: return body([](T x) { return exp_simd(x); });
     case UnaryOp::Log: return body([](T x) { return std::log(x); });
     case UnaryOp::Tanh: return body([](T x) { return std::tanh(x); });
@@ -237,13 +235,7 @@ Tensor gelu_backward(const Tensor& grad, const Tensor& input) {
   const Tensor x = backward_input(grad, input, "gelu_backward");
   Tensor out = empty(grad.sizes(), grad.dtype());
   dispatch_floating_bf16(grad.dtype(), "gelu_backward", [&]<class S, class T>() {
-    constexpr T kInvSqrt2 = static_cast<T>(std::numbers::sqrt2 / 2);
-    constexpr T kInvSqrt2Pi = static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-    map_elements<S, S, S>(out, {grad, x}, [](T g, T v) {
-      const T cdf = T(0.5) * (T(1) + erf_simd(v * kInvSqrt2));
-      const T pdf = exp_simd(T(-0.5) * v * v) * kInvSqrt2Pi;
-      return g * (cdf + v * pdf);
-    });
+    map_elements<S, S, S>(out, {grad, x}, [](T g, T v) { return gelu_grad(g, v); });
   });
   return out;
 }

@@ -22,7 +22,8 @@ namespace lockstep::distributed {
 
 struct Bucket {
   Tensor flat;                        // (sum of numels) of the bucket's dtype and device;
-                                      // a plug-in may free it between iterations (Note [Reducer plug-ins])
+                                      // a Reducer plug-in may free it between iterations
+                                      // (Note [Reducer plug-ins] in reducer_plugin.h)
   ScalarType dtype = kFloat32;        // the dtype and device flat is (re)allocated with
   Device device;
   std::vector<size_t> param_indices;  // which parameters, in slice order

@@ -56,7 +56,7 @@ int64_t copy_scaled_counting_non_finite(const Tensor& dst, const Tensor& src, do
                      src.dtype() == kFloat32 && dst.is_contiguous() && src.is_contiguous() &&
                      dst.numel() == src.numel();
   if (!fused) {
-    native::copy_(dst, src);
+    if (dst.raw_data() != src.raw_data()) native::copy_(dst, src);  // in place: scale only
     if (scale != 1.0) native::binary_scalar_(native::BinaryOp::Mul, dst, scale);
     return count ? count_non_finite(src) : 0;
   }

@@ -53,7 +53,8 @@ NonFinitePolicy non_finite_policy(NonFinitePolicy option);
 // elements of src when `count` (else 0): DDP's copy of a gradient into its
 // bucket slot, the division by the world size and the scan of step 1 of Note
 // [Non-finite gradients] in one pass over memory (float32 on the CPU; other
-// cases copy, scale and count one after the other, the reference path).
+// cases copy, scale and count one after the other, the reference path). dst may
+// be src itself: the gradient scaled in place (Note [Copy-out by reference]).
 int64_t copy_scaled_counting_non_finite(const Tensor& dst, const Tensor& src, double scale, bool count);
 
 class NonFiniteCheck {

@@ -31,6 +31,8 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
   build_buckets(compute_bucket_assignment(params_, options.first_bucket_mb(), options.bucket_cap_mb()),
                 "at construction");
   if (non_finite_.policy() != NonFinitePolicy::OFF) storage_.count_non_finite_in(&non_finite_);
+  // DDP's gradient hook: AccumulateGrad::apply (autograd/accumulate_grad.cpp) runs it once the
+  // parameter's .grad holds its final local value (Note [Post-accumulate-grad hooks]).
   for (size_t i = 0; i < params_.size(); ++i) {
     hooks_.push_back(params_[i].register_post_accumulate_grad_hook(
         [this, i](Tensor&) { autograd_hook(i); }));
@@ -44,6 +46,7 @@ Reducer::~Reducer() {
 void Reducer::register_comm_hook(CommHook hook) {
   if (plugin_) plugin_->check_comm_hook();
   launcher_.register_hook(std::move(hook), started());
+  storage_.disable_copy_out_by_reference();  // Note [Copy-out by reference], reducer_grad_handover.cpp
 }
 
 void Reducer::begin_synced_forward(bool exchange_fingerprint) {
@@ -62,7 +65,9 @@ void Reducer::prepare_for_backward(const std::vector<Tensor>& outputs) {
     b.launched = false;
     b.future = TensorFuture();
   }
-  // The parameters that get no gradient here are ready now (Note [Readiness policies]).
+  storage_.before_backward();  // Note [Copy-out by reference]
+  // The parameters that get no gradient here are ready now (Note [Readiness policies],
+  // reducer_readiness.h).
   for (size_t i : readiness_->prepare(outputs)) mark_variable_ready(i, /*locally_unused=*/true);
 }
 
@@ -80,7 +85,7 @@ void Reducer::begin_backward() {
   finalize_queued_ = true;
   autograd::queue_callback([this] { finalize_backward(); });
   // The first gradient of this backward: the fingerprint exchange starts
-  // (Note [DDP iteration fingerprint]); bucket 0 waits for it.
+  // (Note [DDP iteration fingerprint] in ddp_fingerprint.h); bucket 0 waits for it.
   or_fail([&] { observe_.backward_started(detail::DDPPhase::BACKWARD); });
 }
 
@@ -96,7 +101,8 @@ void Reducer::mark_variable_ready(size_t index, bool locally_unused) {
         "DDP then counts the readies in the first iteration and reduces after the last one"));
   }
   ready_[index] = true;
-  if (!locally_unused) record_ready_order(index);  // Note [Bucket rebuild from the traced order]
+  // The order gradients arrive in (Note [Bucket rebuild from the traced order] in reducer_rebuild.cpp).
+  if (!locally_unused) record_ready_order(index);
   const bool in_backward = autograd::in_backward();
   const size_t bucket_index = storage_.bucket_of(index);
   observe_.gradient_ready(index, bucket_index, in_backward);
@@ -111,14 +117,15 @@ void Reducer::mark_variable_ready(size_t index, bool locally_unused) {
 
 // The paper's averaging: grad / world into the bucket, so that the SUM over
 // the ranks is the average. A registered comm hook gets the plain local sums
-// and divides itself (Note [Communication hooks]).
+// and divides itself (Note [Communication hooks] in comm_hook.h).
 void Reducer::copy_grad_into_bucket(size_t index, bool locally_unused) {
   const double scale = launcher_.copy_scale(divisor_);
-  if (plugin_) plugin_->copy_in(index, locally_unused, scale);  // Note [Reducer plug-ins]
+  // A plug-in may fill buckets its own way (Note [Reducer plug-ins] in reducer_plugin.h).
+  if (plugin_) plugin_->copy_in(index, locally_unused, scale);
   else storage_.copy_in(index, locally_unused, scale);
 }
 
-// See Note [Bucket launch order]. PyTorch calls this step mark_bucket_ready.
+// See Note [Bucket launch order] in reducer.h. PyTorch calls this step mark_bucket_ready.
 void Reducer::launch_ready_buckets() {
   std::vector<Bucket>& buckets = storage_.buckets();
   const size_t first = next_bucket_;
@@ -160,7 +167,7 @@ void Reducer::finalize_backward() {
   if (!unfinished_reduction_) finish_ready_order();  // Note [Bucket rebuild from the traced order]
   // Empty when every parameter counts as used (Note [Readiness policies]).
   const std::vector<int64_t> global_used = readiness_->globally_used(bitmap_wait());
-  // Note [Non-finite gradients]; not with a plug-in whose hook has stepped on
+  // Note [Non-finite gradients] in nonfinite_check.h; not with a plug-in whose hook has stepped on
   // the gradients by the end of backward.
   const bool check_non_finite =
       !(plugin_ && plugin_->consumes_gradients()) && non_finite_.policy() != NonFinitePolicy::OFF;
@@ -178,7 +185,8 @@ void Reducer::finalize_buckets(size_t end, const std::vector<int64_t>& global_us
   }
 }
 
-// The copy-out: the averaged slices into .grad (Note [Gradients as bucket views]).
+// The copy-out: the averaged slices into .grad (Note [Gradients as bucket views] in
+// reducer_buckets.cpp).
 void Reducer::finalize_bucket(size_t bi, const std::vector<int64_t>& global_used) {
   if (plugin_) return plugin_->finalize_bucket(bi, global_used);  // Note [Reducer plug-ins]
   storage_.copy_out(bi, wait_for_bucket(bi), global_used);

@@ -2,7 +2,8 @@
 // the paper's algorithm (Section 3.2), with seams for everything added since.
 //
 // The core, in the order it runs (distributed/ddp/reducer.cpp; PyTorch's names):
-//   prepare_for_backward(outputs)  after a synced forward: reset the pending
+//   prepare_for_backward(outputs)  after a synced forward (one outside no_sync();
+//       DDPCore::post_forward calls it, distributed_data_parallel.cpp): reset the pending
 //       counts; the readiness policy names the parameters that will get no
 //       gradient here, and they are marked ready now.
 //   autograd_hook(i)  parameter i's post-accumulate-grad hook: its .grad holds
@@ -78,7 +79,7 @@ class Reducer {
 
   // A synced forward is starting (it will arm the reducer or broadcast buffers).
   // When it issues collectives of its own (`exchange_fingerprint`), the ranks'
-  // fingerprints are compared first (Note [DDP iteration fingerprint]).
+  // fingerprints are compared first (Note [DDP iteration fingerprint] in ddp_fingerprint.h).
   void begin_synced_forward(bool exchange_fingerprint);
   // Whether prepare_for_backward issues a collective (the bitmap of
   // find_unused_parameters), so that the forward exchanges the fingerprint first.
@@ -177,7 +178,7 @@ class Reducer {
   DDPOptions options_;
   BucketStorage storage_;
   IterationObservers observe_;
-  detail::NonFiniteCheck non_finite_;  // Note [Non-finite gradients]
+  detail::NonFiniteCheck non_finite_;  // Note [Non-finite gradients] in nonfinite_check.h
   BucketLauncher launcher_;
   std::unique_ptr<ReadinessPolicy> readiness_;
   std::vector<autograd::HookHandle> hooks_;

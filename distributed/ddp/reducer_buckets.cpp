@@ -40,7 +40,7 @@
 // copies its small factors to the host and back (../comm_hooks/powersgd.cpp).
 //
 // Read before: distributed/ddp/reducer_buckets.h, distributed/ddp/bucket_assignment.h.
-// Read next: distributed/ddp/reducer_launch.h.
+// Read next: distributed/ddp/reducer_grad_handover.cpp, distributed/ddp/reducer_launch.h.
 #include "distributed/ddp/reducer_buckets.h"
 
 #include "core/grad_mode.h"
@@ -98,12 +98,18 @@ void BucketStorage::copy_in(size_t index, bool locally_unused, double scale) {
     native::fill_(slot, 0.0);
     return;
   }
-  if (as_view_ && is_view(index, grad)) {
-    // Already in its slot: nothing to copy (Note [Gradients as bucket views]).
+  if ((as_view_ || by_reference_) && is_view(index, grad)) {
+    // Already in its slot: nothing to copy (Note [Gradients as bucket views],
+    // Note [Copy-out by reference]).
     // A locally unused parameter may end globally unused, and then keeps its
     // .grad as it was: give that value its own storage before scaling the slot.
     if (locally_unused) grad = native::clone(grad);
-    if (scale != 1.0) native::binary_scalar_(native::BinaryOp::Mul, slot, scale);
+    if (non_finite_ != nullptr) {
+      // The slot holds this rank's own values until scaled: count them in the same pass.
+      non_finite_->record(index, detail::copy_scaled_counting_non_finite(slot, slot, scale, true));
+    } else if (scale != 1.0) {
+      native::binary_scalar_(native::BinaryOp::Mul, slot, scale);
+    }
   } else {
     // Copy, divide and count in one pass (the copy-in is on the compute
     // thread, in the gradient's hook; every pass over memory here is one the
@@ -137,6 +143,7 @@ void BucketStorage::copy_out(size_t bi, const Tensor& result, const std::vector<
       if (!grad.defined() || !is_view(i, grad)) grad = view(i);
       continue;
     }
+    if (by_reference_ && hand_over(i, grad)) continue;  // Note [Copy-out by reference]
     Tensor averaged = b.slice(k).view(params_[i].sizes());
     if (grad.defined()) {
       native::copy_(grad, averaged);

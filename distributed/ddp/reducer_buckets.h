@@ -5,7 +5,8 @@
 // slice back into .grad after the collective (copy_out, called by
 // Reducer::finalize_bucket). With gradient_as_bucket_view the slices ARE the
 // .grad, and both copies disappear (Note [Gradients as bucket views] in
-// reducer_buckets.cpp).
+// reducer_buckets.cpp); without it the copy back is made by reference where no
+// one can tell (Note [Copy-out by reference], reducer_grad_handover.cpp).
 // Read before: distributed/ddp/bucket.h, distributed/ddp/reducer.h.
 // Read next: distributed/ddp/reducer_buckets.cpp, distributed/ddp/reducer_launch.h.
 #pragma once
@@ -27,8 +28,7 @@ class BucketStorage {
  public:
   // Buckets come from group.empty_buffer: memory the group's collectives may move
   // in place (Note [Shared-memory buffers]).
-  BucketStorage(std::vector<Tensor> params, bool as_view, ProcessGroup& group)
-      : params_(std::move(params)), as_view_(as_view), group_(&group), rank_(group.rank()) {}
+  BucketStorage(std::vector<Tensor> params, bool as_view, ProcessGroup& group);
 
   // (Re)builds the buckets of `specs` on their parameters' device; with bucket
   // views, existing gradients move into the new buckets.
@@ -52,6 +52,14 @@ class BucketStorage {
   bool is_view(size_t index, const Tensor& grad) const;
   bool as_view() const { return as_view_; }
 
+  // Note [Copy-out by reference]: without gradient_as_bucket_view, copy_out points
+  // an unshared .grad at its slot instead of copying into it, and before each synced
+  // backward before_backward() gives a bucket fresh memory when anything outside DDP
+  // still holds a tensor in the old one. Off for plug-ins and comm hooks (they may
+  // keep or free buckets) and with LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE=0.
+  void disable_copy_out_by_reference() { by_reference_ = false; }
+  void before_backward();
+
   std::vector<Bucket>& buckets() { return buckets_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   size_t bucket_of(size_t index) const { return locations_[index].bucket; }
@@ -61,6 +69,7 @@ class BucketStorage {
  private:
   std::vector<Tensor> params_;
   bool as_view_;
+  bool by_reference_;      // Note [Copy-out by reference]
   ProcessGroup* group_;  // the Reducer's, which outlives this
   int rank_;             // for errors
   detail::NonFiniteCheck* non_finite_ = nullptr;
@@ -70,6 +79,9 @@ class BucketStorage {
     size_t slot;    // which parameter within it
   };
   std::vector<Location> locations_;  // per parameter
+  // copy_out's by-reference hand-over of one slot (Note [Copy-out by reference]);
+  // false: .grad is shared and must be copied into.
+  bool hand_over(size_t index, Tensor& grad);
   int64_t layout_hash_ = 0;
   int64_t num_elements_ = 0;
 };

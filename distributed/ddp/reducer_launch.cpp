@@ -1,6 +1,8 @@
 // distributed/ddp/reducer_launch.cpp — DDP's own reductions as comm hooks, and the
-// checks around a registered one (Note [Every launch through a comm hook]).
-// presummed_allreduce below is where a bucket's AllReduce is called: the
+// checks around a registered one (Note [Every launch through a comm hook] in
+// reducer_launch.h, which declares BucketLauncher).
+// presummed_allreduce below is where a bucket's AllReduce is called
+// (Reducer::launch -> BucketLauncher::launch -> the hook chosen in its constructor): the
 // process group queues it for its worker thread and returns at once
 // (distributed/process_group/work_queue.cpp), so backward goes on while it runs.
 // Read before: distributed/ddp/reducer_launch.h, distributed/ddp/reducer.cpp.

@@ -14,6 +14,7 @@ void Reducer::attach_plugin(std::unique_ptr<ReducerPlugin> plugin) {
   LS_CHECK(plugin != nullptr, "DDP (rank ", rank, "): attach_plugin was given no plug-in");
   LS_CHECK(plugin_ == nullptr, "DDP (rank ", rank, "): a bucket-reduced hook (a Reducer plug-in) is already "
            "attached (one ZeroRedundancyOptimizer per DDP module)");
+  storage_.disable_copy_out_by_reference();  // Note [Copy-out by reference]
   plugin->set_reducer(*this);
   plugin->attached();
   if (CommHook reduction = plugin->reduction()) launcher_.replace_allreduce(std::move(reduction), plugin->what_reduces());

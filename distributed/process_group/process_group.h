@@ -74,7 +74,7 @@ class ProcessGroup {
 
   // A zero-filled (numel) tensor for this group's collectives to move again and
   // again (DDP's buckets): where the backend can, in memory its peers read in
-  // place (Gloo on one host: Note [Shared-memory buffers]); otherwise an
+  // place (Gloo on one host: Note [Shared-memory buffers] in shm/shm_buffers.h); otherwise an
   // ordinary tensor. Any tensor works with every collective; this one may be faster.
   virtual Tensor empty_buffer(int64_t numel, ScalarType dtype, Device device);
 

@@ -1,5 +1,7 @@
-// distributed/process_group/work_queue.cpp — a mutex-protected deque drained by one thread:
-// WorkQueue::loop is the worker thread that runs a rank's collectives while backward goes on.
+// distributed/process_group/work_queue.cpp — a mutex-protected deque drained in enqueue order
+// (work_queue.h says why): WorkQueue::loop is the worker thread that runs a rank's collectives
+// while backward goes on. A Gloo collective arrives through ProcessGroupGloo::enqueue
+// (process_group_gloo.cpp), which numbers each collective in issue order.
 // Read before: distributed/process_group/work_queue.h. Read next:
 // distributed/process_group/process_group_gloo.h; on README's DDP track, distributed/ddp/bucket.h.
 #include "distributed/process_group/work_queue.h"

@@ -12,6 +12,8 @@
 // Read before: distributed/ddp/reducer.h, distributed/ddp/reducer_launch.h.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -197,11 +199,16 @@ TEST_CASE("reducer: a bucket launches when its pending count reaches zero, or at
 }
 
 TEST_CASE("reducer: gradients enter the bucket divided by the world size, finalize copies the result into .grad") {
-  for (bool as_view : {false, true}) {
-    CAPTURE(as_view);
+  // 0: the plain copy-out; 1: by reference (the default; Note [Copy-out by reference]);
+  // 2: gradient_as_bucket_view. In 1 and 2 .grad ends as its slot.
+  for (int mode : {0, 1, 2}) {
+    CAPTURE(mode);
+    const bool as_view = mode == 2;
     // World of 4; the simulated sum is 10x this rank's bucket, as if the
     // other ranks' gradients differed, so .grad shows the copy-out.
+    setenv("LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE", mode == 0 ? "0" : "1", 1);
     Rig rig(one_bucket_per_parameter().gradient_as_bucket_view(as_view), 4, 10.0);
+    unsetenv("LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE");
     for (int step = 0; step < 2; ++step) {
       rig.pg.calls.clear();
       for (auto& p : rig.model.params) p.mutable_grad() = ls::Tensor();  // zero_grad(set_to_none)
@@ -217,7 +224,7 @@ TEST_CASE("reducer: gradients enter the bucket divided by the world size, finali
         REQUIRE(grad.defined());
         CHECK(values(grad) == std::vector<double>(k + 1, (k + 1.0) / 4 * 10));
         const dist::Bucket& bucket = rig.reducer.buckets()[2 - k];
-        CHECK((grad.impl()->storage == bucket.flat.impl()->storage) == as_view);
+        CHECK((grad.impl()->storage == bucket.flat.impl()->storage) == (mode != 0));
       }
     }
   }

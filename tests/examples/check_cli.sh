@@ -109,6 +109,14 @@ case "$prog" in
     expect 2 "--zero-defer tunes ZeroRedundancyOptimizer: it needs --zero 1 or 2" -- --zero-defer 0
     expect 2 "--zero-split-mb tunes ZeroRedundancyOptimizer: it needs --zero 1 or 2" -- --zero-split-mb 4
     ;;
+  bench_overlap)
+    expect 2 "--modes: 'fast' is not one of local,flat,no-overlap,ddp,ddp-view,ddp-copy" -- --modes local,fast
+    expect 2 "--modes: 'ddp' is given twice" -- --modes ddp,ddp
+    expect 2 "--cycles: 0 is out of range" -- --cycles 0
+    expect 2 "--amp: 'fp8' is not one of off|bf16" -- --amp fp8
+    expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --cycles 1
+    expect 2 "RANK=2 but WORLD_SIZE=2; the rank must be in [0, 2)" WORLD_SIZE=2 RANK=2 -- --cycles 1
+    ;;
   bench_step)
     expect 2 "--batch: '3e1' is not a whole number" -- --batch 3e1
     expect 2 "--model: 'vgg' is not one of resnet50|resnet18|bert|bert-tiny|mlp-reversed" -- --model vgg
@@ -166,6 +174,13 @@ case "$prog" in
     expect 2 "--sync: 'gossip' is not one of ddp|allreduce" -- --sync gossip
     expect 2 "WORLD_SIZE='abc' is not an integer" WORLD_SIZE=abc -- --epochs 1
     expect 1 "MNIST: directory 'no-such-dir' does not exist" -- --root no-such-dir
+    ;;
+  word_language_model)
+    expect 2 "--model: 'RNN_TANH' is not one of LSTM|GRU" -- --model RNN_TANH
+    expect 2 "--bptt: 0 is out of range" -- --bptt 0
+    expect 2 "--dropout: 1.5 is out of range" -- --dropout 1.5
+    expect 2 "--tied needs --nhid equal to --emsize, got 100 and 200" -- --tied --nhid 100
+    expect 1 "Corpus: directory 'no-such-dir' does not exist" -- --data no-such-dir
     ;;
   autograd)
     expect 2 "--seed: -1 is out of range" -- --seed -1

@@ -14,7 +14,11 @@
 #                   rank 0's test accuracy is at least 60%;
 #   autograd        (no training) every check line the program prints is ok: backward's
 #                   values, a gradient penalty through autograd::grad(create_graph), and
-#                   two custom functions against the built-in ops.
+#                   two custom functions against the built-in ops;
+#   word_language_model  on a synthetic corpus (tools/make_word_corpus.py), 20 epochs of a
+#                   small LSTM: the dictionary numbers every word, the validation loss falls
+#                   below a unigram model's, the best model is saved and reloaded for the
+#                   test; a tied GRU runs too.
 # CTest runs it once per program (tests/CMakeLists.txt).
 # Read before: tests/examples/make_example_data.py. Read next: tests/examples/check_cli.sh.
 set -euo pipefail
@@ -92,6 +96,41 @@ case "$prog" in
       grep -q "Accuracy in rank 1 in epoch 2" "$work/log" || fail "--sync $sync: rank 1 did not train"
       awk -v a="$acc" 'BEGIN { exit !(a >= 60) }' || fail "--sync $sync: test accuracy $acc% < 60%"
     done
+    ;;
+  word_language_model)
+    # A corpus of 300 lines (~4000 words) of 2 topics over at most 60 words: about 50 batches an epoch.
+    python3 "$here/../../tools/make_word_corpus.py" "$work/corpus" --train-lines 300 --valid-lines 40 \
+      --test-lines 40 --vocab 60 --topics 2
+    "$bin/word_language_model" --data "$work/corpus" --epochs 20 --emsize 32 --nhid 32 --batch-size 8 \
+      --bptt 10 --log-interval 10 --save "$work/lm.safetensors" > "$work/log" 2>&1 \
+      || fail "word_language_model exited with $?"
+    ntokens=$(awk '/ words, / {print $1; exit}' "$work/log")
+    first=$(awk '$1 == "epoch" && $3 == "valid_loss" {print $4; exit}' "$work/log")
+    best=$(awk '$1 == "final" {print $3}' "$work/log")
+    test_loss=$(awk '$1 == "final" {print $5}' "$work/log")
+    echo "word_language_model: $ntokens words, valid loss $first after epoch 1, best $best, test $test_loss"
+    words=$(cat "$work/corpus"/train.txt "$work/corpus"/valid.txt "$work/corpus"/test.txt | tr -s ' ' '\n' | sort -u | grep -c .)
+    [ "$ntokens" = $((words + 1)) ] || fail "the files hold $words words and <eos>, the dictionary has '$ntokens'"
+    [ -n "$test_loss" ] || fail "no final line"
+    [ -s "$work/lm.safetensors" ] || fail "the best model was not saved"
+    # On this corpus uniform guessing costs ln(53) = 3.97 nats a word, word frequencies alone
+    # (a unigram model) 2.90, the previous word (a bigram model) 1.64.
+    # It stays near the unigram's loss for about 10 epochs, then learns the context.
+    awk -v b="$best" 'BEGIN { exit !(b < 2.5) }' || fail "the best validation loss $best is not below 2.5"
+    grep -q "^epoch [0-9]* valid_loss [0-9.]* lr 5 " "$work/log" || fail "the learning rate was never annealed to 20 / 4"
+    awk -v f="$first" -v b="$best" 'BEGIN { exit !(b < f) }' || fail "the validation loss did not fall ($first -> $best)"
+    awk -v t="$test_loss" -v b="$best" 'BEGIN { exit !(t < b + 0.5) }' || fail "the reloaded model tests at $test_loss"
+    # A GRU, one batch an epoch (--dry-run), untied and with the decoder tied to the embedding:
+    # the tied weight (ntokens x 16) is counted once.
+    for tied in "" --tied; do
+      "$bin/word_language_model" --data "$work/corpus" --epochs 1 --model GRU $tied --emsize 16 --nhid 16 \
+        --dry-run --save "$work/gru.safetensors" > "$work/log$tied" 2>&1 || fail "word_language_model --model GRU $tied exited with $?"
+      grep -q "^final best_valid_loss [0-9.]* test_loss [0-9.]*$" "$work/log$tied" || fail "--model GRU $tied: no finite final line"
+    done
+    untied=$(awk '/^model: GRU, / {print $3}' "$work/log")
+    tied=$(awk '/^model: GRU \(tied\), / {print $4}' "$work/log--tied")
+    echo "word_language_model: GRU $untied parameters, tied $tied"
+    [ -n "$untied" ] && [ "$tied" = $((untied - ntokens * 16)) ] || fail "tying should remove $ntokens x 16 parameters ($untied -> $tied)"
     ;;
   autograd)
     "$bin/autograd" --seed 3 > "$work/log" 2>&1 || fail "autograd exited with $?"

@@ -32,15 +32,17 @@ int new_memfd(const char* name, size_t bytes) {
   return fd;
 }
 
-// Rank `owner`'s file `fd` mapped read-only here, or MAP_FAILED with *why set.
+// Rank `owner`'s file `fd` mapped here for reading and writing (the in-place
+// allreduce writes each share's result into every rank's tensor), or MAP_FAILED
+// with *why set.
 void* map_peer_file(int32_t pid, int32_t fd, size_t bytes, std::string* why) {
   const std::string path = lockstep::detail::str("/proc/", pid, "/fd/", fd);
-  const int mine = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int mine = open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (mine < 0) {
     *why = lockstep::detail::str("cannot open ", path, ": ", std::strerror(errno));
     return MAP_FAILED;
   }
-  void* p = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, mine, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, mine, 0);
   if (p == MAP_FAILED) *why = lockstep::detail::str("cannot map ", path, ": ", std::strerror(errno));
   close(mine);  // the mapping keeps the file
   return p;
@@ -59,9 +61,9 @@ struct ShmBuffers::Registry {
 };
 
 struct ShmBuffers::Mapping {
-  const void* data;
+  void* data;
   size_t bytes;
-  ~Mapping() { munmap(const_cast<void*>(data), bytes); }
+  ~Mapping() { munmap(data, bytes); }
 };
 
 // One buffer of this rank, alive as long as a tensor over it: frees it and tells the peers.
@@ -181,7 +183,7 @@ void ShmBuffers::drop_freed(int q) {
   freed_seen_[q] = n;
 }
 
-const uint8_t* ShmBuffers::peer(int q, const ShmBufferRef& ref) {
+uint8_t* ShmBuffers::peer(int q, const ShmBufferRef& ref) {
   drop_freed(q);
   auto& slot = peers_[{q, ref.id}];
   if (slot == nullptr || slot->bytes != ref.bytes) {
@@ -194,7 +196,7 @@ const uint8_t* ShmBuffers::peer(int q, const ShmBufferRef& ref) {
     }
     slot.reset(new Mapping{p, ref.bytes});
   }
-  return static_cast<const uint8_t*>(slot->data) + ref.offset;
+  return static_cast<uint8_t*>(slot->data) + ref.offset;
 }
 
 }  // namespace lockstep::distributed::detail

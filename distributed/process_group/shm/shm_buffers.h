@@ -6,16 +6,16 @@
 // The slot path (Note [Shared-memory allreduce]) copies each rank's tensor into
 // its slot before the peers can read it, and the result out again: with 2 ranks
 // 9 half-chunks of memory traffic per chunk. A tensor that already lies in memory
-// the peers have mapped needs 5: each rank reduces its share reading the peers'
-// tensors where they are, writes the result into its own tensor, and copies the
-// other shares' results straight from the peers' tensors. For DDP, whose buckets
-// are allocated once and reduced every iteration, that is ~40% less traffic for
-// the whole gradient (NCCL's registered user buffers and PyTorch's symmetric
-// memory make the same trade on GPUs).
+// the peers have mapped needs 4: each rank reduces its share reading the peers'
+// tensors where they are, and writes the result into every rank's tensor (its
+// own and, through the mapping, the peers'), so no rank copies anything after the
+// reduction. For DDP, whose buckets are allocated once and reduced every
+// iteration, that is ~55% less traffic for the whole gradient (NCCL's registered
+// user buffers and PyTorch's symmetric memory make the same trade on GPUs).
 // - ProcessGroup::empty_buffer asks for such memory. Here it is a memfd (an
 //   anonymous file, zero-filled, gone when the last process that maps it exits:
 //   nothing is left in /dev/shm when a job is killed), mapped by its owner.
-// - A peer maps it on first use through /proc/<owner pid>/fd/<fd>, and keeps the
+// - A peer maps it (read-write) on first use through /proc/<owner pid>/fd/<fd>, and keeps the
 //   mapping for later collectives. Whether every rank can open every other's
 //   files that way is probed once at the rendezvous (probe_buffers); if not, the
 //   group uses the slot path only.
@@ -71,9 +71,9 @@ class ShmBuffers {
   void* allocate(size_t bytes, std::shared_ptr<void>* owner);
   // Where [p, p + bytes) lies, as a peer finds it; id 0 when not inside one buffer.
   ShmBufferRef find(const void* p, size_t bytes) const;
-  // Rank q's memory at ref (its buffer's start plus ref.offset), mapped on first
-  // use. Throws ls::Error naming the rank if it cannot be mapped.
-  const uint8_t* peer(int q, const ShmBufferRef& ref);
+  // Rank q's memory at ref (its buffer's start plus ref.offset), mapped for reading
+  // and writing on first use. Throws ls::Error naming the rank if it cannot be mapped.
+  uint8_t* peer(int q, const ShmBufferRef& ref);
 
  private:
   struct Registry;  // this rank's live buffers, shared with their owners

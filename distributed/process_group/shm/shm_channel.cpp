@@ -280,7 +280,7 @@ bool ShmChannel::allreduce_in_buffers(void* data, int64_t numel, ScalarType dtyp
       return false;
     }
   }
-  std::vector<const uint8_t*> x(size_);  // x[q]: rank q's tensor, as mapped here
+  std::vector<uint8_t*> x(size_);  // x[q]: rank q's tensor, as mapped here
   for (int q = 0; q < size_; ++q) {
     try {
       x[q] = q == rank_ ? mine : buffers_->peer(q, control(q).buffer[parity]);
@@ -290,7 +290,9 @@ bool ShmChannel::allreduce_in_buffers(void* data, int64_t numel, ScalarType dtyp
   }
   auto share = [&](int q) { return share_of(q, size_, numel, es); };
   // This rank's share, a cache-sized block at a time: the result is built in
-  // `block` (x[rank_] is read there before the result overwrites it).
+  // `block` (every x[q] is read there before the result overwrites it), then
+  // written into every rank's tensor. No rank reads another's share of x[q], so
+  // the writes into the peers' tensors race with nothing (Note [Shared-memory buffers]).
   const auto [lo, hi] = share(rank_);
   const int64_t block_numel = static_cast<int64_t>((size_t{64} << 10) / es);
   std::vector<uint8_t> block(static_cast<size_t>(block_numel) * es);
@@ -299,16 +301,12 @@ bool ShmChannel::allreduce_in_buffers(void* data, int64_t numel, ScalarType dtyp
     if (size_ == 1) std::memcpy(block.data(), x[0] + b * es, m * es);
     for (int q = 1; q < size_; ++q) reduce(block.data(), q == 1 ? x[0] + b * es : block.data(), x[q] + b * es, m);
     if (op == ReduceOp::AVG) divide_in_place(block.data(), dtype, m, size_);
-    std::memcpy(mine + b * es, block.data(), m * es);
+    for (int q = 0; q < size_; ++q) std::memcpy(x[q] + b * es, block.data(), m * es);
   }
   step.post(Phase::REDUCED);
-  step.wait_all(Phase::REDUCED, step.number());  // every share reduced; no one reads our other shares now
-  for (int q = 0; q < size_; ++q) {
-    const auto [qlo, qhi] = share(q);
-    if (q != rank_ && qhi > qlo) std::memcpy(mine + qlo * es, x[q] + qlo * es, (qhi - qlo) * es);
-  }
+  step.wait_all(Phase::REDUCED, step.number());  // every share reduced and written everywhere
   step.post(Phase::LEFT);
-  step.wait_all(Phase::LEFT, step.number());  // no one reads our share any more: the tensor is the caller's
+  step.wait_all(Phase::LEFT, step.number());  // every rank is out of this step (the step protocol's rule)
   return true;
 }
 
