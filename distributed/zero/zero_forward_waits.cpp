@@ -26,8 +26,13 @@
 //   next step(); with the overlap, the first bucket of the next backward) and
 //   in its destructor. Anything else that reads a parameter between step() and
 //   its layer's forward — printing it, comparing it, a collective on it — calls
-//   wait_for_broadcasts() first (docs/api.md). The communication threads never
-//   wait for anything: core storage knows nothing of the broadcasts.
+//   wait_for_broadcasts() first (docs/api.md). One that forgets is refused where
+//   the library sees the read: a received parameter's storage is marked until
+//   it lands, so an op reading it throws naming wait_for_broadcasts(), and a
+//   write in place before then fails the landing (its version moved) instead of
+//   being overwritten (Note [Reads of a tensor still being written],
+//   autograd/write_in_flight.h). The communication threads never wait for
+//   anything: core storage knows nothing of the broadcasts.
 // - A failed broadcast (a peer died before sending) fails the first wait for
 //   that parameter, in the forward, with the optimizer's error naming the
 //   rank; the values are unknown, so every later wait for it throws the same.
@@ -42,6 +47,7 @@
 // Read next: distributed/zero/zero_state_dict.cpp.
 #include <unordered_map>
 
+#include "autograd/write_in_flight.h"
 #include "core/grad_mode.h"
 #include "core/native/native.h"
 #include "distributed/zero/zero_redundancy_optimizer.h"
@@ -140,10 +146,31 @@ void ZeroRedundancyOptimizerBase::defer_pending() {
   }
   pending_.clear();
   // Received values are written behind autograd's back: the version moves now,
-  // before any op can save the old one.
+  // before any op can save the old one. Until they land, an op that reads the
+  // parameter is refused (Note [Reads of a tensor still being written],
+  // autograd/write_in_flight.h), and a write in place is caught by the version.
   for (size_t i = 0; i < params_.size(); ++i) {
-    if (receives[i]) params_[i].impl()->storage->bump_version();
+    if (!receives[i]) continue;
+    Storage& storage = params_[i].impl()->storage;
+    storage->bump_version();
+    Deferred& d = deferred_[i];
+    d.version = storage->version();
+    if (d.received) continue;
+    d.received = true;
+    autograd::mark_write_in_flight(
+        params_[i], lockstep::detail::str(where(), ": parameter ", i, " (shape ", params_[i].shape_str(),
+                                          ") is still being received from rank ", d.landings.front().root,
+                                          " (the broadcast of its update in step()); its layer's forward waits "
+                                          "for it, anything else that reads it first must call "
+                                          "wait_for_broadcasts() on the optimizer"));
   }
+}
+
+void ZeroRedundancyOptimizerBase::unmark_received(size_t i) noexcept {
+  Deferred& d = deferred_[i];
+  if (!d.received) return;
+  d.received = false;
+  autograd::unmark_write_in_flight(params_[i]);
 }
 
 void ZeroRedundancyOptimizerBase::land(size_t i) {
@@ -153,8 +180,14 @@ void ZeroRedundancyOptimizerBase::land(size_t i) {
   if (d.landings.empty()) return;
   NoGradGuard no_grad;
   try {
+    for (const Landing& l : d.landings) wait_for(l.work, l.root, broadcaster().timeout(), where());
+    // A write in place since step() raced with the receive, or would be overwritten by the packed values.
+    LS_CHECK(!d.received || params_[i].impl()->storage->version() == d.version, where(), ": parameter ", i,
+             " (shape ", params_[i].shape_str(), ") was written in place after step() while the broadcast of "
+             "its update from rank ", d.landings.front().root, " was still on the wire, so its values are "
+             "unknown; call wait_for_broadcasts() on the optimizer before changing a parameter outside a "
+             "forward (Note [Reads of a tensor still being written])");
     for (const Landing& l : d.landings) {
-      wait_for(l.work, l.root, broadcaster().timeout(), where());
       if (l.param.defined()) native::copy_(l.param, packed_values(l.flat, l.offset, l.param));
     }
   } catch (...) {
@@ -162,6 +195,7 @@ void ZeroRedundancyOptimizerBase::land(size_t i) {
     throw;
   }
   d.landings.clear();
+  unmark_received(i);
 }
 
 void ZeroRedundancyOptimizerBase::land_all(bool except_forward_waited) {

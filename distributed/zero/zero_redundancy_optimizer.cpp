@@ -112,6 +112,12 @@ ZeroRedundancyOptimizerBase::~ZeroRedundancyOptimizerBase() {
   } catch (const std::exception& e) {
     note(e);
   }
+  {
+    // Failed receives stay marked while this optimizer lives (their values are
+    // unknown); its report below is what is left to say about them.
+    std::lock_guard<std::mutex> lock(deferred_mutex_);
+    for (size_t i = 0; i < deferred_.size(); ++i) unmark_received(i);
+  }
   if (!failure.empty()) report_destructor_failure(failure);
 }
 

@@ -294,6 +294,9 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   // Every parameter (but those a forward pre-hook waits for); the first failure
   // is rethrown after all are waited for.
   void land_all(bool except_forward_waited = false);
+  // Ends parameter i's write-in-flight mark (Note [Reads of a tensor still
+  // being written], autograd/write_in_flight.h). The caller holds deferred_mutex_.
+  void unmark_received(size_t i) noexcept;
   void remove_forward_waits() noexcept;  // the hooks register_forward_waits added
   std::string where() const;  // "ZeroRedundancyOptimizer (rank r)"
   // Note [ZeRO destructor reports] (zero_redundancy_optimizer.cpp).
@@ -321,6 +324,8 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   struct Deferred {  // per parameter
     std::vector<Landing> landings;  // not yet waited for
     std::exception_ptr error;       // a wait failed: the values are unknown
+    bool received = false;          // this rank receives it: marked as written in flight
+    uint64_t version = 0;           // its version when deferred: moved means written in place since
   };
   mutable std::mutex deferred_mutex_;
   std::vector<Deferred> deferred_;

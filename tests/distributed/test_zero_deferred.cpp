@@ -193,3 +193,103 @@ TEST_CASE("zero deferred broadcasts: a parameter of a user's module that runs no
     CHECK(ls::testing::all_equal(net->parameters(), ref_net->parameters()));
   }, 60s);
 }
+
+// Note [Reads of a tensor still being written] (autograd/write_in_flight.h).
+namespace {
+
+// two_layer() under ZeRO, its waits left to the layers' forward pre-hooks, beside
+// a plain-AdamW twin; step() trains both on one batch. fc1.bias (parameter 1) is
+// sent packed by its owner: the other rank receives it.
+struct DeferredRun {
+  static constexpr size_t kBias = 1;
+  std::shared_ptr<ls::testing::TanhMLP> net, ref_net;
+  dist::ZeroRedundancyOptimizer<ls::optim::AdamW> zero;
+  ls::optim::AdamW ref;
+  ls::Tensor x;
+
+  explicit DeferredRun(const std::shared_ptr<dist::ProcessGroup>& pg)
+      : net(seeded_two_layer()),
+        ref_net(two_layer()),
+        zero(net->parameters(), pg, ls::optim::AdamWOptions(1e-2)),
+        ref(ref_net->parameters(), ls::optim::AdamWOptions(1e-2)) {
+    ref_net->load_state_dict(net->state_dict());
+    zero.register_forward_waits(*net);
+    REQUIRE(net->parameters()[kBias].impl() == net->fc1->bias.impl());
+    REQUIRE((zero.owner(kBias) == 0 || zero.owner(kBias) == 1));
+    ls::manual_seed(7);
+    x = ls::randn({4, 300});
+  }
+  static std::shared_ptr<ls::testing::TanhMLP> seeded_two_layer() {
+    ls::manual_seed(0);
+    return two_layer();
+  }
+  void step() {
+    net->forward(x).pow(2).sum().backward();
+    ref_net->forward(x).pow(2).sum().backward();
+    zero.step();
+    ref.step();
+  }
+};
+
+}  // namespace
+
+// The receiving rank reads fc1.bias before fc1's forward through the op it would
+// use for a checksum, a view made before step(), and a functional forward that
+// bypasses the layer.
+TEST_CASE("zero deferred broadcasts: an op that reads a parameter still being received before its layer's forward "
+          "is refused naming wait_for_broadcasts(), never computed with the old values; after it, the new ones") {
+  ls::testing::run_ranks(2, [](int rank) {
+    DeferredRun run(dist::init_process_group("gloo"));
+    const ls::Tensor& p = run.net->fc1->bias;
+    const ls::Tensor old_view = p.view({1, 300});  // shares the storage
+    const double before = p.sum().item<double>();
+    run.step();
+    const double after = run.ref_net->fc1->bias.sum().item<double>();
+    REQUIRE(after != before);  // a stale read would be told apart
+    if (run.zero.owner(DeferredRun::kBias) == rank) {
+      CHECK(p.sum().item<double>() == after);  // the owner holds its update: nothing to refuse
+      run.zero.wait_for_broadcasts();
+      return;
+    }
+    REQUIRE(run.zero.broadcast_pending(DeferredRun::kBias));
+    const std::string where = "ZeroRedundancyOptimizer (rank " + std::to_string(rank) + "): parameter ";
+    const std::string direct = ls::testing::error_of([&] { (void)p.sum(); });
+    CHECK_MESSAGE(ls::testing::contains(direct, where + "1 (shape [300]) is still being received from rank " +
+                                                    std::to_string(1 - rank)), direct);
+    for (const std::string& e :
+         {direct, ls::testing::error_of([&] { (void)old_view.sum(); }),
+          ls::testing::error_of([&] { (void)ls::nn::functional::linear(run.x, run.net->fc1->weight, p); }),
+          ls::testing::error_of([&] {
+            ls::NoGradGuard no_grad;
+            (void)(p * 2.0);
+          })}) {
+      CHECK_MESSAGE(ls::testing::contains(e, where), e);  // the functional forward may name fc1.weight first
+      CHECK_MESSAGE(ls::testing::contains(e, "must call wait_for_broadcasts() on the optimizer"), e);
+    }
+    run.zero.wait_for_broadcasts();
+    CHECK_FALSE(run.zero.broadcast_pending(DeferredRun::kBias));
+    CHECK(p.sum().item<double>() == after);
+    CHECK(old_view.sum().item<double>() == after);
+  }, 60s);
+}
+
+TEST_CASE("zero deferred broadcasts: a parameter written in place while its broadcast is in flight fails its "
+          "layer's forward and every later wait, naming wait_for_broadcasts(), instead of losing the write") {
+  ls::testing::run_ranks(2, [](int rank) {
+    DeferredRun run(dist::init_process_group("gloo"));
+    run.step();
+    if (run.zero.owner(DeferredRun::kBias) == rank) {
+      run.zero.wait_for_broadcasts();
+      return;
+    }
+    {
+      ls::NoGradGuard no_grad;
+      run.net->fc1->bias.mul_(0.5);  // core's in-place op: no autograd op sees it, the version does
+    }
+    const std::string e = ls::testing::error_of([&] { (void)run.net->forward(run.x); });
+    CHECK_MESSAGE(ls::testing::contains(e, "parameter 1 (shape [300]) was written in place after step() while the "
+                                           "broadcast of its update from rank " + std::to_string(1 - rank)), e);
+    CHECK_MESSAGE(ls::testing::contains(e, "call wait_for_broadcasts()"), e);
+    CHECK(ls::testing::contains(ls::testing::error_of([&] { run.zero.wait_for_broadcasts(); }), "written in place"));
+  }, 60s);
+}
