@@ -150,11 +150,12 @@ void ZeroRedundancyOptimizerBase::defer_pending() {
   // parameter is refused (Note [Reads of a tensor still being written],
   // autograd/write_in_flight.h), and a write in place is caught by the version.
   for (size_t i = 0; i < params_.size(); ++i) {
+    if (receives[i]) params_[i].impl()->storage->bump_version();
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {  // after every bump: parameters may share a storage
     if (!receives[i]) continue;
-    Storage& storage = params_[i].impl()->storage;
-    storage->bump_version();
     Deferred& d = deferred_[i];
-    d.version = storage->version();
+    d.version = params_[i].impl()->storage->version();
     if (d.received) continue;
     d.received = true;
     autograd::mark_write_in_flight(

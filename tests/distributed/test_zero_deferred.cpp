@@ -12,6 +12,7 @@
 #include <csignal>
 #include <string>
 
+#include "core/grad_mode.h"
 #include "tests/distributed/zero_test_util.h"
 #include "tests/support/errors.h"
 #include "tests/support/multiprocess.h"

@@ -1,9 +1,9 @@
 // tests/nn/test_module_hooks.cpp — Note [Forward pre-hooks]: a forward pre-hook
 // runs before the layer's forward reads its parameters (also where a fused path
-// reads them without the layer's forward), once per forward, in registration
-// order, until removed; an error it throws leaves the forward undone; the
-// state-dict pre-hooks of a module and of its descendants run before
-// state_dict(), load_state_dict() and to().
+// reads them without the layer's forward, the bf16 fused dropout paths included),
+// once per forward, in registration order, until removed; an error it throws
+// leaves the forward undone; the state-dict pre-hooks of a module and of its
+// descendants run before state_dict(), load_state_dict() and to().
 // Read before: nn/module.h.
 #include <doctest/doctest.h>
 
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/autocast.h"
 #include "core/factory.h"
 #include "core/rng.h"
 #include "nn/nn.h"
@@ -97,6 +98,27 @@ TEST_CASE("forward pre-hooks: a layer whose parameters a fused path reads runs i
   layer->linear1->register_forward_pre_hook([&](const ls::nn::Module&) { ++runs; });
   (void)layer->forward(ls::randn({3, 2, 4}));
   CHECK(runs == 1);
+}
+
+TEST_CASE("forward pre-hooks: the bf16 fused dropout paths run the hooks of the layers whose parameters they read") {
+  // Training under bf16 autocast: linear1 + GELU + dropout in one node, each residual's
+  // dropout + add + LayerNorm in one pass (Note [linear + GELU + dropout in one node],
+  // Note [dropout + residual add + LayerNorm in one pass]): linear1's, norm1's and
+  // norm2's parameters are read without their forward.
+  ls::manual_seed(71);
+  ls::nn::TransformerEncoderLayer layer(32, 4, 64, /*dropout=*/0.2, "gelu");
+  int linear1 = 0, norm1 = 0, norm2 = 0;
+  layer.linear1->register_forward_pre_hook([&](const ls::nn::Module&) { ++linear1; });
+  layer.norm1->register_forward_pre_hook([&](const ls::nn::Module&) { ++norm1; });
+  layer.norm2->register_forward_pre_hook([&](const ls::nn::Module&) { ++norm2; });
+  const ls::Tensor x = ls::randn({2, 12, 32});
+  {
+    ls::AutocastGuard amp(ls::kBFloat16);
+    (void)layer.forward(x);
+  }
+  CHECK(linear1 == 1);
+  CHECK(norm1 == 1);
+  CHECK(norm2 == 1);
 }
 
 TEST_CASE("state-dict pre-hooks: a module's and its descendants' run before state_dict, load_state_dict and to") {
