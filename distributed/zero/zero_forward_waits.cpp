@@ -102,6 +102,11 @@ void ZeroRedundancyOptimizerBase::register_forward_waits(nn::Module& model) {
     if (m.runs_forward_pre_hooks()) {
       h.forward = m.register_forward_pre_hook([this, own = layer.second](const nn::Module&) {
         std::lock_guard<std::mutex> lock(deferred_mutex_);
+        // What this rank receives first: when a peer died, its error names that
+        // peer, not this rank's own send that failed with it.
+        for (size_t i : own) {
+          if (i < deferred_.size() && deferred_[i].received) land(i);
+        }
         for (size_t i : own) land(i);
       });
     }
