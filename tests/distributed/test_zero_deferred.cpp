@@ -157,7 +157,7 @@ TEST_CASE("zero deferred broadcasts: a peer that dies before its broadcasts fail
 }
 
 TEST_CASE("zero deferred broadcasts: a parameter of a user's module that runs no forward pre-hooks is waited for "
-          "in step(), its layers' parameters in their forward; no model given, step() waits for all") {
+          "in step(), its layers' parameters in their forward, and with no model given step() waits for all") {
   ls::testing::run_ranks(2, [](int rank) {
     auto pg = dist::init_process_group("gloo");
     ls::manual_seed(0);
@@ -239,7 +239,7 @@ struct DeferredRun {
 // use for a checksum, a view made before step(), and a functional forward that
 // bypasses the layer.
 TEST_CASE("zero deferred broadcasts: an op that reads a parameter still being received before its layer's forward "
-          "is refused naming wait_for_broadcasts(), never computed with the old values; after it, the new ones") {
+          "is refused naming wait_for_broadcasts(), never computed with the old values, and after it sees the new ones") {
   ls::testing::run_ranks(2, [](int rank) {
     DeferredRun run(dist::init_process_group("gloo"));
     const ls::Tensor& p = run.net->fc1->bias;
