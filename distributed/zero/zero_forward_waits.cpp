@@ -153,15 +153,17 @@ void ZeroRedundancyOptimizerBase::defer_pending() {
   // Received values are written behind autograd's back: the version moves now,
   // before any op can save the old one. Until they land, an op that reads the
   // parameter is refused (Note [Reads of a tensor still being written],
-  // autograd/write_in_flight.h), and a write in place is caught by the version.
+  // autograd/write_in_flight.h), and a write in place is caught by the version
+  // (also of what this rank sends in place).
   for (size_t i = 0; i < params_.size(); ++i) {
     if (receives[i]) params_[i].impl()->storage->bump_version();
   }
   for (size_t i = 0; i < params_.size(); ++i) {  // after every bump: parameters may share a storage
-    if (!receives[i]) continue;
     Deferred& d = deferred_[i];
-    d.version = params_[i].impl()->storage->version();
-    if (d.received) continue;
+    // Received, or sent in place by this rank: a write in place before it lands
+    // would be overwritten, or would reach the peers half-sent.
+    if (!d.landings.empty()) d.version = params_[i].impl()->storage->version();
+    if (!receives[i] || d.received) continue;
     d.received = true;
     autograd::mark_write_in_flight(
         params_[i], lockstep::detail::str(where(), ": parameter ", i, " (shape ", params_[i].shape_str(),
@@ -187,10 +189,11 @@ void ZeroRedundancyOptimizerBase::land(size_t i) {
   NoGradGuard no_grad;
   try {
     for (const Landing& l : d.landings) wait_for(l.work, l.root, broadcaster().timeout(), where());
-    // A write in place since step() raced with the receive, or would be overwritten by the packed values.
-    LS_CHECK(!d.received || params_[i].impl()->storage->version() == d.version, where(), ": parameter ", i,
-             " (shape ", params_[i].shape_str(), ") was written in place after step() while the broadcast of "
-             "its update from rank ", d.landings.front().root, " was still on the wire, so its values are "
+    // A write in place since step() raced with the broadcast (received or sent in
+    // place), or would be overwritten by the packed values.
+    LS_CHECK(params_[i].impl()->storage->version() == d.version, where(), ": parameter ", i, " (shape ",
+             params_[i].shape_str(), ") was written in place after step() while the broadcast of its update "
+             "from rank ", d.landings.front().root, " was still on the wire, so the values the ranks hold are "
              "unknown; call wait_for_broadcasts() on the optimizer before changing a parameter outside a "
              "forward (Note [Reads of a tensor still being written])");
     for (const Landing& l : d.landings) {
