@@ -17,18 +17,15 @@ namespace lockstep::autograd {
 AccumulateGrad::AccumulateGrad(Tensor variable)
     : Node(kMaxSequenceNr), variable_(std::move(variable)) {}
 
-variable_list AccumulateGrad::apply(variable_list&& grads) {
-  Tensor incoming = std::move(grads.at(0));
-  if (!incoming.defined()) return {};
-  LS_CHECK(incoming.sizes() == variable_.sizes(), "AccumulateGrad: gradient of shape ",
-           incoming.shape_str(), " does not match the leaf's shape ", variable_.shape_str(),
-           " (a backward formula returned a wrongly shaped gradient)");
-  if (incoming.dtype() != variable_.dtype()) {
+namespace {
+
+// Sums `incoming` into `grad` (sets it, the first time), in the leaf's dtype.
+void accumulate(Tensor& grad, Tensor incoming, ScalarType leaf_dtype) {
+  if (incoming.dtype() != leaf_dtype) {
     const int64_t before = distinct_bytes(incoming);  // a bf16 gradient of a float32 leaf
-    incoming = native::to_dtype(incoming, variable_.dtype());
+    incoming = native::to_dtype(incoming, leaf_dtype);
     profiler::add_bytes(before + distinct_bytes(incoming));
   }
-  Tensor& grad = variable_.mutable_grad();
   if (!grad.defined()) {
     // Take the incoming buffer when nothing else can see it; otherwise copy, so
     // a later in-place accumulation cannot change another tensor.
@@ -41,6 +38,26 @@ variable_list AccumulateGrad::apply(variable_list&& grads) {
     NoGradGuard no_grad;
     grad.add_(incoming);
     profiler::add_bytes(3 * distinct_bytes(grad));  // incoming read, .grad read and written
+  }
+}
+
+}  // namespace
+
+variable_list AccumulateGrad::apply(variable_list&& grads) {
+  Tensor incoming = std::move(grads.at(0));
+  if (!incoming.defined()) return {};
+  LS_CHECK(incoming.sizes() == variable_.sizes(), "AccumulateGrad: gradient of shape ",
+           incoming.shape_str(), " does not match the leaf's shape ", variable_.shape_str(),
+           " (a backward formula returned a wrongly shaped gradient)");
+  Tensor& grad = variable_.mutable_grad();
+  const GradSink& sink = variable_.impl()->autograd_meta->grad_sink;
+  Tensor placed = !grad.defined() && sink ? sink(incoming) : Tensor();
+  if (placed.defined()) {
+    // Note [Gradient sinks]: one pass, the incoming gradient read and the placed one written.
+    profiler::add_bytes(distinct_bytes(incoming) + distinct_bytes(placed));
+    grad = std::move(placed);
+  } else {
+    accumulate(grad, std::move(incoming), variable_.dtype());
   }
   // The post-accumulate-grad hooks: DDP's gradient hook (Reducer::autograd_hook,
   // distributed/ddp/reducer.cpp) fires here. Copy the list: a hook may register or
@@ -63,6 +80,23 @@ std::shared_ptr<AccumulateGrad> grad_accumulator(const Tensor& leaf) {
   auto node = std::make_shared<AccumulateGrad>(leaf);
   meta.grad_accumulator = node;
   return node;
+}
+
+bool set_grad_sink(const Tensor& leaf, GradSink sink) {
+  LS_CHECK(leaf.is_leaf() && leaf.requires_grad(), "set_grad_sink: only leaf tensors that require grad have "
+           "a gradient sink (tensor of shape ", leaf.shape_str(), ")");
+  GradSink& slot = leaf.impl()->autograd_meta->grad_sink;
+  if (slot) return false;
+  slot = std::move(sink);
+  return true;
+}
+
+void clear_grad_sink(const Tensor& leaf) {
+  if (leaf.impl()->autograd_meta) leaf.impl()->autograd_meta->grad_sink = nullptr;
+}
+
+size_t post_accumulate_grad_hook_count(const Tensor& leaf) {
+  return leaf.impl()->autograd_meta ? leaf.impl()->autograd_meta->post_accumulate_grad_hooks.size() : 0;
 }
 
 void HookHandle::remove() {

@@ -1,12 +1,17 @@
 // bench/bench_overlap.cpp — the modes of bench_ddp (local, flat, no-overlap, ddp, and
 // ddp-view: ddp with gradients as bucket views; ddp-copy: ddp with the plain copy back
-// into .grad, LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE=0) INTERLEAVED in one process, so that a
+// into .grad, LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE=0, so the plain copy in too; ddp-nosink:
+// ddp without its gradient sinks, LOCKSTEP_DDP_GRAD_SINKS=0; ddp-nochecks: ddp with every default
+// check off, i.e. on a second process group that fingerprints only its first collective, without
+// the non-finite gradient check and the replica check; ddp-nocollchecks: ddp on that second group
+// only, its DDP checks on) INTERLEAVED in one process, so that a
 // machine whose speed drifts from second to second (a shared host) slows every mode
 // alike. Each mode trains its own replica of the model (built from the same seed); one
 // cycle runs one iteration of every mode, starting one mode later each cycle.
 //
 //   build/bin/lockstep-run --nproc-per-node 2 -- build/bin/bench_overlap --model resnet50
 //       --batch 4 --cycles 8 [--modes local,flat,no-overlap,ddp] [--amp bf16]
+//       (the checks' cost: --modes ddp,ddp-nochecks,ddp-nocollchecks; see ddp_over_ddp-nochecks)
 //       [--bucket-mb 25] [--first-bucket-mb 1] [--threads 1] [--warmup 1] [--backend gloo|mpi]
 //
 // What a mode's iteration is, and its timing (rank 0's wall clock, after a barrier), are
@@ -15,12 +20,14 @@
 // ({"bench":"overlap","cycle":c,"mode":m,"iter_ms":...} and its phases fwd_ms, bwd_ms with
 // DDP's finalize, reduce_ms (flat's AllReduce), opt_ms), then a summary line: per mode
 // the median ms and "<mode>_phases_ms" (the four phases' medians); per mode other than local the median over cycles of its iteration
-// divided by local's in the same cycle ("<mode>_over_local"); and "hidden", the median
+// divided by local's in the same cycle ("<mode>_over_local"); per ddp-* mode run beside ddp,
+// "ddp_over_<mode>" and its quartiles "ddp_over_<mode>_q" (ddp / that mode within a cycle: what
+// ddp's defaults cost, e.g. ddp_over_ddp-nochecks); and "hidden", the median
 // over cycles of (flat - ddp) / (flat - local) when flat and ddp both ran. Ratios taken
 // within a cycle are what this program is for: iterations seconds apart see the same
 // machine. Memory: one model, its gradients, optimizer state and buckets per mode.
 //
-// Read before: bench/bench_ddp.cpp. Read next: bench/compare_overlap.sh.
+// Read before: bench/bench_ddp.cpp. Read next: bench/compare_overlap.sh, bench/collective_checks.sh.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -55,7 +62,11 @@ struct Options {
   double bucket_mb = 25.0, first_bucket_mb = 1.0;
 };
 
-const std::vector<std::string> kModes = {"local", "flat", "no-overlap", "ddp", "ddp-view", "ddp-copy"};
+const std::vector<std::string> kModes = {"local",    "flat",       "no-overlap",   "ddp",
+                                         "ddp-view", "ddp-copy",   "ddp-nosink",   "ddp-nochecks",
+                                         "ddp-nocollchecks"};
+const char* const kModeList =
+    "local,flat,no-overlap,ddp,ddp-view,ddp-copy,ddp-nosink,ddp-nochecks,ddp-nocollchecks";
 
 std::vector<std::string> split_modes(const std::string& list) {
   std::vector<std::string> out;
@@ -73,7 +84,7 @@ Options parse(int argc, char** argv) {
   p.integer("--cycles", o.cycles, "timed cycles (one iteration of every mode each)", 1, 100000);
   p.integer("--warmup", o.warmup, "untimed cycles first", 0, 1000);
   p.threads(o.threads);
-  p.text("--modes", o.modes, "comma-separated subset of local,flat,no-overlap,ddp,ddp-view,ddp-copy");
+  p.text("--modes", o.modes, std::string("comma-separated subset of ") + kModeList);
   p.choice("--backend", o.backend, "process group backend", {"gloo", "mpi"});
   p.choice("--amp", o.amp, "bf16: forward + loss under ls::AutocastGuard", {"off", "bf16"});
   p.real("--bucket-mb", o.bucket_mb, "DDP bucket_cap_mb", 0.0, 1e6);
@@ -81,10 +92,10 @@ Options parse(int argc, char** argv) {
   p.parse(argc, argv);
   ls::bench::check_model_options(p, o.model);
   const std::vector<std::string> modes = split_modes(o.modes);
-  if (modes.empty()) p.usage_error("--modes: give at least one of local,flat,no-overlap,ddp,ddp-view,ddp-copy");
+  if (modes.empty()) p.usage_error(std::string("--modes: give at least one of ") + kModeList);
   for (size_t i = 0; i < modes.size(); ++i) {
     if (std::find(kModes.begin(), kModes.end(), modes[i]) == kModes.end()) {
-      p.usage_error("--modes: '" + modes[i] + "' is not one of local,flat,no-overlap,ddp,ddp-view,ddp-copy");
+      p.usage_error("--modes: '" + modes[i] + "' is not one of " + kModeList);
     }
     for (size_t j = 0; j < i; ++j) {
       if (modes[j] == modes[i]) p.usage_error("--modes: '" + modes[i] + "' is given twice");
@@ -118,17 +129,23 @@ Mode make_mode(const std::string& name, const Options& o, const std::shared_ptr<
     std::shared_ptr<dist::DistributedDataParallel<M>> ddp;
     std::shared_ptr<ls::bench::FlatReducer> flat;
     if (name == "flat") flat = std::make_shared<ls::bench::FlatReducer>(params, ls::Device::cpu());
-    if (name == "ddp" || name == "no-overlap" || name == "ddp-view" || name == "ddp-copy") {
-      // ddp-copy: the plain copy back into .grad (Note [Copy-out by reference]), read at construction
+    if (name != "local" && name != "flat") {
+      // ddp-copy: the plain copy back into .grad (Note [Copy-out by reference]); ddp-nosink: no
+      // gradient sinks (Note [Gradient sinks]); both read at construction
       if (name == "ddp-copy") setenv("LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE", "0", 1);
-      ddp = std::make_shared<dist::DistributedDataParallel<M>>(
-          net, pg,
-          dist::DDPOptions()
-              .bucket_cap_mb(o.bucket_mb)
-              .first_bucket_mb(o.first_bucket_mb)
-              .overlap(name != "no-overlap")
-              .gradient_as_bucket_view(name == "ddp-view"));
-      if (name == "ddp-copy") unsetenv("LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE");
+      if (name == "ddp-nosink") setenv("LOCKSTEP_DDP_GRAD_SINKS", "0", 1);
+      dist::DDPOptions options = dist::DDPOptions()
+                                     .bucket_cap_mb(o.bucket_mb)
+                                     .first_bucket_mb(o.first_bucket_mb)
+                                     .overlap(name != "no-overlap")
+                                     .gradient_as_bucket_view(name == "ddp-view");
+      // ddp-nochecks: no non-finite gradient check (Note [Non-finite gradients]) and no
+      // replica check (Note [Replica divergence check]); LOCKSTEP_NONFINITE and
+      // LOCKSTEP_REPLICA_CHECK_EVERY, when set, still override both
+      if (name == "ddp-nochecks") options.non_finite_gradients(dist::NonFinitePolicy::OFF).check_replicas_every(0);
+      ddp = std::make_shared<dist::DistributedDataParallel<M>>(net, pg, options);
+      unsetenv("LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE");
+      unsetenv("LOCKSTEP_DDP_GRAD_SINKS");
     }
     return Mode{name, [wl, net, ddp, flat, opt, pg, bf16] {
                   Phases p;
@@ -162,7 +179,15 @@ int run_main(int argc, char** argv) {
   auto pg = ls::bench::make_process_group(o.backend);
   const int rank = pg->rank();
   std::vector<Mode> modes;
-  for (const std::string& name : split_modes(o.modes)) modes.push_back(make_mode(name, o, pg));
+  std::shared_ptr<dist::ProcessGroup> unchecked;  // ddp-nochecks' and ddp-nocollchecks' group
+  for (const std::string& name : split_modes(o.modes)) {
+    if (name == "ddp-nochecks" || name == "ddp-nocollchecks") {
+      if (!unchecked) unchecked = ls::bench::make_unchecked_group(*pg, o.backend);
+      modes.push_back(make_mode(name, o, unchecked));
+    } else {
+      modes.push_back(make_mode(name, o, pg));
+    }
+  }
   const size_t n = modes.size();
   std::map<std::string, std::vector<double>> times;  // mode -> ms per timed cycle
   std::map<std::string, std::vector<Phases>> phases;
@@ -203,6 +228,16 @@ int run_main(int argc, char** argv) {
     std::snprintf(buf, sizeof buf, ",\"%s_ms\":%.2f,\"%s_phases_ms\":[%.1f,%.1f,%.1f,%.1f]", m.name.c_str(),
                   median(times[m.name]), m.name.c_str(), median(f), median(b), median(r), median(u));
     summary += buf;
+  }
+  if (times.count("ddp")) {  // what ddp's defaults cost against each ddp-* mode, within a cycle
+    for (const Mode& m : modes) {
+      if (m.name.rfind("ddp-", 0) != 0) continue;
+      std::vector<double> ratio;
+      for (int c = 0; c < o.cycles; ++c) ratio.push_back(times["ddp"][c] / times[m.name][c]);
+      std::snprintf(buf, sizeof buf, ",\"ddp_over_%s\":%.4f,\"ddp_over_%s_q\":[%.4f,%.4f]", m.name.c_str(),
+                    median(ratio), m.name.c_str(), ls::bench::quantile(ratio, 0.25), ls::bench::quantile(ratio, 0.75));
+      summary += buf;
+    }
   }
   if (times.count("local")) {
     for (const Mode& m : modes) {

@@ -10,6 +10,14 @@
 #                                          (LOCKSTEP_NONFINITE=off LOCKSTEP_REPLICA_CHECK_EVERY=0), and the
 #                                          replica check every iteration ("every1": its cost per check);
 #                                          MODELS (default "resnet50 bert") picks the models
+#   bench/collective_checks.sh interleaved bench_overlap, 2 ranks: ddp beside ddp-nochecks (every default
+#                                          check off) and ddp-nocollchecks (collective checks off) as
+#                                          replicas in ONE process, one iteration of each per cycle, the
+#                                          first rotating; prints ddp / each within a cycle (median and
+#                                          quartiles over CYCLES, default 12). MODELS as above; MODES
+#                                          (default ddp,ddp-nochecks,ddp-nocollchecks; BERT-base needs
+#                                          ~1.5 GB per mode and rank); under bench/isolate.sh when root;
+#                                          LOG=file appends every cycle's JSON line there
 # ROUNDS (default 3) alternating rounds; BUILD (default build). Each timing run holds
 # /work/.bench.lock when that file exists (the shared machine's benchmark lock).
 # Read before: docs/results/collective_checks.md.
@@ -62,5 +70,17 @@ case "$1" in
         done
       done
     done ;;
-  *) echo "usage: bench/collective_checks.sh allreduce|mpi|ddp|defaults" >&2; exit 2 ;;
+  interleaved)
+    isolate=""
+    [ "$(id -u)" = 0 ] && isolate=bench/isolate.sh
+    for name in ${MODELS:-resnet50 bert}; do
+      model="resnet50 --batch 4"
+      [ "$name" = bert ] && model="bert --batch 2 --seq 128"
+      printf '%s LOCKSTEP_SHM=%s load %s: ' "$name" "${LOCKSTEP_SHM:-default}" "$(cut -d' ' -f1-3 /proc/loadavg)"
+      # shellcheck disable=SC2086
+      lock $isolate "$BUILD/bin/lockstep-run" --nproc-per-node 2 -- "$BUILD/bin/bench_overlap" --model $model \
+          --cycles "${CYCLES:-12}" --modes "${MODES:-ddp,ddp-nochecks,ddp-nocollchecks}" 2>&1 |
+          sed 's/^\[rank [0-9]*\] //' | tee -a "${LOG:-/dev/null}" | grep '"summary"'
+    done ;;
+  *) echo "usage: bench/collective_checks.sh allreduce|mpi|ddp|defaults|interleaved" >&2; exit 2 ;;
 esac

@@ -12,7 +12,9 @@
 #       MODEL resnet50|resnet18|bert (default resnet50), BATCH per rank 4, ROUNDS 2, CYCLES 6
 #   env: BUILD=build, THREADS=1 (per rank), AMP=off|bf16, BUCKET_MB=25, IMAGE=224, TORCH_PY,
 #        MODES (ours; default local,flat,no-overlap,ddp; add ddp-view for gradient_as_bucket_view,
-#        ddp-copy for the plain copy-out of LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE=0)
+#        ddp-copy for the plain copies of LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE=0, ddp-nosink for
+#        ddp without its gradient sinks, LOCKSTEP_DDP_GRAD_SINKS=0, ddp-nochecks / ddp-nocollchecks
+#        for ddp without its default checks / its collective checks: bench/collective_checks.sh)
 # Memory: one replica per mode and rank (BERT-base, 4 modes, 2 ranks: ~12 GB).
 # Read before: bench/bench_overlap.cpp, bench/torch/ddp_overlap.py, bench/compare_ddp.sh.
 # Read next: docs/results/evaluation.md.
@@ -62,7 +64,8 @@ summary = {"bench": "compare_overlap", "summary": True}
 print("# medians over every cycle of every round (ms; ratios within a cycle)")
 for side, name in (("ours", "lockstep"), ("theirs", "pytorch")):
     cycles = list(runs[side].values())
-    modes = sorted({m for c in cycles for m in c}, key=["local", "flat", "no-overlap", "ddp", "ddp-view", "ddp-copy"].index)
+    modes = sorted({m for c in cycles for m in c}, key=["local", "flat", "no-overlap", "ddp", "ddp-view", "ddp-copy", "ddp-nosink",
+                                                             "ddp-nochecks", "ddp-nocollchecks"].index)
     row = {m: statistics.median(c[m] for c in cycles) for m in modes}
     ratios = {m: statistics.median(c[m] / c["local"] for c in cycles) for m in modes if m != "local"}
     hid = [(c["flat"] - c["ddp"]) / (c["flat"] - c["local"]) for c in cycles if c["flat"] > c["local"]]

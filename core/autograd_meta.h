@@ -27,6 +27,9 @@ struct AutogradMeta {
   // (see Note [Post-accumulate-grad hooks] in autograd/accumulate_grad.h).
   std::vector<std::pair<uint64_t, std::function<void(Tensor&)>>> post_accumulate_grad_hooks;
   uint64_t next_hook_id = 0;
+  // Leaves: offered the incoming gradient while .grad is undefined (Note [Gradient
+  // sinks] in autograd/accumulate_grad.h); empty: none.
+  std::function<Tensor(const Tensor&)> grad_sink;
 };
 
 }  // namespace lockstep

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "distributed/error_file.h"
+#include "distributed/oversubscription.h"
 #include "distributed/store/prefix_store.h"
 #include "distributed/process_group/process_group_gloo.h"
 #include "distributed/process_group/process_group_mpi.h"
@@ -82,6 +83,7 @@ std::shared_ptr<ProcessGroup> make_nccl(const InitOptions& options, int groups) 
 
 std::shared_ptr<ProcessGroup> init_process_group(const std::string& backend, const InitOptions& options) {
   install_terminate_handler();  // Note [TORCHELASTIC_ERROR_FILE]: an uncaught ls::Error is reported
+  detail::warn_if_oversubscribed();  // Note [Oversubscribed ranks]: spinning OpenMP threads
   const int groups = options.round_robin();
   LS_CHECK(groups >= 1, "init_process_group: round_robin(", groups, ") must ask for at least 1 group");
   if (backend == "gloo") return make_gloo(options, groups);

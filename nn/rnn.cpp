@@ -7,6 +7,7 @@
 #include "core/factory.h"
 #include "core/nn_ops.h"
 #include "core/shape.h"
+#include "nn/lstm_layer.h"
 
 namespace lockstep::nn {
 
@@ -84,9 +85,18 @@ std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(
     for (int64_t d = 0; d < directions_; ++d) {
       const size_t i = static_cast<size_t>(l * directions_ + d);
       const RNNWeights& w = layers_[i];
+      Tensor h = h_init[i], c = c_init[i];
+      if (lstm_layer_fusable(x, h, c, w)) {  // Note [Fused LSTM layer]
+        Tensor out;
+        std::tie(out, h, c) = lstm_layer_fused(x, h, c, w, d == 1);
+        outs.push_back(out);
+        h_n.push_back(h);
+        c_n.push_back(c);
+        continue;
+      }
+      // The reference path: composed ops, one node each.
       const ScalarType dt = w.w_ih.dtype();  // Note [Recurrent layers under autocast]
       const std::vector<Tensor> xg = unbind(linear(x, w.w_ih, w.b_ih).to(dt), 0);  // T x (B, 4H)
-      Tensor h = h_init[i], c = c_init[i];
       outs.push_back(scan(xg, d == 1, [&](const Tensor& xt) {
         std::tie(h, c) = lstm_step(xt + linear(h, w.w_hh, w.b_hh).to(dt), c);
         return h;

@@ -28,6 +28,9 @@
 // Each layer computes x W_ih^T + b_ih for all T steps in one GEMM, splits it
 // into steps with unbind (one backward node, autograd/functions/unbind.h), then
 // runs the T dependent steps, each one GEMM h W_hh^T and the gate arithmetic.
+// An LSTM layer on the CPU (float32 / float64, no autocast) runs instead as one
+// fused op (Note [Fused LSTM layer] in nn/lstm_layer.h); the composition above
+// stays its reference.
 // Not supported: proj_size (PyTorch's option with no setter here).
 // Read before: nn/rnn_cell.h. Read next: nn/transformer.h.
 #pragma once

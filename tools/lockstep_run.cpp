@@ -63,6 +63,7 @@
 #include <vector>
 
 #include "tools/cli.h"
+#include "tools/launch_threads.h"
 
 namespace {
 
@@ -477,6 +478,7 @@ int run_attempts(const Options& o) {
 
 int main(int argc, char** argv) {
   Options o = parse_args(argc, argv);
+  lockstep::launcher::set_rank_threads(o.nproc, lockstep::launcher::available_cpus());  // Note [Oversubscribed ranks]
   install_handlers();
   g_error_dir = make_error_dir();
   const int status = run_attempts(o);

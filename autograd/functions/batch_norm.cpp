@@ -47,6 +47,21 @@
 // BatchNormBackward (not the fused nodes) supports double backward; its recorded
 // formula is in autograd/functions/norm_recorded.cpp.
 //
+// § Note [ReLU mask in bits]
+// BatchNormAddReluBackward needs only out > 0 of the fused output, one bit a
+// value, yet read the whole bf16 output for it: 16 bits a value, an
+// activation-sized read (88 MB of a ResNet50 bf16 step at batch 8, 16 blocks).
+// On a channels-last bfloat16 input the forward now also writes the mask as
+// bits (fast/batch_norm_bf16_nhwc.cpp: 16 values' bits in one 16-bit word, the
+// AVX-512 compare's own mask register), the node saves them instead of the
+// output, and the backward kernel reads them (Mask::Bits): 1/16 of the bytes.
+// The bit is y > 0 of the bf16 value stored (the forward rounds, widens back and
+// compares), so the gradients equal those of the output's mask bit for bit
+// (tests/autograd/test_batch_norm_relu_bits.cpp). The output itself is no longer
+// saved by this node; the next layer's convolution and residual still keep it.
+// Other inputs (float32, NCHW, a GPU) save the output as before, and
+// LOCKSTEP_BF16_RELU_BITS=0 restores that everywhere (A/B runs).
+//
 // Read before: autograd/functions/functions.h, core/native/nn_kernels.h.
 // Read next: autograd/functions/norm_recorded.h, nn/ (BatchNorm2d).
 #include <tuple>
@@ -54,6 +69,8 @@
 #include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/norm_recorded.h"
 #include "autograd/functions/functions.h"
+#include "autograd/traffic.h"
+#include "core/env_flag.h"
 #include "core/native/fused_relu.h"
 #include "core/native/nn_kernels.h"
 #include "core/nn_ops.h"
@@ -67,8 +84,9 @@ namespace {
 // output (the ReLU's mask).
 struct BatchNormNode : BackwardNode {
   SavedVariable input, weight, save_mean, save_invstd;
-  SavedVariable output;  // fused ops only (batch_norm_relu: on a GPU)
-  SavedVariable bias;    // batch_norm_relu on the CPU
+  SavedVariable output;     // fused ops only (batch_norm_relu: on a GPU)
+  SavedVariable relu_bits;  // batch_norm_add_relu instead of output (Note [ReLU mask in bits])
+  SavedVariable bias;       // batch_norm_relu on the CPU
   bool training = true;
   double eps = 1e-5;  // to recompute the batch statistics with history (double backward)
 
@@ -79,6 +97,7 @@ struct BatchNormNode : BackwardNode {
     save_mean.reset();
     save_invstd.reset();
     output.reset();
+    relu_bits.reset();
   }
 };
 
@@ -114,15 +133,22 @@ struct BatchNormBackward final : BatchNormNode {
 // The node of batch_norm_add_relu (Note [Fused BatchNorm + add + ReLU]); edges:
 // input, weight, bias, residual.
 struct BatchNormAddReluBackward final : BatchNormNode {
+  bool mask_in_bits = false;  // relu_bits saved, not output (Note [ReLU mask in bits])
   std::string name() const override { return "BatchNormAddReluBackward"; }
 
   variable_list apply(variable_list&& grads) override {
     const bool gi = should_compute_output(0), gw = should_compute_output(1),
                gb = should_compute_output(2);
-    const Tensor x = input.unpack(name());
-    auto [grad_input, grad_weight, grad_bias, grad_residual] = native::batch_norm_add_relu_backward(
-        native::to_dtype(grads[0], x.dtype()), x, weight.unpack(name()), save_mean.unpack(name()),
-        save_invstd.unpack(name()), output.unpack(name()), training, gi, gw, gb);
+    const Tensor x = input.unpack(name()), w = weight.unpack(name());
+    const Tensor g = native::to_dtype(grads[0], x.dtype());
+    const Tensor mean = save_mean.unpack(name()), invstd = save_invstd.unpack(name());
+    auto [grad_input, grad_weight, grad_bias, grad_residual] =
+        mask_in_bits
+            ? native::batch_norm_add_relu_backward_bits(g, x, w, mean, invstd,
+                                                        relu_bits.unpack(name()), training, gi,
+                                                        gw, gb)
+            : native::batch_norm_add_relu_backward(g, x, w, mean, invstd, output.unpack(name()),
+                                                   training, gi, gw, gb);
     return {grad_input, grad_weight, grad_bias,
             should_compute_output(3) ? grad_residual : Tensor()};
   }
@@ -188,15 +214,25 @@ Tensor batch_norm_add_relu(const Tensor& input, const Tensor& residual, const Te
                                running_mean, running_var, training, momentum, eps);
   }
   profiler::Scope prof("batch_norm_add_relu");
-  auto [out, save_mean, save_invstd] = native::batch_norm_add_relu_forward(
-      input, residual, weight, bias, running_mean, running_var, training, momentum, eps);
-  if (compute_requires_grad({input, weight, bias, residual})) {
+  static const bool bits_on = env_flag("LOCKSTEP_BF16_RELU_BITS", true);
+  const bool grad = compute_requires_grad({input, weight, bias, residual});
+  Tensor bits;  // (N H W, 2 * ceil(C / 16)) uint8, or undefined: the output is the mask
+  auto [out, save_mean, save_invstd] =
+      native::batch_norm_add_relu_forward(input, residual, weight, bias, running_mean, running_var,
+                                          training, momentum, eps, grad && bits_on ? &bits : nullptr);
+  if (grad) {
     auto node = std::make_shared<BatchNormAddReluBackward>();
     node->input = SavedVariable(input);
     node->weight = SavedVariable(weight);
     node->save_mean = SavedVariable(save_mean);
     node->save_invstd = SavedVariable(save_invstd);
-    node->output = SavedVariable(out);
+    if (bits.defined()) {
+      node->relu_bits = SavedVariable(bits);
+      node->mask_in_bits = true;
+      profiler::add_bytes(distinct_bytes(bits));  // written beside the output (Note [Profiler bytes])
+    } else {
+      node->output = SavedVariable(out);
+    }
     node->training = training;
     record(node, {input, weight, bias, residual}, {out});
   }

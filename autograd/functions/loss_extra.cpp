@@ -2,7 +2,7 @@
 // smooth_l1_loss (core/losses.h).
 //
 // nll_loss, binary_cross_entropy and smooth_l1_loss are compositions of
-// differentiable ops (where over a one-hot mask, log, maximum, ...), so their gradients are those
+// differentiable ops (gather and where, log, maximum, ...), so their gradients are those
 // ops' gradients. binary_cross_entropy_with_logits has its own node: its stable
 // formula is built from relu and abs, whose gradients at x = 0 are conventions,
 // not the loss's derivative; the node returns the exact one,
@@ -87,13 +87,13 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, Reduction redu
   const Tensor safe = where(kept, target, zero_i);  // (N): ignored rows check as class 0
   LS_CHECK(safe.numel() == 0 || (safe.min().item<int64_t>() >= 0 && safe.max().item<int64_t>() < C),
            "nll_loss: targets must be in [0, ", C, ") or ignore_index (", ignore_index, ")");
-  // The target's column of each row: where() over a (N, C) one-hot mask, then a sum
-  // over C (one term); an ignored row's mask is all false.
-  const Tensor classes = arange(C, TensorOptions().dtype(kInt64).device(target.device())).reshape({1, C});
-  const Tensor one_hot = classes.eq(target.unsqueeze(1));  // (N, C) bool
+  // The target's column of each row, gathered (O(N), where a one-hot mask over (N, C)
+  // costs a pass over every class: the vocabulary of a language model); an ignored
+  // row reads class 0 and is then replaced by 0.
+  const Tensor picked = log_probs.gather(1, safe.unsqueeze(1)).squeeze(1);  // (N)
   const Tensor zero = scalar_tensor(0.0, TensorOptions().dtype(log_probs.dtype()).device(log_probs.device()));
-  // where, not a product with 0/1 weights: the other log-probs may be -inf.
-  const Tensor per_example = -where(one_hot, log_probs, zero).sum({1});  // (N); 0 where ignored
+  // where, not a product with a 0/1 mask: an ignored row's class-0 log-prob may be -inf.
+  const Tensor per_example = -where(kept, picked, zero);  // (N); 0 where ignored
   if (reduction != Reduction::Mean) return reduce(per_example, reduction);
   // The mean over the kept targets (PyTorch: NaN when every target is ignored).
   return per_example.sum() / kept.to(log_probs.dtype()).sum();

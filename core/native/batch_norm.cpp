@@ -224,8 +224,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_relu_forward(
 std::tuple<Tensor, Tensor, Tensor> batch_norm_add_relu_forward(
     const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
     const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
-    double eps) {
+    double eps, Tensor* relu_bits) {
   const char* op = "batch_norm_add_relu";
+  if (relu_bits != nullptr) *relu_bits = Tensor();
   lockstep::detail::check_defined(input, op);
   lockstep::detail::check_defined(residual, op);
   LS_CHECK(residual.sizes() == input.sizes() && residual.dtype() == input.dtype() &&
@@ -241,7 +242,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_add_relu_forward(
   }
   if (const auto impl = choose_batch_norm(input, op); impl != BatchNormImpl::Planes) {
     return batch_norm_bf16_forward(input, residual, weight, bias, running_mean, running_var,
-                                   training, momentum, eps, true, op, impl);
+                                   training, momentum, eps, true, op, impl, relu_bits);
   }
   return forward_impl(input, weight, bias, running_mean, running_var, training, momentum, eps,
                       true, residual, op);

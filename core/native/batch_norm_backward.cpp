@@ -236,4 +236,23 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> batch_norm_add_relu_backward(
   return {gi, gw, gb, g};
 }
 
+std::tuple<Tensor, Tensor, Tensor, Tensor> batch_norm_add_relu_backward_bits(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
+    const Tensor& save_invstd, const Tensor& relu_bits, bool training, bool need_input,
+    bool need_weight, bool need_bias) {
+  const char* op = "batch_norm_add_relu_backward_bits";
+  lockstep::detail::check_defined(input, op);
+  const BatchNormImpl impl =
+      !input.device().is_cuda() ? choose_batch_norm(input, op) : BatchNormImpl::Planes;
+  LS_CHECK(impl == BatchNormImpl::Bf16ChannelsLast, op,
+           ": the ReLU's bit mask comes from a channels-last bfloat16 CPU forward, but the input "
+           "is ", input.dtype(), " ", input.shape_str(), " on ", input.device().str(),
+           "; use batch_norm_add_relu_backward with the forward's output");
+  Tensor g;  // (N, C, H, W) bf16 channels-last: gm, the residual's
+  auto [gi, gw, gb] = batch_norm_bf16_backward(grad_output, input, weight, Tensor(), save_mean,
+                                               save_invstd, relu_bits, Mask::Bits, training,
+                                               need_input, need_weight, need_bias, &g, op, impl);
+  return {gi, gw, gb, g};
+}
+
 }  // namespace lockstep::native

@@ -112,7 +112,7 @@ BatchNormImpl choose_batch_norm(const Tensor& input, const char* op) {
 std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
     const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
     const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
-    double eps, bool relu, const char* op, BatchNormImpl impl) {
+    double eps, bool relu, const char* op, BatchNormImpl impl, Tensor* relu_bits) {
   const auto [c, s] = check_input(input, op);
   check_param(weight, "weight", c, op);
   check_param(bias, "bias", c, op);
@@ -122,7 +122,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
   rules::check_statistics_source(input, s, running_mean, running_var, training, op);
   if (impl == BatchNormImpl::Bf16ChannelsLast) {  // fast/batch_norm_bf16_nhwc.cpp
     return batch_norm_bf16_nhwc_forward(input, residual, weight, bias, running_mean, running_var,
-                                        training, momentum, eps, relu, op);
+                                        training, momentum, eps, relu, op, relu_bits);
   }
   const int64_t n = input.size(0), m_total = n * s;
   const Tensor x = contiguous(input);
@@ -204,6 +204,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
   const auto [c, s] = check_input(input, op);
   check_like_input(grad_output, "grad_output", input, op);
   if (mask == Mask::Output) check_like_input(output, "the saved output", input, op);
+  LS_CHECK(mask != Mask::Bits || impl == BatchNormImpl::Bf16ChannelsLast, op,
+           ": a ReLU mask in bits comes from a channels-last bfloat16 forward, but the input is ",
+           input.shape_str(), " in NCHW order; pass the saved output instead");
   check_param(weight, "weight", c, op);
   if (mask == Mask::Input) check_param(bias, "bias", c, op);
   lockstep::detail::check_defined(save_mean, op);

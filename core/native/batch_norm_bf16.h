@@ -35,13 +35,17 @@ const char* batch_norm_impl_name(BatchNormImpl impl);  // "planes", "bf16_planes
 BatchNormImpl choose_batch_norm(const Tensor& input, const char* op);
 
 // relu: max(y, 0); residual defined: max(y + residual, 0) (relu must be set with it).
+// relu_bits not null, relu set and impl Bf16ChannelsLast: the ReLU's mask is also
+// written there, (N H W, 2 * ceil(C / 16)) uint8 (Note [ReLU mask in bits] in
+// autograd/functions/batch_norm.cpp); for any other impl it is left as it is.
 std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
     const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
     const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
-    double eps, bool relu, const char* op, BatchNormImpl impl);
+    double eps, bool relu, const char* op, BatchNormImpl impl, Tensor* relu_bits = nullptr);
 
 // mask: where the fused ReLU's mask comes from (batch_norm_detail::Mask): `output`
-// for Mask::Output, `bias` for Mask::Input (undefined: 0). With grad_residual not
+// for Mask::Output, `bias` for Mask::Input (undefined: 0), `output` the forward's
+// relu_bits for Mask::Bits (Bf16ChannelsLast only). With grad_residual not
 // null, the masked gradient (batch_norm_add_relu's residual gradient) is stored there.
 std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
     const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
@@ -55,7 +59,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
 std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_forward(
     const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
     const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
-    double eps, bool relu, const char* op);
+    double eps, bool relu, const char* op, Tensor* relu_bits = nullptr);
 std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_backward(
     const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& bias,
     const Tensor& save_mean, const Tensor& save_invstd, const Tensor& output,

@@ -54,8 +54,10 @@ GradInput<T> grad_input_coefficients(double w, double mean, double invstd, doubl
 }
 
 // Where the ReLU's mask comes from in a backward: none (plain batch norm), the
-// saved output (out > 0), or the input (fma(x, scale, shift) > 0).
-enum class Mask { None, Output, Input };
+// saved output (out > 0), the input (fma(x, scale, shift) > 0), or bits the
+// forward wrote (channels-last bf16 only: Note [ReLU mask in bits] in
+// autograd/functions/batch_norm.cpp).
+enum class Mask { None, Output, Input, Bits };
 
 // Sums of d = run[j] - shift and of d^2 over a run of s values, in T across
 // SIMD lanes within each block of kSumBlock, in double across blocks.

@@ -26,10 +26,14 @@ namespace lockstep::native {
 // BatchNorm + add + ReLU] in autograd/functions/batch_norm.cpp); residual has the
 // input's shape, dtype and device. Returns (output, save_mean, save_invstd).
 // Its backward is batch_norm_add_relu_backward. On a GPU: the two kernels in turn.
+// relu_bits not null and a channels-last bfloat16 CPU input: the ReLU's mask is
+// also written there as bits (Note [ReLU mask in bits] in
+// autograd/functions/batch_norm.cpp), for batch_norm_add_relu_backward_bits; for
+// any other input *relu_bits is left undefined (the output is the mask).
 std::tuple<Tensor, Tensor, Tensor> batch_norm_add_relu_forward(
     const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
     const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
-    double eps);
+    double eps, Tensor* relu_bits = nullptr);
 
 // The backward of batch_norm_add_relu_forward, whose output is `output`:
 // (grad_input, grad_weight, grad_bias, grad_residual), with grad_residual =
@@ -39,6 +43,14 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_add_relu_forward(
 std::tuple<Tensor, Tensor, Tensor, Tensor> batch_norm_add_relu_backward(
     const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
     const Tensor& save_invstd, const Tensor& output, bool training, bool need_input,
+    bool need_weight, bool need_bias);
+
+// The same gradients with the mask from relu_bits, the bits batch_norm_add_relu_forward
+// wrote for this channels-last bfloat16 input (its output not read): bit for bit
+// batch_norm_add_relu_backward's results.
+std::tuple<Tensor, Tensor, Tensor, Tensor> batch_norm_add_relu_backward_bits(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
+    const Tensor& save_invstd, const Tensor& relu_bits, bool training, bool need_input,
     bool need_weight, bool need_bias);
 
 // The same gradients without the output: the ReLU's mask is recomputed from the

@@ -172,6 +172,23 @@ double grad_norm_part(const Tensor& g, double norm_type) {
       for (int64_t b = lo; b < hi; ++b) {
         const int64_t end = std::min(n, (b + 1) * block);
         double acc = 0.0;
+        if (!inf && norm_type == 2.0) {
+          // The common case: 16 independent partial sums, so the adds do not wait on each
+          // other (one running sum is bound by the add's latency) and the loop vectorises.
+          constexpr int64_t kLanes = 16;
+          double lane[kLanes] = {};
+          int64_t i = b * block;
+          for (; i + kLanes <= end; i += kLanes) {
+            for (int64_t k = 0; k < kLanes; ++k) {
+              const double v = static_cast<double>(data[i + k]);
+              lane[k] += v * v;
+            }
+          }
+          for (; i < end; ++i) acc += static_cast<double>(data[i]) * static_cast<double>(data[i]);
+          for (double l : lane) acc += l;
+          partial[static_cast<size_t>(b)] = acc;
+          continue;
+        }
         for (int64_t i = b * block; i < end; ++i) {
           const double a = std::abs(static_cast<double>(data[i]));
           if (inf) {

@@ -51,31 +51,52 @@ int64_t count_non_finite(const Tensor& original) {
                                                              t.numel());
 }
 
+namespace {
+
+// The fused loop of copy_scaled_counting_non_finite: out = in * s, counting the
+// elements of `in` whose exponent bits are all ones. Bits is In's same-sized
+// unsigned integer; `widen` turns those bits into the float32 value (bfloat16:
+// the upper half of a float32, so the conversion is exact).
+template <typename Bits, Bits exponent, typename Widen>
+int64_t scaled_copy_loop(float* out, const void* in_bytes, int64_t n, float s, bool count, Widen widen) {
+  const auto* in = static_cast<const Bits*>(in_bytes);
+  int64_t bad = 0;
+  if (count) {
+    for (int64_t i = 0; i < n; ++i) {
+      bad += (in[i] & exponent) == exponent;
+      out[i] = widen(in[i]) * s;
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = widen(in[i]) * s;
+  }
+  return bad;
+}
+
+float float_of_bits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+}  // namespace
+
 int64_t copy_scaled_counting_non_finite(const Tensor& dst, const Tensor& src, double scale, bool count) {
   const bool fused = dst.device().is_cpu() && src.device().is_cpu() && dst.dtype() == kFloat32 &&
-                     src.dtype() == kFloat32 && dst.is_contiguous() && src.is_contiguous() &&
-                     dst.numel() == src.numel();
+                     (src.dtype() == kFloat32 || src.dtype() == kBFloat16) && dst.is_contiguous() &&
+                     src.is_contiguous() && dst.numel() == src.numel();
   if (!fused) {
     if (dst.raw_data() != src.raw_data()) native::copy_(dst, src);  // in place: scale only
     if (scale != 1.0) native::binary_scalar_(native::BinaryOp::Mul, dst, scale);
     return count ? count_non_finite(src) : 0;
   }
-  const float* in = static_cast<const float*>(src.raw_data());
   float* out = static_cast<float*>(dst.raw_data());
   const float s = static_cast<float>(scale);  // as binary_scalar_ does: the scalar in the tensor's type
-  const int64_t n = src.numel();
-  int64_t bad = 0;
-  if (count) {
-    for (int64_t i = 0; i < n; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, in + i, sizeof(bits));
-      bad += (bits & 0x7f800000u) == 0x7f800000u;
-      out[i] = in[i] * s;
-    }
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = in[i] * s;
+  if (src.dtype() == kBFloat16) {
+    return scaled_copy_loop<uint16_t, 0x7f80u>(out, src.raw_data(), src.numel(), s, count, [](uint16_t b) {
+      return float_of_bits(static_cast<uint32_t>(b) << 16);
+    });
   }
-  return bad;
+  return scaled_copy_loop<uint32_t, 0x7f800000u>(out, src.raw_data(), src.numel(), s, count, float_of_bits);
 }
 
 NonFinitePolicy non_finite_policy(NonFinitePolicy option) {

@@ -49,11 +49,12 @@ int64_t count_non_finite(const Tensor& t);
 // The policy from DDPOptions, unless LOCKSTEP_NONFINITE names another one.
 NonFinitePolicy non_finite_policy(NonFinitePolicy option);
 
-// dst = src * scale (dst, src: (n), same dtype), and the number of NaN or +-Inf
-// elements of src when `count` (else 0): DDP's copy of a gradient into its
-// bucket slot, the division by the world size and the scan of step 1 of Note
-// [Non-finite gradients] in one pass over memory (float32 on the CPU; other
-// cases copy, scale and count one after the other, the reference path). dst may
+// dst = src * scale (dst, src: (n)), and the number of NaN or +-Inf elements of
+// src when `count` (else 0): DDP's copy of a gradient into its bucket slot, the
+// division by the world size and the scan of step 1 of Note [Non-finite
+// gradients] in one pass over memory (a float32 dst on the CPU from a float32 or
+// bfloat16 src, converted in the same pass — Note [Gradient sinks]; other cases
+// copy, scale and count one after the other, the reference path). dst may
 // be src itself: the gradient scaled in place (Note [Copy-out by reference]).
 int64_t copy_scaled_counting_non_finite(const Tensor& dst, const Tensor& src, double scale, bool count);
 

@@ -36,11 +36,16 @@ Reducer::Reducer(std::vector<Tensor> params, std::vector<std::string> names,
   for (size_t i = 0; i < params_.size(); ++i) {
     hooks_.push_back(params_[i].register_post_accumulate_grad_hook(
         [this, i](Tensor&) { autograd_hook(i); }));
+    // Note [Gradient sinks]: the copy in made by the pass that writes the gradient.
+    if (autograd::set_grad_sink(params_[i], [this, i](const Tensor& g) { return place_gradient(i, g); })) {
+      sinks_.push_back(i);
+    }
   }
 }
 
 Reducer::~Reducer() {
   for (auto& h : hooks_) h.remove();
+  for (size_t i : sinks_) autograd::clear_grad_sink(params_[i]);
 }
 
 void Reducer::register_comm_hook(CommHook hook) {

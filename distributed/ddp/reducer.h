@@ -125,6 +125,8 @@ class Reducer {
   // first synced backward has recorded how often each gradient becomes ready.
   int64_t bitmap_allreduces() const { return readiness_->bitmap_allreduces(); }
   bool static_graph_recorded() const { return readiness_->counted(); }
+  // Note [Gradient sinks]: how many gradients went straight into their slots (a test hook).
+  int64_t gradients_placed() const { return storage_.gradients_placed(); }
 
   const std::vector<Bucket>& buckets() const { return storage_.buckets(); }
   size_t num_buckets() const { return storage_.buckets().size(); }
@@ -137,6 +139,7 @@ class Reducer {
  private:
   // reducer.cpp: the core, in paper order.
   void autograd_hook(size_t index);
+  Tensor place_gradient(size_t index, const Tensor& incoming);  // the sink (reducer_grad_handover.cpp)
   void begin_backward();  // the first gradient of a synced backward
   void mark_variable_ready(size_t index, bool locally_unused = false);
   void copy_grad_into_bucket(size_t index, bool locally_unused);
@@ -182,6 +185,7 @@ class Reducer {
   BucketLauncher launcher_;
   std::unique_ptr<ReadinessPolicy> readiness_;
   std::vector<autograd::HookHandle> hooks_;
+  std::vector<size_t> sinks_;  // the parameters whose gradient sink is this Reducer's
   std::unique_ptr<ReducerPlugin> plugin_;  // Note [Reducer plug-ins]; null by default
   friend class ReducerPlugin;
   double divisor_;

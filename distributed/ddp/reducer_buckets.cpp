@@ -75,6 +75,7 @@ void BucketStorage::build(const std::vector<BucketSpec>& specs) {
   }
   buckets_ = std::move(buckets);
   locations_ = std::move(locations);
+  placed_.assign(params_.size(), false);
   num_elements_ = elements;
   layout_hash_ = detail::bucket_layout_hash(buckets_);
   if (!as_view_) return;
@@ -93,6 +94,10 @@ void BucketStorage::copy_in(size_t index, bool locally_unused, double scale) {
   NoGradGuard no_grad;
   const Location loc = locations_[index];
   Tensor slot = buckets_[loc.bucket].slice(loc.slot);  // (numel)
+  if (placed_[index]) {  // place() did it all (Note [Gradient sinks])
+    placed_[index] = false;
+    return;
+  }
   Tensor& grad = params_[index].mutable_grad();
   if (!grad.defined()) {
     native::fill_(slot, 0.0);

@@ -60,6 +60,14 @@ class BucketStorage {
   void disable_copy_out_by_reference() { by_reference_ = false; }
   void before_backward();
 
+  // Note [Gradient sinks] (autograd/accumulate_grad.h), DDP's side in
+  // reducer_grad_handover.cpp: parameter `index`'s incoming gradient (.grad undefined)
+  // times `scale` straight into its slot, counted as copy_in counts; returns the slot as
+  // the new .grad, or undefined where this storage cannot (then nothing happened). The
+  // copy_in that follows for `index` has nothing left to do.
+  Tensor place(size_t index, const Tensor& incoming, double scale);
+  int64_t gradients_placed() const { return gradients_placed_; }  // since construction
+
   std::vector<Bucket>& buckets() { return buckets_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
   size_t bucket_of(size_t index) const { return locations_[index].bucket; }
@@ -70,6 +78,9 @@ class BucketStorage {
   std::vector<Tensor> params_;
   bool as_view_;
   bool by_reference_;      // Note [Copy-out by reference]
+  bool sinks_;                // Note [Gradient sinks]: LOCKSTEP_DDP_GRAD_SINKS
+  std::vector<bool> placed_;  // per parameter: place()d, copy_in pending (Note [Gradient sinks])
+  int64_t gradients_placed_ = 0;
   ProcessGroup* group_;  // the Reducer's, which outlives this
   int rank_;             // for errors
   detail::NonFiniteCheck* non_finite_ = nullptr;

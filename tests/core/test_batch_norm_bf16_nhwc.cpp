@@ -261,6 +261,53 @@ TEST_CASE("channels-last bf16 batch norm: the same bits on 1 and 2 threads") {
   CHECK(strictly_channels_last(one[0]));
 }
 
+// The two grad_input passes whose ReLU mask is not the saved output (Mask::Bits:
+// batch_norm_add_relu's bits; Mask::Input: recomputed from the input), on 1 and 2
+// threads, against the NCHW kernel given the same mask as an output. A sanitizer
+// build once crashed in exactly these (Note [Row-kernel operands by reference]).
+TEST_CASE(
+    "channels-last bf16 batch norm: grad_input from the ReLU's bits or the input, 1 and 2 "
+    "threads, matches the NCHW kernel") {
+  ls::manual_seed(47);
+  const int saved = ls::get_num_threads();
+  for (const ls::IntList& sizes : kShapes) {
+    const int64_t c = sizes[1], m = sizes[0] * sizes[2] * sizes[3];
+    const double sum_atol = 1e-5 * std::sqrt(static_cast<double>(m));
+    const ls::Tensor x = bf16_randn(sizes, 2.0, -0.5), res = bf16_randn(sizes);
+    const ls::Tensor gy = bf16_randn(sizes), w = ls::randn({c}), b = ls::randn({c});
+    for (const bool training : {true, false}) {
+      for (const int threads : {1, 2}) {
+        CAPTURE(c);
+        CAPTURE(training);
+        CAPTURE(threads);
+        ls::set_num_threads(threads);
+        ls::Tensor rm = ls::zeros({c}), rv = ls::ones({c}), bits;
+        auto [y, mean, invstd] = nv::batch_norm_add_relu_forward(cl(x), cl(res), w, b, rm, rv,
+                                                                 training, 0.1, 1e-5, &bits);
+        REQUIRE(bits.defined());
+        auto [gi, gw, gb, gr] = nv::batch_norm_add_relu_backward_bits(
+            cl(gy), cl(x), w, mean, invstd, bits, training, true, true, true);
+        auto [rgi, rgw, rgb, rgr] = nv::batch_norm_add_relu_backward(
+            gy, x, w, mean, invstd, nv::contiguous(y), training, true, true, true);
+        CHECK(strictly_channels_last(gi));
+        CHECK(far_apart(gi, rgi) == 0);
+        CHECK(nv::allclose(gw, rgw, 1e-5, sum_atol));
+        CHECK(nv::allclose(gb, rgb, 1e-5, sum_atol));
+        CHECK(nv::equal(gr, rgr));  // g or 0 under the same mask: exact
+        auto [gi2, gw2, gb2] = nv::batch_norm_relu_backward_from_input(
+            cl(gy), cl(x), w, b, mean, invstd, training, true, true, true);
+        auto [rgi2, rgw2, rgb2] = nv::batch_norm_relu_backward_from_input(
+            gy, x, w, b, mean, invstd, training, true, true, true);
+        CHECK(strictly_channels_last(gi2));
+        CHECK(far_apart(gi2, rgi2) == 0);
+        CHECK(nv::allclose(gw2, rgw2, 1e-5, sum_atol));
+        CHECK(nv::allclose(gb2, rgb2, 1e-5, sum_atol));
+      }
+    }
+  }
+  ls::set_num_threads(saved);
+}
+
 TEST_CASE(
     "bf16 batch norm: inputs that are both contiguous and channels-last stay on the NCHW kernel") {
   ls::manual_seed(46);

@@ -5,6 +5,7 @@
 // Read before: tests/distributed/ddp_test_models.h, tests/support/multiprocess.h.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -34,6 +35,13 @@ struct ReorderedMLP : nn::Module {
 };
 
 // `count` rows of a (N, ...) tensor starting at chunk `chunk` of `per` rows.
+// Sets LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE for the DDP modules built in its scope
+// (Note [Copy-out by reference]; off also turns DDP's gradient sinks off).
+struct ByReference {
+  explicit ByReference(bool on) { setenv("LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE", on ? "1" : "0", 1); }
+  ~ByReference() { unsetenv("LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE"); }
+};
+
 inline Tensor chunk_rows(const Tensor& t, int64_t chunk, int64_t per) { return t.narrow(0, chunk * per, per); }
 
 // Every rank holds bitwise the same values of `tensors`.

@@ -23,12 +23,6 @@ namespace {
 
 constexpr int64_t kPerRank = 4;
 
-// Sets LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE for the DDP modules built in its scope.
-struct ByReference {
-  explicit ByReference(bool on) { setenv("LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE", on ? "1" : "0", 1); }
-  ~ByReference() { unsetenv("LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE"); }
-};
-
 // TinyCNN trained for `steps` optimizer steps of `sync_every` micro-batches each;
 // returns the final parameters and every step's averaged gradients.
 std::pair<std::vector<ls::Tensor>, std::vector<ls::Tensor>> train(std::shared_ptr<dist::ProcessGroup> pg,
@@ -39,7 +33,7 @@ std::pair<std::vector<ls::Tensor>, std::vector<ls::Tensor>> train(std::shared_pt
   auto [x, y] = ls::testing::image_data(steps * sync_every * world * kPerRank, 321);
   ls::manual_seed(0);
   auto model = std::make_shared<ls::testing::TinyCNN>();
-  ByReference env(by_reference);
+  ls::testing::ByReference env(by_reference);
   dist::DistributedDataParallel ddp(
       model, pg, dist::DDPOptions().bucket_cap_mb(0.002).first_bucket_mb(0.001).rebuild_buckets(rebuild));
   ls::optim::SGD opt(model->parameters(), ls::optim::SGDOptions(0.1).momentum(0.9));
@@ -87,7 +81,7 @@ struct Net {
   Net(std::shared_ptr<dist::ProcessGroup> pg, bool by_reference, dist::DDPOptions options = {}) : rank(pg->rank()) {
     ls::manual_seed(0);
     model = std::make_shared<ls::testing::TinyCNN>();
-    ByReference env(by_reference);
+    ls::testing::ByReference env(by_reference);
     ddp = std::make_unique<dist::DistributedDataParallel<ls::testing::TinyCNN>>(model, pg, options.bucket_cap_mb(0.002));
     opt = std::make_unique<ls::optim::SGD>(model->parameters(), ls::optim::SGDOptions(0.1));
   }

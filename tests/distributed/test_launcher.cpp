@@ -1,7 +1,7 @@
 // tests/distributed/test_launcher.cpp — build/bin/lockstep-run with small shell
 // commands: the variables each rank sees, the "[rank R] " output prefix, the
 // failure of one rank stopping the others and naming it, SIGTERM forwarded to
-// every rank, argument errors.
+// every rank, argument errors, the threads of oversubscribed ranks.
 // Every run is wrapped in coreutils `timeout`, so a broken launcher fails the
 // test instead of hanging it.
 // Read before: tools/lockstep_run.cpp.
@@ -13,6 +13,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+
+#include "distributed/oversubscription.h"
+#include "tools/launch_threads.h"
 
 namespace {
 
@@ -137,4 +140,53 @@ TEST_CASE("launcher: SIGTERM sent to the launcher is forwarded to every rank") {
   CHECK(has(r, "[rank 0] got-term"));
   CHECK(has(r, "[rank 1] got-term"));
   CHECK(has(r, "lockstep-run: received SIGTERM, forwarded it to every rank"));
+}
+
+// Note [Oversubscribed ranks] (tools/launch_threads.h), with the CPUs this test may run on.
+TEST_CASE("launcher: OMP_NUM_THREADS divides the CPUs among the ranks, PASSIVE when they are oversubscribed") {
+  const int cpus = lockstep::launcher::available_cpus();
+  const std::string show = "-- sh -c 'echo t=$OMP_NUM_THREADS p=$OMP_WAIT_POLICY.'";
+  // Unset: CPUs / ranks (at least 1), said on stderr; never oversubscribed, so no policy.
+  Run unset = run_shell("env -u OMP_NUM_THREADS -u OMP_WAIT_POLICY timeout -s KILL 60 " + launcher() +
+                        " --nproc-per-node 2 " + show + " 2>&1");
+  INFO(unset.output);
+  CHECK(unset.exit_code == 0);
+  const int each = cpus / 2 > 1 ? cpus / 2 : 1;
+  CHECK(has(unset, "[rank 1] t=" + std::to_string(each) + " p=" + (2 * each > cpus ? "PASSIVE." : ".")));
+  CHECK(has(unset, "lockstep-run: OMP_NUM_THREADS is unset"));
+  // Set so that the ranks' threads outnumber the CPUs: PASSIVE, said on stderr.
+  const std::string many = std::to_string(cpus);
+  Run over = run_shell("env -u OMP_WAIT_POLICY OMP_NUM_THREADS=" + many + " timeout -s KILL 60 " + launcher() +
+                       " --nproc-per-node 2 " + show + " 2>&1");
+  INFO(over.output);
+  CHECK(has(over, "[rank 0] t=" + many + " p=PASSIVE."));
+  CHECK(has(over, "setting OMP_WAIT_POLICY=PASSIVE"));
+  // What the user set is kept.
+  Run kept = run_shell("OMP_WAIT_POLICY=ACTIVE OMP_NUM_THREADS=" + many + " timeout -s KILL 60 " + launcher() +
+                       " --nproc-per-node 2 " + show + " 2>&1");
+  INFO(kept.output);
+  CHECK(has(kept, "[rank 1] t=" + many + " p=ACTIVE."));
+  CHECK_FALSE(has(kept, "lockstep-run: OMP"));
+}
+
+TEST_CASE("oversubscription: the warning init_process_group gives names the counts and what to set") {
+  namespace d = lockstep::distributed::detail;
+  const std::string w = d::oversubscription_warning({2, 0}, 2, 2, nullptr);
+  CHECK(w.find("2 ranks on this machine x 2 OpenMP threads each > 2 CPUs") != std::string::npos);
+  CHECK(w.find("OMP_WAIT_POLICY=PASSIVE") != std::string::npos);
+  CHECK(w.find("OMP_NUM_THREADS=1") != std::string::npos);
+  CHECK(d::oversubscription_warning({2, 0}, 2, 2, "passive").empty());  // case does not matter
+  CHECK_FALSE(d::oversubscription_warning({2, 0}, 2, 2, "ACTIVE").empty());
+  CHECK(d::oversubscription_warning({2, 0}, 1, 2, nullptr).empty());  // fits
+  CHECK(d::oversubscription_warning({1, 0}, 2, 2, nullptr).empty());
+  // The launcher variables, in order of precedence; none: no local ranks known.
+  setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3", 1);
+  setenv("OMPI_COMM_WORLD_LOCAL_RANK", "2", 1);
+  unsetenv("LOCAL_WORLD_SIZE");
+  auto local = d::local_ranks_from_environment();
+  REQUIRE(local.has_value());
+  CHECK(local->size == 3);
+  CHECK(local->rank == 2);
+  unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  unsetenv("OMPI_COMM_WORLD_LOCAL_RANK");
 }

@@ -50,10 +50,12 @@
 // core/native/memory_format.h. Read next: autograd/functions/batch_norm.cpp.
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "core/native/batch_norm_bf16.h"
 #include "core/native/bf16_rows.h"
+#include "core/native/fast/bf16_lanes.h"
 #include "core/native/memory_format.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
@@ -66,53 +68,6 @@ using namespace batch_norm_detail;  // core/native/batch_norm_sums.h
 
 // Rows per statistics block (see the Note); also the elementwise pass's grain.
 constexpr int64_t kRows = 256;
-
-// The row loops below step through a row's C values kLanes at a time, the last
-// step masked, with these few operations: AVX-512 registers of 16 floats where
-// bf16_rows.h has them (loads widen bf16 exactly, stores round as round_bits),
-// else one float at a time — the same bits either way.
-namespace lanes {
-#if LOCKSTEP_BF16_ROWS_AVX512
-using F = __m512;
-using K = __mmask16;
-constexpr int64_t kLanes = 16;
-inline K first(int64_t n) { return detail_bf16_rows::lanes(n); }
-inline F load(const BFloat16* p, K k) {  // 0 in the lanes outside k
-  const __m512i u = _mm512_maskz_cvtepu16_epi32(k, _mm256_maskz_loadu_epi16(k, p));
-  return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(k, u, 16));
-}
-inline F load(const float* p, K k) { return _mm512_maskz_loadu_ps(k, p); }
-inline void store(BFloat16* p, K k, F v) {
-  _mm512_mask_cvtepi32_storeu_epi16(p, k, detail_bf16_rows::round_lanes(_mm512_castps_si512(v)));
-}
-inline void store(float* p, K k, F v) { _mm512_mask_storeu_ps(p, k, v); }
-inline F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
-inline F add(F a, F b) { return _mm512_add_ps(a, b); }
-inline F sub(F a, F b) { return _mm512_sub_ps(a, b); }
-inline F relu(F v) {  // std::max(v, 0.0f), NaN and -0 included; maskz_: see bf16_rows.h
-  return _mm512_maskz_max_ps(detail_bf16_rows::kAll, _mm512_setzero_ps(), v);
-}
-inline K positive(K k, F v) {  // k and v > 0
-  return _mm512_mask_cmp_ps_mask(k, v, _mm512_setzero_ps(), _CMP_GT_OQ);
-}
-inline F keep(K k, F v) { return _mm512_maskz_mov_ps(k, v); }  // 0 outside k
-#else
-using F = float;
-using K = bool;
-constexpr int64_t kLanes = 1;
-inline K first(int64_t) { return true; }
-inline F load(const BFloat16* p, K) { return static_cast<float>(*p); }
-inline F load(const float* p, K) { return *p; }
-inline void store(BFloat16* p, K, F v) { p->bits = BFloat16::round_bits(v); }
-inline void store(float* p, K, F v) { *p = v; }
-inline F fma(F a, F b, F c) { return std::fma(a, b, c); }
-inline F add(F a, F b) { return a + b; }
-inline F sub(F a, F b) { return a - b; }
-inline F relu(F v) { return std::max(v, 0.0f); }
-inline K positive(K k, F v) { return k && v > 0.0f; }
-inline F keep(K k, F v) { return k ? v : 0.0f; }
-#endif
-}  // namespace lanes
 
 float& at(const Tensor& t, int64_t i) { return t.data_ptr<float>()[i * t.stride(0)]; }
 
@@ -143,12 +98,15 @@ void shifted_sums_rows(const BFloat16* x, int64_t lo, int64_t hi, int64_t c, con
 }
 
 // Rows [lo, hi) of y = fma(x, scale, shift), then + residual and / or max(., 0)
-// (the NCHW kernel's expressions); x, res, y (R, C), scale and shift (C).
+// (the NCHW kernel's expressions); x, res, y (R, C), scale and shift (C). With
+// Bits, also the ReLU's mask y > 0 of the stored (rounded) y into bits (R,
+// bit_words(C)) (Note [ReLU mask in bits] in autograd/functions/batch_norm.cpp).
 enum class Form { Plain, Relu, AddRelu };
-template <Form Fm>
-void forward_rows(const BFloat16* x, const BFloat16* res, BFloat16* y, int64_t lo, int64_t hi,
-                  int64_t c, const float* scale, const float* shift) {
+template <Form Fm, bool Bits = false>
+void forward_rows(const BFloat16* x, const BFloat16* res, BFloat16* y, uint16_t* bits, int64_t lo,
+                  int64_t hi, int64_t c, const float* scale, const float* shift) {
   using namespace lanes;
+  const int64_t words = bit_words(c);
   for (int64_t r = lo; r < hi; ++r) {
     const int64_t o = r * c;
     for (int64_t j = 0; j < c; j += kLanes) {
@@ -156,6 +114,10 @@ void forward_rows(const BFloat16* x, const BFloat16* res, BFloat16* y, int64_t l
       F v = fma(load(x + o + j, k), load(scale + j, k), load(shift + j, k));
       if constexpr (Fm == Form::AddRelu) v = relu(add(v, load(res + o + j, k)));
       if constexpr (Fm == Form::Relu) v = relu(v);
+      if constexpr (Bits) {  // y > 0 of the value stored, as Mask::Output reads it
+        v = round_trip(v);
+        store_bits(bits + r * words, j, positive(k, v));
+      }
       store(y + o + j, k, v);
     }
   }
@@ -163,19 +125,39 @@ void forward_rows(const BFloat16* x, const BFloat16* res, BFloat16* y, int64_t l
 
 // The backward's operands, (R, C) bf16 or (C) float32 per-channel constants:
 // scale, shift the forward's (Mask::Input), mean the saved one as float, and
-// dx = a * gm + bx * x + c0 (grad_input_coefficients).
+// dx = a * gm + bx * x + c0 (grad_input_coefficients). Built once by the
+// backward and passed by reference, never copied:
+//
+// § Note [Row-kernel operands by reference]
+// The row kernels take Operands by const reference and the parallel_for
+// lambdas capture it by reference: no copy of it is made. With a by-value
+// copy, GCC 12 (-O2 -march=native, AVX-512) moved the 96-byte struct in one
+// 64-byte and one 32-byte vector move and gave the copy 64-byte alignment for
+// an aligned `vmovdqa64`. The asan-ubsan preset runs with
+// detect_stack_use_after_return=1, which puts such a frame on
+// AddressSanitizer's fake stack, where GCC 12 aligns the frame's variables to
+// 32 bytes only: the aligned store faulted, and ASan reported a SEGV near
+// address 0 in grad_input_rows (Mask::Input and Mask::Bits). Nothing was
+// out of bounds, and frames on the real stack (Release; ASan without fake
+// stacks) are realigned. Check, on the object built with the asan preset's
+// flags: `objdump -d | grep -E 'vmov(dqa64|aps)\s+%zmm.*\)'` finds no aligned
+// 64-byte store (12 with the copies). tests/core/test_batch_norm_bf16_nhwc.cpp
+// runs both passes on 1 and 2 threads against the NCHW kernel.
 struct Operands {
   const BFloat16 *g, *x, *y;
   const float *scale, *shift, *mean, *a, *bx, *c0;
+  const uint16_t* bits;  // Mask::Bits: (R, words) the forward's mask
+  int64_t words;
 };
 
-// gm: g, or 0 where the fused ReLU's output is 0 (mask M: y <= 0, or
-// fma(x, scale, shift) <= 0), for the lanes k of the values at o + j.
+// gm: g, or 0 where the fused ReLU's output is 0 (mask M: y <= 0, a 0 bit, or
+// fma(x, scale, shift) <= 0), for the lanes k of the values at o + j of row r.
 template <Mask M>
-lanes::F masked_g(const Operands& p, int64_t o, int64_t j, lanes::K k, lanes::F vx) {
+lanes::F masked_g(const Operands& p, int64_t r, int64_t o, int64_t j, lanes::K k, lanes::F vx) {
   using namespace lanes;
   K live = k;
   if constexpr (M == Mask::Output) live = positive(k, load(p.y + o + j, k));
+  if constexpr (M == Mask::Bits) live = load_bits(p.bits + r * p.words, j, k);
   if constexpr (M == Mask::Input) {
     live = positive(k, fma(vx, load(p.scale + j, k), load(p.shift + j, k)));
   }
@@ -185,15 +167,15 @@ lanes::F masked_g(const Operands& p, int64_t o, int64_t j, lanes::K k, lanes::F 
 // Adds gm and gm * (x - mean) of rows [lo, hi) to the column sums sum_g,
 // sum_g_xmu (C); with gm_out not null, stores gm there (exact in bf16).
 template <Mask M>
-void grad_sums_rows(Operands p, BFloat16* gm_out, int64_t lo, int64_t hi, int64_t c, float* sum_g,
-                    float* sum_g_xmu) {
+void grad_sums_rows(const Operands& p, BFloat16* gm_out, int64_t lo, int64_t hi, int64_t c,
+                    float* sum_g, float* sum_g_xmu) {
   using namespace lanes;
   for (int64_t r = lo; r < hi; ++r) {
     const int64_t o = r * c;
     for (int64_t j = 0; j < c; j += kLanes) {
       const K k = first(c - j);
       const F vx = load(p.x + o + j, k);
-      const F gm = masked_g<M>(p, o, j, k, vx);
+      const F gm = masked_g<M>(p, r, o, j, k, vx);
       if (gm_out != nullptr) store(gm_out + o + j, k, gm);
       store(sum_g + j, k, add(load(sum_g + j, k), gm));
       store(sum_g_xmu + j, k, fma(gm, sub(vx, load(p.mean + j, k)), load(sum_g_xmu + j, k)));
@@ -203,14 +185,14 @@ void grad_sums_rows(Operands p, BFloat16* gm_out, int64_t lo, int64_t hi, int64_
 
 // Rows [lo, hi) of dx = a * gm + bx * x + c0 (R, C).
 template <Mask M>
-void grad_input_rows(Operands p, BFloat16* dx, int64_t lo, int64_t hi, int64_t c) {
+void grad_input_rows(const Operands& p, BFloat16* dx, int64_t lo, int64_t hi, int64_t c) {
   using namespace lanes;
   for (int64_t r = lo; r < hi; ++r) {
     const int64_t o = r * c;
     for (int64_t j = 0; j < c; j += kLanes) {
       const K k = first(c - j);
       const F vx = load(p.x + o + j, k);
-      const F gm = masked_g<M>(p, o, j, k, vx);
+      const F gm = masked_g<M>(p, r, o, j, k, vx);
       const F bx_c0 = fma(load(p.bx + j, k), vx, load(p.c0 + j, k));
       store(dx + o + j, k, fma(load(p.a + j, k), gm, bx_c0));
     }
@@ -222,6 +204,8 @@ template <class F>
 void with_mask(Mask mask, F&& f) {
   if (mask == Mask::Output) {
     f.template operator()<Mask::Output>();
+  } else if (mask == Mask::Bits) {
+    f.template operator()<Mask::Bits>();
   } else if (mask == Mask::Input) {
     f.template operator()<Mask::Input>();
   } else {
@@ -243,7 +227,7 @@ void check_nhwc_input(const Tensor& input, const char* op) {
 std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_forward(
     const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
     const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
-    double eps, bool relu, const char* op) {
+    double eps, bool relu, const char* op, Tensor* relu_bits) {
   check_nhwc_input(input, op);
   const int64_t c = input.size(1), rows = input.size(0) * input.size(2) * input.size(3);
   const Tensor r = residual.defined() ? channels_last(residual) : Tensor();  // (N, C, H, W) NHWC
@@ -252,6 +236,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_forward(
   Tensor out = empty_channels_last(input.sizes(), kBFloat16);  // (N, C, H, W) NHWC
   Tensor save_mean = empty({c}, kFloat32);                     // (C)
   Tensor save_invstd = empty({c}, kFloat32);                   // (C)
+  const bool bits = relu && relu_bits != nullptr;
+  if (bits) *relu_bits = empty({rows, 2 * bit_words(c)}, kUInt8);  // (R, words) 16-bit words
+  uint16_t* mp = bits ? reinterpret_cast<uint16_t*>(relu_bits->data_ptr<uint8_t>()) : nullptr;
   const BFloat16* xp = input.data_ptr<BFloat16>();  // (R, C), as the residual and the output
   const BFloat16* rp = r.defined() ? r.data_ptr<BFloat16>() : nullptr;
   BFloat16* yp = out.data_ptr<BFloat16>();
@@ -312,13 +299,17 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_forward(
   const float* scp = scale.data();
   const float* shp = shift.data();
   const Form form = rp != nullptr ? Form::AddRelu : relu ? Form::Relu : Form::Plain;
-  parallel_for(0, rows, kRows, [xp, rp, yp, scp, shp, c, form](int64_t lo, int64_t hi) {
-    if (form == Form::AddRelu) {
-      forward_rows<Form::AddRelu>(xp, rp, yp, lo, hi, c, scp, shp);
+  parallel_for(0, rows, kRows, [xp, rp, yp, mp, scp, shp, c, form](int64_t lo, int64_t hi) {
+    if (form == Form::AddRelu && mp != nullptr) {
+      forward_rows<Form::AddRelu, true>(xp, rp, yp, mp, lo, hi, c, scp, shp);
+    } else if (form == Form::AddRelu) {
+      forward_rows<Form::AddRelu>(xp, rp, yp, mp, lo, hi, c, scp, shp);
+    } else if (form == Form::Relu && mp != nullptr) {
+      forward_rows<Form::Relu, true>(xp, rp, yp, mp, lo, hi, c, scp, shp);
     } else if (form == Form::Relu) {
-      forward_rows<Form::Relu>(xp, rp, yp, lo, hi, c, scp, shp);
+      forward_rows<Form::Relu>(xp, rp, yp, mp, lo, hi, c, scp, shp);
     } else {
-      forward_rows<Form::Plain>(xp, rp, yp, lo, hi, c, scp, shp);
+      forward_rows<Form::Plain>(xp, rp, yp, mp, lo, hi, c, scp, shp);
     }
   });
   // The running statistics were written in place (see Note [Saved tensor versions]).
@@ -336,6 +327,15 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_backward(
   const int64_t c = input.size(1), rows = input.size(0) * input.size(2) * input.size(3);
   const Tensor gy = channels_last(grad_output);  // (N, C, H, W) NHWC
   const Tensor y = mask == Mask::Output ? channels_last(output) : Tensor();
+  if (mask == Mask::Bits) {
+    LS_CHECK(output.defined() && output.dtype() == kUInt8 && output.dim() == 2 &&
+                 output.size(0) == rows && output.size(1) == 2 * bit_words(c) &&
+                 output.is_contiguous(),
+             op, ": the ReLU's bit mask must be the (", rows, ", ", 2 * bit_words(c),
+             ") uint8 tensor the forward wrote for this input, but got ",
+             output.defined() ? output.shape_str() : std::string("an undefined tensor"),
+             "; pass the relu_bits of batch_norm_add_relu_forward");
+  }
   const Tensor w = weight.defined() ? contiguous(weight) : Tensor();
   const Tensor b = mask == Mask::Input && bias.defined() ? contiguous(bias) : Tensor();
   const Tensor mean_t = contiguous(save_mean), invstd_t = contiguous(save_invstd);
@@ -357,10 +357,18 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_backward(
     scale[static_cast<size_t>(ch)] = affine.scale;
     shift[static_cast<size_t>(ch)] = affine.shift;
   }
-  Operands p{gy.data_ptr<BFloat16>(),  // (R, C), as x, y and the results
-             input.data_ptr<BFloat16>(),
-             y.defined() ? y.data_ptr<BFloat16>() : nullptr,
-             scale.data(), shift.data(), mean_p, a.data(), bx.data(), c0.data()};
+  const Operands p{
+      gy.data_ptr<BFloat16>(),  // (R, C), as x, y and the results
+      input.data_ptr<BFloat16>(),
+      y.defined() ? y.data_ptr<BFloat16>() : nullptr,
+      scale.data(),
+      shift.data(),
+      mean_p,
+      a.data(),
+      bx.data(),
+      c0.data(),
+      mask == Mask::Bits ? reinterpret_cast<const uint16_t*>(output.data_ptr<uint8_t>()) : nullptr,
+      bit_words(c)};
   // The sums: for the parameters' gradients, training's grad_input, and the pass
   // that writes the residual's gradient. Eval's grad_input alone needs none.
   const bool sums = need_weight || need_bias || (need_input && training) || grp != nullptr;
@@ -371,7 +379,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_backward(
     std::vector<float> part_xmu(static_cast<size_t>(blocks * c), 0.0f);  // (blocks, C)
     float* pg = part_g.data();
     float* px = part_xmu.data();
-    parallel_for(0, blocks, 1, [p, grp, pg, px, rows, c, mask](int64_t lo, int64_t hi) {
+    parallel_for(0, blocks, 1, [&p, grp, pg, px, rows, c, mask](int64_t lo, int64_t hi) {
       for (int64_t blk = lo; blk < hi; ++blk) {
         const int64_t r0 = blk * kRows, r1 = std::min(rows, r0 + kRows);
         with_mask(mask, [&]<Mask M>() {
@@ -397,7 +405,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_backward(
     c0[i] = gi.c0;
   }
   if (gxp == nullptr) return {grad_input, grad_weight, grad_bias};
-  parallel_for(0, rows, kRows, [p, gxp, c, mask](int64_t lo, int64_t hi) {
+  parallel_for(0, rows, kRows, [&p, gxp, c, mask](int64_t lo, int64_t hi) {
     with_mask(mask, [&]<Mask M>() { grad_input_rows<M>(p, gxp, lo, hi, c); });
   });
   return {grad_input, grad_weight, grad_bias};

@@ -1,0 +1,63 @@
+// tools/launch_threads.h — the intra-op threads of the ranks lockstep-run starts on one
+// machine: OMP_NUM_THREADS when the user left it unset (as torchrun does), and
+// OMP_WAIT_POLICY=PASSIVE when the ranks' threads outnumber the CPUs.
+//
+// § Note [Oversubscribed ranks]
+// lockstep's ops run on OpenMP threads (core/parallel.h). At the end of every parallel
+// region, GNU OpenMP's threads spin for a while (~300000 iterations) before they sleep,
+// which pays when each thread has a CPU of its own. With N ranks on one machine, each
+// running T threads, and N x T greater than the CPUs they may run on, a spinning thread
+// holds a CPU that another rank's thread needs, and every region ends late (ResNet50, 2
+// ranks x 2 threads on 2 CPUs: a step about twice as long as with OMP_WAIT_POLICY=PASSIVE,
+// and DDP's communication thread, one more per rank, costs more on top; the numbers are in
+// docs/results/evaluation.md, 2026-12-06). The policy is read once, when the OpenMP
+// runtime loads, before main: so the launcher sets it, not the library. lockstep-run:
+//   - OMP_NUM_THREADS unset: each rank gets max(1, CPUs / N) threads (torchrun gives 1), and
+//     a note on stderr says so;
+//   - N x OMP_NUM_THREADS > CPUs and OMP_WAIT_POLICY unset: OMP_WAIT_POLICY=PASSIVE, and a
+//     note. A value the user set is kept either way. Under mpirun or srun, export the two
+//     variables yourself (mpirun -x OMP_WAIT_POLICY=PASSIVE).
+// CPUs = those this process may run on (sched_getaffinity: a cpuset or taskset counts).
+// Read before: tools/lockstep_run.cpp. Read next: core/parallel.h.
+#pragma once
+
+#include <sched.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace lockstep::launcher {
+
+// The CPUs this process may run on.
+inline int available_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  return CPU_COUNT(&set) > 0 ? CPU_COUNT(&set) : 1;
+}
+
+// Sets the variables of Note [Oversubscribed ranks] in this process's environment, which
+// the `nproc` ranks it then starts inherit; notes on stderr what it set. `cpus`: the
+// machine's (available_cpus()).
+inline void set_rank_threads(int nproc, int cpus) {
+  const char* threads_env = std::getenv("OMP_NUM_THREADS");
+  int threads = 0;
+  if (threads_env == nullptr || *threads_env == '\0') {
+    threads = cpus / nproc > 1 ? cpus / nproc : 1;
+    setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+    std::fprintf(stderr, "lockstep-run: OMP_NUM_THREADS is unset; each of the %d rank(s) gets %d thread(s) (%d CPU(s) "
+                 "/ %d); set OMP_NUM_THREADS to choose\n", nproc, threads, cpus, nproc);
+  } else {
+    threads = std::atoi(threads_env);  // "4" or "4,2" (nested levels): the first level's count
+  }
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  if (threads > 0 && static_cast<long>(nproc) * threads > cpus && (policy == nullptr || *policy == '\0')) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    std::fprintf(stderr, "lockstep-run: %d rank(s) x %d thread(s) on %d CPU(s): setting OMP_WAIT_POLICY=PASSIVE so that "
+                 "idle threads sleep instead of spinning on a CPU another rank needs; set OMP_WAIT_POLICY to "
+                 "choose, or fewer OMP_NUM_THREADS\n", nproc, threads, cpus);
+  }
+}
+
+}  // namespace lockstep::launcher
