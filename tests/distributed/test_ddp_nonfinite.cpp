@@ -87,15 +87,26 @@ TEST_CASE("non-finite gradients: counted exactly in every floating dtype") {
   unsetenv("LOCKSTEP_NONFINITE");
 }
 
-TEST_CASE("non-finite gradients: the fused copy-in equals copy, scale and count one after the other") {
-  // 1000 floats (the vector loop and its tail) with NaN, +-Inf, a denormal and a
-  // value whose product with 1/3 rounds; the reference is the unfused path.
+namespace {
+
+// 1000 floats (the vector loop and its tail) with NaN at 0, +Inf at 17, -Inf at 999
+// and `denormal` at 500: the source of the fused copy-in's tests.
+ls::Tensor non_finite_source(float denormal) {
   ls::Tensor src = ls::randn({1000});
   float* x = src.data_ptr<float>();
   x[0] = std::numeric_limits<float>::quiet_NaN();
   x[17] = std::numeric_limits<float>::infinity();
   x[999] = -std::numeric_limits<float>::infinity();
-  x[500] = std::numeric_limits<float>::denorm_min();
+  x[500] = denormal;
+  return src;
+}
+
+}  // namespace
+
+TEST_CASE("non-finite gradients: the fused copy-in equals copy, scale and count one after the other") {
+  // Also a value whose product with 1/3 rounds; the reference is the unfused path.
+  ls::Tensor src = non_finite_source(std::numeric_limits<float>::denorm_min());
+  float* x = src.data_ptr<float>();
   x[501] = 0.1f;
   for (double scale : {1.0, 0.5, 1.0 / 3.0}) {
     for (bool count : {true, false}) {
@@ -111,6 +122,22 @@ TEST_CASE("non-finite gradients: the fused copy-in equals copy, scale and count 
   ls::Tensor d = ls::zeros({1000}, ls::kFloat64);
   CHECK(dist::detail::copy_scaled_counting_non_finite(d, src.to(ls::kFloat64), 0.5, true) == 3);
   CHECK(d.data_ptr<double>()[1] == static_cast<double>(x[1]) * 0.5);
+}
+
+TEST_CASE("non-finite gradients: the fused bf16 copy equals convert-then-scale, and counts the same") {
+  // Note [Gradient sinks]: a bf16 gradient of a float32 parameter, converted in the pass.
+  const ls::Tensor half = non_finite_source(1e-40f).to(ls::kBFloat16);  // 1e-40: a denormal in bf16 too
+  for (double scale : {1.0, 0.5, 1.0 / 3.0}) {
+    for (bool count : {true, false}) {
+      CAPTURE(scale);
+      ls::Tensor fused = ls::zeros({1000});
+      const int64_t bad = dist::detail::copy_scaled_counting_non_finite(fused, half, scale, count);
+      ls::Tensor reference = half.to(ls::kFloat32);
+      reference.mul_(scale);
+      CHECK(bad == (count ? 3 : 0));
+      CHECK(std::memcmp(fused.data_ptr<float>(), reference.data_ptr<float>(), 1000 * sizeof(float)) == 0);
+    }
+  }
 }
 
 TEST_CASE("non-finite gradients: WARN (default): the rank that produced them names its parameter and the iteration") {
