@@ -24,12 +24,30 @@
 //   op, so no bypass is needed, for a thread or otherwise.
 // - Cost: one acquire load per op while nothing is marked; while something is
 //   (ZeRO's forward), a lookup per input under a mutex.
-// - Not covered: what core computes without autograd — ls::equal, allclose,
-//   item() on the tensor itself, printing, comparisons, argmax/argmin, in-place
-//   ops, copy_ from it, data_ptr(). core links nothing above it, so a check there
-//   would put the mechanism back into core; the writer must catch what it can
-//   (ZeRO refuses a parameter written in place before its receive landed, by its
-//   version counter) and document the rest (docs/api.md: wait_for_broadcasts()).
+// - Caught (tests/autograd/test_write_in_flight.cpp, one check each): every op
+//   that enters autograd — arithmetic (also with an integer scalar), unary math,
+//   softmax, reductions (sum, mean, max), matmul, views and reshapes (view,
+//   reshape, transpose, narrow, select/[], index_select), clone, to(dtype), cat,
+//   where, and the nn ops (linear, embedding, layer_norm, conv2d ...), in or
+//   out of grad mode.
+// - Not caught: what core computes without entering autograd — item() and
+//   to_vector() of the tensor itself, data_ptr()/raw_data(), printing (<<),
+//   ls::equal, ls::allclose, comparisons (eq ... ge), argmax/argmin, the tensor
+//   as the source of an in-place op on another tensor (other.copy_(p),
+//   other.add_(p) ...), nn::save_tensors of the tensor itself, a collective on
+//   it, and core/native kernels called directly. Why: those functions live in
+//   core (core/tensor_inl.h, core/tensor_methods.cpp, core/printing.cpp,
+//   core/native/) and reach the memory through StorageImpl::data() without
+//   passing any entry above core; core links nothing above it, and the one
+//   point they all share is core itself, so a check there would put the
+//   mechanism back into core (PyTorch catches them with a tensor subclass at
+//   its dispatcher, an entry above its kernels that lockstep does not have).
+//   detach() reads nothing and shares the storage, so its later ops are caught.
+//   A write in place (p.mul_, p.copy_(q)) is not refused at the op either; the
+//   writer catches it when the receive lands (ZeRO compares the version
+//   counter and fails the landing). The rest is documented for the user
+//   (docs/api.md: call wait_for_broadcasts() first); the second test case
+//   there pins this list.
 // Read before: autograd/function.h. Read next: distributed/zero/zero_forward_waits.cpp.
 #pragma once
 
