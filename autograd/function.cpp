@@ -3,11 +3,13 @@
 #include "autograd/function.h"
 
 #include "autograd/traffic.h"
+#include "autograd/write_in_flight.h"
 #include "core/autograd_meta.h"
 
 namespace lockstep::autograd {
 
 bool compute_requires_grad(const std::vector<Tensor>& inputs) {
+  check_no_write_in_flight(inputs);  // Note [Reads of a tensor still being written]
   if (!GradMode::is_enabled()) return false;
   for (const Tensor& t : inputs) {
     if (t.requires_grad()) return true;

@@ -25,6 +25,8 @@
 namespace lockstep::autograd {
 
 // True when grad mode is on and at least one (defined) input requires grad.
+// Every op calls it with all of its inputs, so it also refuses an input still
+// being written (Note [Reads of a tensor still being written], write_in_flight.h).
 bool compute_requires_grad(const std::vector<Tensor>& inputs);
 
 // Wires `node` into the tape: its next edges are the gradient edges of

@@ -39,9 +39,9 @@
 // --zero-broadcast-group 0|1 (default 1): the updated parameters broadcast on a second Gloo
 // group (Note [ZeRO broadcast group]); --zero-pieces -1|0|1 (default -1: on with that group):
 // buckets handed over piece by piece as they are reduced (Note [Handing a bucket over in
-// pieces]). --zero-defer 0|1 (default 1): step() leaves each parameter to wait for its own
-// broadcast when the next forward touches it (ZeroOptions().defer_broadcast_waits; 0: step()
-// waits for them all; Note [ZeRO broadcasts overlap the next forward]). The summary adds
+// pieces]). --zero-defer 0|1 (default 1): step() leaves each layer to wait for its parameters'
+// broadcasts in the next forward (ZeroOptions().defer_broadcast_waits, register_forward_waits;
+// 0: step() waits for them all; Note [ZeRO broadcasts overlap the next forward]). The summary adds
 // opt_state_mb_per_rank and peak_rss_mb_per_rank (arrays, one entry per rank).
 // --rr K wraps K process groups in ProcessGroupRoundRobin (paper Section 3.3, Figure 12).
 // --sync-every S: gradient accumulation, paper Section 3.2.4: S-1 of every S iterations
@@ -192,8 +192,8 @@ Options parse(int argc, char** argv) {
             "group of its own)", -1, 1);
   p.switch01("--zero-broadcast-group", o.zero_broadcast_group, "with the overlap: ZeroOptions().own_broadcast_group, "
              "the updated parameters broadcast on a second Gloo group");
-  p.switch01("--zero-defer", o.zero_defer, "with --zero 1|2: ZeroOptions().defer_broadcast_waits, each parameter "
-             "waiting for its broadcast when the next forward touches it (0: step() waits for all)");
+  p.switch01("--zero-defer", o.zero_defer, "with --zero 1|2: ZeroOptions().defer_broadcast_waits, each layer "
+             "waiting for its parameters' broadcasts in the next forward (0: step() waits for all)");
   p.parse(argc, argv);
   ls::bench::check_model_options(p, o.model);
   if (o.zero == 2) {
@@ -329,7 +329,8 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
   const bool zero_pieces = opt.zero && opt.zero->hands_over_in_pieces();
   const bool zero_group = opt.zero && opt.zero->has_own_broadcast_group();
   const double zero_split_mb = opt.zero ? opt.zero->split_parameters_mb() : 0.0;
-  if (o.zero_overlap) dist::hook_with_zero_step(*ddp, *opt.zero);
+  if (o.zero_overlap) dist::hook_with_zero_step(*ddp, *opt.zero);  // with the forward waits
+  else if (opt.zero && o.zero_defer) opt.zero->register_forward_waits(*wl.module);
 
   Times t;
   double timed_s = 0.0;
@@ -399,6 +400,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
   for (double& tail : t.tail) tail = allreduce_scalar(*pg, tail, dist::ReduceOp::MAX);
   for (double& step : t.tail_step) step = allreduce_scalar(*pg, step, dist::ReduceOp::MAX);
   const double slowest_s = allreduce_scalar(*pg, timed_s, dist::ReduceOp::MAX);
+  if (opt.zero) opt.zero->wait_for_broadcasts();  // the checksum reads them outside a forward
   const double sum = parameter_checksum(params);
   const bool equal = allreduce_scalar(*pg, sum, dist::ReduceOp::MAX) ==
                      allreduce_scalar(*pg, sum, dist::ReduceOp::MIN);

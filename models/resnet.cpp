@@ -23,6 +23,7 @@ namespace {
 // [BatchNorm group statistics] in nn/batch_norm.h) keeps its own forward.
 Tensor bn_relu(nn::BatchNorm2d& bn, const Tensor& x) {  // (N, C, H, W) -> same
   if (bn.is_training() && bn.group_statistics) return bn.forward(x).relu();
+  bn.run_forward_pre_hooks();  // it reads bn's parameters: Note [Forward pre-hooks], nn/module.h
   if (bn.is_training()) {
     NoGradGuard no_grad;
     bn.num_batches_tracked.add_(1.0);
@@ -35,6 +36,7 @@ Tensor bn_relu(nn::BatchNorm2d& bn, const Tensor& x) {  // (N, C, H, W) -> same
 // ReLU] in autograd/functions/batch_norm.cpp), with bn_relu's bookkeeping.
 Tensor bn_add_relu(nn::BatchNorm2d& bn, const Tensor& x, const Tensor& identity) {
   if (bn.is_training() && bn.group_statistics) return add_relu(bn.forward(x), identity);
+  bn.run_forward_pre_hooks();  // it reads bn's parameters: Note [Forward pre-hooks], nn/module.h
   if (bn.is_training()) {
     NoGradGuard no_grad;
     bn.num_batches_tracked.add_(1.0);

@@ -109,6 +109,7 @@ Tensor MultiheadAttention::forward(const Tensor& x, const Tensor& mask) {
 }
 
 Tensor MultiheadAttention::forward(const Tensor& x, const AttentionMasks& masks) {
+  run_forward_pre_hooks();  // Note [Forward pre-hooks], nn/module.h
   LS_CHECK(x.defined() && x.dim() == 3 && x.size(2) == embed_dim, "MultiheadAttention(",
            embed_dim, ", ", num_heads, ").forward: expected x (B, T, ", embed_dim, ") but got ",
            x.defined() ? x.shape_str() : "an undefined tensor");

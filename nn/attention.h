@@ -63,6 +63,7 @@ struct MultiheadAttention : Module {
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true);
 
   std::string type_name() const override { return "MultiheadAttention"; }
+  bool runs_forward_pre_hooks() const override { return true; }  // Note [Forward pre-hooks]
   // (B, T, E) -> (B, T, E); a positional mask is (B, T) key padding or (T, T)
   // attention mask, told by shape (Note [Attention masks]).
   Tensor forward(const Tensor& x, const Tensor& mask = Tensor());

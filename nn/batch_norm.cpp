@@ -22,6 +22,7 @@ BatchNorm2d::BatchNorm2d(int64_t num_features, double eps, double momentum)
 }
 
 Tensor BatchNorm2d::forward(const Tensor& input) {
+  run_forward_pre_hooks();  // Note [Forward pre-hooks], nn/module.h
   LS_CHECK(input.defined() && input.dim() == 4 && input.size(1) == num_features, "BatchNorm2d(",
            num_features, ").forward: expected input (N, ", num_features, ", H, W) but got ",
            input.defined() ? input.shape_str() : "an undefined tensor");

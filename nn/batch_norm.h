@@ -34,6 +34,7 @@ struct BatchNorm2d : UnaryModule {
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1);
 
   std::string type_name() const override { return "BatchNorm2d"; }
+  bool runs_forward_pre_hooks() const override { return true; }  // Note [Forward pre-hooks]
   LS_NOT_A_HOLDER(BatchNorm2d)
   Tensor forward(const Tensor& input) override;  // (N, C, H, W) -> (N, C, H, W)
 

@@ -42,6 +42,7 @@ Conv2d::Conv2d(const Conv2dOptions& options_in) : options(options_in) {
 }
 
 Tensor Conv2d::forward(const Tensor& input) {
+  run_forward_pre_hooks();  // Note [Forward pre-hooks], nn/module.h
   LS_CHECK(input.defined() && input.dim() == 4 && input.size(1) == options.in_channels(),
            "Conv2d(", options.in_channels(), ", ", options.out_channels(),
            ").forward: expected input (N, ", options.in_channels(), ", H, W) but got ",

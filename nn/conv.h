@@ -82,6 +82,7 @@ struct Conv2d : UnaryModule {
   explicit Conv2d(const Conv2dOptions& options);
 
   std::string type_name() const override { return "Conv2d"; }
+  bool runs_forward_pre_hooks() const override { return true; }  // Note [Forward pre-hooks]
   LS_NOT_A_HOLDER(Conv2d)
   Tensor forward(const Tensor& input) override;  // (N, C_in, H, W) -> (N, C_out, H', W')
 

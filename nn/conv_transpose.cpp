@@ -17,6 +17,7 @@ ConvTranspose2d::ConvTranspose2d(const ConvTranspose2dOptions& options_in) : opt
 }
 
 Tensor ConvTranspose2d::forward(const Tensor& input) {
+  run_forward_pre_hooks();  // Note [Forward pre-hooks], nn/module.h
   LS_CHECK(input.defined() && input.dim() == 4 && input.size(1) == options.in_channels(),
            "ConvTranspose2d(", options.in_channels(), ", ", options.out_channels(),
            ").forward: expected input (N, ", options.in_channels(), ", H, W) but got ",

@@ -31,6 +31,7 @@ struct ConvTranspose2d : UnaryModule {
   explicit ConvTranspose2d(const ConvTranspose2dOptions& options);
 
   std::string type_name() const override { return "ConvTranspose2d"; }
+  bool runs_forward_pre_hooks() const override { return true; }  // Note [Forward pre-hooks]
   LS_NOT_A_HOLDER(ConvTranspose2d)
   Tensor forward(const Tensor& input) override;  // (N, C_in, H, W) -> (N, C_out, H', W')
 

@@ -24,6 +24,7 @@ Embedding::Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padd
 }
 
 Tensor Embedding::forward(const Tensor& indices) {
+  run_forward_pre_hooks();  // Note [Forward pre-hooks], nn/module.h
   LS_CHECK(indices.defined() && (indices.dtype() == kInt64 || indices.dtype() == kInt32),
            "Embedding(", num_embeddings, ", ", embedding_dim, ").forward: expected int64 indices "
            "but got ", indices.defined() ? dtype_name(indices.dtype()) : "an undefined tensor");

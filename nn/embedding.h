@@ -15,6 +15,7 @@ struct Embedding : UnaryModule {
   Embedding(int64_t num_embeddings, int64_t embedding_dim, int64_t padding_idx = -1);
 
   std::string type_name() const override { return "Embedding"; }
+  bool runs_forward_pre_hooks() const override { return true; }  // Note [Forward pre-hooks]
   LS_NOT_A_HOLDER(Embedding)
   Tensor forward(const Tensor& indices) override;  // (*) int64 -> (*, dim)
 

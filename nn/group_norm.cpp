@@ -38,6 +38,7 @@ GroupNorm::GroupNorm(int64_t num_groups, int64_t num_channels, double eps, bool 
 }
 
 Tensor GroupNorm::forward(const Tensor& input) {
+  run_forward_pre_hooks();  // Note [Forward pre-hooks], nn/module.h
   LS_CHECK(input.defined() && input.dim() >= 2 && input.size(1) == num_channels, "GroupNorm(", num_groups,
            ", ", num_channels, ").forward: expected input (N, ", num_channels, ", *) but got ",
            input.defined() ? input.shape_str() : "an undefined tensor");

@@ -24,6 +24,7 @@ struct GroupNorm : UnaryModule {
   GroupNorm(int64_t num_groups, int64_t num_channels, double eps = 1e-5, bool affine = true);
 
   std::string type_name() const override { return "GroupNorm"; }
+  bool runs_forward_pre_hooks() const override { return true; }  // Note [Forward pre-hooks]
   LS_NOT_A_HOLDER(GroupNorm)
   Tensor forward(const Tensor& input) override;  // (N, C, *) -> (N, C, *)
 

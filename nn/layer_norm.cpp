@@ -20,6 +20,7 @@ LayerNorm::LayerNorm(IntList normalized_shape_in, double eps)
 }
 
 Tensor LayerNorm::forward(const Tensor& input) {
+  run_forward_pre_hooks();  // Note [Forward pre-hooks], nn/module.h
   const auto n = static_cast<int64_t>(normalized_shape.size());
   bool ok = input.defined() && input.dim() >= n;
   for (int64_t i = 0; ok && i < n; ++i) ok = input.size(input.dim() - n + i) == normalized_shape[i];

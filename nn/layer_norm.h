@@ -16,6 +16,7 @@ struct LayerNorm : UnaryModule {
       : LayerNorm(IntList{normalized_size}, eps) {}
 
   std::string type_name() const override { return "LayerNorm"; }
+  bool runs_forward_pre_hooks() const override { return true; }  // Note [Forward pre-hooks]
   LS_NOT_A_HOLDER(LayerNorm)
   Tensor forward(const Tensor& input) override;  // (*, normalized_shape) -> same
 

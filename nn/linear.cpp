@@ -25,6 +25,7 @@ Linear::Linear(int64_t in_features, int64_t out_features, bool bias)
 }
 
 Tensor Linear::forward(const Tensor& input) {
+  run_forward_pre_hooks();  // Note [Forward pre-hooks], nn/module.h
   LS_CHECK(input.defined() && input.dim() >= 1 && input.size(-1) == in_features,
            "Linear(", in_features, ", ", out_features, ").forward: expected input (*, ",
            in_features, ") but got ", input.defined() ? input.shape_str() : "an undefined tensor");

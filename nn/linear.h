@@ -14,6 +14,7 @@ struct Linear : UnaryModule {
   Linear(int64_t in_features, int64_t out_features, bool bias = true);
 
   std::string type_name() const override { return "Linear"; }
+  bool runs_forward_pre_hooks() const override { return true; }  // Note [Forward pre-hooks]
   LS_NOT_A_HOLDER(Linear)
   Tensor forward(const Tensor& input) override;  // (*, in) -> (*, out)
 

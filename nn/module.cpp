@@ -1,9 +1,10 @@
 // nn/module.cpp — registration, recursive access (Note [Shared parameters]), train/eval,
-// to(), zero_grad.
+// to(), zero_grad, hooks (Note [Forward pre-hooks]).
 // Read before: nn/module.h.
 #include "nn/module.h"
 
 #include <algorithm>
+#include <atomic>
 #include <unordered_set>
 
 #include "core/grad_mode.h"
@@ -139,6 +140,7 @@ void rebind(const Tensor& t, const Tensor& replacement) {
 // keeps its identity (optimizers and DDP hold the same Parameter handles), only
 // its storage changes, as in PyTorch's module.to(device).
 void Module::to(Device device) {
+  run_state_dict_pre_hooks();  // it reads every parameter (Note [Forward pre-hooks])
   NoGradGuard no_grad;
   auto move_all = [&](const NamedTensors& list) {
     for (const auto& [name, t] : list) {
@@ -155,6 +157,7 @@ void Module::to(Device device) {
 
 void Module::to(ScalarType dtype) {
   LS_CHECK(is_floating_point(dtype), type_name(), ".to: expected a floating point dtype, got ", dtype);
+  run_state_dict_pre_hooks();
   NoGradGuard no_grad;
   auto convert_all = [&](const NamedTensors& list) {
     for (const auto& [name, t] : list) {
@@ -177,6 +180,38 @@ void Module::zero_grad(bool set_to_none) {
       p.mutable_grad().zero_();
     }
   }
+}
+
+namespace {
+std::atomic<Module::HookHandle> next_hook_handle{1};
+}  // namespace
+
+Module::HookHandle Module::register_forward_pre_hook(Hook hook) {
+  LS_CHECK(hook != nullptr, type_name(), ".register_forward_pre_hook: the hook is empty");
+  forward_pre_hooks_.emplace_back(next_hook_handle++, std::move(hook));
+  return forward_pre_hooks_.back().first;
+}
+
+Module::HookHandle Module::register_state_dict_pre_hook(Hook hook) {
+  LS_CHECK(hook != nullptr, type_name(), ".register_state_dict_pre_hook: the hook is empty");
+  state_dict_pre_hooks_.emplace_back(next_hook_handle++, std::move(hook));
+  return state_dict_pre_hooks_.back().first;
+}
+
+void Module::remove_hook(HookHandle handle) {
+  for (auto* hooks : {&forward_pre_hooks_, &state_dict_pre_hooks_}) {
+    std::erase_if(*hooks, [&](const auto& h) { return h.first == handle; });
+  }
+}
+
+void Module::run_hooks(const std::vector<std::pair<HookHandle, Hook>>& hooks) const {
+  const auto copy = hooks;  // a hook may remove itself
+  for (const auto& [handle, hook] : copy) hook(*this);
+}
+
+void Module::run_state_dict_pre_hooks() const {
+  if (!state_dict_pre_hooks_.empty()) run_hooks(state_dict_pre_hooks_);
+  for (const auto& [name, child] : children_) child->run_state_dict_pre_hooks();
 }
 
 }  // namespace lockstep::nn

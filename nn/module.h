@@ -33,12 +33,31 @@
 // Assigning the member alone (decoder->weight = encoder->weight) leaves the old
 // tensor registered: it would be stepped and reduced but never used.
 //
+// § Note [Forward pre-hooks]
+// register_forward_pre_hook(hook) (PyTorch's) makes hook(module) run at the
+// start of the module's forward(), before it reads its parameters; it returns
+// a handle for remove_hook. forward() is not virtual here, so a layer runs its
+// hooks itself: each built-in layer that owns parameters calls
+// run_forward_pre_hooks() first in every forward, says so with
+// runs_forward_pre_hooks(), and code that reads a layer's parameters without
+// calling its forward (a fused path reading bn.weight) calls the layer's
+// run_forward_pre_hooks() first. register_state_dict_pre_hook(hook) runs hook
+// before state_dict(), load_state_dict() and to() read or write the parameters
+// of this module (called on it or on any ancestor), and before anything else
+// that reads every parameter outside a forward (DDP's replica check). Whoever needs
+// the parameters to be final before they are used registers both: ZeRO's
+// deferred broadcasts (Note [ZeRO broadcasts overlap the next forward],
+// distributed/zero/zero_forward_waits.cpp). With no hook registered, the cost
+// is one test of an empty list per forward.
+//
 // Read before: autograd/engine.h. Read next: nn/ordered_dict.h, nn/module_holder.h,
 // nn/linear.h, nn/state_dict.cpp, nn/serialize.h.
 #pragma once
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -142,6 +161,23 @@ class Module : public std::enable_shared_from_this<Module> {
   // throw, naming them. A shape or dtype mismatch always throws.
   void load_state_dict(const StateDict& state, bool strict = true);
 
+  // ---- hooks (Note [Forward pre-hooks]) ----
+  using Hook = std::function<void(const Module&)>;
+  using HookHandle = int64_t;
+  HookHandle register_forward_pre_hook(Hook hook);
+  HookHandle register_state_dict_pre_hook(Hook hook);
+  void remove_hook(HookHandle handle);  // either kind; an unknown handle is ignored
+  // Called first in forward() by a layer that owns parameters.
+  void run_forward_pre_hooks() const {
+    if (!forward_pre_hooks_.empty()) [[unlikely]] run_hooks(forward_pre_hooks_);
+  }
+  // This module's state-dict pre-hooks and every descendant's.
+  void run_state_dict_pre_hooks() const;
+  // Whether every forward() of this module runs its forward pre-hooks (the
+  // built-in layers that own parameters); a user module that calls
+  // run_forward_pre_hooks() first in its forward may override it too.
+  virtual bool runs_forward_pre_hooks() const { return false; }
+
  protected:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
 
@@ -149,11 +185,14 @@ class Module : public std::enable_shared_from_this<Module> {
   void collect(const std::string& prefix, bool recurse, bool want_params, NamedTensors& out) const;
   NamedTensors named(bool recurse, bool want_params, bool remove_duplicate) const;
   void check_new_name(const std::string& name, const char* what) const;
+  void run_hooks(const std::vector<std::pair<HookHandle, Hook>>& hooks) const;
 
   NamedTensors parameters_;
   NamedTensors buffers_;
   NamedModules children_;
   bool training_ = true;
+  std::vector<std::pair<HookHandle, Hook>> forward_pre_hooks_;
+  std::vector<std::pair<HookHandle, Hook>> state_dict_pre_hooks_;
 };
 
 }  // namespace lockstep::nn

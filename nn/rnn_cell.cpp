@@ -123,6 +123,7 @@ LSTMCell::LSTMCell(const LSTMCellOptions& o) : options(o) {
 
 std::tuple<Tensor, Tensor> LSTMCell::forward(const Tensor& input,
                                              const std::optional<std::tuple<Tensor, Tensor>>& hx) {
+  run_forward_pre_hooks();  // Note [Forward pre-hooks], nn/module.h
   if (hx) return lstm_cell(input, {std::get<0>(*hx), std::get<1>(*hx)}, weight_ih, weight_hh, bias_ih, bias_hh);
   const Tensor zero = zero_state(input, weight_ih, options.hidden_size());
   return lstm_cell(input, {zero, zero}, weight_ih, weight_hh, bias_ih, bias_hh);
@@ -135,6 +136,7 @@ GRUCell::GRUCell(const GRUCellOptions& o) : options(o) {
 }
 
 Tensor GRUCell::forward(const Tensor& input, const Tensor& hx) {
+  run_forward_pre_hooks();  // Note [Forward pre-hooks], nn/module.h
   const Tensor h = hx.defined() ? hx : zero_state(input, weight_ih, options.hidden_size());
   return gru_cell(input, h, weight_ih, weight_hh, bias_ih, bias_hh);
 }

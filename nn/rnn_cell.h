@@ -83,6 +83,7 @@ struct LSTMCell : Module {
   LSTMCell(int64_t input_size, int64_t hidden_size) : LSTMCell(LSTMCellOptions(input_size, hidden_size)) {}
 
   std::string type_name() const override { return "LSTMCell"; }
+  bool runs_forward_pre_hooks() const override { return true; }  // Note [Forward pre-hooks]
   // input (B, I) or (I); hx = (h, c), zeros when absent; returns (h', c').
   std::tuple<Tensor, Tensor> forward(const Tensor& input,
                                      const std::optional<std::tuple<Tensor, Tensor>>& hx = std::nullopt);
@@ -96,6 +97,7 @@ struct GRUCell : Module {
   GRUCell(int64_t input_size, int64_t hidden_size) : GRUCell(GRUCellOptions(input_size, hidden_size)) {}
 
   std::string type_name() const override { return "GRUCell"; }
+  bool runs_forward_pre_hooks() const override { return true; }  // Note [Forward pre-hooks]
   // input (B, I) or (I); hx (B, H) or (H), zeros when undefined; returns h'.
   Tensor forward(const Tensor& input, const Tensor& hx = Tensor());
 

@@ -13,6 +13,7 @@
 namespace lockstep::nn {
 
 StateDict Module::state_dict() const {
+  run_state_dict_pre_hooks();  // Note [Forward pre-hooks]
   StateDict out;
   // Every name of a shared tensor, as PyTorch's (Note [Shared parameters]).
   for (const auto& [name, t] : named_parameters(true, false)) out[name] = t.detach();
@@ -21,6 +22,7 @@ StateDict Module::state_dict() const {
 }
 
 void Module::load_state_dict(const StateDict& state, bool strict) {
+  run_state_dict_pre_hooks();  // Note [Forward pre-hooks]
   NamedTensors targets = named_parameters(true, false);
   for (auto& entry : named_buffers(true, false)) targets.push_back(entry);
 

@@ -28,6 +28,7 @@ Tensor add_dropped(const Tensor& x, const Tensor& y, Dropout& d) {
 Tensor norm_of_add_dropped(const Tensor& x, const Tensor& y, Dropout& d, LayerNorm& norm) {
   if (autograd::fuses_dropout_add_layer_norm(x, y, d.p, d.is_training(), norm.weight,
                                              norm.bias)) {
+    norm.run_forward_pre_hooks();  // it reads norm's parameters without its forward: Note [Forward pre-hooks]
     return autograd::dropout_add_layer_norm(x, y, d.p, norm.normalized_shape, norm.weight,
                                             norm.bias, norm.eps);
   }
@@ -105,14 +106,18 @@ Tensor TransformerEncoderLayer::feed_forward_branch(const Tensor& x) {
   const bool gelu = options.activation() == "gelu";
   if (gelu && autograd::fuses_linear_gelu_dropout(x, linear1->weight, linear1->bias, dropout->p,
                                                   dropout->is_training())) {
-    // One node for the three: Note [linear + GELU + dropout in one node].
+    // One node for the three: Note [linear + GELU + dropout in one node]. It
+    // reads linear1's parameters without its forward: Note [Forward pre-hooks].
+    linear1->run_forward_pre_hooks();
     const Tensor f = autograd::linear_gelu_dropout_autocast(x, linear1->weight, linear1->bias,
                                                             dropout->p);  // (B, T, ffn)
     return linear2->forward(f);  // (B, T, d_model), before dropout2
   }
   Tensor f;  // (B, T, ffn)
   if (gelu && autograd::fuses_linear_gelu(x, linear1->weight, linear1->bias)) {
-    // One node for both: Note [linear + GELU in one node].
+    // One node for both: Note [linear + GELU in one node]. It reads linear1's
+    // parameters without its forward: Note [Forward pre-hooks].
+    linear1->run_forward_pre_hooks();
     f = autograd::linear_gelu_autocast(x, linear1->weight, linear1->bias);
   } else {
     f = linear1->forward(x);

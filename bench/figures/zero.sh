@@ -53,9 +53,14 @@ for model in $MODELS; do
   for world in $WORLDS; do
     for cfg in "${configs[@]}"; do
       IFS=: read -r label zero overlap split pieces group defer <<< "$cfg"
+      # bench_ddp refuses the --zero-* tuning flags without --zero (plain AdamW).
+      tuning=()
+      if [ "$zero" != 0 ]; then
+        tuning=(--zero-overlap "$overlap" --zero-split-mb "$split" --zero-pieces "$pieces"
+                --zero-broadcast-group "$group" --zero-defer "$defer")
+      fi
       ours_ddp "$file" "\"fig\":\"zero\",\"label\":\"$label\"" "$world" --model "$model" "${shape[@]}" \
-        --iters "$ITERS" --warmup "$WARMUP" --optimizer adamw --zero "$zero" --zero-overlap "$overlap" --zero-split-mb "$split" \
-        --zero-pieces "$pieces" --zero-broadcast-group "$group" --zero-defer "$defer"
+        --iters "$ITERS" --warmup "$WARMUP" --optimizer adamw --zero "$zero" "${tuning[@]}"
     done
   done
 done

@@ -194,7 +194,10 @@ DDPCore::DDPCore(std::shared_ptr<nn::Module> module, std::shared_ptr<ProcessGrou
   LS_CHECK(options_.check_replicas_every() >= 0, "DistributedDataParallel: check_replicas_every(",
            options_.check_replicas_every(), ") must be >= 0 (0 turns the replica check off)");
   options_.check_replicas_every(replica_check_every(options_.check_replicas_every()));
-  replica_check_ = std::make_unique<ReplicaCheck>(options_.check_replicas_every(), trainable);
+  // The check reads every parameter outside a forward, as state_dict() does:
+  // their writers' hooks run first (Note [Forward pre-hooks], nn/module.h).
+  replica_check_ = std::make_unique<ReplicaCheck>(options_.check_replicas_every(), trainable,
+                                                  [m = module_.get()] { m->run_state_dict_pre_hooks(); });
   reducer_ = std::make_unique<Reducer>(std::move(params), std::move(names), process_group_, options_);
 }
 

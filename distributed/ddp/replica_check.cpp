@@ -97,7 +97,8 @@ std::string describe_replica_divergence(const std::vector<std::vector<int64_t>>&
   return os.str();
 }
 
-ReplicaCheck::ReplicaCheck(int64_t every, nn::NamedTensors params) : every_(every), params_(std::move(params)) {}
+ReplicaCheck::ReplicaCheck(int64_t every, nn::NamedTensors params, std::function<void()> before_reading)
+    : every_(every), params_(std::move(params)), before_reading_(std::move(before_reading)) {}
 
 void ReplicaCheck::on_synced_forward(ProcessGroup& pg) {
   ++forwards_;  // counted with K = 0 too, for check_now's message
@@ -110,6 +111,7 @@ void ReplicaCheck::check_now(ProcessGroup& pg) {
 }
 
 void ReplicaCheck::compare(ProcessGroup& pg) {
+  if (before_reading_) before_reading_();
   NoGradGuard no_grad;
   std::vector<int64_t> mine = {forwards_, static_cast<int64_t>(params_.size())};
   std::vector<std::string> names;

@@ -50,6 +50,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -82,7 +83,9 @@ class ReplicaExchangeFailed : public Error {
 class ReplicaCheck {
  public:
   // every: K (0 = off), after LOCKSTEP_REPLICA_CHECK_EVERY is applied by the caller.
-  ReplicaCheck(int64_t every, nn::NamedTensors params);
+  // before_reading: runs before each check reads the parameters (DDP runs the
+  // module's state-dict pre-hooks: Note [Forward pre-hooks], nn/module.h).
+  ReplicaCheck(int64_t every, nn::NamedTensors params, std::function<void()> before_reading = nullptr);
   // Called at each synced forward, before the module's forward: counts it, and
   // on every K-th runs the check on `pg` (throws ls::Error on a divergence,
   // ReplicaExchangeFailed when the exchange fails).
@@ -97,6 +100,7 @@ class ReplicaCheck {
  private:
   int64_t every_;
   nn::NamedTensors params_;
+  std::function<void()> before_reading_;
   int64_t forwards_ = 0;
   int64_t last_good_ = 0;  // the synced forward of the last check that passed (0: construction)
   StepCounter step_counter_;  // empty: no optimizer registered

@@ -108,8 +108,6 @@ void check_tensor(const Tensor& t, const char* collective, const char* what) {
            "(the 'nccl' backend handles CUDA tensors)");
   LS_CHECK(t.is_contiguous(), collective, ": ", what, " with shape ", t.shape_str(),
            " is not contiguous; pass t.contiguous() (and copy the result back if needed)");
-  // The worker thread will not wait for a write still landing in it (Note [Pending writes]): wait here.
-  t.impl()->storage->finish_pending_write();
 }
 
 void check_rank(int r, int size, const char* collective, const char* what) {

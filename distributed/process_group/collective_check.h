@@ -76,8 +76,7 @@ bool debug_checks_enabled();
 // forces it on. Any other value of LOCKSTEP_COLLECTIVE_CHECKS is an ls::Error.
 bool collective_checks_enabled(bool option);
 
-// Throws unless t is a defined, contiguous CPU tensor (what every backend moves);
-// waits for a pending write into it (Note [Pending writes], core/pending_write.h).
+// Throws unless t is a defined, contiguous CPU tensor (what every backend moves).
 void check_tensor(const Tensor& t, const char* collective, const char* what = "tensor");
 // Throws unless 0 <= r < size.
 void check_rank(int r, int size, const char* collective, const char* what);

@@ -7,7 +7,6 @@
 #include "distributed/process_group/work_queue.h"
 
 #include "core/error.h"
-#include "core/pending_write.h"
 
 namespace lockstep::distributed::detail {
 
@@ -45,8 +44,6 @@ void WorkQueue::run_and_wait(std::function<void()> task) {
 }
 
 void WorkQueue::loop() {
-  // The tasks are the pending writes into the tensors they move (Note [Pending writes], core/pending_write.h).
-  PendingWriteBypass carries_pending_writes;
   std::exception_ptr start_error;  // a failed on_start fails every task
   if (on_start_) {
     try {

@@ -1,5 +1,5 @@
 // distributed/zero/zero_broadcasts.cpp — the owners' steps and the broadcasts
-// of their updated parameters, and the wait for them.
+// of their updated parameters (waited for in zero_forward_waits.cpp).
 //
 // § Note [ZeRO parameter broadcasts]
 // After the owners' steps every rank must hold every owner's values. A large
@@ -10,27 +10,8 @@
 // norms: many, tiny) are packed per owner and dtype into one flat tensor,
 // broadcast once and copied out, so a step does not pay one collective latency
 // per bias. Receiving into the parameters directly is safe: nothing reads them
-// before their broadcasts are attached to them at the end of step() (next note),
-// or waited for.
-//
-// § Note [ZeRO broadcasts overlap the next forward]
-// Without the overlap, step() used to wait for every broadcast: the whole model
-// on the wire after backward, on top of plain DDP's iteration. Nothing needs the parameters until the next forward, and it needs them
-// one layer at a time. So at the end of step() (end_step_broadcasts) each
-// parameter storage a broadcast writes — or, on the owner, reads — gets a
-// PendingWrite (Note [Pending writes], core/pending_write.h) that waits for its
-// broadcasts and copies its packed values into place; step() returns, and the
-// first op that touches the parameter (the next forward, layer by layer; or a
-// read, a save, a collective) waits for that parameter alone. The values read
-// are those step() would have waited for, so results are unchanged, bitwise.
-// The receivers' version counters move when the writes are attached, before
-// any op can save a parameter for backward. Before this rank next overwrites
-// its own parameters (the next step(); with the overlap, the first bucket of
-// the next backward) every broadcast is finished (finish_broadcasts), as is
-// any the forward did not touch. ZeroOptions().defer_broadcast_waits(false):
-// step() waits for all of them, as before. The broadcasts hide under the
-// forward, which takes as long as plain DDP's (measured on BERT-base:
-// docs/results/distributed_choices.md, docs/results/zero.md).
+// before their broadcasts are waited for (Note [ZeRO broadcasts overlap the
+// next forward], zero_forward_waits.cpp).
 //
 // § Note [ZeRO pipelined broadcasts]
 // A large parameter's broadcast can start only once its owner has updated it,
@@ -76,14 +57,11 @@
 // pair up; what changes is only that they run beside the reductions (the
 // optimizer's time after the last reduction, BERT-base: docs/results/zero.md).
 // Read before: distributed/zero/zero_redundancy_optimizer.cpp, optim/optimizer.h.
-// Read next: distributed/zero/zero_state_dict.cpp.
+// Read next: distributed/zero/zero_forward_waits.cpp.
 #include <algorithm>
-#include <unordered_map>
 
 #include "core/factory.h"
 #include "core/grad_mode.h"
-#include "core/native/native.h"
-#include "core/pending_write.h"
 #include "distributed/process_group/process_group_gloo.h"
 #include "distributed/store/prefix_store.h"
 #include "distributed/zero/zero_redundancy_optimizer.h"
@@ -258,127 +236,6 @@ void ZeroRedundancyOptimizerBase::step_and_broadcast(const std::vector<size_t>& 
       b.root = r;
       b.work = broadcaster().broadcast(b.flat, r);
       pending_.push_back(std::move(b));
-    }
-  }
-}
-
-namespace {
-// A packed broadcast's values for one parameter: flat[offset, offset + numel) shaped like it.
-Tensor packed_values(const Tensor& flat, int64_t offset, const Tensor& param) {
-  return flat.narrow(0, offset, param.numel()).view(param.sizes());
-}
-
-// Waits for one broadcast, naming it when it failed.
-void wait_for(const std::shared_ptr<Work>& work, int root, std::chrono::milliseconds timeout, const std::string& where) {
-  try {
-    work->wait(timeout);
-  } catch (const std::exception& e) {
-    throw Error(lockstep::detail::str(where, ": the broadcast of rank ", root, "'s updated parameters failed: ",
-                                      e.what(), ". A peer rank has probably died or stopped training; every rank "
-                                      "must call step() after each synced backward"));
-  }
-}
-}  // namespace
-
-void ZeroRedundancyOptimizerBase::end_step_broadcasts() {
-  if (!options_.defer_broadcast_waits()) {
-    finish_broadcasts();
-    return;
-  }
-  // Note [ZeRO broadcasts overlap the next forward]: what each storage waits for.
-  struct Landing {
-    std::shared_ptr<Work> work;
-    int root = 0;
-    Tensor flat;    // packed: the received values; in place: undefined
-    int64_t offset = 0;
-    Tensor param;   // packed: where its values go
-  };
-  std::vector<Storage> storages;
-  std::vector<std::vector<Landing>> landings;
-  std::vector<bool> receives;
-  std::unordered_map<const StorageImpl*, size_t> index;  // storage -> its k above
-  auto of_storage = [&](const Tensor& p) -> size_t {
-    const Storage& s = p.impl()->storage;
-    const auto [at, added] = index.emplace(s.get(), storages.size());
-    if (added) {
-      storages.push_back(s);
-      landings.emplace_back();
-      receives.push_back(false);
-    }
-    return at->second;
-  };
-  const int me = process_group_->rank();
-  for (const ParamBroadcast& b : pending_) {
-    if (b.in_place) {
-      const size_t k = of_storage(params_[b.params.front()]);
-      landings[k].push_back({b.work, b.root, Tensor(), 0, Tensor()});
-      receives[k] = receives[k] || b.root != me;
-      continue;
-    }
-    if (b.root == me) {  // the owner sent a packed copy: its parameters are free
-      sent_.push_back(b);
-      continue;
-    }
-    int64_t offset = 0;
-    for (size_t i : b.params) {
-      const size_t k = of_storage(params_[i]);
-      landings[k].push_back({b.work, b.root, b.flat, offset, params_[i].detach()});
-      receives[k] = true;
-      offset += params_[i].numel();
-    }
-  }
-  pending_.clear();
-  const auto timeout = broadcaster().timeout();
-  const std::string at = where();
-  for (size_t k = 0; k < storages.size(); ++k) {
-    // Received values are written behind autograd's back: the version moves now,
-    // before any op can save the old one (Note [Pending writes]).
-    if (receives[k]) storages[k]->bump_version();
-    auto write = std::make_shared<PendingWrite>([landing = std::move(landings[k]), timeout, at] {
-      NoGradGuard no_grad;
-      for (const Landing& l : landing) {
-        wait_for(l.work, l.root, timeout, at);
-        if (l.param.defined()) {
-          native::copy_(l.param, packed_values(l.flat, l.offset, l.param));
-        }
-      }
-    });
-    storages[k]->attach_pending_write(std::move(write));
-    written_.push_back(storages[k]);
-  }
-}
-
-void ZeroRedundancyOptimizerBase::finish_broadcasts() {
-  NoGradGuard no_grad;
-  std::vector<Storage> written = std::move(written_);
-  written_.clear();
-  std::exception_ptr failed;  // the first; every storage is waited for
-  for (const Storage& s : written) {
-    try {
-      s->finish_pending_write();
-    } catch (...) {
-      if (!failed) failed = std::current_exception();
-    }
-  }
-  if (failed) std::rethrow_exception(failed);
-  std::vector<ParamBroadcast> sent = std::move(sent_);
-  sent_.clear();
-  for (const ParamBroadcast& b : sent) wait_for(b.work, b.root, broadcaster().timeout(), where());
-  const int me = process_group_->rank();
-  std::vector<ParamBroadcast> pending = std::move(pending_);
-  pending_.clear();
-  for (auto& b : pending) {
-    wait_for(b.work, b.root, broadcaster().timeout(), where());
-    if (b.root == me) continue;
-    if (b.in_place) {
-      b.flat.bump_version();  // written behind autograd's back
-      continue;
-    }
-    int64_t off = 0;
-    for (size_t i : b.params) {
-      Tensor p = params_[i].detach();
-      p.copy_(packed_values(b.flat, off, p));  // bumps the version: written behind autograd's back
-      off += p.numel();
     }
   }
 }

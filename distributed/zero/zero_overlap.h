@@ -9,8 +9,9 @@
 //   for (...) { ddp.forward(x)...backward(); opt.step(); opt.zero_grad(); }
 //
 // backward() returns with every shard stepped and its broadcast started;
-// opt.step() leaves each parameter to wait for its own broadcast when the next
-// forward touches it (Note [ZeRO broadcasts overlap the next forward]; it must
+// opt.step() leaves each layer of the DDP module to wait for its parameters'
+// broadcasts in the next forward (hook_with_zero_step registers the forward
+// pre-hooks: Note [ZeRO broadcasts overlap the next forward]; step() must
 // be called after every synced backward, before the next forward: the next
 // backward refuses otherwise).
 // The optimizer and the DDP module must hold the same parameters (refused
@@ -59,6 +60,8 @@ void hook_with_zero_step(DistributedDataParallel<M>& ddp, ZeroRedundancyOptimize
   } else {
     register_bucket_reduced_hook(ddp, std::move(hook), piece_bytes);
   }
+  // Note [ZeRO broadcasts overlap the next forward] (zero_forward_waits.cpp).
+  if (zero.zero_options().defer_broadcast_waits()) zero.register_forward_waits(*ddp.module());
 }
 
 }  // namespace lockstep::distributed

@@ -89,6 +89,10 @@ ZeroRedundancyOptimizerBase::ZeroRedundancyOptimizerBase(std::vector<Tensor> par
 // "lockstep/zero_failures/<rank>" (where the progress board lives,
 // Note [Progress board]), for the launcher's and the peers' diagnostics.
 ZeroRedundancyOptimizerBase::~ZeroRedundancyOptimizerBase() {
+  {
+    std::lock_guard<std::mutex> lock(deferred_mutex_);
+    remove_forward_waits();  // they would call this optimizer
+  }
   // Broadcasts still in flight reference our tensors: let them finish.
   std::string failure;
   auto note = [&](const std::exception& e) {
@@ -103,12 +107,16 @@ ZeroRedundancyOptimizerBase::~ZeroRedundancyOptimizerBase() {
       }
     }
   }
-  for (const Storage& s : written_) {
-    try {
-      s->finish_pending_write();
-    } catch (const std::exception& e) {
-      note(e);
-    }
+  try {
+    land_all();  // Note [ZeRO broadcasts overlap the next forward]
+  } catch (const std::exception& e) {
+    note(e);
+  }
+  {
+    // Failed receives stay marked while this optimizer lives (their values are
+    // unknown); its report below is what is left to say about them.
+    std::lock_guard<std::mutex> lock(deferred_mutex_);
+    for (size_t i = 0; i < deferred_.size(); ++i) unmark_received(i);
   }
   if (!failure.empty()) report_destructor_failure(failure);
 }

@@ -6,7 +6,7 @@
 //                                                                  ls::optim::AdamWOptions(1e-3));
 //   loss.backward();   // DDP: every rank holds every averaged gradient
 //   opt.step();        // each rank steps its shard, then the shards are broadcast
-//   ddp.forward(x);    // each parameter waits for its broadcast when first touched
+//   ddp.forward(x);    // each layer waits for its parameters' broadcasts first
 //
 // With plain DDP every rank keeps the whole optimizer state (AdamW: two
 // fp32 moments per parameter, 8 bytes per element). Here each rank owns a
@@ -19,11 +19,12 @@
 // parameters], zero_partition.h), so after step() every
 // rank holds bitwise the same parameters, equal to plain DDP + the same
 // optimizer (each parameter's update is the same arithmetic on the same
-// averaged gradient, done once by its owner instead of N times). step()
-// does not wait for the broadcasts: each parameter does, when it is first
-// touched, so they travel under the next forward (Note [ZeRO broadcasts
-// overlap the next forward], zero_broadcasts.cpp; Note [Pending writes],
-// core/pending_write.h).
+// averaged gradient, done once by its owner instead of N times). Given the
+// model (register_forward_waits(model); hook_with_zero_step does it), step()
+// does not wait for the broadcasts: each layer's forward pre-hook waits for
+// its own parameters', so they travel under the next forward (Note [ZeRO
+// broadcasts overlap the next forward], zero_forward_waits.cpp; Note [Forward
+// pre-hooks], nn/module.h).
 //
 // Overlap with DDP (ZeroOptions().overlap_with_ddp(true), then
 // hook_with_zero_step(ddp, opt)): each bucket's owned parameters are stepped
@@ -52,14 +53,17 @@
 #pragma once
 
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "distributed/process_group/process_group.h"
 #include "distributed/zero/zero_partition.h"
+#include "nn/module.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 
@@ -117,11 +121,11 @@ class ZeroOptions {
   ZeroOptions& hand_over_in_pieces(bool v) { hand_over_in_pieces_ = v; return *this; }
   std::optional<bool> hand_over_in_pieces() const { return hand_over_in_pieces_; }
   // step() returns once the broadcasts of the updated parameters are started;
-  // each parameter waits for its own when it is first touched — by the next
-  // forward, layer by layer (Note [ZeRO broadcasts overlap the next forward],
-  // zero_broadcasts.cpp; Note [Pending writes], core/pending_write.h). false:
-  // step() waits for all of them. Either way a parameter read after step()
-  // holds its updated value. Default true.
+  // the layers of the model given to register_forward_waits wait for their
+  // own parameters' in their forward pre-hooks — the next forward, layer by
+  // layer (Note [ZeRO broadcasts overlap the next forward],
+  // zero_forward_waits.cpp). false, or no model given: step() waits for all of
+  // them. Default true.
   ZeroOptions& defer_broadcast_waits(bool v) { defer_broadcast_waits_ = v; return *this; }
   bool defer_broadcast_waits() const { return defer_broadcast_waits_; }
 
@@ -151,9 +155,31 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
 
   // Without overlap: steps this rank's shard, then broadcasts every shard.
   // With overlap: the shards were stepped during backward. Then the
-  // broadcasts are attached to the parameters, each waiting for its own when
-  // first touched (ZeroOptions().defer_broadcast_waits), or waited for. Collective.
+  // broadcasts are left to the forward pre-hooks of the parameters' layers
+  // (register_forward_waits, ZeroOptions().defer_broadcast_waits), or waited
+  // for. Collective.
   void step() override;
+
+  // Note [ZeRO broadcasts overlap the next forward] (zero_forward_waits.cpp).
+  // Registers, on every layer of `model` that owns parameters of this
+  // optimizer and runs forward pre-hooks (Note [Forward pre-hooks],
+  // nn/module.h), a forward pre-hook that waits for the broadcasts of that
+  // layer's parameters, and a state-dict pre-hook (state_dict(),
+  // load_state_dict(), to(), DDP's replica check) that waits for them all.
+  // From the next step() on, those parameters' broadcasts are waited for
+  // there; the others' (a layer of the user's own that reads a parameter it
+  // registered) in step(). hook_with_zero_step(ddp, opt) calls it with the
+  // DDP module. `model` must be held by a std::shared_ptr; the hooks are
+  // removed when this optimizer is destroyed.
+  void register_forward_waits(nn::Module& model);
+  // Waits for every broadcast of the last step() (and sends of its packed
+  // parameters); throws the first failure. Call it before reading a
+  // parameter outside its layer's forward by other means than the module's
+  // state_dict() (printing it, comparing it, a collective on it).
+  void wait_for_broadcasts();
+  // Whether parameter i's broadcast of the last step() is not yet waited for
+  // (or failed: then every wait throws its error).
+  bool broadcast_pending(size_t i) const;
   double lr() const override { return inner_->lr(); }
   void set_lr(double lr) override { inner_->set_lr(lr); }
 
@@ -254,12 +280,24 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   // the slices of their gradients (undefined without one), or, with
   // `clear`, drops them again (Note [ZeRO split parameters]).
   void attach_slice_grads(const std::vector<size_t>& params, bool clear);
-  // Waits for every broadcast started (pending_), attached to the
-  // parameters (written_) or sent packed (sent_), and detaches them.
+  // Waits for every broadcast started (pending_), deferred (deferred_) or
+  // sent packed (sent_).
   void finish_broadcasts();
-  // The end of step(): attaches pending_ to the parameters' storages
-  // (defer_broadcast_waits) or waits for it (Note [ZeRO broadcasts overlap the next forward]).
+  // The end of step(): hands pending_ to the parameters' layers' forward
+  // pre-hooks (deferred_) or waits for it (Note [ZeRO broadcasts overlap the next forward]).
   void end_step_broadcasts();
+  // Moves pending_ into deferred_, bumping the receivers' versions.
+  void defer_pending();
+  // Waits for parameter i's deferred broadcasts and copies its packed values
+  // in; a failure is kept and rethrown at every later call. The caller holds deferred_mutex_.
+  void land(size_t i);
+  // Every parameter (but those a forward pre-hook waits for); the first failure
+  // is rethrown after all are waited for.
+  void land_all(bool except_forward_waited = false);
+  // Ends parameter i's write-in-flight mark (Note [Reads of a tensor still
+  // being written], autograd/write_in_flight.h). The caller holds deferred_mutex_.
+  void unmark_received(size_t i) noexcept;
+  void remove_forward_waits() noexcept;  // the hooks register_forward_waits added
   std::string where() const;  // "ZeroRedundancyOptimizer (rank r)"
   // Note [ZeRO destructor reports] (zero_redundancy_optimizer.cpp).
   void report_destructor_failure(const std::string& failure) const noexcept;
@@ -272,9 +310,31 @@ class ZeroRedundancyOptimizerBase : public optim::Optimizer {
   std::vector<Tensor> slices_;       // per parameter: this rank's slice view of a split one
   std::unique_ptr<optim::Optimizer> inner_;
   bool placeholder_ = false;  // inner_ holds a placeholder (empty shard)
-  std::vector<ParamBroadcast> pending_;  // started, not yet attached or waited for
-  std::vector<Storage> written_;         // storages with a broadcast attached (Note [Pending writes])
-  std::vector<ParamBroadcast> sent_;     // after step(): this rank's packed sends, not attached to anything
+  std::vector<ParamBroadcast> pending_;  // started, not yet deferred or waited for
+  std::vector<ParamBroadcast> sent_;     // after step(): this rank's packed sends, not deferred
+
+  // Note [ZeRO broadcasts overlap the next forward] (zero_forward_waits.cpp).
+  struct Landing {  // one broadcast that writes (or, on its owner, reads) a parameter
+    std::shared_ptr<Work> work;
+    int root = 0;
+    Tensor flat;  // packed: the received values; in place: undefined
+    int64_t offset = 0;
+    Tensor param;  // packed: where its values go
+  };
+  struct Deferred {  // per parameter
+    std::vector<Landing> landings;  // not yet waited for
+    std::exception_ptr error;       // a wait failed: the values are unknown
+    bool received = false;          // this rank receives it: marked as written in flight
+    uint64_t version = 0;           // its version when deferred: moved means written in place since
+  };
+  mutable std::mutex deferred_mutex_;
+  std::vector<Deferred> deferred_;
+  std::vector<bool> waited_in_forward_;  // per parameter: by its layers' forward pre-hooks
+  struct HookedModule {
+    std::weak_ptr<nn::Module> module;
+    nn::Module::HookHandle forward = 0, state_dict = 0;
+  };
+  std::vector<HookedModule> hooked_;
   int64_t steps_ = 0;  // completed step() calls
 
   // Overlap (zero_overlap.cpp).

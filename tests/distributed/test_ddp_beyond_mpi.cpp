@@ -20,8 +20,8 @@
 //    matters — without the option, MPI's AllReduce at 3 ranks gives other bits
 //    at bucket_cap_mb 0 than at 25;
 //  - ZeRO worker (2 ranks): ZeroRedundancyOptimizer in every mode, with step()
-//    waiting for the broadcasts and with the waits left to the next forward
-//    (Note [Pending writes]: MPI's worker thread carries them out), equal to
+//    waiting for the broadcasts and with the waits left to the next forward's
+//    layers (Note [ZeRO broadcasts overlap the next forward]), equal to
 //    plain DDP bitwise (Gloo tests: test_zero, test_zero_deferred).
 // Read before: tests/distributed/test_process_group_mpi.cpp (the same launch scheme),
 // tests/distributed/ddp_beyond_util.h.

@@ -33,6 +33,12 @@ struct TanhMLP : nn::Module {
   Tensor forward(const Tensor& x) { return fc2->forward(fc1->forward(x).tanh()); }
 };
 
+// Before a test reads the parameters outside a forward: a ZeroRedundancyOptimizer's
+// broadcasts of its last step() (Note [ZeRO broadcasts overlap the next forward]).
+inline void wait_for_broadcasts(optim::Optimizer& opt) {
+  if (auto* zero = dynamic_cast<distributed::ZeroRedundancyOptimizerBase*>(&opt)) zero->wait_for_broadcasts();
+}
+
 // A plain optimizer, or a ZeroRedundancyOptimizer (overlapped or not), of kind `opt`.
 // split_mb >= 0: ZeroOptions().split_parameters_mb(split_mb) (Note [ZeRO split parameters]).
 inline std::unique_ptr<optim::Optimizer> make_zero_test_optimizer(
@@ -96,6 +102,7 @@ inline std::vector<Tensor> train_zero(const std::shared_ptr<distributed::Process
   auto opt = make_zero_test_optimizer(run.opt, run.mode, model->parameters(), pg, run.split_mb, run.zero_options);
   auto* zero = dynamic_cast<distributed::ZeroRedundancyOptimizerBase*>(opt.get());
   if (zero_overlapped(run.mode)) distributed::hook_with_zero_step(ddp, *zero);
+  else if (zero) zero->register_forward_waits(*model);  // Note [ZeRO broadcasts overlap the next forward]
   std::unique_ptr<optim::StepLR> sched;
   if (run.scheduler) sched = std::make_unique<optim::StepLR>(*opt, 2, 0.5);
   int b = 0;
@@ -124,6 +131,7 @@ inline std::vector<Tensor> train_zero(const std::shared_ptr<distributed::Process
     opt->zero_grad();
     if (sched) sched->step();
   }
+  wait_for_broadcasts(*opt);
   return clone_all(model->parameters());
 }
 
