@@ -71,6 +71,11 @@ const std::vector<Shape> kShapes = {
     {"resnet_conv3x3_14", 8 * 14 * 14, 256, 2304},
     {"resnet_conv3x3_7", 8 * 7 * 7, 512, 4608},
     {"resnet_fc", 8, 1000, 2048},
+    // The word language model's LSTM step (batch 20, 200 units): h W_hh^T with W_hh (800, 200)
+    // read transposed, and the same product on a transposed copy (Note [The recurrent weight
+    // transposed once] in nn/rnn_layer_common.h).
+    {"lstm_step_trans_b", 20, 800, 200, false, true},
+    {"lstm_step_plain_b", 20, 800, 200},
 };
 
 struct Options {
