@@ -60,13 +60,8 @@ for e in "${list[@]}"; do
   [[ -x $build/bin/$bin ]] || die "$build/bin/$bin not found; build it (cmake --build $build --target $bin)"
 done
 source "$HERE/openblas_coretype.sh"  # a PyTorch linked to OpenBLAS: its best kernels
-# shellcheck source=bench/torch/venv.sh
-source "$HERE/torch/venv.sh"
-source "$HERE/machine.sh"
-torch_python || die "no Python with torch (bench/torch/venv.sh creates the venv)"
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+source "$HERE/compare_setup.sh"
+torch_side_setup 1
 
 corpus=${CORPUS:-}
 if [[ " ${list[*]} " == *" word_lm "* && -z $corpus ]]; then

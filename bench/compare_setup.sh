@@ -1,5 +1,6 @@
-# bench/compare_setup.sh — sourced by bench/compare_ddp.sh and bench/compare_overlap.sh: the
-# checks and set-up both make before they alternate lockstep with PyTorch.
+# bench/compare_setup.sh — sourced by bench/compare_ddp.sh and bench/compare_overlap.sh (and, for
+# torch_side_setup alone, bench/compare_examples*.sh): the checks and set-up they make before
+# they alternate lockstep with PyTorch.
 #
 #   compare_setup NAME PROGRAM VAR...
 # defines die() (a message prefixed with NAME, exit 2); refuses a MODEL other than resnet50,
@@ -21,11 +22,18 @@ compare_setup() {
   for b in "$program" lockstep-run; do
     [[ -x $build/bin/$b ]] || die "$build/bin/$b not found; build first (scripts/build.sh)"
   done
+  torch_side_setup "$threads"
+}
+
+# torch_side_setup THREADS: finds PyTorch's Python (bench/torch/venv.sh) and the machine line
+# (bench/machine.sh), makes $out (removed at exit) and exports THREADS as the OpenMP and BLAS
+# thread counts. Needs die() and HERE; bench/compare_examples*.sh call it alone.
+torch_side_setup() {
   # shellcheck source=bench/torch/venv.sh
   source "$HERE/torch/venv.sh"
   source "$HERE/machine.sh"
   torch_python || die "no Python with torch (bench/torch/venv.sh creates the venv)"
   out=$(mktemp -d)
   trap 'rm -rf "$out"' EXIT
-  export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads
+  export OMP_NUM_THREADS=$1 MKL_NUM_THREADS=$1 OPENBLAS_NUM_THREADS=$1
 }
