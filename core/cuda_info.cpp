@@ -9,7 +9,7 @@ namespace lockstep {
 
 namespace detail {
 std::string cuda_library_missing(const std::string& what) {
-  return str(what, ": this program was linked without lockstep's CUDA library; link lockstep::cuda "
+  return str(what, ": no CUDA: this program was linked without lockstep's CUDA library; link lockstep::cuda "
              "(find_package(lockstep REQUIRED COMPONENTS CUDA), from a lockstep built with "
              "-DLOCKSTEP_CUDA=ON on a machine with the CUDA toolkit), or use ls::Device::cpu()");
 }
