@@ -2,6 +2,7 @@
 // Read before: nn/rnn.h.
 #include "nn/rnn.h"
 
+#include "autograd/functions/rnn_cudnn.h"
 #include "autograd/functions/unbind.h"
 #include "core/autocast.h"
 #include "core/factory.h"
@@ -67,6 +68,24 @@ Tensor RNNBase::state_layout(const Tensor& state, const Sequence& seq) const {
   return seq.batched ? state : state.squeeze(1);
 }
 
+std::vector<autograd::RnnLayerParams> RNNBase::layer_params(int64_t l) const {
+  std::vector<autograd::RnnLayerParams> params;
+  for (int64_t d = 0; d < directions_; ++d) {
+    const RNNWeights& w = layers_[static_cast<size_t>(l * directions_ + d)];
+    params.push_back({w.w_ih, w.w_hh, w.b_ih, w.b_hh});
+  }
+  return params;
+}
+
+namespace {
+
+// Appends the D states of `state` (D, B, H) to `to`, one (B, H) tensor each.
+void append_states(std::vector<Tensor>& to, const Tensor& state) {
+  for (const Tensor& t : unbind(state, 0)) to.push_back(t);
+}
+
+}  // namespace
+
 Tensor RNNBase::between_layers(const std::vector<Tensor>& outs, int64_t l) const {
   const Tensor out = outs.size() == 1 ? outs[0] : cat(outs, 2);  // (T, B, D*H)
   if (l + 1 == num_layers_ || dropout_ == 0.0) return out;
@@ -82,6 +101,15 @@ std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(
   std::vector<Tensor> h_n, c_n;
   Tensor x = seq.x;  // (T, B, I), then (T, B, D*H)
   for (int64_t l = 0; l < num_layers_; ++l) {
+    const Tensor h0_l = h0.narrow(0, l * directions_, directions_), c0_l = c0.narrow(0, l * directions_, directions_);
+    const std::vector<autograd::RnnLayerParams> params = layer_params(l);
+    if (autograd::cudnn_rnn_usable(x, h0_l, c0_l, params)) {  // Note [cuDNN RNN layer]
+      const auto [out, h_l, c_l] = autograd::cudnn_rnn_layer(autograd::RnnCell::kLSTM, x, h0_l, c0_l, params);
+      append_states(h_n, h_l);
+      append_states(c_n, c_l);
+      x = between_layers({out}, l);
+      continue;
+    }
     std::vector<Tensor> outs;  // per direction, (T, B, H)
     for (int64_t d = 0; d < directions_; ++d) {
       const size_t i = static_cast<size_t>(l * directions_ + d);
@@ -112,10 +140,19 @@ std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(
 
 std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
   const Sequence seq = to_time_major(input);
-  const std::vector<Tensor> h_init = unbind(state_or_zeros(hx, seq, "h0"), 0);  // L*D x (B, H)
+  const Tensor h0 = state_or_zeros(hx, seq, "h0");  // (L*D, B, H)
+  const std::vector<Tensor> h_init = unbind(h0, 0);  // L*D x (B, H)
   std::vector<Tensor> h_n;
   Tensor x = seq.x;
   for (int64_t l = 0; l < num_layers_; ++l) {
+    const Tensor h0_l = h0.narrow(0, l * directions_, directions_);
+    const std::vector<autograd::RnnLayerParams> params = layer_params(l);
+    if (autograd::cudnn_rnn_usable(x, h0_l, Tensor(), params)) {  // Note [cuDNN RNN layer]
+      const auto [out, h_l, unused] = autograd::cudnn_rnn_layer(autograd::RnnCell::kGRU, x, h0_l, Tensor(), params);
+      append_states(h_n, h_l);
+      x = between_layers({out}, l);
+      continue;
+    }
     std::vector<Tensor> outs;
     for (int64_t d = 0; d < directions_; ++d) {
       const size_t i = static_cast<size_t>(l * directions_ + d);

@@ -30,7 +30,9 @@
 // runs the T dependent steps, each one GEMM h W_hh^T and the gate arithmetic.
 // An LSTM or GRU layer on the CPU (float32 / float64, no autocast) runs instead
 // as one fused op (Note [Fused LSTM layer] in nn/lstm_layer.h, Note [Fused GRU
-// layer] in nn/gru_layer.h); the composition above stays their reference.
+// layer] in nn/gru_layer.h); on a GPU, as one cuDNN call per layer for both
+// directions (Note [cuDNN RNN layer] in autograd/functions/rnn_cudnn.h). The
+// composition above stays their reference.
 // Not supported: proj_size (PyTorch's option with no setter here).
 // Read before: nn/rnn_cell.h. Read next: nn/transformer.h.
 #pragma once
@@ -39,6 +41,7 @@
 #include <tuple>
 #include <vector>
 
+#include "autograd/functions/rnn_cudnn.h"
 #include "nn/rnn_cell.h"
 
 namespace lockstep::nn {
@@ -94,6 +97,8 @@ class RNNBase : public Module {
   const RNNWeights& layer(int64_t l, bool reverse = false) const {
     return layers_.at(static_cast<size_t>(l * directions_ + (reverse ? 1 : 0)));
   }
+  // Layer l's parameters, one entry per direction (for Note [cuDNN RNN layer]).
+  std::vector<autograd::RnnLayerParams> layer_params(int64_t l) const;
 
  protected:
   // gates: 4 (LSTM) or 3 (GRU); name: "LSTM" or "GRU", for messages.

@@ -43,20 +43,12 @@
 
 #include "core/cuda/cuda_native_nn.h"
 #include "core/cuda/cudnn_algo_choice.h"
+#include "core/cuda/cudnn_check.h"
 #include "core/cuda/nn_util.h"
 #include "core/native/conv_dispatch.h"
 #include "core/native/conv_geometry.h"
 #include "core/native/native.h"
 #include "core/shape.h"
-
-// Throws ls::Error naming the cuDNN call and its status.
-#define LS_CUDNN_CHECK(expr)                                                                    \
-  do {                                                                                          \
-    const cudnnStatus_t ls_cudnn_status_ = (expr);                                              \
-    LS_CHECK(ls_cudnn_status_ == CUDNN_STATUS_SUCCESS, "cuDNN call ", #expr,                    \
-             " failed: ", cudnnGetErrorString(ls_cudnn_status_), " (", __FILE__, ":", __LINE__, \
-             "); check the convolution's shapes, and that the GPU has memory left");            \
-  } while (0)
 
 namespace lockstep::cuda_native {
 

@@ -22,10 +22,12 @@
 #include "nn/lstm_layer.h"
 #include "nn/rnn.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/rnn_batches.h"
 
 namespace ls = lockstep;
 namespace nn = lockstep::nn;
 using ls::testing::randn64;
+using ls::testing::train_two_batches;
 using Inputs = std::vector<ls::Tensor>;
 using Values = std::vector<ls::Tensor>;
 
@@ -51,36 +53,6 @@ constexpr Case kCases[] = {{2, false, true, 0.3}, {1, true, true, 0.0}, {3, true
 constexpr int64_t kSteps1 = 7, kSteps2 = 3;
 // The gradchecks' runs, (steps, reverse): both sides of that threshold, both directions.
 constexpr std::pair<int64_t, bool> kGradcheckRuns[] = {{3, false}, {3, true}, {5, false}, {5, true}};
-
-// Two batches of truncated BPTT (the state after batch 1, detached, starts batch
-// 2), each with a backward; returns the outputs, the final states, the gradients
-// of both batches' inputs and of every parameter (summed over both batches).
-Values train_two_batches(nn::LSTM& lstm, const ls::Tensor& x1, const ls::Tensor& x2) {
-  lstm.zero_grad();
-  ls::manual_seed(11);  // the same dropout masks on both paths
-  ls::Tensor a = x1.detach().requires_grad_(), b = x2.detach().requires_grad_();
-  auto [out1, state1] = lstm.forward(a);
-  (out1 * out1).sum().backward();
-  const auto carried = std::make_tuple(std::get<0>(state1).detach(), std::get<1>(state1).detach());
-  auto [out2, state2] = lstm.forward(b, carried);
-  ((out2 * 0.5).sum() + std::get<0>(state2).sum() + (std::get<1>(state2) * 2.0).sum()).backward();
-  Values values{out1, out2, std::get<0>(state2), std::get<1>(state2), a.grad(), b.grad()};
-  for (const auto& p : lstm.parameters()) values.push_back(p.grad());
-  return values;
-}
-
-Values train_two_batches(nn::GRU& gru, const ls::Tensor& x1, const ls::Tensor& x2) {
-  gru.zero_grad();
-  ls::manual_seed(11);
-  ls::Tensor a = x1.detach().requires_grad_(), b = x2.detach().requires_grad_();
-  auto [out1, h1] = gru.forward(a);
-  (out1 * out1).sum().backward();
-  auto [out2, h2] = gru.forward(b, h1.detach());
-  ((out2 * 0.5).sum() + (h2 * 2.0).sum()).backward();
-  Values values{out1, out2, h2, a.grad(), b.grad()};
-  for (const auto& p : gru.parameters()) values.push_back(p.grad());
-  return values;
-}
 
 void check_close(const Values& fused, const Values& ref) {
   REQUIRE(fused.size() == ref.size());
@@ -250,4 +222,14 @@ TEST_CASE("gru fused: create_graph through it is exact, a 2nd backward refused, 
   const ls::Tensor g2 = ls::autograd::grad({loss()}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
   CHECK(ls::allclose(g2.detach(), g.detach(), 1e-4, 1e-5));
   CHECK(ls::autograd::grad({g2.sum()}, {x})[0].defined());
+}
+
+TEST_CASE("cudnn rnn: CPU operands never take the cuDNN path, and a direct call says what it needs") {
+  ls::manual_seed(10);
+  nn::LSTM lstm(nn::LSTMOptions(3, 4));
+  const std::vector<ls::autograd::RnnLayerParams> params = lstm.layer_params(0);
+  const ls::Tensor x = ls::randn({5, 2, 3}), h = ls::zeros({1, 2, 4});
+  CHECK_FALSE(ls::autograd::cudnn_rnn_usable(x, h, h, params));  // the GPU path only
+  CHECK_THROWS_WITH_AS(ls::autograd::cudnn_rnn_layer(ls::autograd::RnnCell::kLSTM, x, h, h, params),
+                       doctest::Contains("on one CUDA device"), ls::Error);
 }
