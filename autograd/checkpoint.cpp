@@ -8,6 +8,7 @@
 
 #include "autograd/engine.h"
 #include "autograd/function.h"
+#include "autograd/recompute_backward.h"
 #include "autograd/saved_variable.h"
 #include "core/grad_mode.h"
 #include "core/native/native.h"
@@ -15,15 +16,6 @@
 namespace lockstep::autograd {
 
 namespace {
-
-// The identity, as the grad_fn of an alias of a checkpoint's input (Note
-// [Checkpoint under create_graph]).
-class CheckpointInputBackward final : public Node {
- public:
-  std::string name() const override { return "CheckpointInputBackward"; }
-  bool supports_double_backward() const override { return true; }
-  variable_list apply(variable_list&& grads) override { return {grads[0]}; }
-};
 
 class CheckpointBackward final : public Node {
  public:
@@ -100,31 +92,12 @@ class CheckpointBackward final : public Node {
   // input (x and f(x) both passed) from being followed twice. The recomputed
   // graph is retained: the recorded gradients reuse its saved tensors.
   variable_list apply_recorded(const Tensor& grad) {
-    std::vector<Tensor> aliases;
-    RunOptions options;
-    options.retain_graph = true;
-    options.create_graph = true;
-    std::vector<size_t> captured_input;  // capture c is for input captured_input[c]
-    for (size_t i = 0; i < saved_.size(); ++i) {
-      Tensor t = saved_[i].unpack(name());  // with its history: grad mode is on
-      if (t.defined() && t.requires_grad()) {
-        Tensor alias = t.detach();
-        record(std::make_shared<CheckpointInputBackward>(), {t}, {alias});
-        options.capture.push_back(gradient_edge(alias));
-        captured_input.push_back(i);
-        t = alias;
-      }
-      aliases.push_back(t);
-    }
-    Tensor out = recompute(aliases, grad);
-    variable_list grads(saved_.size());
-    if (!out.requires_grad() || options.capture.empty()) return grads;
-    for (const Tensor& a : aliases) {
-      if (a.defined() && a.impl() == out.impl()) out = out.clone();  // fn returned an input: own node
-    }
-    const variable_list captured = run({out}, {grad}, options);
-    for (size_t c = 0; c < captured.size(); ++c) grads[captured_input[c]] = captured[c];
-    return grads;
+    std::vector<Tensor> inputs;
+    for (const SavedVariable& s : saved_) inputs.push_back(s.unpack(name()));  // with history
+    const auto reference = [&](const std::vector<Tensor>& aliases) {
+      return std::vector<Tensor>{recompute(aliases, grad)};
+    };
+    return recorded_gradients(name(), inputs, reference, {grad});  // Note [Double backward by recomputation]
   }
 
   CheckpointFunction fn_;

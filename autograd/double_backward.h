@@ -27,12 +27,14 @@
 // The engine sums gradients with recording adds in such a backward, and the
 // in-place sums of Note [Gradients summed in place] are off there.
 // CheckpointBackward, which runs a nested backward, records in its own way (Note
-// [Checkpoint under create_graph] in autograd/checkpoint.cpp), and
+// [Checkpoint under create_graph] in autograd/checkpoint.cpp), the fused LSTM and
+// GRU layers (and cuDNN's) re-run their composed reference the same way (Note
+// [Double backward by recomputation] in autograd/recompute_backward.h), and
 // SyncBatchNormBackward sums over the process group with a differentiable
 // AllReduce (Note [SyncBatchNorm double backward] in
 // distributed/ddp/sync_batch_norm_recorded.h). The nodes that still refuse:
-// the fused LSTM layer's, and the bf16 autocast nodes of linear, conv2d,
-// cross_entropy reading bf16 and dropout + add + layer_norm.
+// the bf16 autocast nodes of linear, conv2d, cross_entropy reading bf16 and
+// dropout + add + layer_norm.
 // Tests: tests/autograd/test_double_backward.cpp (gradgradcheck of the core ops,
 // a gradient penalty end to end, the errors), test_double_backward_nn.cpp (the nn
 // ops), test_double_backward_fused.cpp (scatter, the fused batch norms,

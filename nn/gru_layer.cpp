@@ -7,9 +7,12 @@
 #include <vector>
 
 #include "autograd/functions/functions.h"
+#include "autograd/recompute_backward.h"
 #include "core/env_flag.h"
+#include "core/grad_mode.h"
 #include "core/profiler.h"
 #include "nn/gru_pointwise.h"
+#include "nn/rnn_composed.h"
 #include "nn/rnn_layer_common.h"
 
 namespace lockstep::nn {
@@ -48,23 +51,42 @@ void forward_loop(const LayerDims& d, bool reverse, const T_* x, const T_* h0, c
 
 struct GRULayerBackward final : autograd::BackwardNode {
   autograd::SavedVariable x, h0, w_ih, w_hh, out;  // out: this node's output (T, B, H)
+  autograd::SavedVariable b_ih, b_hh;             // read only to differentiate twice
   Tensor act, hn;  // r, z, n (T, B, 3H) and gh_n + b_hn (T, B, H)
   LayerDims d{};
   bool reverse = false, has_bias = false;
 
   std::string name() const override { return "GRULayerBackward"; }
   void release_variables() override {
-    for (autograd::SavedVariable* v : {&x, &h0, &w_ih, &w_hh, &out}) v->reset();
+    for (autograd::SavedVariable* v : {&x, &h0, &w_ih, &w_hh, &out, &b_ih, &b_hh}) v->reset();
     act = hn = Tensor();
   }
+  // Under create_graph: the composed layer re-run (Note [Double backward by recomputation]).
+  bool supports_double_backward() const override { return true; }
 
   // grads: output (T, B, H), h_n (B, H), either undefined.
   // Returns the gradients of x, h0, w_ih, w_hh[, b_ih, b_hh].
   autograd::variable_list apply(autograd::variable_list&& grads) override {
+    if (GradMode::is_enabled()) return recorded(grads);
     const Tensor xs = x.unpack(name()), h0s = h0.unpack(name()), wih = w_ih.unpack(name());
     const Tensor whh = w_hh.unpack(name()), outs = out.unpack(name());
     if (act.dtype() == kFloat64) return run<double>(grads, xs, h0s, wih, whh, outs);
     return run<float>(grads, xs, h0s, wih, whh, outs);
+  }
+
+  autograd::variable_list recorded(const autograd::variable_list& grads) {
+    std::vector<Tensor> inputs;
+    for (const autograd::SavedVariable* v : {&x, &h0, &w_ih, &w_hh, &b_ih, &b_hh}) {
+      inputs.push_back(v->unpack(name()));
+    }
+    const bool backwards = reverse;
+    const auto composed = [backwards](const std::vector<Tensor>& in) {
+      const auto [o, h] = gru_layer_composed(in[0], in[1], RNNWeights{in[2], in[3], in[4], in[5]}, backwards);
+      return std::vector<Tensor>{o, h};
+    };
+    autograd::variable_list result = autograd::recorded_gradients(name(), inputs, composed, grads);
+    if (!has_bias) result.resize(4);
+    return result;
   }
 
   template <class T_>
@@ -155,6 +177,7 @@ std::tuple<Tensor, Tensor> gru_layer_fused(const Tensor& x_in, const Tensor& h0_
     node->x = autograd::SavedVariable(x), node->h0 = autograd::SavedVariable(h0);
     node->w_ih = autograd::SavedVariable(w.w_ih), node->w_hh = autograd::SavedVariable(w.w_hh);
     node->out = autograd::SavedVariable(out);
+    node->b_ih = autograd::SavedVariable(w.b_ih), node->b_hh = autograd::SavedVariable(w.b_hh);
     node->act = act, node->hn = hn;
     node->d = d, node->reverse = reverse, node->has_bias = w.b_ih.defined();
     autograd::record(node, inputs, {out, h_n});

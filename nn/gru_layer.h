@@ -21,7 +21,8 @@
 // anything else (CUDA, bf16 autocast: Note [Recurrent layers under autocast])
 // takes the composed path, which ls::nn::set_gru_fused(false) also forces (tests
 // compare the two), as does LOCKSTEP_GRU_FUSED=0 for a whole run (benchmarks). Its
-// node does not support double backward (set_gru_fused(false) to differentiate twice).
+// node is differentiated twice by re-running the composed layer (Note [Double backward
+// by recomputation] in autograd/recompute_backward.h).
 //
 // Read before: nn/rnn_cell.h, nn/gru_pointwise.h, nn/lstm_layer.h. Read next: nn/rnn.h.
 #pragma once

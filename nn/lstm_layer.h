@@ -21,10 +21,11 @@
 // anything else (CUDA, bf16 autocast: Note [Recurrent layers under autocast])
 // takes the composed path, which ls::nn::set_lstm_fused(false) also forces
 // (tests compare the two), as does LOCKSTEP_LSTM_FUSED=0 for a whole run
-// (benchmarks). Its node does not support double backward: a backward with
-// create_graph through it stops with the engine's message (set_lstm_fused(false)
-// to differentiate twice). nn/gru_layer.h does the same for the GRU (Note [Fused
-// GRU layer]); what both share is in nn/rnn_layer_common.h.
+// (benchmarks). In a backward with create_graph its node re-runs the composed
+// layer (nn/rnn_composed.h) instead of its own loops, so its gradients can be
+// differentiated again (Note [Double backward by recomputation] in
+// autograd/recompute_backward.h). nn/gru_layer.h does the same for the GRU (Note
+// [Fused GRU layer]); what both share is in nn/rnn_layer_common.h.
 //
 // Read before: nn/rnn_cell.h, nn/lstm_pointwise.h. Read next: nn/gru_layer.h, nn/rnn.h.
 #pragma once

@@ -10,6 +10,7 @@
 #include "core/shape.h"
 #include "nn/gru_layer.h"
 #include "nn/lstm_layer.h"
+#include "nn/rnn_composed.h"
 
 namespace lockstep::nn {
 
@@ -84,6 +85,32 @@ void append_states(std::vector<Tensor>& to, const Tensor& state) {
   for (const Tensor& t : unbind(state, 0)) to.push_back(t);
 }
 
+// The composed layer, both directions, over a cuDNN layer node's inputs: x, h0 (D, B, H)
+// [, c0], then per direction w_ih, w_hh[, b_ih, b_hh]. What that node re-runs to be
+// differentiated twice (Note [Double backward by recomputation]).
+autograd::ReferenceFunction composed_layer(bool lstm, int64_t directions, bool bias) {
+  return [=](const std::vector<Tensor>& in) {
+    const size_t first = lstm ? 3 : 2, per = bias ? 4 : 2;
+    std::vector<Tensor> outs, hs, cs;
+    for (int64_t d = 0; d < directions; ++d) {
+      const size_t k = first + static_cast<size_t>(d) * per;
+      const RNNWeights w{in[k], in[k + 1], bias ? in[k + 2] : Tensor(), bias ? in[k + 3] : Tensor()};
+      Tensor out, h, c;
+      if (lstm) {
+        std::tie(out, h, c) = lstm_layer_composed(in[0], in[1].select(0, d), in[2].select(0, d), w, d == 1);
+        cs.push_back(c);
+      } else {
+        std::tie(out, h) = gru_layer_composed(in[0], in[1].select(0, d), w, d == 1);
+      }
+      outs.push_back(out);
+      hs.push_back(h);
+    }
+    std::vector<Tensor> result{outs.size() == 1 ? outs[0] : cat(outs, 2), stack(hs, 0)};
+    if (lstm) result.push_back(stack(cs, 0));
+    return result;
+  };
+}
+
 }  // namespace
 
 Tensor RNNBase::between_layers(const std::vector<Tensor>& outs, int64_t l) const {
@@ -104,7 +131,8 @@ std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(
     const Tensor h0_l = h0.narrow(0, l * directions_, directions_), c0_l = c0.narrow(0, l * directions_, directions_);
     const std::vector<autograd::RnnLayerParams> params = layer_params(l);
     if (autograd::cudnn_rnn_usable(x, h0_l, c0_l, params)) {  // Note [cuDNN RNN layer]
-      const auto [out, h_l, c_l] = autograd::cudnn_rnn_layer(autograd::RnnCell::kLSTM, x, h0_l, c0_l, params);
+      const auto [out, h_l, c_l] = autograd::cudnn_rnn_layer(
+          autograd::RnnCell::kLSTM, x, h0_l, c0_l, params, composed_layer(true, directions_, params[0].b_ih.defined()));
       append_states(h_n, h_l);
       append_states(c_n, c_l);
       x = between_layers({out}, l);
@@ -123,13 +151,9 @@ std::tuple<Tensor, std::tuple<Tensor, Tensor>> LSTM::forward(
         c_n.push_back(c);
         continue;
       }
-      // The reference path: composed ops, one node each.
-      const ScalarType dt = w.w_ih.dtype();  // Note [Recurrent layers under autocast]
-      const std::vector<Tensor> xg = unbind(linear(x, w.w_ih, w.b_ih).to(dt), 0);  // T x (B, 4H)
-      outs.push_back(scan(xg, d == 1, [&](const Tensor& xt) {
-        std::tie(h, c) = lstm_step(xt + linear(h, w.w_hh, w.b_hh).to(dt), c);
-        return h;
-      }));
+      Tensor out;  // the reference path: composed ops, one node each
+      std::tie(out, h, c) = lstm_layer_composed(x, h, c, w, d == 1);
+      outs.push_back(out);
       h_n.push_back(h);
       c_n.push_back(c);
     }
@@ -148,7 +172,8 @@ std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
     const Tensor h0_l = h0.narrow(0, l * directions_, directions_);
     const std::vector<autograd::RnnLayerParams> params = layer_params(l);
     if (autograd::cudnn_rnn_usable(x, h0_l, Tensor(), params)) {  // Note [cuDNN RNN layer]
-      const auto [out, h_l, unused] = autograd::cudnn_rnn_layer(autograd::RnnCell::kGRU, x, h0_l, Tensor(), params);
+      const auto [out, h_l, unused] = autograd::cudnn_rnn_layer(
+          autograd::RnnCell::kGRU, x, h0_l, Tensor(), params, composed_layer(false, directions_, params[0].b_ih.defined()));
       append_states(h_n, h_l);
       x = between_layers({out}, l);
       continue;
@@ -165,13 +190,9 @@ std::tuple<Tensor, Tensor> GRU::forward(const Tensor& input, const Tensor& hx) {
         h_n.push_back(h);
         continue;
       }
-      // The reference path: composed ops, one node each.
-      const ScalarType dt = w.w_ih.dtype();  // Note [Recurrent layers under autocast]
-      const std::vector<Tensor> xg = unbind(linear(x, w.w_ih, w.b_ih).to(dt), 0);  // T x (B, 3H)
-      outs.push_back(scan(xg, d == 1, [&](const Tensor& xt) {
-        h = gru_step(xt, linear(h, w.w_hh, w.b_hh).to(dt), h);
-        return h;
-      }));
+      Tensor out;  // the reference path: composed ops, one node each
+      std::tie(out, h) = gru_layer_composed(x, h, w, d == 1);
+      outs.push_back(out);
       h_n.push_back(h);
     }
     x = between_layers(outs, l);

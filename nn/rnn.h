@@ -25,9 +25,8 @@
 // U(-1/sqrt(H), 1/sqrt(H)). The step formulas are in nn/rnn_cell.h, and
 // Note [Recurrent layers under autocast] there says what bf16 autocast does.
 //
-// Each layer computes x W_ih^T + b_ih for all T steps in one GEMM, splits it
-// into steps with unbind (one backward node, autograd/functions/unbind.h), then
-// runs the T dependent steps, each one GEMM h W_hh^T and the gate arithmetic.
+// Each layer is composed of recording ops (nn/rnn_composed.h: one GEMM for the
+// input projection of all steps, then one GEMM and the gate arithmetic a step).
 // An LSTM or GRU layer on the CPU (float32 / float64, no autocast) runs instead
 // as one fused op (Note [Fused LSTM layer] in nn/lstm_layer.h, Note [Fused GRU
 // layer] in nn/gru_layer.h); on a GPU, as one cuDNN call per layer for both
@@ -121,19 +120,6 @@ class RNNBase : public Module {
   // The input of layer l + 1 from layer l's directions' outputs (T, B, H) each: joined
   // along the last dim, then dropout while training, except after the last layer.
   Tensor between_layers(const std::vector<Tensor>& outs, int64_t l) const;
-  // Runs one direction over the steps xg (T x (B, G*H), the input projections):
-  // h = step(xg[t]) for t = 0..T-1, or T-1..0 when reverse; returns the h's as
-  // (T, B, H) in time order.
-  template <class Step>
-  static Tensor scan(const std::vector<Tensor>& xg, bool reverse, Step&& step) {
-    std::vector<Tensor> outputs(xg.size());
-    const size_t T = xg.size();
-    for (size_t s = 0; s < T; ++s) {
-      const size_t t = reverse ? T - 1 - s : s;
-      outputs[t] = step(xg[t]);
-    }
-    return stack(outputs, 0);
-  }
 
   const char* name_;
   int64_t input_size_, hidden_size_;

@@ -43,13 +43,13 @@ bool cudnn_rnn_usable(const Tensor& x, const Tensor& h0, const Tensor& c0,
 }
 
 std::tuple<Tensor, Tensor, Tensor> cudnn_rnn_layer(RnnCell cell, const Tensor& x, const Tensor& h0,
-                                                   const Tensor& c0,
-                                                   const std::vector<RnnLayerParams>& params) {
+                                                   const Tensor& c0, const std::vector<RnnLayerParams>& params,
+                                                   const ReferenceFunction& reference) {
   LS_CHECK(cudnn_rnn_usable(x, h0, c0, params), "cudnn_rnn_layer: expected float32 or float64 tensors "
            "of one dtype on one CUDA device, outside autocast, 1 or 2 directions with both biases or "
            "neither (check cudnn_rnn_usable first; nn::LSTM and nn::GRU take the composed path otherwise)");
   return lockstep::detail::cuda_hooks<RnnCudaHooks>("an LSTM or GRU layer on a GPU")
-      .layer(cell, x, h0, c0, params);
+      .layer(cell, x, h0, c0, params, reference);
 }
 
 }  // namespace lockstep::autograd

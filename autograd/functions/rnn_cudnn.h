@@ -26,8 +26,8 @@
 // rounding) and float64, outside autocast (Note [Recurrent layers under autocast]:
 // under autocast the composed path runs), and is on by default;
 // set_cudnn_rnn(false) or LOCKSTEP_CUDNN_RNN=0 forces the composed path (tests
-// compare the two). Its node does not support double backward (the engine's message
-// names it; set_cudnn_rnn(false) to differentiate twice).
+// compare the two). Under create_graph its node re-runs the composed layer that nn
+// hands it (Note [Double backward by recomputation]), so it can be differentiated twice.
 //
 // Read before: nn/lstm_layer.h, core/cuda_hooks.h.
 // Read next: autograd/functions/rnn_cudnn_cuda.cpp (the cuDNN calls), nn/rnn.cpp.
@@ -36,6 +36,7 @@
 #include <tuple>
 #include <vector>
 
+#include "autograd/recompute_backward.h"
 #include "core/tensor.h"
 
 namespace lockstep::autograd {
@@ -51,8 +52,8 @@ struct RnnLayerParams {
 struct RnnCudaHooks {
   // See cudnn_rnn_layer.
   std::tuple<Tensor, Tensor, Tensor> (*layer)(RnnCell cell, const Tensor& x, const Tensor& h0,
-                                              const Tensor& c0,
-                                              const std::vector<RnnLayerParams>& params) = nullptr;
+                                              const Tensor& c0, const std::vector<RnnLayerParams>& params,
+                                              const ReferenceFunction& reference) = nullptr;
 };
 
 // Whether nn::LSTM / nn::GRU may use cuDNN on a GPU (default true; LOCKSTEP_CUDNN_RNN=0
@@ -69,8 +70,11 @@ bool cudnn_rnn_usable(const Tensor& x, const Tensor& h0, const Tensor& c0,
 // x (T, B, I); h0 (D, B, H); c0 (D, B, H) for the LSTM, undefined for the GRU; params
 // one entry per direction (D = 1 or 2; entry 1 runs t = T-1 down to 0). Returns
 // (output (T, B, D*H), h_n (D, B, H), c_n (D, B, H) or undefined for the GRU).
+// `reference` computes the same outputs from the node's inputs (x, h0[, c0], then per
+// direction w_ih, w_hh[, b_ih, b_hh]) with recording ops; the node re-runs it to be
+// differentiated twice (Note [Double backward by recomputation]).
 std::tuple<Tensor, Tensor, Tensor> cudnn_rnn_layer(RnnCell cell, const Tensor& x, const Tensor& h0,
-                                                   const Tensor& c0,
-                                                   const std::vector<RnnLayerParams>& params);
+                                                   const Tensor& c0, const std::vector<RnnLayerParams>& params,
+                                                   const ReferenceFunction& reference);
 
 }  // namespace lockstep::autograd

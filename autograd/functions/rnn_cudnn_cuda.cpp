@@ -24,6 +24,7 @@
 #include "core/cuda/cudnn_check.h"
 #include "core/cuda/nn_util.h"
 #include "core/cuda_hooks.h"
+#include "core/grad_mode.h"
 #include "core/native/native.h"
 #include "core/profiler.h"
 
@@ -170,26 +171,29 @@ void copy_pieces(const Call& c, const Tensor& space, std::vector<RnnLayerParams>
 
 struct CudnnRnnBackward final : BackwardNode {
   Call call{};
-  SavedVariable x, h0, c0, y;
-  std::vector<SavedVariable> weights;  // per direction w_ih, w_hh: their version is checked
+  std::vector<SavedVariable> inputs;  // x, h0[, c0], then D x (w_ih, w_hh[, b_ih, b_hh]): edge order
+  SavedVariable y;                    // this node's output (T, B, D*H)
   Tensor weight_space, reserve, lengths;
+  ReferenceFunction reference;        // the composed layer: Note [Double backward by recomputation]
 
   std::string name() const override {
     return call.cell == RnnCell::kLSTM ? "CudnnLSTMLayerBackward" : "CudnnGRULayerBackward";
   }
   void release_variables() override {
-    for (SavedVariable* v : {&x, &h0, &c0, &y}) v->reset();
-    for (SavedVariable& v : weights) v.reset();
+    for (SavedVariable& v : inputs) v.reset();
+    y.reset();
     weight_space = reserve = lengths = Tensor();
   }
+  bool supports_double_backward() const override { return true; }
 
   // grads: y (T, B, D*H), h_n[, c_n] (D, B, H), any undefined. Returns the gradients
   // of x, h0[, c0], then per direction w_ih, w_hh[, b_ih, b_hh].
   variable_list apply(variable_list&& grads) override {
+    std::vector<Tensor> in;  // unpacking stops if any of them changed in place since forward
+    for (const SavedVariable& v : inputs) in.push_back(v.unpack(name()));
+    if (GradMode::is_enabled()) return recorded_gradients(name(), in, reference, grads);  // create_graph
     const bool lstm = call.cell == RnnCell::kLSTM;
-    const Tensor xs = x.unpack(name()), h0s = h0.unpack(name()), ys = y.unpack(name());
-    const Tensor c0s = lstm ? c0.unpack(name()) : Tensor();
-    for (const SavedVariable& w : weights) w.unpack(name());  // stops if a weight changed in place
+    const Tensor &xs = in[0], &h0s = in[1], c0s = lstm ? in[2] : Tensor(), ys = y.unpack(name());
     const Device dev = xs.device();
     cuda::DeviceGuard guard(dev);
     const RnnDescriptor& rd = call.desc();
@@ -251,7 +255,8 @@ RnnLayerParams contiguous_params(const RnnLayerParams& p) {
 
 std::tuple<Tensor, Tensor, Tensor> rnn_layer_cuda(RnnCell cell, const Tensor& x_in, const Tensor& h0_in,
                                                   const Tensor& c0_in,
-                                                  const std::vector<RnnLayerParams>& params_in) {
+                                                  const std::vector<RnnLayerParams>& params_in,
+                                                  const ReferenceFunction& reference) {
   profiler::Scope prof(cell == RnnCell::kLSTM ? "lstm_layer_cudnn" : "gru_layer_cudnn");
   const bool lstm = cell == RnnCell::kLSTM;
   const Tensor x = native::contiguous(x_in), h0 = native::contiguous(h0_in);
@@ -304,13 +309,10 @@ std::tuple<Tensor, Tensor, Tensor> rnn_layer_cuda(RnnCell cell, const Tensor& x_
   if (training) {
     auto node = std::make_shared<CudnnRnnBackward>();
     node->call = c;
-    node->x = SavedVariable(x), node->h0 = SavedVariable(h0), node->y = SavedVariable(y);
-    if (lstm) node->c0 = SavedVariable(c0);
-    for (const RnnLayerParams& p : params) {
-      node->weights.emplace_back(p.w_ih);
-      node->weights.emplace_back(p.w_hh);
-    }
+    node->y = SavedVariable(y);
     node->weight_space = weight_space, node->reserve = reserve, node->lengths = lengths;
+    for (const Tensor& t : inputs) node->inputs.emplace_back(t);
+    node->reference = reference;
     std::vector<Tensor> outputs{y, hy};
     if (lstm) outputs.push_back(cy);
     record(node, inputs, outputs);

@@ -4,7 +4,7 @@
 // BPTT (a detached state carried into a second batch), several layers, both
 // directions, with and without biases, batch_first, float32 and float64; on the GPU
 // against the composed path (autograd::set_cudnn_rnn(false)) with dropout between
-// layers; which path runs (the output's node); a retained graph's second backward;
+// layers, and differentiated twice; which path runs (the output's node); a retained graph's second backward;
 // a weight changed in place before backward is refused. Skipped without a GPU (Note
 // [Skipping gpu tests]).
 // Read before: autograd/functions/rnn_cudnn.h, tests/nn/test_rnn_fused.cpp.
@@ -108,6 +108,16 @@ TEST_CASE("CUDA LSTM and GRU: cuDNN equals the composed path on the GPU, dropout
   ls::autograd::set_cudnn_rnn(true);
   check_close(train_two_batches(lstm, x1, x2, cuda0(), 11), lstm_ref, ls::kFloat32);
   check_close(train_two_batches(gru, x1, x2, cuda0(), 12), gru_ref, ls::kFloat32);
+}
+
+TEST_CASE("CUDA LSTM and GRU through cuDNN are differentiated twice as the composed path is") {
+  CudnnGuard guard;
+  using ls::testing::second_derivatives;
+  const Values lstm_cudnn = second_derivatives<nn::LSTM, nn::LSTMOptions>(cuda0());
+  const Values gru_cudnn = second_derivatives<nn::GRU, nn::GRUOptions>(cuda0());
+  ls::autograd::set_cudnn_rnn(false);
+  check_close(lstm_cudnn, second_derivatives<nn::LSTM, nn::LSTMOptions>(cuda0()), ls::kFloat32);
+  check_close(gru_cudnn, second_derivatives<nn::GRU, nn::GRUOptions>(cuda0()), ls::kFloat32);
 }
 
 TEST_CASE("CUDA LSTM: cuDNN runs for float32 and float64 outside autocast, the composed path otherwise") {

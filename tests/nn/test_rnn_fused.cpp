@@ -6,7 +6,8 @@
 // detached and carried to a second batch); a gradcheck of each fused layer in
 // every operand (float64); which operands take the fused path (autocast does not);
 // at 35 steps in float64 the fused GRU agrees with the composed one to rounding;
-// a second backward through the fused GRU is refused with a message.
+// differentiated twice (Note [Double backward by recomputation]) both equal the
+// composed path, and pass gradgradcheck.
 // Read before: nn/lstm_layer.h, nn/gru_layer.h, tests/nn/test_rnn.cpp.
 #include <doctest/doctest.h>
 
@@ -204,24 +205,32 @@ TEST_CASE("gru fused: operands of the wrong shape are refused with a message") {
                        doctest::Contains("expected x (T, B, I), h0 (B, H)"), ls::Error);
 }
 
-TEST_CASE("gru fused: create_graph through it is exact, a 2nd backward refused, composed differentiates twice") {
+
+TEST_CASE("lstm and gru fused: differentiated twice (the composed layer re-run) as the composed path is") {
   FusedGuard guard;
-  ls::manual_seed(9);
-  nn::GRU gru(nn::GRUOptions(3, 4));
-  const ls::Tensor x = ls::randn({5, 2, 3}, ls::requires_grad());
-  auto loss = [&] {
-    const ls::Tensor out = std::get<0>(gru.forward(x));
-    return (out * out).sum();
-  };
-  const ls::Tensor g = ls::autograd::grad({loss()}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
-  CHECK(ls::allclose(g.detach(), ls::autograd::grad({loss()}, {x})[0]));
-  CHECK_THROWS_WITH_AS(ls::autograd::grad({g.sum()}, {x}),
-                       doctest::Contains("double backward through GRULayerBackward is not implemented"),
-                       ls::Error);
-  nn::set_gru_fused(false);  // Note [Fused GRU layer]: the composed path to differentiate twice
-  const ls::Tensor g2 = ls::autograd::grad({loss()}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
-  CHECK(ls::allclose(g2.detach(), g.detach(), 1e-4, 1e-5));
-  CHECK(ls::autograd::grad({g2.sum()}, {x})[0].defined());
+  using ls::testing::second_derivatives;
+  const Values lstm_fused = second_derivatives<nn::LSTM, nn::LSTMOptions>(ls::Device::cpu());
+  const Values gru_fused = second_derivatives<nn::GRU, nn::GRUOptions>(ls::Device::cpu());
+  nn::set_lstm_fused(false);
+  nn::set_gru_fused(false);
+  check_close(lstm_fused, second_derivatives<nn::LSTM, nn::LSTMOptions>(ls::Device::cpu()));
+  check_close(gru_fused, second_derivatives<nn::GRU, nn::GRUOptions>(ls::Device::cpu()));
+}
+
+TEST_CASE("lstm and gru fused: gradgradcheck of the layer in x, h0, c0 and every weight (float64)") {
+  ls::manual_seed(12);
+  for (bool reverse : {false, true}) {
+    CAPTURE(reverse);
+    CHECK_GRADGRADCHECK([reverse](const Inputs& v) {
+      auto [out, h, c] = nn::lstm_layer_fused(v[0], v[1], v[2], nn::RNNWeights{v[3], v[4], v[5], v[6]}, reverse);
+      return ls::cat({out.reshape({-1}), h.reshape({-1}), (c * 0.7).reshape({-1})}, 0);
+    }, {randn64({3, 2, 2}), randn64({2, 2}), randn64({2, 2}), randn64({8, 2}), randn64({8, 2}), randn64({8}),
+        randn64({8})});
+    CHECK_GRADGRADCHECK([reverse](const Inputs& v) {
+      auto [out, h] = nn::gru_layer_fused(v[0], v[1], nn::RNNWeights{v[2], v[3], v[4], v[5]}, reverse);
+      return ls::cat({out.reshape({-1}), (h * 0.7).reshape({-1})}, 0);
+    }, {randn64({3, 2, 2}), randn64({2, 2}), randn64({6, 2}), randn64({6, 2}), randn64({6}), randn64({6})});
+  }
 }
 
 TEST_CASE("cudnn rnn: CPU operands never take the cuDNN path, and a direct call says what it needs") {
@@ -230,6 +239,6 @@ TEST_CASE("cudnn rnn: CPU operands never take the cuDNN path, and a direct call 
   const std::vector<ls::autograd::RnnLayerParams> params = lstm.layer_params(0);
   const ls::Tensor x = ls::randn({5, 2, 3}), h = ls::zeros({1, 2, 4});
   CHECK_FALSE(ls::autograd::cudnn_rnn_usable(x, h, h, params));  // the GPU path only
-  CHECK_THROWS_WITH_AS(ls::autograd::cudnn_rnn_layer(ls::autograd::RnnCell::kLSTM, x, h, h, params),
+  CHECK_THROWS_WITH_AS(ls::autograd::cudnn_rnn_layer(ls::autograd::RnnCell::kLSTM, x, h, h, params, {}),
                        doctest::Contains("on one CUDA device"), ls::Error);
 }

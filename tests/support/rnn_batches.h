@@ -1,13 +1,18 @@
-// tests/support/rnn_batches.h — two batches of truncated BPTT through an nn::LSTM or
-// nn::GRU, the run the recurrent-layer tests compare between paths (fused, composed,
-// cuDNN) and devices.
+// tests/support/rnn_batches.h — the runs the recurrent-layer tests compare between
+// paths (fused, composed, cuDNN) and devices: two batches of truncated BPTT through an
+// nn::LSTM or nn::GRU, and second derivatives through one.
 // Read before: nn/rnn.h. Used by tests/nn/test_rnn_fused.cpp, tests/cuda/test_cuda_rnn.cpp.
 #pragma once
 
+#include <doctest/doctest.h>
+
 #include <cstdint>
+#include <optional>
 #include <tuple>
 #include <vector>
 
+#include "autograd/grad.h"
+#include "core/factory.h"
 #include "core/native/native.h"
 #include "core/rng.h"
 #include "nn/rnn.h"
@@ -48,6 +53,27 @@ inline std::vector<Tensor> train_two_batches(nn::GRU& gru, const Tensor& x1, con
   std::vector<Tensor> values{out1, out2, h2, a.grad(), b.grad()};
   for (const auto& p : gru.parameters()) values.push_back(p.grad());
   for (Tensor& v : values) v = v.defined() ? native::to_device(v, Device::cpu()) : v;
+  return values;
+}
+
+// Second derivatives through a 2-layer bidirectional `Layer` (3 inputs, 4 units) on
+// `device`, the shape of a gradient penalty: g = d(sum out^2)/d(x, layer 0's W_hh) with
+// create_graph, then d(sum g_x^2 + sum g_w / 2)/d(x, W_ih, W_hh). CHECKs that no .grad
+// changed; returns both first derivatives and the three second ones, on the host.
+template <class Layer, class Options>
+std::vector<Tensor> second_derivatives(Device device) {
+  manual_seed(9);
+  Layer layer(Options(3, 4).num_layers(2).bidirectional(true));
+  layer.to(device);
+  const Tensor x = native::to_device(randn({5, 2, 3}), device).requires_grad_();
+  const Tensor w_ih = layer.layer(0).w_ih, w_hh = layer.layer(0).w_hh;
+  const Tensor out = std::get<0>(layer.forward(x));
+  const auto g = autograd::grad({(out * out).sum()}, {x, w_hh}, {}, std::nullopt, /*create_graph=*/true);
+  const Tensor penalty = (g[0] * g[0]).sum() + (g[1] * 0.5).sum();
+  const auto gg = autograd::grad({penalty}, {x, w_ih, w_hh});
+  for (const auto& p : layer.parameters()) CHECK_FALSE(p.grad().defined());
+  std::vector<Tensor> values{g[0].detach(), g[1].detach(), gg[0], gg[1], gg[2]};
+  for (Tensor& v : values) v = native::to_device(v, Device::cpu());
   return values;
 }
 
