@@ -148,6 +148,10 @@ case "$prog" in
   bench_batch_norm)
     expect 2 "--reps: 0 is out of range" -- --reps 0
     ;;
+  bench_lstm_onednn)
+    expect 2 "--hidden: 0 is out of range" -- --hidden 0
+    expect 2 "--seq: 'x' is not a whole number" -- --seq x
+    ;;
   bench_nosync_convergence)
     expect 2 "--sync-every: 'x' is not a whole number" -- --sync-every 1,x
     expect 2 "--lr: 0 is out of range" -- --lr 0
