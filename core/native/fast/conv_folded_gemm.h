@@ -19,14 +19,17 @@
 //     backward-data    drows (N P, K)    = gyc^T . w                 then gx = row2im(drows)
 //     backward-weights gw (C_out, K)     = gyc . rows
 // The weights are read as stored (OIHW is (C_out, K) row-major): no weight
-// reorder, no blocked activations. Measured on the DCGAN layer above, batch 64,
-// one thread (bench/bench_conv's method: best of 5): im2row 1.6 ms, each GEMM
-// 3.6-4.1 ms, row2im 1.2 ms, the transposes 0.06 ms. The forward keeps `rows`
-// in its workspace (Note [Convolution workspace] in conv_onednn.h), so
-// backward-weights is one GEMM. At 4x4 outputs (P = 16; DCGAN's generator
+// reorder, no blocked activations. The forward keeps `rows` in its workspace
+// (Note [Convolution workspace] in conv_onednn.h), so backward-weights is one
+// GEMM. Timed in isolation on the DCGAN layer above (the same loops and
+// dnnl_sgemm calls, batch 64, one thread, best of 5): im2row 1.6 ms, each GEMM
+// 3.6-4.1 ms, row2im 1.2 ms, the transposes 0.06 ms; in the profile of the
+// training step (LOCKSTEP_PROFILE=1 build/bin/dcgan --steps 40 --threads 1) its
+// passes went from 8.5, 6.6 and 7.7 ms (primitive and reorders) to 6.0, 5.5 and
+// 4.0 (docs/results/examples.md). At 4x4 outputs (P = 16; DCGAN's generator
 // 256->128, 3x3 stride 2) the primitives were as fast or faster (forward 2.9 ms
-// against 5.6), and at 7x7 (ResNet50's last stage, P = 49) clearly faster, so
-// the rule stops below 16 pixels; ResNet50 and the Fashion-MNIST CNN never fold.
+// against 5.6 timed so), and at 7x7 (P = 49) clearly faster, so the rule stops
+// below 16 pixels; ResNet50 at 224 and the Fashion-MNIST CNN never fold.
 // Layers with fewer than kFewChannels output channels (a discriminator's last
 // 256->1 layer) keep the primitives: their GEMMs are too thin to pay for im2row.
 // Ungrouped, bias-free passes only (a pass with a bias keeps the primitives);
