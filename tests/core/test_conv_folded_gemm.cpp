@@ -5,7 +5,8 @@
 // thread or two) run as batch-folded GEMMs and match the reference backend
 // (float32, relative error under 1e-5: the same products summed in another
 // order); the input gradient summed in place; backward-weights from the
-// forward's rows bitwise equal to rows built again; and the layers the rule
+// forward's rows bitwise equal to rows built again; a weight written in place
+// between calls read anew; and the layers the rule
 // leaves to the primitives (4x4 outputs, a bias, few output channels, groups).
 // Read before: core/native/fast/conv_folded_gemm.h.
 #include <doctest/doctest.h>
@@ -102,6 +103,34 @@ TEST_CASE("conv folded gemm: small outputs by batch-folded GEMMs match the refer
   }
   native::set_conv_backend(saved);
   ls::set_num_threads(saved_threads);
+}
+
+// The path keeps nothing of a weight between calls (it reads W as stored), so a
+// weight written in place, as an optimizer step or load_state_dict writes it,
+// is seen by the next call; this guards any cache added later.
+TEST_CASE("conv folded gemm: a weight modified in place between calls is read anew") {
+  const ConvBackend saved = native::conv_backend();
+  ls::manual_seed(44);
+  const Layer l{4, 16, 7, 7, 24, 4, 4, {2, 2}, {1, 1}, {1, 1}};
+  CHECK(impl_of(l, ConvPass::Forward) == ConvImpl::Im2rowFolded);
+  const Tensor x = ls::randn({l.n, l.c_in, l.h, l.w}), w = ls::randn({l.c_out, l.c_in, l.kh, l.kw});
+  const Tensor gy = ls::randn({l.n, l.c_out, 3, 3});
+  native::set_conv_backend(ConvBackend::OneDNN);
+  const Tensor before = native::conv2d_forward(x, w, {}, l.stride, l.padding, l.dilation, 1);
+  w.mul_(-0.5);                                  // in place, as an optimizer step
+  w.copy_(native::add(w, ls::randn(w.sizes())));  // and a copy_ into it, as load_state_dict
+  const Tensor after = native::conv2d_forward(x, w, {}, l.stride, l.padding, l.dilation, 1);
+  auto [gx, gw, gb] = native::conv2d_backward(gy, x, w, l.stride, l.padding, l.dilation, 1, true,
+                                              true, false);
+  native::set_conv_backend(ConvBackend::Reference);
+  const Tensor ref = native::conv2d_forward(x, w, {}, l.stride, l.padding, l.dilation, 1);
+  auto [rx, rw, rb] = native::conv2d_backward(gy, x, w, l.stride, l.padding, l.dilation, 1, true,
+                                              true, false);
+  CHECK(relative_error(after, ref) < 1e-5);
+  CHECK(relative_error(gx, rx) < 1e-5);
+  CHECK(relative_error(gw, rw) < 1e-5);
+  CHECK(relative_error(before, ref) > 0.1);  // the write changed the result
+  native::set_conv_backend(saved);
 }
 
 TEST_CASE("conv folded gemm: layers outside the rule keep their implementations") {
