@@ -30,9 +30,9 @@
 // 256->128, 3x3 stride 2) the primitives were as fast or faster (forward 2.9 ms
 // against 5.6 timed so), and at 7x7 (P = 49) clearly faster, so the rule stops
 // below 16 pixels; ResNet50 at 224 and the Fashion-MNIST CNN never fold.
-// The cost is memory: rows hold kH kW / (sH sW) times the input's values about
-// (4x for DCGAN's layer: 4.7 MB at batch 64), from forward to backward.
-// Layers with fewer than kFewChannels output channels (a discriminator's last
+// The cost is memory: rows hold up to kH kW / (sH sW) times the input's values
+// (2.9x for DCGAN's layer: 4.7 MB at batch 64), from forward to backward.
+// Layers with fewer than 16 output channels (kFoldMinOutChannels) (a discriminator's last
 // 256->1 layer) keep the primitives: their GEMMs are too thin to pay for im2row.
 // Ungrouped, bias-free passes only (a pass with a bias keeps the primitives);
 // float32 only, like conv_onednn. Tested against the reference backend
@@ -51,7 +51,7 @@ namespace lockstep::native {
 
 // Whether `pass` of `g` (with a bias when `bias`) is done here: an ungrouped
 // layer without bias, with fewer than kFoldMaxPixels output pixels, at least
-// kFewChannels output channels and no 1x1 GEMM taking it (Note [1x1
+// kFoldMinOutChannels output channels and no 1x1 GEMM taking it (Note [1x1
 // convolutions as GEMMs]). One of choose_conv's rules (conv_dispatch.cpp).
 bool conv_folded_gemm_takes(const ConvGeometry& g, ConvPass pass, bool bias);
 
