@@ -33,7 +33,8 @@
 // The cost is memory: rows hold oH oW kH kW / (H W) times the input's values,
 // about kH kW / (sH sW) (2.9x for DCGAN's layer: 4.7 MB at batch 64), from
 // forward to backward. Layers with fewer than 16 output channels
-// (kFoldMinOutChannels; a discriminator's last 256->1 layer) keep the primitives: their GEMMs are too thin to pay for im2row.
+// (kFoldMinOutChannels; a discriminator's last 256->1 layer) keep the
+// primitives: their GEMMs are too thin to pay for im2row.
 // Ungrouped, bias-free passes only (a pass with a bias keeps the primitives);
 // float32 only, like conv_onednn. Tested against the reference backend
 // (tests/core/test_conv_folded_gemm.cpp).
