@@ -3,8 +3,9 @@
 // names (conv_dispatch.cpp), and the im2col + GEMM path.
 //
 // float32 runs on oneDNN's convolution primitives by default (fast/conv_onednn.cpp,
-// see Note [Convolution backends] in fast/conv_onednn.h) and some 1x1 layers on
-// GEMMs (fast/conv_1x1_gemm.h); the im2col path below is float64's path, the
+// see Note [Convolution backends] in fast/conv_onednn.h), some 1x1 layers and the
+// outputs under 16 pixels on GEMMs (fast/conv_1x1_gemm.h, fast/conv_folded_gemm.h);
+// the im2col path below is float64's path, the
 // Reference backend's, and the fallback for geometries oneDNN has no fast kernel
 // for. All of them are tested against the plain loops of core/native/reference/.
 //
@@ -42,6 +43,7 @@
 #include "core/native/conv_dispatch.h"
 #include "core/native/conv_geometry.h"
 #include "core/native/fast/conv_1x1_gemm.h"
+#include "core/native/fast/conv_folded_gemm.h"
 #include "core/native/fast/conv_onednn.h"
 #include "core/native/cuda_dispatch.h"
 #include "core/native/gemm.h"
@@ -282,12 +284,17 @@ Tensor forward(const Tensor& input, const Tensor& weight, const Tensor& bias,
   const ConvImpl impl = choose_conv(g, x.dtype(), ConvPass::Forward, b.defined());
   if (impl != ConvImpl::Im2colGemm) {  // float32; each returns false if it declines after all
     const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
-    const bool done =
-        is_gemm_1x1(impl)
-            ? conv1x1_gemm_forward(g, x.data_ptr<float>(), w.data_ptr<float>(), bp,
-                                   out.data_ptr<float>(), workspace)
-            : conv2d_forward_onednn(g, x.data_ptr<float>(), w.data_ptr<float>(), bp,
-                                    out.data_ptr<float>(), workspace);
+    const float* xp = x.data_ptr<float>();
+    const float* wp = w.data_ptr<float>();
+    float* yp = out.data_ptr<float>();
+    bool done = false;
+    if (is_gemm_1x1(impl)) {
+      done = conv1x1_gemm_forward(g, xp, wp, bp, yp, workspace);
+    } else if (impl == ConvImpl::Im2rowFolded) {
+      done = conv_folded_gemm_forward(g, xp, wp, yp, workspace);
+    } else {
+      done = conv2d_forward_onednn(g, xp, wp, bp, yp, workspace);
+    }
     if (done) return out;
   }
   dispatch_floating(x.dtype(), op, [&]<class T>() {
@@ -364,15 +371,22 @@ std::tuple<Tensor, Tensor, Tensor> backward(const Tensor& grad_output, const Ten
     float* gxp = fast_input ? grad_input.data_ptr<float>() : nullptr;
     float* gwp = fast_weight ? grad_weight.data_ptr<float>() : nullptr;
     float* gbp = grad_bias.defined() ? grad_bias.data_ptr<float>() : nullptr;
-    // Note [1x1 convolutions as GEMMs] first, then the oneDNN primitives.
+    // Note [1x1 convolutions as GEMMs] first, then Note [Small-output convolutions
+    // as batch-folded GEMMs], then the oneDNN primitives.
     const ConvBackwardDone by_gemm = conv1x1_gemm_backward(
         g, gyp, xp, wp, is_gemm_1x1(data) ? gxp : nullptr, is_gemm_1x1(weights) ? gwp : nullptr,
         nullptr, summing, extras.workspace.get());
+    const ConvImpl folded = ConvImpl::Im2rowFolded;
+    const ConvBackwardDone by_folded = conv_folded_gemm_backward(
+        g, gyp, xp, wp, data == folded ? gxp : nullptr, weights == folded ? gwp : nullptr,
+        summing, extras.workspace.get());
     const ConvBackwardDone by_onednn = conv2d_backward_onednn(
         g, gyp, xp, wp, data == ConvImpl::OneDNN ? gxp : nullptr,
         weights == ConvImpl::OneDNN ? gwp : nullptr, gbp, summing, extras.workspace.get());
-    if (!by_gemm.input && !by_onednn.input) grad_input = Tensor();
-    if (!by_gemm.weight && !by_onednn.weight) grad_weight = grad_bias = Tensor();
+    if (!by_gemm.input && !by_folded.input && !by_onednn.input) grad_input = Tensor();
+    if (!by_gemm.weight && !by_folded.weight && !by_onednn.weight) {
+      grad_weight = grad_bias = Tensor();
+    }
   }
   if (need_bias && !grad_bias.defined()) grad_bias = reference_bias_grad(gy, g);
   auto [ref_input, ref_weight] =

@@ -7,11 +7,14 @@
 //      fast/conv_1x1_gemm.h): backward-data always, forward and backward-weights
 //      (without bias) when strided or with an output under kFoldPixels:
 //      gemm_1x1, or gemm_1x1_folded for the small outputs.
-//   3. A oneDNN primitive when oneDNN has a fast one for this geometry, pass and
+//   3. An ungrouped layer without bias whose output has under 16 pixels and at
+//      least 16 channels (Note [Small-output convolutions as batch-folded GEMMs]
+//      in fast/conv_folded_gemm.h): im2row_folded, every pass.
+//   4. A oneDNN primitive when oneDNN has a fast one for this geometry, pass and
 //      layout plan (Note [oneDNN convolution layouts]; Winograd or direct by
 //      LOCKSTEP_CONV_WINOGRAD, Note [Winograd convolutions]): onednn. Finding
 //      out builds the primitive, which is cached, so the pass then runs it.
-//   4. Otherwise (oneDNN declined): im2col_gemm.
+//   5. Otherwise (oneDNN declined): im2col_gemm.
 //   The bias gradient comes from the backward-weights primitive when that pass
 //   runs onednn with `bias`, else from conv.cpp's sum over grad_output.
 // bfloat16 (choose_conv_bf16), in order:
@@ -35,6 +38,7 @@
 #include "core/native/conv_bf16.h"
 #include "core/native/dispatch_verbose.h"
 #include "core/native/fast/conv_1x1_gemm.h"
+#include "core/native/fast/conv_folded_gemm.h"
 #include "core/native/fast/conv_onednn.h"
 #include "core/native/nn_kernels.h"
 
@@ -57,6 +61,7 @@ ConvImpl float_impl(const ConvGeometry& g, ScalarType dtype, ConvPass pass, bool
   if (conv1x1_gemm_takes(g, pass, bias)) {
     return conv1x1_gemm_folds(g) ? ConvImpl::Gemm1x1Folded : ConvImpl::Gemm1x1;
   }
+  if (conv_folded_gemm_takes(g, pass, bias)) return ConvImpl::Im2rowFolded;
   if (conv_onednn_has_primitive(g, pass, bias)) return ConvImpl::OneDNN;
   return ConvImpl::Im2colGemm;
 }
@@ -100,6 +105,7 @@ const char* conv_impl_name(ConvImpl impl) {
     case ConvImpl::Im2colGemm: return "im2col_gemm";
     case ConvImpl::Gemm1x1: return "gemm_1x1";
     case ConvImpl::Gemm1x1Folded: return "gemm_1x1_folded";
+    case ConvImpl::Im2rowFolded: return "im2row_folded";
     case ConvImpl::OneDNN: return "onednn";
     case ConvImpl::Bf16ViaFloat32: return "bf16_via_float32";
     case ConvImpl::Bf16Gemm1x1: return "bf16_gemm_1x1";

@@ -31,6 +31,7 @@ enum class ConvImpl {
   Im2colGemm,     // conv.cpp: im2col + native::gemm (Note [Convolution as a matrix product])
   Gemm1x1,        // fast/conv_1x1_gemm.cpp: a 1x1 layer as one GEMM per image
   Gemm1x1Folded,  // fast/conv_1x1_gemm.cpp: a 1x1 layer with a small output, batch in one GEMM
+  Im2rowFolded,   // fast/conv_folded_gemm.cpp: an output under 16 pixels, batch in one GEMM
   OneDNN,         // fast/conv_onednn*.cpp: a cached oneDNN primitive (direct or Winograd)
   // bfloat16 (the autocast kernels of conv_bf16.h)
   Bf16ViaFloat32,          // conv_bf16.cpp: converted to float32, the float32 convolution, rounded
@@ -40,7 +41,7 @@ enum class ConvImpl {
   Bf16WeightGradGemm,      // fast/conv_bf16_weight_grad.cpp: dW as one GEMM over the batch
   Bf16OneDNN,              // conv_bf16.cpp: oneDNN's bf16 primitives
 };
-// "im2col_gemm", "gemm_1x1", "gemm_1x1_folded", "onednn", "bf16_via_float32", ...
+// "im2col_gemm", "gemm_1x1", "gemm_1x1_folded", "im2row_folded", "onednn", ...
 const char* conv_impl_name(ConvImpl impl);
 
 // The implementation of `pass` for a float32 or float64 convolution `g`; `bias`:

@@ -123,12 +123,14 @@ namespace lockstep::native {
 // backward-weights pass. Either the oneDNN primitive's blocked input and its
 // layout, or the image a 1x1 GEMM path gathered (Note [1x1 convolutions as
 // GEMMs]: the strided image's subsample, or the folded batch's channel-major
-// copy), with the order it is stored in.
+// copy), with the order it is stored in, or the windows a small-output layer's
+// forward copied (Note [Small-output convolutions as batch-folded GEMMs]).
 struct ConvWorkspace {
   Tensor blocked_src;  // (bytes of `layout`) as float32
   dnnl::memory::desc layout;
   Tensor gathered_src;  // (N, C_in, oH, oW), or (C_in, N, oH, oW) when channel_major
   bool channel_major = false;
+  Tensor rows;                           // (N oH oW, C_in kH kW): im2row of the input
   int64_t gathered_from[3] = {0, 0, 0};  // the input's (C_in, H, W) it was gathered from
 };
 
