@@ -46,7 +46,8 @@ const std::string& double_backward_ops() {
       "EmbeddingBackward, CatBackward, StackBackward, UnbindBackward, ViewBackward, ReshapeBackward, "
       "FlattenBackward, (Un)SqueezeBackward, ExpandBackward, TransposeBackward, "
       "PermuteBackward, CloneBackward, ToCopyBackward, ToDeviceBackward, CheckpointBackward, "
-      "SyncBatchNormBackward";
+      "SyncBatchNormBackward, LSTMLayerBackward, GRULayerBackward, CudnnLSTMLayerBackward, "
+      "CudnnGRULayerBackward, LinearAutocastBackward (CPU)";
   return ops;
 }
 

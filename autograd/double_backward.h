@@ -32,9 +32,10 @@
 // [Double backward by recomputation] in autograd/recompute_backward.h), and
 // SyncBatchNormBackward sums over the process group with a differentiable
 // AllReduce (Note [SyncBatchNorm double backward] in
-// distributed/ddp/sync_batch_norm_recorded.h). The nodes that still refuse:
-// the bf16 autocast nodes of linear, conv2d, cross_entropy reading bf16 and
-// dropout + add + layer_norm.
+// distributed/ddp/sync_batch_norm_recorded.h); linear under bf16 autocast re-runs
+// a float32 linear on its saved bf16 copies the same way. The nodes that still
+// refuse: the bf16 autocast nodes of conv2d, linear's fused GELU (+ dropout) forms,
+// cross_entropy reading bf16 and dropout + add + layer_norm.
 // Tests: tests/autograd/test_double_backward.cpp (gradgradcheck of the core ops,
 // a gradient penalty end to end, the errors), test_double_backward_nn.cpp (the nn
 // ops), test_double_backward_fused.cpp (scatter, the fused batch norms,

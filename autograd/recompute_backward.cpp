@@ -21,7 +21,31 @@ class RecomputeInputBackward final : public Node {
   variable_list apply(variable_list&& grads) override { return {grads[0]}; }
 };
 
+// Sends its incoming gradient on, converted to `dtype` (recorded under grad mode).
+class WithHistoryBackward final : public Node {
+ public:
+  explicit WithHistoryBackward(ScalarType dtype) : dtype_(dtype) {}
+  std::string name() const override { return "WithHistoryBackward"; }
+  bool supports_double_backward() const override { return true; }
+  variable_list apply(variable_list&& grads) override {
+    const Tensor& g = grads[0];
+    return {g.defined() && g.dtype() != dtype_ ? g.to(dtype_) : g};
+  }
+
+ private:
+  ScalarType dtype_;
+};
+
 }  // namespace
+
+Tensor with_history(const Tensor& data, const Edge& edge, ScalarType grad_dtype) {
+  if (!edge.is_valid()) return data;
+  Tensor alias = data.detach();
+  auto node = std::make_shared<WithHistoryBackward>(grad_dtype);
+  record(node, {}, {alias});
+  node->set_next_edges({edge});
+  return alias;
+}
 
 variable_list recorded_gradients(const std::string& op, const std::vector<Tensor>& inputs,
                                  const ReferenceFunction& reference, const variable_list& grad_outputs) {

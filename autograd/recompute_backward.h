@@ -18,6 +18,10 @@
 // saved tensors. It costs a forward and a backward of the reference, paid only in a
 // backward with create_graph. autograd::checkpoint's recorded path is the same thing
 // with the user's function as the reference (Note [Checkpoint under create_graph]).
+// A node that saved only a converted copy of an input (linear under bf16 autocast keeps
+// x's bf16 copy, not x) re-runs its reference on that copy joined to the input's edge
+// (with_history below): the copy's gradient goes, converted back to the input's dtype,
+// where the input's would have gone.
 //
 // Read before: autograd/double_backward.h, autograd/engine.h.
 // Read next: autograd/checkpoint.cpp, nn/lstm_layer.cpp.
@@ -40,5 +44,10 @@ using ReferenceFunction = std::function<std::vector<Tensor>(const std::vector<Te
 // while grad mode is on; `op` names the node in errors.
 variable_list recorded_gradients(const std::string& op, const std::vector<Tensor>& inputs,
                                  const ReferenceFunction& reference, const variable_list& grad_outputs);
+
+// An alias of `data` whose gradient is converted (recorded) to `grad_dtype` and sent
+// along `edge` (a node's next edge: where its input's gradient goes); `data` itself
+// when the edge is not valid (that input needs no gradient).
+Tensor with_history(const Tensor& data, const Edge& edge, ScalarType grad_dtype);
 
 }  // namespace lockstep::autograd

@@ -54,10 +54,12 @@
 
 #include "autograd/functions/functions.h"
 #include "autograd/functions/linear_autocast_saved.h"
+#include "autograd/recompute_backward.h"
 #include "autograd/traffic.h"
 #include "core/cuda_hooks.h"
 #include "core/env_flag.h"
 #include "core/grad_mode.h"
+#include "core/nn_ops.h"
 #include "core/native/conv_bf16.h"
 #include "core/native/fused_dropout.h"
 #include "core/native/gemm_bf16.h"
@@ -113,7 +115,40 @@ struct LinearAutocastBackward final : BackwardNode, LinearAutocastSaved {
     return dropout ? "LinearGeluDropoutAutocastBackward" : "LinearGeluAutocastBackward";
   }
 
-  variable_list apply(variable_list&& grads) override { return run(grads[0], Tensor()); }
+  variable_list apply(variable_list&& grads) override {
+    if (GradMode::is_enabled()) return recorded(grads[0]);  // create_graph, plain linear only
+    return run(grads[0], Tensor());
+  }
+
+  // Note [Double backward by recomputation]: a float32 linear re-run outside autocast on
+  // the bf16 values it saved (widened), each joined to its input's edge; the incoming
+  // gradient rounded to bf16 first, as the fast path does. Its products are the fast
+  // path's (bf16 values, float32 sums). The values of the bias, and of an operand not
+  // saved because the other needs no gradient, do not change the gradients: zeros stand
+  // in. The fused GELU forms still refuse.
+  bool supports_double_backward() const override { return !gelu; }
+  variable_list recorded(const Tensor& grad) {
+    const Tensor x16 = input16.unpack(name()), w16 = weight16.unpack(name());
+    const int64_t out = grad.size(-1), in = x16.defined() ? x16.size(-1) : w16.size(1);
+    IntList x_sizes = grad.sizes();
+    x_sizes.back() = in;
+    const Tensor x = x16.defined() ? native::to_dtype(x16, kFloat32) : native::zeros(x_sizes);
+    const Tensor w = w16.defined() ? native::to_dtype(w16, kFloat32) : native::zeros({out, in});
+    const std::vector<Tensor> inputs{with_history(x, next_edges()[0], input_dtype),
+                                     with_history(w, next_edges()[1], weight_dtype),
+                                     with_history(native::zeros({out}), next_edges()[2], bias_dtype)};
+    const auto reference = [](const std::vector<Tensor>& v) {
+      AutocastGuard off(kBFloat16, /*enabled=*/false);
+      return std::vector<Tensor>{lockstep::linear(v[0], v[1], v[2])};
+    };
+    const Tensor g = grad.dtype() == kBFloat16 ? grad.to(kFloat32) : grad.to(kBFloat16).to(kFloat32);
+    variable_list grads = recorded_gradients(name(), inputs, reference, {g});
+    const ScalarType dtypes[3] = {input_dtype, weight_dtype, bias_dtype};
+    for (size_t i = 0; i < grads.size(); ++i) {
+      if (grads[i].defined() && grads[i].dtype() != dtypes[i]) grads[i] = grads[i].to(dtypes[i]);
+    }
+    return grads;
+  }
 
   // Note [linear's input gradient summed in place].
   bool sums_into_pending(size_t input_nr) const override {

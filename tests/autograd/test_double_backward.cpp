@@ -185,11 +185,13 @@ TEST_CASE("double backward: WGAN-GP step with nn modules, backward equals grad, 
 TEST_CASE("double backward: an op without a second derivative refuses, naming itself") {
   ls::manual_seed(18);
   Tensor x = ls::randn({2, 3}, ls::requires_grad());
-  const Tensor wl = ls::randn({4, 3});
-  // linear under bf16 autocast records LinearAutocastBackward, whose formula does not record.
-  auto refusing = [&wl](const Tensor& t) {
+  const Tensor wc = ls::randn({4, 3, 1, 1});
+  // conv2d under bf16 autocast records Conv2dAutocastBackward, whose formula does not
+  // record (a 1x1 convolution: x's rows as images of 3 channels and one pixel).
+  auto refusing = [&wc](const Tensor& t) {
     ls::AutocastGuard amp(ls::kBFloat16);
-    return ls::linear(t, wl, Tensor()).to(ls::kFloat32);
+    const Tensor images = t.reshape({-1, 3, 1, 1});  // (N, 3, 1, 1)
+    return ls::conv2d(images, wc, Tensor(), {1, 1}, {0, 0}, {1, 1}, 1).to(ls::kFloat32);
   };
   Tensor y = refusing(x * x).sum();
   Tensor g = ls::autograd::grad({y}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
@@ -197,7 +199,7 @@ TEST_CASE("double backward: an op without a second derivative refuses, naming it
   Tensor plain = ls::autograd::grad({refusing(x * x).sum()}, {x})[0];
   CHECK(ls::allclose(g.detach(), plain));
   REQUIRE(g.requires_grad());
-  const char* expected = "double backward through LinearAutocastBackward is not implemented; ops that "
+  const char* expected = "double backward through Conv2dAutocastBackward is not implemented; ops that "
                          "support it: AddBackward";
   CHECK_THROWS_WITH_AS(ls::autograd::grad({g.sum()}, {x}, {}, /*retain_graph=*/true),
                        doctest::Contains(expected), ls::Error);
@@ -208,7 +210,7 @@ TEST_CASE("double backward: an op without a second derivative refuses, naming it
   Tensor z = x.tanh().sum() + refusing(x * x).pow(2.0).sum();
   Tensor gz = ls::autograd::grad({z}, {x}, {}, std::nullopt, /*create_graph=*/true)[0];
   CHECK_THROWS_WITH_AS(ls::autograd::grad({gz.sum()}, {x}),
-                       doctest::Contains("double backward through LinearAutocastBackward"), ls::Error);
+                       doctest::Contains("double backward through Conv2dAutocastBackward"), ls::Error);
 
   // A gradient through such an op that is then only used first-order (the norm of a
   // penalty) is fine: the refusal is in the second derivative only.

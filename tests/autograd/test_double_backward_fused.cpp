@@ -3,8 +3,8 @@
 // scatter, the fused batch_norm_relu and batch_norm_add_relu, activation
 // checkpointing (Note [Checkpoint under create_graph] in autograd/checkpoint.cpp)
 // by gradgradcheck in float64; the bf16 conversions and dropout_add, whose
-// bf16 roundings make finite differences meaningless, against the same
-// second derivatives through the plain ops they stand for.
+// bf16 roundings make finite differences meaningless, and linear under bf16
+// autocast, against the same second derivatives through the plain ops they stand for.
 // Read before: tests/autograd/test_double_backward_nn.cpp.
 // Read next: tests/autograd/test_double_backward_penalty.cpp.
 #include <doctest/doctest.h>
@@ -169,4 +169,41 @@ TEST_CASE("double backward: dropout_add equals dropout then add, in the incoming
   const Tensor fused = second(true), plain = second(false);
   CHECK(ls::allclose(fused, plain, 1e-2, 1e-2));
   CHECK_FALSE(ls::allclose(fused, u));  // the dropout's part is there
+}
+
+TEST_CASE("double backward: linear under bf16 autocast equals a linear of its operands rounded to bf16") {
+  // LinearAutocastBackward re-runs a float32 linear on its saved bf16 copies joined to its
+  // inputs' edges (Note [Double backward by recomputation]); the same function written
+  // with explicit roundings to bf16 around a float32 linear is the reference.
+  ls::manual_seed(68);
+  Tensor x = ls::randn({4, 3}, ls::requires_grad());
+  Tensor w = ls::randn({5, 3}, ls::requires_grad());
+  Tensor b = ls::randn({5}, ls::requires_grad());
+  auto derivatives = [&](bool autocast) {
+    Tensor y;  // (4, 5) bf16
+    if (autocast) {
+      ls::AutocastGuard amp(ls::kBFloat16);
+      y = ls::linear(x, w, b);
+      CHECK(y.grad_fn()->name() == "LinearAutocastBackward");
+    } else {
+      auto bf16 = [](const Tensor& t) { return t.to(ls::kBFloat16).to(ls::kFloat32); };
+      y = ls::linear(bf16(x), bf16(w), bf16(b)).to(ls::kBFloat16);
+    }
+    const Tensor loss = y.to(ls::kFloat32).tanh().sum();
+    const std::vector<Tensor> g = ls::autograd::grad({loss}, {x, w}, {}, std::nullopt, /*create_graph=*/true);
+    const Tensor penalty = (g[0] * g[0]).sum() + (g[1] * g[1]).sum();
+    const std::vector<Tensor> gg = ls::autograd::grad({penalty}, {x, w, b});
+    return std::vector<Tensor>{g[0].detach(), g[1].detach(), gg[0], gg[1], gg[2]};
+  };
+  const std::vector<Tensor> amp = derivatives(true), plain = derivatives(false);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    CAPTURE(i);
+    REQUIRE(amp[i].defined());
+    CHECK(amp[i].dtype() == ls::kFloat32);
+    // The reference's casts round its gradients to bf16 on the way back (ToCopyBackward);
+    // the node's stay float32: agreement to bf16's precision.
+    CHECK(ls::allclose(amp[i], plain[i], 1e-2, 1e-2));
+  }
+  CHECK_FALSE(ls::allclose(amp[4], ls::zeros({5})));  // the bias's second derivative is there
+  for (const Tensor& p : {x, w, b}) CHECK_FALSE(p.grad().defined());
 }
