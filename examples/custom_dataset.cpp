@@ -20,6 +20,11 @@
 // test) and at the end "final test_accuracy A", for scripts
 // (bench/compare_examples_more.sh).
 //   build/bin/custom_dataset --dataset ./dataset --info info.txt
+// On the shape images of tools/make_shape_images.py, as bench/compare_examples_more.sh
+// trains it beside PyTorch (the default lr 0.001 stays at chance for many epochs there;
+// at 0.05 the final accuracy is chaotic, docs/results/examples.md):
+//   python3 tools/make_shape_images.py /tmp/shapes 480 100
+//   build/bin/custom_dataset --dataset /tmp/shapes --info /tmp/shapes/info.txt --lr 0.01 --iterations 25
 // Read before: examples/custom_dataset_net.h (the data set and the network), examples/mnist.cpp.
 // Read next: examples/dcgan.cpp.
 #include <lockstep.h>
