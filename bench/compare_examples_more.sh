@@ -24,7 +24,7 @@
 #   env: BUILD=build, ROOT=/usr/share/datasets/fashion-mnist, DIST_EPOCHS=1, NPROC=2,
 #        CUSTOM_EPOCHS=25, CUSTOM_LR=0.01 (the example's default, 0.001, leaves AlexNet at chance
 #        for many epochs; at 0.05 the final accuracy of either framework was chaotic, 25 to 77 %
-#        from one seed; at 0.01 most seeds reach 99-100 % by epoch 22-25, docs/results/examples.md),
+#        from one seed; at 0.01 every seed reached 99-100 % by epoch 14-22, docs/results/examples.md),
 #        SHAPES="480 100" (training and test images per class), LOGS=DIR (keep
 #        every run's output there), FIRST_ROUND=1 (the rounds run are FIRST_ROUND ..
 #        FIRST_ROUND + ROUNDS - 1), RESULTS=FILE (append each run's result line to FILE too and
