@@ -20,7 +20,13 @@
 // test) and at the end "final test_accuracy A", for scripts
 // (bench/compare_examples_more.sh).
 //   build/bin/custom_dataset --dataset ./dataset --info info.txt
-// Read before: data/map_dataset.h, examples/mnist.cpp. Read next: examples/dcgan.cpp.
+// On the shape images of tools/make_shape_images.py, as bench/compare_examples_more.sh
+// trains it beside PyTorch (the default lr 0.001 stays at chance for many epochs there;
+// at 0.05 the final accuracy is chaotic, docs/results/examples.md):
+//   python3 tools/make_shape_images.py /tmp/shapes 480 100
+//   build/bin/custom_dataset --dataset /tmp/shapes --info /tmp/shapes/info.txt --lr 0.01 --iterations 25
+// Read before: examples/custom_dataset_net.h (the data set and the network), examples/mnist.cpp.
+// Read next: examples/dcgan.cpp.
 #include <lockstep.h>
 
 #include <algorithm>
@@ -28,14 +34,10 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
-#include <utility>
-#include <vector>
 
+#include "examples/custom_dataset_net.h"
 #include "tools/cli.h"
 
 namespace ls = lockstep;
@@ -55,131 +57,6 @@ struct Options {
   std::string dataset_path = "./dataset";
   std::string info_file_path = "info.txt";
 };
-
-using Data = std::vector<std::pair<std::string, int64_t>>;
-
-// A binary PPM (P6) or PGM (P5) file with maxval 255 as (3, height, width) uint8.
-ls::Tensor read_netpbm(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  LS_CHECK(in.is_open(), "cannot open image '", path, "'");
-  std::string magic;
-  int64_t width = 0, height = 0, maxval = 0;
-  in >> magic >> width >> height >> maxval;
-  LS_CHECK(in && (magic == "P6" || magic == "P5") && width > 0 && height > 0 && maxval == 255,
-           "'", path, "' is not a binary PPM (P6) or PGM (P5) image with maxval 255");
-  in.get();  // the single whitespace byte after maxval
-  const int64_t channels = magic == "P6" ? 3 : 1;
-  std::vector<uint8_t> pixels(static_cast<size_t>(width * height * channels));
-  in.read(reinterpret_cast<char*>(pixels.data()), static_cast<std::streamsize>(pixels.size()));
-  LS_CHECK(in.gcount() == static_cast<std::streamsize>(pixels.size()), "'", path,
-           "' is truncated: ", in.gcount(), " of ", pixels.size(), " pixel bytes");
-  // Interleaved (h, w, c) bytes -> planes (3, h, w); grey is repeated into all three.
-  ls::Tensor image = ls::empty({3, height, width}, ls::TensorOptions().dtype(ls::kUInt8));
-  uint8_t* out = image.data_ptr<uint8_t>();
-  for (int64_t c = 0; c < 3; ++c) {
-    for (int64_t i = 0; i < height * width; ++i) {
-      out[c * height * width + i] = pixels[static_cast<size_t>(i * channels + (channels == 3 ? c : 0))];
-    }
-  }
-  return image;
-}
-
-// image (3, h, w) uint8 -> (3, size, size) float32 in [0, 1], nearest neighbour.
-ls::Tensor resize_to_float(const ls::Tensor& image, int64_t size) {
-  const int64_t h = image.size(1), w = image.size(2);
-  ls::Tensor out = ls::empty({3, size, size});
-  const uint8_t* src = image.data_ptr<uint8_t>();
-  float* dst = out.data_ptr<float>();
-  for (int64_t c = 0; c < 3; ++c) {
-    for (int64_t y = 0; y < size; ++y) {
-      const int64_t sy = y * h / size;
-      for (int64_t x = 0; x < size; ++x) {
-        dst[(c * size + y) * size + x] = static_cast<float>(src[(c * h + sy) * w + x * w / size]) / 255.0f;
-      }
-    }
-  }
-  return out;
-}
-
-class CustomDataset : public ls::data::datasets::Dataset<CustomDataset> {
- public:
-  CustomDataset(Data data, std::string root, int64_t image_size)
-      : data_(std::move(data)), root_(std::move(root)), image_size_(image_size) {}
-
-  ls::data::Example get(int64_t index) const override {
-    const std::string path = (std::filesystem::path(root_) / data_[static_cast<size_t>(index)].first).string();
-    ls::Tensor tdata = resize_to_float(read_netpbm(path), image_size_);  // (3, S, S)
-    ls::Tensor tlabel = ls::scalar_tensor(static_cast<double>(data_[static_cast<size_t>(index)].second),
-                                          ls::TensorOptions().dtype(ls::kInt64));
-    return {tdata, tlabel};
-  }
-
-  int64_t size() const override { return static_cast<int64_t>(data_.size()); }
-
- private:
-  Data data_;
-  std::string root_;
-  int64_t image_size_;
-};
-
-// The info file's train and test lists, each shuffled.
-std::pair<Data, Data> read_info(const Options& o) {
-  std::ifstream stream(o.info_file_path);
-  LS_CHECK(stream.is_open(), "cannot open the info file '", o.info_file_path,
-           "' (--info; one line per image: path label train|test)");
-  Data train, test;
-  std::string line;
-  for (int64_t number = 1; std::getline(stream, line); ++number) {
-    std::istringstream fields(line);
-    std::string path, type;
-    int64_t label = -1;
-    if (!(fields >> path)) continue;  // a blank line
-    fields >> label >> type;
-    LS_CHECK(fields && label >= 0 && (type == "train" || type == "test"),
-             o.info_file_path, ":", number, ": expected 'path label train|test' with a label >= 0, got '",
-             line, "'");
-    (type == "train" ? train : test).emplace_back(path, label);
-  }
-  LS_CHECK(!train.empty() && !test.empty(), o.info_file_path, " lists ",
-           train.size(), " training and ", test.size(), " test images; both splits need some");
-  std::mt19937 generator(static_cast<uint32_t>(o.seed));
-  std::shuffle(train.begin(), train.end(), generator);
-  std::shuffle(test.begin(), test.end(), generator);
-  return {train, test};
-}
-
-// AlexNet's layers; widths divided by `div`. Input (N, 3, S, S) -> log-probabilities (N, classes).
-std::shared_ptr<ls::nn::Sequential> make_network(int64_t image_size, int64_t div, int64_t classes) {
-  using namespace ls::nn;
-  auto relu = [] { return std::make_shared<Functional>(ls::relu); };
-  auto pool = [] {
-    return std::make_shared<Functional>([](const ls::Tensor& x) { return ls::max_pool2d(x, 3, /*stride=*/2); });
-  };
-  auto features = std::make_shared<Sequential>(
-      std::make_shared<Conv2d>(Conv2dOptions(3, 64 / div, 11).stride(4).padding(2)), relu(), pool(),
-      std::make_shared<Conv2d>(Conv2dOptions(64 / div, 192 / div, 5).padding(2)), relu(), pool(),
-      std::make_shared<Conv2d>(Conv2dOptions(192 / div, 384 / div, 3).padding(1)), relu(),
-      std::make_shared<Conv2d>(Conv2dOptions(384 / div, 256 / div, 3).padding(1)), relu(),
-      std::make_shared<Conv2d>(Conv2dOptions(256 / div, 256 / div, 3).padding(1)), relu(), pool());
-  // The flattened feature size (256 * 6 * 6 at 224 x 224), from one forward of zeros.
-  int64_t flat = 0;
-  {
-    ls::NoGradGuard no_grad;
-    flat = features->forward(ls::zeros({1, 3, image_size, image_size})).numel();
-  }
-  auto network = std::make_shared<Sequential>();
-  network->push_back("features", features);
-  network->push_back(std::make_shared<Functional>([flat](const ls::Tensor& x) { return x.reshape({-1, flat}); }));
-  network->push_back(std::make_shared<Dropout>());
-  network->push_back(std::make_shared<Linear>(flat, 4096 / div));
-  network->push_back(relu());
-  network->push_back(std::make_shared<Dropout>());
-  network->push_back(std::make_shared<Linear>(4096 / div, 4096 / div));
-  network->push_back(relu());
-  network->push_back(std::make_shared<Linear>(4096 / div, classes));
-  network->push_back(std::make_shared<Functional>([](const ls::Tensor& x) { return ls::log_softmax(x, 1); }));
-  return network;
-}
 
 void train(ls::nn::Sequential& network, ls::data::DataLoader& loader, ls::optim::Optimizer& optimizer,
            int64_t epoch, int64_t data_size, const Options& o) {
@@ -231,17 +108,18 @@ int run(const Options& o) {
   ls::manual_seed(static_cast<uint64_t>(o.seed));
   std::printf("Running on: CPU\n");
 
-  const auto data = read_info(o);
-  int64_t classes = 0;
-  for (const auto* list : {&data.first, &data.second}) {
-    for (const auto& [path, label] : *list) classes = std::max(classes, label + 1);
-  }
+  // The info file's lists, each shuffled (the original shuffles them with an unseeded generator).
+  auto data = examples::read_info(o.info_file_path);
+  std::mt19937 generator(static_cast<uint32_t>(o.seed));
+  std::shuffle(data.first.begin(), data.first.end(), generator);
+  std::shuffle(data.second.begin(), data.second.end(), generator);
+  const int64_t classes = examples::count_classes(data);
 
-  auto train_set = CustomDataset(data.first, o.dataset_path, o.image_size).map(ls::data::transforms::Stack<>());
+  auto train_set = examples::CustomDataset(data.first, o.dataset_path, o.image_size).map(ls::data::transforms::Stack<>());
   auto train_size = train_set.size();
   auto train_loader = ls::data::make_data_loader<ls::data::SequentialSampler>(std::move(train_set),
                                                                               o.train_batch_size);
-  auto test_set = CustomDataset(data.second, o.dataset_path, o.image_size).map(ls::data::transforms::Stack<>());
+  auto test_set = examples::CustomDataset(data.second, o.dataset_path, o.image_size).map(ls::data::transforms::Stack<>());
   auto test_size = test_set.size();
   auto test_loader = ls::data::make_data_loader<ls::data::SequentialSampler>(std::move(test_set),
                                                                              o.test_batch_size);
@@ -250,7 +128,7 @@ int run(const Options& o) {
               static_cast<long long>(classes), static_cast<long long>(o.image_size),
               static_cast<long long>(o.image_size));
 
-  auto network = make_network(o.image_size, o.width_divisor, classes);
+  auto network = examples::make_network(o.image_size, o.width_divisor, classes);
   ls::optim::SGD optimizer(network->parameters(), ls::optim::SGDOptions(o.lr).momentum(0.5));
   double accuracy = 0;
   for (int64_t i = 0; i < o.iterations; ++i) {

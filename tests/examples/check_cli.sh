@@ -42,6 +42,7 @@ unknown="The following argument was not expected: --frobnicate"
 required=()  # what the program needs before it looks at another option
 [ "$prog" = lockstep-run ] && { unknown="unknown option '--frobnicate'"; required=(--nproc-per-node 1); }
 [ "$prog" = bench_fashion_mnist_replay ] && required=(--dir .)
+[ "$prog" = bench_custom_dataset_replay ] && required=(--dir . --dataset .)
 expect 2 "$unknown" -- "${required[@]}" --frobnicate
 
 case "$prog" in
@@ -160,6 +161,11 @@ case "$prog" in
   bench_fashion_mnist_replay)
     expect 2 "--dir is required" -- --epochs 1
     expect 2 "--epochs: '1.5' is not a whole number" -- --dir . --epochs 1.5
+    ;;
+  bench_custom_dataset_replay)
+    expect 2 "--dataset is required" -- --dir .
+    expect 2 "--lr: 0 is out of range" -- --dir . --dataset . --lr 0
+    expect 1 "cannot open the info file 'no-such-dir/order.txt'" -- --dir no-such-dir --dataset .
     ;;
   mnist)
     expect 2 "--epochs: 0 is out of range" -- --epochs 0
