@@ -61,14 +61,26 @@ void dispatch_matmul(ScalarType dtype, const char* op, F&& fn) {
 
 // Note [bf16 batched matmul as one call] (gemm_bf16.h): whether oneDNN's AMX kernel
 // reads `op` in place — a batch of dense matrices (row-major or transposed, no gap
-// between rows), the batch dims contiguous over them except broadcast ones.
+// between rows), the batch dims contiguous over them except broadcast ones; or,
+// row-major, the heads of a (..., T, H * cols) tensor viewed as (..., H, T, cols)
+// (oneDNN's `acbd`: the context's gradient in attention's backward).
 bool dense_batch(const MatrixOperand& op) {
-  if (op.layout.ld != (op.layout.trans ? op.rows : op.cols)) return false;
+  const IntList& sizes = op.batch_sizes;
+  const IntList& strides = op.batch_strides;
   int64_t expected = op.rows * op.cols;
-  for (size_t d = op.batch_sizes.size(); d-- > 0;) {
-    if (op.batch_sizes[d] == 1 || op.batch_strides[d] == 0) continue;
-    if (op.batch_strides[d] != expected) return false;
-    expected *= op.batch_sizes[d];
+  size_t d = sizes.size();
+  if (op.layout.ld != (op.layout.trans ? op.rows : op.cols)) {
+    // heads: the last batch dim steps one matrix width, a row all H of them
+    if (op.layout.trans || d == 0 || sizes[d - 1] == 1 || strides[d - 1] != op.cols ||
+        op.layout.ld != sizes[d - 1] * op.cols) {
+      return false;
+    }
+    expected *= sizes[--d];
+  }
+  while (d-- > 0) {
+    if (sizes[d] == 1 || strides[d] == 0) continue;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
   }
   return true;
 }
