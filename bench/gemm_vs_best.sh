@@ -38,7 +38,7 @@ for r in rows:
         print("worst ratio: %.2f (threads %d)" % (r["worst_ratio"], r["threads"]))
         continue
     shape = "%d x %d x %d%s" % (r["m"], r["n"], r["k"], " x %d" % r["batch"] if r["batch"] > 1 else "")
-    batched = "%d" % r["batched_gflops"] if r["batch"] > 1 else "-"
+    batched = "%d" % r["batched_gflops"] if r.get("batched_gflops") else "-"
     print("| %s %s | %d | %d | %d | %s | %.2f |" % (r["pass"], shape, r["lockstep_gflops"],
           r["plain_gflops"], r["packed_gflops"], batched, r["lockstep_over_best"]))
 '
