@@ -5,17 +5,25 @@
 // step (batch 8 x 128 tokens: the linear layers' forward, input-gradient and
 // weight-gradient products, the MLM decoder, attention) and in a ResNet50 step (batch 8:
 // the 1x1 convolutions as channels-last GEMMs), each with the operand layouts, output
-// dtype and bias the step uses. For each pass three timings, median of --reps after
-// two warm-ups:
+// dtype and bias the step uses. For each pass three timings (four for a batch),
+// median of --reps after two warm-ups:
 //   lockstep   gemm_bf16 with the step's arguments, its own primitive cache, and a weight
 //              operand named as one (packed once: Note [bf16 weights packed once per
 //              step] in core/native/gemm_bf16.cpp), as the step runs with
 //              LOCKSTEP_BF16_PACK_WEIGHTS=1 (by default the step passes B plain);
+//              a batch (attention): native::matmul on (B, H, rows, cols) tensors laid
+//              out as the step hands them over — q and the probabilities dense, k and
+//              v the heads of the (B, T, 3 E) q/k/v projection, the context's gradient
+//              those of a (B, T, E) one, transposed views where the step transposes —
+//              so the copies matmul makes first (Note [bf16 batched matmul as one
+//              call] in core/native/gemm_bf16.h) are inside the clock;
 //   plain      oneDNN's matmul primitive on the same strided buffers, built once
 //              outside the clock (no per-call work on our side at all);
 //   packed     the same with the weight operand in `format_tag::any` (oneDNN's own
-//              blocked layout), reordered once outside the clock.
-// best = the faster of plain and packed; ratio = best ms / lockstep ms, lockstep's rate
+//              blocked layout), reordered once outside the clock;
+//   batched    (a batch only) one oneDNN call over all products, on dense
+//              (batch, rows, cols) operands, transposed ones read in place.
+// plain and packed run a batch as one call per product. best = the fastest of them; ratio = best ms / lockstep ms, lockstep's rate
 // over the best rate (1 = as fast as oneDNN's best; the target is >= 0.8 for
 // every pass).
 //
@@ -35,9 +43,13 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "bench/bench_stats.h"
+#include "core/factory.h"
 #include "core/half.h"
 #include "core/native/fast/onednn_engine.h"
 #include "core/native/gemm_bf16.h"
+#include "core/native/native.h"
+#include "core/parallel.h"
+#include "core/tensor.h"
 #include "tools/cli.h"
 
 namespace {
@@ -46,7 +58,10 @@ using lockstep::BFloat16;
 namespace native = lockstep::native;
 
 // One product of a step: C (m, n) = op(A) op(B) [+ bias]; `weight_b`: B is a weight
-// (forward: W (n, k) read transposed; input gradient: W (k, n) as stored).
+// (forward: W (n, k) read transposed; input gradient: W (k, n) as stored). A batch
+// is attention's (8 sequences x 12 heads); a_rows, b_rows: 0 for an operand stored
+// as dense (rows, cols) matrices, else the width in units of E = 768 of the (B, T, .)
+// tensor whose heads it is (3: the q/k/v projection, 1: the context's gradient).
 struct Pass {
   const char* name;
   int64_t m, n, k;
@@ -55,6 +70,7 @@ struct Pass {
   bool bias;
   bool weight_b;
   int64_t batch = 1;
+  int a_rows = 0, b_rows = 0;
 };
 
 // BERT-base, 1024 tokens: hidden 768, FFN 3072, vocabulary 30522.
@@ -71,8 +87,13 @@ const std::vector<Pass> kBert = {
     {"bert_decoder_fwd", 1024, 30522, 768, false, true, true, true, true},
     {"bert_decoder_dgrad", 1024, 768, 30522, false, false, false, false, true},
     {"bert_decoder_wgrad", 30522, 768, 1024, true, false, false, false, false},
-    {"bert_attn_scores", 128, 128, 64, false, true, true, false, false, 96},
-    {"bert_attn_context", 128, 64, 128, false, false, true, false, false, 96},
+    // scores = q k^T, dq = dS k, dk^T = q^T dS; context = P v, dP = dC v^T, dv = P^T dC
+    {"bert_attn_scores", 128, 128, 64, false, true, true, false, false, 96, 0, 3},
+    {"bert_attn_scores_dq", 128, 64, 128, false, false, true, false, false, 96, 0, 3},
+    {"bert_attn_scores_dk", 64, 128, 128, true, false, true, false, false, 96, 0, 0},
+    {"bert_attn_context", 128, 64, 128, false, false, true, false, false, 96, 0, 3},
+    {"bert_attn_context_dp", 128, 128, 64, false, true, true, false, false, 96, 1, 3},
+    {"bert_attn_context_dv", 128, 64, 128, true, false, true, false, false, 96, 0, 1},
 };
 
 // ResNet50, batch 8, channels-last 1x1 convolutions: M = 8 H W pixels, K = C_in, N = C_out.
@@ -174,29 +195,62 @@ double time_onednn(const Pass& s, Buffers& buf, bool pack_b, int reps) {
   });
 }
 
-double time_lockstep(const Pass& s, Buffers& buf, int reps) {
-  const int64_t lda = s.trans_a ? s.m : s.k, ldb = s.trans_b ? s.k : s.n;
-  const int64_t a_size = s.m * s.k, b_size = s.k * s.n, c_size = s.m * s.n;
-  std::vector<int64_t> a_off(s.batch), b_off(s.batch), c_off(s.batch);
-  for (int64_t i = 0; i < s.batch; ++i) {
-    a_off[i] = i * a_size;
-    b_off[i] = i * b_size;
-    c_off[i] = i * c_size;
+// oneDNN's matmul as ONE call over the batch, operands dense (batch, rows, cols).
+double time_onednn_batched(const Pass& s, Buffers& buf, int reps) {
+  using dt = dnnl::memory::data_type;
+  using dims = dnnl::memory::dims;
+  dnnl::engine& engine = native::onednn_detail::cpu_engine();
+  dnnl::stream& stream = native::onednn_detail::thread_stream();
+  const int64_t m = s.m, n = s.n, k = s.k;
+  const dnnl::memory::desc a_md({s.batch, m, k}, dt::bf16,
+                                s.trans_a ? dims{m * k, 1, m} : dims{m * k, k, 1});
+  const dnnl::memory::desc b_md({s.batch, k, n}, dt::bf16,
+                                s.trans_b ? dims{k * n, 1, k} : dims{k * n, n, 1});
+  const dnnl::memory::desc c_md({s.batch, m, n}, dt::bf16, dims{m * n, n, 1});
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine);
+  const dnnl::matmul primitive(pd);
+  const std::unordered_map<int, dnnl::memory> args{
+      {DNNL_ARG_SRC, dnnl::memory(a_md, engine, buf.a.data())},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, engine, buf.b.data())},
+      {DNNL_ARG_DST, dnnl::memory(c_md, engine, buf.c16.data())}};
+  return median_ms(reps, [&] {
+    primitive.execute(stream, args);
+    stream.wait();
+  });
+}
+
+// One operand of an attention pass as the step hands it to matmul: `stored` (rows,
+// cols) per head, dense or the heads of a (B, T, width E) tensor, viewed transposed
+// when `trans` (see Pass).
+lockstep::Tensor step_operand(int64_t rows, int64_t cols, bool trans, int width) {
+  const int64_t B = 8, H = 12, T = 128, D = 64, E = H * D;
+  const int64_t stored_rows = trans ? cols : rows, stored_cols = trans ? rows : cols;
+  lockstep::Tensor t;
+  if (width == 0) {
+    t = lockstep::randn({B, H, stored_rows, stored_cols}).to(lockstep::kBFloat16);
+  } else {
+    LS_CHECK(stored_rows == T && stored_cols == D, "bench_gemm_best: a head operand is (T, D)");
+    t = lockstep::randn({B, T, width * E}).to(lockstep::kBFloat16);
+    t = t.narrow(2, (width - 1) * E, E).reshape({B, T, H, D}).transpose(1, 2);  // (B, H, T, D)
   }
+  return trans ? t.transpose(2, 3) : t;
+}
+
+double time_lockstep(const Pass& s, Buffers& buf, int reps) {
+  if (s.batch > 1) {  // attention: native::matmul on the step's layouts (copies included)
+    const lockstep::Tensor a = step_operand(s.m, s.k, s.trans_a, s.a_rows);
+    const lockstep::Tensor b = step_operand(s.k, s.n, s.trans_b, s.b_rows);
+    return median_ms(reps, [&] { (void)native::matmul(a, b); });
+  }
+  const int64_t lda = s.trans_a ? s.m : s.k, ldb = s.trans_b ? s.k : s.n;
   // A weight operand is described as one to gemm_bf16, which may pack it once
   // (the owner stands for the parameter whose bf16 copy B is).
   const native::Bf16Weight weight{std::make_shared<int>(0), /*version=*/1};
   return median_ms(reps, [&] {
     const BFloat16* bias = s.bias ? buf.bias.data() : nullptr;
     auto run = [&]<class Out>(Out* c) {
-      if (s.batch > 1) {
-        native::gemm_bf16_batched(s.batch, s.trans_a, s.trans_b, s.m, s.n, s.k, buf.a.data(),
-                                  a_off.data(), lda, buf.b.data(), b_off.data(), ldb, 0.0f, c,
-                                  c_off.data(), s.n);
-      } else {
-        native::gemm_bf16(s.trans_a, s.trans_b, s.m, s.n, s.k, buf.a.data(), lda, buf.b.data(),
-                          ldb, 0.0f, c, s.n, bias, s.weight_b ? &weight : nullptr);
-      }
+      native::gemm_bf16(s.trans_a, s.trans_b, s.m, s.n, s.k, buf.a.data(), lda, buf.b.data(), ldb,
+                        0.0f, c, s.n, bias, s.weight_b ? &weight : nullptr);
     };
     if (s.out_bf16) {
       run(buf.c16.data());
@@ -210,6 +264,7 @@ double time_lockstep(const Pass& s, Buffers& buf, int reps) {
 
 int run_main(int argc, char** argv) {
   const Options o = parse(argc, argv);
+  lockstep::set_num_threads(o.threads);  // lockstep's and oneDNN's (both OpenMP)
   std::vector<Pass> passes;
   if (o.model != "resnet50") passes.insert(passes.end(), kBert.begin(), kBert.end());
   if (o.model != "bert") passes.insert(passes.end(), kResnet.begin(), kResnet.end());
@@ -228,17 +283,20 @@ int run_main(int argc, char** argv) {
     const double ours = time_lockstep(s, buf, o.reps);
     const double plain = time_onednn(s, buf, false, o.reps);
     const double packed = time_onednn(s, buf, true, o.reps);
-    const double best = std::min(plain, packed);
+    const double batched = s.batch > 1 ? time_onednn_batched(s, buf, o.reps) : 0.0;
+    const double best = std::min(std::min(plain, packed), s.batch > 1 ? batched : plain);
     const double gflop = 2.0 * s.m * s.n * s.k * s.batch * 1e-9;
     worst = std::min(worst, best / ours);
     std::printf(
         "{\"bench\":\"gemm_best\",\"pass\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"batch\":%lld,"
         "\"trans_a\":%s,\"trans_b\":%s,\"out\":\"%s\",\"bias\":%s,\"lockstep_gflops\":%.0f,"
-        "\"plain_gflops\":%.0f,\"packed_gflops\":%.0f,\"lockstep_over_best\":%.3f}\n",
+        "\"plain_gflops\":%.0f,\"packed_gflops\":%.0f,\"batched_gflops\":%.0f,"
+        "\"lockstep_over_best\":%.3f}\n",
         s.name, static_cast<long long>(s.m), static_cast<long long>(s.n),
         static_cast<long long>(s.k), static_cast<long long>(s.batch), s.trans_a ? "true" : "false",
         s.trans_b ? "true" : "false", s.out_bf16 ? "bf16" : "f32", s.bias ? "true" : "false",
-        gflop / (ours * 1e-3), gflop / (plain * 1e-3), gflop / (packed * 1e-3), best / ours);
+        gflop / (ours * 1e-3), gflop / (plain * 1e-3), gflop / (packed * 1e-3),
+        s.batch > 1 ? gflop / (batched * 1e-3) : 0.0, best / ours);
     std::fflush(stdout);
   }
   std::printf("{\"bench\":\"gemm_best\",\"summary\":true,\"threads\":%d,\"worst_ratio\":%.3f}\n",

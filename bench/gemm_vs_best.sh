@@ -2,7 +2,8 @@
 # bench/gemm_vs_best.sh — every bf16 GEMM pass of the BERT-base and ResNet50 steps beside
 # oneDNN's best configuration for its shape on this machine (the matrix-unit targets' table): the CPU
 # line, then bench_gemm_best's JSON lines, then a table (pass, lockstep GFLOP/s, oneDNN
-# with B plain, with B packed, lockstep's rate / the best rate; >= 0.8 is the target).
+# with B plain, with B packed, a batch as one oneDNN call, lockstep's rate / the best
+# rate; >= 0.8 is the target).
 #
 #   bench/gemm_vs_best.sh [THREADS] [REPS] [MODEL]      THREADS 1, REPS 10, MODEL all
 #   env: BUILD=build (where bin/bench_gemm_best is)
@@ -30,13 +31,14 @@ echo "$out"
 echo "$out" | python3 -c '
 import json, sys
 rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]
-print("| pass (M x N x K) | lockstep | oneDNN B plain | oneDNN B packed | lockstep / best |")
-print("|---|---|---|---|---|")
+print("| pass (M x N x K) | lockstep | oneDNN B plain | oneDNN B packed | oneDNN one batched call | lockstep / best |")
+print("|---|---|---|---|---|---|")
 for r in rows:
     if r.get("summary"):
         print("worst ratio: %.2f (threads %d)" % (r["worst_ratio"], r["threads"]))
         continue
     shape = "%d x %d x %d%s" % (r["m"], r["n"], r["k"], " x %d" % r["batch"] if r["batch"] > 1 else "")
-    print("| %s %s | %d | %d | %d | %.2f |" % (r["pass"], shape, r["lockstep_gflops"],
-          r["plain_gflops"], r["packed_gflops"], r["lockstep_over_best"]))
+    batched = "%d" % r["batched_gflops"] if r.get("batched_gflops") else "-"
+    print("| %s %s | %d | %d | %d | %s | %.2f |" % (r["pass"], shape, r["lockstep_gflops"],
+          r["plain_gflops"], r["packed_gflops"], batched, r["lockstep_over_best"]))
 '

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/half.h"
 
@@ -58,8 +59,40 @@ void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int
                        const BFloat16* b, const int64_t* b_offsets, int64_t ldb, float beta,
                        Out* c, const int64_t* c_offsets, int64_t ldc);
 
-// Primitives the oneDNN path has built so far (tests: a repeated shape builds none).
+// § Note [bf16 batched matmul as one call]
+// A batch of products described by strides, as matmul and bmm see their operands:
+// for every index i = (i_0, ..., i_{r-1}) of `sizes` (row-major),
+//   C[i] (m, n) = op(A[i]) op(B[i]),   A[i] = a + sum_d i_d a_strides[d] (likewise B),
+// C dense: (sizes..., m, n) with ldc = n. A stride of 0 broadcasts that operand
+// along the dim. The oneDNN path is ONE matmul call whose memory descriptors are
+// (batch..., rows, cols) with these strides, its primitive built once per shape
+// (core/native/gemm_bf16_batched.cpp); oneDNN then runs its AMX kernel
+// (brg:avx512_core_amx_bf16) over the whole batch, where one call per product
+// got its small-shape gemm:jit instead. That kernel reads batches of dense
+// matrices only (each matrix row-major or transposed with no gap between rows,
+// the batch dims contiguous over them, except stride-0 ones); anything else
+// (the heads of a fused q/k/v projection) goes to gemm:jit at half the speed,
+// so matmul copies such an operand into a dense batch first: see
+// multiply_into in core/native/linalg.cpp.
+struct Bf16Batch {
+  std::vector<int64_t> sizes;      // the batch dims of C
+  std::vector<int64_t> a_strides;  // A's element stride along each, 0 to broadcast
+  std::vector<int64_t> b_strides;
+};
+template <class Out>
+void gemm_bf16_strided_batched(const Bf16Batch& batch, bool trans_a, bool trans_b, int64_t m,
+                               int64_t n, int64_t k, const BFloat16* a, int64_t lda,
+                               const BFloat16* b, int64_t ldb, Out* c);
+// The definition: gemm_bf16_reference once per product.
+template <class Out>
+void gemm_bf16_strided_batched_reference(const Bf16Batch& batch, bool trans_a, bool trans_b,
+                                         int64_t m, int64_t n, int64_t k, const BFloat16* a,
+                                         int64_t lda, const BFloat16* b, int64_t ldb, Out* c);
+
+// Primitives the oneDNN path has built so far (tests: a repeated shape builds none),
+// and those of the strided batches.
 int64_t gemm_bf16_primitives_built();
+int64_t gemm_bf16_batched_primitives_built();
 // Weight reorders the packed path has run so far (tests: a weight is packed once
 // per version).
 int64_t gemm_bf16_weights_packed();

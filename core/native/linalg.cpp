@@ -1,7 +1,8 @@
 // core/native/linalg.cpp — mm, bmm and matmul on top of gemm.
 //
 // All three reduce to one routine, `multiply`: view each operand as a batch of
-// matrices, broadcast the batch dims, and hand every product to gemm_batched.
+// matrices, broadcast the batch dims, and hand every product to gemm_batched
+// (bfloat16: the whole batch to gemm_bf16_strided_batched as one call).
 // torch.matmul's rules (https://pytorch.org/docs/stable/generated/torch.matmul.html):
 //   (k)        x (k)        -> ()              dot product
 //   (n, k)     x (k)        -> (n)             matrix-vector
@@ -58,25 +59,80 @@ void dispatch_matmul(ScalarType dtype, const char* op, F&& fn) {
   dispatch_floating(dtype, op, fn);
 }
 
+// Note [bf16 batched matmul as one call] (gemm_bf16.h): whether oneDNN's AMX kernel
+// reads `op` in place — a batch of dense matrices (row-major or transposed, no gap
+// between rows), the batch dims contiguous over them except broadcast ones; or,
+// row-major, the heads of a (..., T, H * cols) tensor viewed as (..., H, T, cols)
+// (oneDNN's `acbd`: the context's gradient in attention's backward).
+bool dense_batch(const MatrixOperand& op) {
+  const IntList& sizes = op.batch_sizes;
+  const IntList& strides = op.batch_strides;
+  int64_t expected = op.rows * op.cols;
+  size_t d = sizes.size();
+  if (op.layout.ld != (op.layout.trans ? op.rows : op.cols)) {
+    // heads: the last batch dim steps one matrix width, a row all H of them
+    if (op.layout.trans || d == 0 || sizes[d - 1] == 1 || strides[d - 1] != op.cols ||
+        op.layout.ld != sizes[d - 1] * op.cols) {
+      return false;
+    }
+    expected *= sizes[--d];
+  }
+  while (d-- > 0) {
+    if (sizes[d] == 1 || strides[d] == 0) continue;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
+// A dense copy of op's tensor in the orientation it is stored in: a transposed
+// view (k^T of attention's keys) is copied as the keys, row by row, and read
+// transposed again, instead of being gathered column by column.
+Tensor dense_copy(const MatrixOperand& op) {
+  const Tensor& t = op.tensor;
+  if (!op.layout.trans || t.dim() < 2) return contiguous(t);
+  return transpose(contiguous(transpose(t, -2, -1)), -2, -1);
+}
+
+// The bfloat16 products (float32 accumulation, gemm_bf16.h) as one call over the
+// batch; an operand oneDNN's AMX kernel cannot read in place is first copied into
+// a dense batch (one pass, cheaper than the slower kernel: Note [bf16 batched
+// matmul as one call]).
+void multiply_into_bf16(MatrixOperand a, MatrixOperand b, const IntList& batch,
+                        const Tensor& out) {
+  const int64_t n = a.rows, k = a.cols, m = b.cols;
+  if (batch.empty()) {  // one product: gemm_bf16's own primitive cache
+    gemm_bf16<BFloat16>(a.layout.trans, b.layout.trans, n, m, k, a.tensor.data_ptr<BFloat16>(),
+                        a.layout.ld, b.tensor.data_ptr<BFloat16>(), b.layout.ld, 0.0f,
+                        out.data_ptr<BFloat16>(), m);
+    return;
+  }
+  if (!dense_batch(a)) a = as_matrices(dense_copy(a), /*vector_as_row=*/true);
+  if (!dense_batch(b)) b = as_matrices(dense_copy(b), /*vector_as_row=*/false);
+  const Bf16Batch products{batch, broadcast_strides(a.batch_sizes, a.batch_strides, batch),
+                           broadcast_strides(b.batch_sizes, b.batch_strides, batch)};
+  gemm_bf16_strided_batched<BFloat16>(products, a.layout.trans, b.layout.trans, n, m, k,
+                                      a.tensor.data_ptr<BFloat16>(), a.layout.ld,
+                                      b.tensor.data_ptr<BFloat16>(), b.layout.ld,
+                                      out.data_ptr<BFloat16>());
+}
+
 template <class T>
 void multiply_into(const MatrixOperand& a, const MatrixOperand& b, const IntList& batch,
                    const Tensor& out) {
-  const int64_t n = a.rows, k = a.cols, m = b.cols;
-  // Element offsets of every product's A, B and C (batch dims broadcast with stride 0).
-  const IntList strides[2] = {broadcast_strides(a.batch_sizes, a.batch_strides, batch),
-                              broadcast_strides(b.batch_sizes, b.batch_strides, batch)};
-  std::vector<int64_t> a_offsets, b_offsets, c_offsets;
-  for_each_offset(batch, strides, [&](const int64_t* off) {
-    c_offsets.push_back(static_cast<int64_t>(a_offsets.size()) * n * m);
-    a_offsets.push_back(off[0]);
-    b_offsets.push_back(off[1]);
-  });
-  if constexpr (std::is_same_v<T, BFloat16>) {  // float32 accumulation (gemm_bf16.h)
-    gemm_bf16_batched<BFloat16>(static_cast<int64_t>(c_offsets.size()), a.layout.trans,
-                                b.layout.trans, n, m, k, a.tensor.data_ptr<T>(), a_offsets.data(),
-                                a.layout.ld, b.tensor.data_ptr<T>(), b_offsets.data(),
-                                b.layout.ld, 0.0f, out.data_ptr<T>(), c_offsets.data(), m);
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    return multiply_into_bf16(a, b, batch, out);
   } else {
+    const int64_t n = a.rows, k = a.cols, m = b.cols;
+    // Element offsets of every product's A, B and C (batch dims broadcast with stride 0).
+    const IntList strides[2] = {broadcast_strides(a.batch_sizes, a.batch_strides, batch),
+                                broadcast_strides(b.batch_sizes, b.batch_strides, batch)};
+    std::vector<int64_t> a_offsets, b_offsets, c_offsets;
+    for_each_offset(batch, strides, [&](const int64_t* off) {
+      c_offsets.push_back(static_cast<int64_t>(a_offsets.size()) * n * m);
+      a_offsets.push_back(off[0]);
+      b_offsets.push_back(off[1]);
+    });
     gemm_batched<T>(static_cast<int64_t>(c_offsets.size()), a.layout.trans, b.layout.trans, n, m,
                     k, T(1), a.tensor.data_ptr<T>(), a_offsets.data(), a.layout.ld,
                     b.tensor.data_ptr<T>(), b_offsets.data(), b.layout.ld, T(0),

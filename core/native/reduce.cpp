@@ -349,6 +349,9 @@ Tensor sum_to(const Tensor& grad, const IntList& shape) {
   LS_DISPATCH_CUDA(grad, sum_to(grad, shape));
   check_defined(grad, "sum_to");
   if (grad.sizes() == shape) return grad;
+  // A bfloat16 gradient (a broadcast operand of a bf16 matmul) is summed in
+  // float32 and rounded once, as the bf16 GEMMs accumulate.
+  if (grad.dtype() == kBFloat16) return to_dtype(sum_to(to_dtype(grad, kFloat32), shape), kBFloat16);
   const IntList dims = sum_to_dims(grad, shape);
   // Summing with keepdim then dropping the leading dims is a view: the sums are
   // laid out in the same order either way.

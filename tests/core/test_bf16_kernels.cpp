@@ -24,11 +24,13 @@
 #include "core/native/nn_kernels_transformer.h"
 #include "core/rng.h"
 #include "core/shape.h"
+#include "tests/support/backend_scope.h"
 #include "tests/support/compare.h"
 
 namespace ls = lockstep;
 namespace nv = lockstep::native;
 using ls::BFloat16;
+using ls::testing::GemmBackendScope;
 using ls::testing::relative_error;
 
 namespace {
@@ -42,12 +44,7 @@ Pair random_pair(const ls::IntList& sizes) {
   return {nv::to_dtype(b, ls::kFloat32), b};
 }
 
-// Switches a process-wide backend for one scope.
-struct GemmBackendScope {
-  nv::GemmBackend saved = nv::gemm_backend();
-  explicit GemmBackendScope(nv::GemmBackend b) { nv::set_gemm_backend(b); }
-  ~GemmBackendScope() { nv::set_gemm_backend(saved); }
-};
+// Switches the process-wide convolution backend for one scope.
 struct ConvBackendScope {
   nv::ConvBackend saved = nv::conv_backend();
   explicit ConvBackendScope(nv::ConvBackend b) { nv::set_conv_backend(b); }
