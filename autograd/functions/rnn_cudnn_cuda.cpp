@@ -248,8 +248,10 @@ struct CudnnRnnBackward final : BackwardNode {
   }
 };
 
+// Tensor::contiguous records (a copy keeps its input's history), so the node's edges
+// lead to the caller's tensors: native::contiguous would cut them.
 RnnLayerParams contiguous_params(const RnnLayerParams& p) {
-  auto c = [](const Tensor& t) { return t.defined() ? native::contiguous(t) : t; };
+  auto c = [](const Tensor& t) { return t.defined() ? t.contiguous() : t; };
   return {c(p.w_ih), c(p.w_hh), c(p.b_ih), c(p.b_hh)};
 }
 
@@ -259,8 +261,8 @@ std::tuple<Tensor, Tensor, Tensor> rnn_layer_cuda(RnnCell cell, const Tensor& x_
                                                   const ReferenceFunction& reference) {
   profiler::Scope prof(cell == RnnCell::kLSTM ? "lstm_layer_cudnn" : "gru_layer_cudnn");
   const bool lstm = cell == RnnCell::kLSTM;
-  const Tensor x = native::contiguous(x_in), h0 = native::contiguous(h0_in);
-  const Tensor c0 = lstm ? native::contiguous(c0_in) : Tensor();
+  const Tensor x = x_in.contiguous(), h0 = h0_in.contiguous();  // (T, B, I) of batch_first is a transpose
+  const Tensor c0 = lstm ? c0_in.contiguous() : Tensor();
   std::vector<RnnLayerParams> params;
   for (const RnnLayerParams& p : params_in) params.push_back(contiguous_params(p));
   LS_CHECK(x.dim() == 3, "cudnn_rnn_layer: expected x (T, B, I) but got ", x.shape_str());
