@@ -38,18 +38,8 @@ using onednn_detail::thread_stream;
 
 // Every primitive and reorder here takes its scratch memory from us, per call
 // (Note [oneDNN scratch memory] in fast/conv_onednn.cpp): two threads never share one.
-dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
-
-// Adds a scratchpad of `desc`'s size to `args`, kept alive by `keep`.
-void add_scratchpad(std::unordered_map<int, memory>& args, const memory::desc& desc, Tensor& keep) {
-  if (desc.get_size() == 0) return;
-  keep = empty({static_cast<int64_t>(desc.get_size())}, kUInt8);
-  args.insert({DNNL_ARG_SCRATCHPAD, memory(desc, cpu_engine(), keep.raw_data())});
-}
+using onednn_detail::add_scratchpad;
+using onednn_detail::user_scratchpad;
 
 // Whether `d` is a plain 4-d layout `tag` of bf16 elements.
 bool is_bf16_layout(const memory::desc& d, memory::format_tag tag) {

@@ -93,10 +93,9 @@ const Cached& primitive(const Key& key) {
              : plain_b(tb, k, n, ldb);
   const dnnl::memory::desc c_md({m, n}, out_bf16 ? dt::bf16 : dt::f32,
                                 dnnl::memory::dims{ldc, 1});
-  dnnl::primitive_attr attr;
   // Our own scratch memory per call: the library's shared one would be used by
   // two threads at once when a batch of products runs in parallel.
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::primitive_attr attr = onednn_detail::user_scratchpad();
   if (beta != 0.0f) {
     dnnl::post_ops ops;
     ops.append_sum(beta);
@@ -183,10 +182,7 @@ void gemm_onednn(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, co
                                              const_cast<BFloat16*>(bias))});
   }
   Tensor scratch;
-  if (p.scratchpad.get_size() > 0) {
-    scratch = empty({static_cast<int64_t>(p.scratchpad.get_size())}, kUInt8);
-    args.insert({DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, engine, scratch.raw_data())});
-  }
+  onednn_detail::add_scratchpad(args, p.scratchpad, scratch);
   p.primitive.execute(stream, args);
   stream.wait();
 }

@@ -132,9 +132,7 @@ const Cached& primitive(const Dims& d, bool trans_a, bool trans_b, int64_t m, in
   IntList c_elems(d.c.size());
   for (size_t i = 0; i < d.c.size(); ++i) c_elems[i] = d.c[i] * m * n;
   const dnnl::memory::desc c = operand_desc(d, c_elems, m, n, false, n, out_bf16 ? dt::bf16 : dt::f32);
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // as in gemm_bf16.cpp
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), attr,
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), onednn_detail::user_scratchpad(),
                                         onednn_detail::cpu_engine());
   ++g_built;
   return g_cache.emplace(key, Cached{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()})
@@ -151,10 +149,7 @@ void run_onednn(const Dims& d, bool trans_a, bool trans_b, int64_t m, int64_t n,
       {DNNL_ARG_WEIGHTS, dnnl::memory(p.b, engine, const_cast<BFloat16*>(b))},
       {DNNL_ARG_DST, dnnl::memory(p.c, engine, c)}};
   Tensor scratch;
-  if (p.scratchpad.get_size() > 0) {
-    scratch = empty({static_cast<int64_t>(p.scratchpad.get_size())}, kUInt8);
-    args.insert({DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratchpad, engine, scratch.raw_data())});
-  }
+  onednn_detail::add_scratchpad(args, p.scratchpad, scratch);
   dnnl::stream& stream = onednn_detail::thread_stream();
   p.primitive.execute(stream, args);
   stream.wait();

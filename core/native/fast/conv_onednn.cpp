@@ -88,6 +88,12 @@ dnnl::primitive_attr user_scratchpad() {
   return attr;
 }
 
+void add_scratchpad(std::unordered_map<int, memory>& args, const memory::desc& desc, Tensor& keep) {
+  if (desc.get_size() == 0) return;
+  keep = empty({static_cast<int64_t>(desc.get_size())}, kUInt8);
+  args.insert({DNNL_ARG_SCRATCHPAD, memory(desc, cpu_engine(), keep.raw_data())});
+}
+
 Slot make_slot(int arg, bool output, const memory::desc& plain, const memory::desc& inner) {
   Slot slot;
   slot.arg = arg;

@@ -6,7 +6,11 @@
 // Read before: core/native/fast/conv_onednn.h. Read next: core/native/gemm_bf16.h.
 #pragma once
 
+#include <unordered_map>
+
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "core/tensor.h"
 
 namespace lockstep::native::onednn_detail {
 
@@ -17,5 +21,12 @@ dnnl::stream& thread_stream();
 // primitives are its AVX-512-BF16 ones, whose strengths differ: Note [bf16
 // backward-weights as one GEMM] in conv_bf16_weight_grad.cpp).
 bool has_amx();
+
+// Primitives take their scratch memory from the caller (Note [oneDNN scratch memory] in
+// conv_onednn.cpp): the attribute that says so, and the scratch of `desc`'s size added
+// to `args`, kept alive by `keep` (nothing when the primitive needs none).
+dnnl::primitive_attr user_scratchpad();
+void add_scratchpad(std::unordered_map<int, dnnl::memory>& args, const dnnl::memory::desc& desc,
+                    Tensor& keep);
 
 }  // namespace lockstep::native::onednn_detail
