@@ -250,7 +250,9 @@ bool conv_bf16_returns_channels_last(const ConvGeometry& g, const Tensor& x) {
 
 bool conv_bf16_can_sum_into(const ConvGeometry& g, const Tensor& gy, const Tensor& sum,
                             ScalarType gx_dtype) {
-  return conv_backend() != ConvBackend::Reference && conv_bf16_is_pointwise_gemm(g) &&
+  // The 1x1 GEMM path's condition (conv_dispatch.cpp), the only one that sums into.
+  return conv_backend() != ConvBackend::Reference && onednn_detail::has_bf16() &&
+         conv_bf16_is_pointwise_gemm(g) &&
          g.stride_h == 1 && g.stride_w == 1 && stored_channels_last(gy) && sum.defined() &&
          sum.device().is_cpu() && sum.dtype() == gx_dtype &&
          (gx_dtype == kBFloat16 || gx_dtype == kFloat32) &&
@@ -268,11 +270,18 @@ Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor&
   // Each path as choose_conv_bf16 names it (conv_dispatch.cpp).
   const ConvImpl impl = choose_conv_bf16(g, ConvPass::Forward);
   if (impl == ConvImpl::Bf16ViaFloat32) {
-    const Tensor x16 = to_dtype(x, kBFloat16);
-    if (saved != nullptr) *saved = ConvBf16SavedInput{Tensor(), x16};
+    const Tensor x16 = to_dtype(x, kBFloat16);  // x itself when it is bf16
+    if (saved != nullptr) *saved = ConvBf16SavedInput{Tensor(), x16, false, x16.is_same(x)};
     const Tensor y = conv2d_forward(to_dtype(x16, kFloat32), to_dtype(w, kFloat32), bias,
                                     stride_of(g), padding_of(g), dilation_of(g), g.groups);
-    return to_dtype(y, kBFloat16);
+    // conv2d_forward pads both sides alike: a geometry padded unevenly (the phases of
+    // conv_bf16_input_grad.cpp) is oneDNN's alone.
+    LS_CHECK(y.size(2) == g.oh && y.size(3) == g.ow, "conv2d_bf16: the float32 path gives a ",
+             y.size(2), "x", y.size(3), " output but the geometry asks for ", g.oh, "x", g.ow,
+             " (padded unevenly), which only oneDNN's bf16 primitive computes");
+    // In the order the fast paths return (conv_bf16.h), which the layers after rely on.
+    const Tensor y16 = to_dtype(y, kBFloat16);
+    return conv_bf16_returns_channels_last(g, x) ? channels_last(y16) : y16;
   }
   if (impl == ConvImpl::Bf16Gemm1x1) return conv2d_bf16_pointwise_forward(g, x, w, bias, saved);
   if (impl == ConvImpl::Bf16Direct) return conv2d_bf16_direct_forward(g, x, w, bias, saved);
@@ -327,11 +336,18 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
   if (whole == ConvImpl::Bf16ViaFloat32) {
     LS_CHECK(!need_x || (x.plain.defined() && !x.subsampled), "conv2d_bf16_backward: the "
              "reference path needs the whole saved input (this one was saved by a fast path)");
-    auto [gx32, gw32, gb32] = conv2d_backward(
-        contiguous(to_dtype(g_y, kFloat32)), need_x ? to_dtype(x.plain, kFloat32) : Tensor(),
-        to_dtype(w, kFloat32), stride_of(g), padding_of(g), dilation_of(g), g.groups, need_input,
-        need_weight, need_bias);
-    return {need_input ? to_dtype(gx32, gx_dtype) : Tensor(), gw32, gb32};
+    // The caller passes no weight without the input gradient, nor the input without
+    // the weight's (the autocast node keeps neither then): the float32 backward reads
+    // only their shapes then, so uninitialised tensors of those shapes stand in.
+    const Tensor w32 = w.defined() ? to_dtype(w, kFloat32)
+                                   : empty({g.c_out, g.c_in_g(), g.kh, g.kw}, kFloat32);
+    const Tensor x32 = need_x ? to_dtype(x.plain, kFloat32) : empty({g.n, g.c_in, g.h, g.w}, kFloat32);
+    auto [gx32, gw32, gb32] =
+        conv2d_backward(contiguous(to_dtype(g_y, kFloat32)), x32, w32, stride_of(g), padding_of(g),
+                        dilation_of(g), g.groups, need_input, need_weight, need_bias);
+    if (!need_input) return {Tensor(), gw32, gb32};
+    const Tensor gx = to_dtype(gx32, gx_dtype);  // dx in dy's order (conv_bf16.h)
+    return {stored_channels_last(g_y) ? channels_last(gx) : gx, gw32, gb32};
   }
   if (whole == ConvImpl::Bf16Gemm1x1) {
     LS_CHECK(!need_x || x.plain.defined(), "conv2d_bf16_backward: the 1x1 path needs a plain "
@@ -404,6 +420,8 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
 }
 
 std::string conv2d_bf16_impl(const ConvGeometry& g) {
+  // Note [bf16 without oneDNN kernels] (gemm_bf16_via_float32.cpp): no bf16 primitive here.
+  if (!onednn_detail::has_bf16()) return "none (no oneDNN bf16 kernels on this CPU)";
   return primitives(g, false).fwd.impl_info_str();
 }
 

@@ -131,7 +131,8 @@ bool conv_bf16_weight_grad_as_gemm(const ConvGeometry& g);
 Tensor conv2d_bf16_weight_grad_gemm(const ConvGeometry& g, const Tensor& gy, const Tensor& x,
                                     Tensor* grad_bias);
 
-// The oneDNN implementation the forward of `g` runs, e.g. "brgconv:avx512_core_amx_bf16".
+// The oneDNN implementation the forward of `g` runs, e.g. "brgconv:avx512_core_amx_bf16"
+// ("none (...)" on a CPU where oneDNN has no bf16 kernels).
 std::string conv2d_bf16_impl(const ConvGeometry& g);
 
 }  // namespace lockstep::native

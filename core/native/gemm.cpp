@@ -36,6 +36,7 @@
 
 #include "core/error.h"
 #include "core/native/dispatch_verbose.h"
+#include "core/native/fast/onednn_engine.h"
 #include "core/parallel.h"
 #include "core/profiler.h"
 
@@ -135,6 +136,7 @@ const char* gemm_impl_name(GemmImpl impl) {
     case GemmImpl::OneDNN: return "onednn";
     case GemmImpl::Bf16Reference: return "bf16_reference";
     case GemmImpl::Bf16OneDNN: return "bf16_onednn";
+    case GemmImpl::Bf16ViaFloat32: return "bf16_via_float32";
   }
   return "unknown";
 }
@@ -146,7 +148,8 @@ GemmImpl gemm_impl(GemmBackend backend, ScalarType dtype, int64_t m, int64_t n, 
   if (dtype == kBFloat16) {
     if (m == 0 || n == 0) return GemmImpl::Nothing;
     if (k == 0 || backend == GemmBackend::Reference) return GemmImpl::Bf16Reference;
-    return GemmImpl::Bf16OneDNN;
+    // Note [bf16 without oneDNN kernels] in gemm_bf16_via_float32.cpp.
+    return onednn_detail::has_bf16() ? GemmImpl::Bf16OneDNN : GemmImpl::Bf16ViaFloat32;
   }
   if (backend == GemmBackend::Reference) return GemmImpl::Reference;
   if (m == 0 || n == 0) return GemmImpl::Nothing;

@@ -42,6 +42,7 @@ enum class GemmImpl {
   OneDNN,         // dnnl_sgemm (float32 under the OneDNN backend)
   Bf16Reference,  // gemm_bf16_reference's loops (bfloat16: the Reference backend, or k == 0)
   Bf16OneDNN,     // oneDNN's bf16 matmul primitive
+  Bf16ViaFloat32, // widened operands, float32 GEMM, rounded C (no oneDNN bf16 kernels here)
 };
 const char* gemm_impl_name(GemmImpl impl);  // "nothing", "scale_c", "reference", "eigen", ...
 // The implementation of an (m, n, k) product of `dtype` (float32, float64 or

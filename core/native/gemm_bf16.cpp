@@ -225,6 +225,9 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
   if (impl == GemmImpl::Bf16Reference) {
     return gemm_bf16_reference(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias);
   }
+  if (impl == GemmImpl::Bf16ViaFloat32) {
+    return gemm_bf16_via_float32(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias);
+  }
   gemm_onednn(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias, weight_b);
 }
 

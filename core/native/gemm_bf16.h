@@ -53,6 +53,13 @@ void gemm_bf16_reference(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
                          float beta, Out* c, int64_t ldc, const BFloat16* bias = nullptr);
 
 // `batch` products of one shape at element offsets, as gemm_batched in gemm.h.
+// The same product by float32 GEMM on widened copies (Note [bf16 without oneDNN
+// kernels] in gemm_bf16_via_float32.cpp): where oneDNN has no bf16 kernels.
+template <class Out>
+void gemm_bf16_via_float32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                           const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb,
+                           float beta, Out* c, int64_t ldc, const BFloat16* bias = nullptr);
+
 template <class Out>
 void gemm_bf16_batched(int64_t batch, bool trans_a, bool trans_b, int64_t m, int64_t n,
                        int64_t k, const BFloat16* a, const int64_t* a_offsets, int64_t lda,

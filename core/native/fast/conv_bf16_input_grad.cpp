@@ -33,6 +33,7 @@
 
 #include "core/env_flag.h"
 #include "core/native/conv_bf16.h"
+#include "core/native/fast/onednn_engine.h"
 #include "core/native/memory_format.h"
 #include "core/native/native.h"
 #include "core/parallel.h"
@@ -126,7 +127,9 @@ Tensor phase_weight(const Tensor& w, const ConvGeometry& g, const Phase& py, con
 
 bool conv_bf16_input_grad_as_forward(const ConvGeometry& g, const Tensor& gy, ScalarType gx_dtype) {
   static const bool enabled = env_flag("LOCKSTEP_BF16_DGRAD_FORWARD", true);
-  if (!enabled || gx_dtype != kBFloat16 || g.groups != 1 || g.dil_h != 1 || g.dil_w != 1 ||
+  // Its phases have asymmetric padding, which only oneDNN's bf16 primitive takes.
+  if (!enabled || !onednn_detail::has_bf16() || gx_dtype != kBFloat16 || g.groups != 1 ||
+      g.dil_h != 1 || g.dil_w != 1 ||
       g.kh < g.stride_h || g.kw < g.stride_w || !gy.device().is_cpu() ||
       conv_bf16_is_pointwise_gemm(g) || conv_bf16_is_direct(g)) {
     return false;

@@ -40,6 +40,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "core/env_flag.h"
 #include "core/error.h"
 #include "core/factory.h"
 #include "core/native/fast/conv_onednn_layout.h"
@@ -75,6 +76,21 @@ bool has_amx() {
     return (isa & want) == want;
   }();
   return amx;
+}
+
+bool has_bf16() {
+  static const bool bf16 = [] {
+    if (!env_flag("LOCKSTEP_ONEDNN_BF16", true)) return false;
+    using dt = dnnl::memory::data_type;
+    const dnnl::memory::desc a({8, 8}, dt::bf16, dnnl::memory::format_tag::ab);
+    try {
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, a), cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;  // dnnl_unimplemented: no bf16 kernel for this CPU
+    }
+  }();
+  return bf16;
 }
 
 dnnl::stream& thread_stream() {

@@ -107,6 +107,9 @@ enum class ConvWinograd { Off, Auto, Timed, Force };
 void set_conv_winograd(ConvWinograd mode);
 ConvWinograd conv_winograd();
 const char* conv_winograd_name(ConvWinograd mode);
+// Whether oneDNN has Winograd kernels on this CPU (they are AVX-512 ones; without
+// them every mode runs direct): found once, by building one small forward primitive.
+bool conv_winograd_available();
 // The mode env LOCKSTEP_CONV_WINOGRAD asks for now (the default when unset);
 // throws ls::Error naming the accepted values when it is anything else.
 ConvWinograd conv_winograd_from_env();

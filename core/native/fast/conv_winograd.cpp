@@ -25,6 +25,8 @@
 //                   and keeps the faster: adapts to another
 //                   machine, at the cost of reproducibility across processes.
 //   Force / Off     Winograd whenever it builds / never.
+// Where: oneDNN 2.6's Winograd kernels are AVX-512 ones; on an AVX2 CPU no mode
+// finds one and every pass runs direct (conv_winograd_available says which).
 // Accuracy cost: the tile transforms scale values by up to 2^3 and back, so
 // rounding grows about tenfold against the direct algorithm (the errors
 // measured against float64, and the times per layer: docs/results/kernel_choices.md;
@@ -38,8 +40,11 @@
 #include <cstdlib>
 #include <string>
 
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include "core/error.h"
 #include "core/native/fast/conv_onednn.h"
+#include "core/native/fast/onednn_engine.h"
 
 namespace lockstep::native {
 
@@ -72,6 +77,25 @@ ConvWinograd conv_winograd() {
     v = g_winograd.load();
   }
   return static_cast<ConvWinograd>(v);
+}
+
+bool conv_winograd_available() {
+  static const bool available = [] {
+    using md = dnnl::memory::desc;
+    const auto f32 = dnnl::memory::data_type::f32;
+    const auto any = dnnl::memory::format_tag::any;
+    const md x({1, 16, 8, 8}, f32, any), w({16, 16, 3, 3}, f32, any), y({1, 16, 8, 8}, f32, any);
+    try {
+      const dnnl::convolution_forward::desc d(dnnl::prop_kind::forward_training,
+                                              dnnl::algorithm::convolution_winograd, x, w, y,
+                                              {1, 1}, {1, 1}, {1, 1});
+      dnnl::convolution_forward::primitive_desc pd(d, onednn_detail::cpu_engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;  // dnnl_unimplemented: no Winograd kernel for this CPU
+    }
+  }();
+  return available;
 }
 
 const char* conv_winograd_name(ConvWinograd mode) {

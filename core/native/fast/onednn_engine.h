@@ -22,6 +22,13 @@ dnnl::stream& thread_stream();
 // backward-weights as one GEMM] in conv_bf16_weight_grad.cpp).
 bool has_amx();
 
+// Whether oneDNN has bfloat16 primitives on this CPU (Note [bf16 without oneDNN
+// kernels] in gemm_bf16_via_float32.cpp): oneDNN 2.6 builds bf16 matmuls and convolutions on
+// AVX-512 CPUs only (AVX512-BF16 and AMX natively, plain AVX-512 by emulation), so
+// an AVX2 machine has none. Found by building one small bf16 matmul, once;
+// LOCKSTEP_ONEDNN_BF16=0 answers false anywhere (to test the other path).
+bool has_bf16();
+
 // Primitives take their scratch memory from the caller (Note [oneDNN scratch memory] in
 // conv_onednn.cpp): the attribute that says so, and the scratch of `desc`'s size added
 // to `args`, kept alive by `keep` (nothing when the primitive needs none).

@@ -30,6 +30,7 @@
 #include <atomic>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -130,6 +131,15 @@ bool tile_gradient_avx512(const BFloat16* gy, const int64_t* at, const rules::Po
 }
 #endif
 
+// The error for an index outside its window when the windows tile the image.
+std::string outside_window(const rules::PoolWindow& p) {
+  return lockstep::detail::str(
+      "max_pool2d_backward: an index lies outside its ", p.kh, "x", p.kw,
+      " window, so these indices do not come from max_pool2d with kernel_size = stride = ", p.kh,
+      "x", p.kw, " and no padding; pass the tile of the pool that made them (max_pool2d_tile), "
+      "or none");
+}
+
 // Whether the windows tile the image: each input element in at most one window.
 bool windows_tile(const rules::PoolWindow& p) {
   return p.kh > 0 && p.kw > 0 && p.sh == p.kh && p.sw == p.kw && p.ph == 0 && p.pw == 0;
@@ -187,14 +197,15 @@ void max_pool_channels_last_backward(const BFloat16* gy, const int64_t* idx,
         }
       }
     });
-    LS_CHECK(!outside, "max_pool2d_backward: an index lies outside its ", p.kh, "x", p.kw,
-             " window, so these indices do not come from max_pool2d with kernel_size = stride = ",
-             p.kh, "x", p.kw, " and no padding; pass the tile of the pool that made them "
-             "(max_pool2d_tile), or none");
+    LS_CHECK(!outside, outside_window(p));
     return;
   }
 #endif
-  parallel_for(0, n, 1, [gy, idx, gx, c, in_image, out_pixels](int64_t lo, int64_t hi) {
+  // The scatter, with every index checked: inside the image always, inside its own
+  // window when the caller said the windows tile (as the AVX-512 path above finds).
+  const bool tiled = windows_tile(p);
+  std::atomic<int64_t> bad{-1};  // 0: outside the image, 1: outside its window
+  parallel_for(0, n, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> acc(static_cast<size_t>(in_image)), g(static_cast<size_t>(c));
     for (int64_t img = lo; img < hi; ++img) {
       std::fill(acc.begin(), acc.end(), 0.0f);
@@ -203,11 +214,22 @@ void max_pool_channels_last_backward(const BFloat16* gy, const int64_t* idx,
         const int64_t off = (img * out_pixels + q) * c;
         widen_bf16(gy + off, g.data(), c);
         const int64_t* at = idx + off;
-        for (int64_t ch = 0; ch < c; ++ch) a[at[ch] * c + ch] += g[ch];
+        for (int64_t ch = 0; ch < c; ++ch) {
+          const int64_t i = at[ch];
+          if (i < 0 || i >= p.h * p.w) {
+            bad = 0;
+            continue;
+          }
+          if (tiled && (i / p.w / p.kh != q / p.ow || i % p.w / p.kw != q % p.ow)) bad = 1;
+          a[i * c + ch] += g[ch];
+        }
       }
       round_to_bf16(a, gx + img * in_image, in_image);
     }
   });
+  LS_CHECK(bad != 0, "max_pool2d_backward: an index lies outside the ", p.h, "x", p.w,
+           " image; pass the indices max_pool2d returned for this input");
+  LS_CHECK(bad != 1, outside_window(p));
 }
 
 }  // namespace lockstep::native::detail
