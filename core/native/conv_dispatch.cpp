@@ -71,9 +71,7 @@ ConvImpl float_impl(const ConvGeometry& g, ScalarType dtype, ConvPass pass, bool
 
 ConvImpl bf16_impl(const ConvGeometry& g, ConvPass pass, const Tensor& grad_output,
                    ScalarType grad_input_dtype) {
-  if (conv_backend() == ConvBackend::Reference || !onednn_detail::has_bf16()) {
-    return ConvImpl::Bf16ViaFloat32;
-  }
+  if (conv_bf16_runs_via_float32()) return ConvImpl::Bf16ViaFloat32;
   if (conv_bf16_is_pointwise_gemm(g)) return ConvImpl::Bf16Gemm1x1;
   if (conv_bf16_is_direct(g)) return ConvImpl::Bf16Direct;
   if (pass == ConvPass::BackwardData &&
@@ -124,6 +122,10 @@ const char* conv_impl_name(ConvImpl impl) {
 
 ConvImpl choose_conv(const ConvGeometry& g, ScalarType dtype, ConvPass pass, bool bias) {
   return logged(float_impl(g, dtype, pass, bias), g, dtype, pass, bias);
+}
+
+bool conv_bf16_runs_via_float32() {
+  return conv_backend() == ConvBackend::Reference || !onednn_detail::has_bf16();
 }
 
 ConvImpl choose_conv_bf16(const ConvGeometry& g, ConvPass pass, const Tensor& grad_output,

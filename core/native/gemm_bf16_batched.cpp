@@ -183,7 +183,8 @@ void gemm_bf16_strided_batched(const Bf16Batch& batch, bool trans_a, bool trans_
   if (impl == GemmImpl::Bf16OneDNN && d.sizes.size() + 2 <= DNNL_MAX_NDIMS) {
     return run_onednn(d, trans_a, trans_b, m, n, k, a, lda, b, ldb, c);
   }
-  // The Reference backend (or k == 0), or too many dims for one call: product by product.
+  // The Reference backend (or k == 0), no oneDNN bf16 kernels (Note [bf16 without oneDNN
+  // kernels]), or too many dims for one call: product by product.
   for_each_product(batch, m, n, [&](int64_t a_off, int64_t b_off, int64_t c_off) {
     gemm_bf16(trans_a, trans_b, m, n, k, a + a_off, lda, b + b_off, ldb, 0.0f, c + c_off, n);
   });

@@ -10,7 +10,7 @@
 //   - GEMM (choose_gemm: bf16_via_float32, this file): A and B widened into dense
 //     float32 copies, float32 GEMM (dnnl_sgemm, which runs on any x86-64), the
 //     bias and beta * C added in float32, C rounded once when it is bf16;
-//   - convolution (choose_conv_bf16: bf16_via_float32, conv.cpp): the float32
+//   - convolution (choose_conv_bf16: bf16_via_float32, conv_bf16.cpp): the float32
 //     rules of choose_conv on widened tensors, the result rounded once.
 // The values are those of a bf16 matmul with float32 accumulation (what oneDNN's
 // AVX-512 and AMX kernels compute), up to the order of the float32 sums, so
