@@ -24,7 +24,8 @@
 //   - elementwise pass (the output; the backward's grad_input): rows split
 //     anyhow among threads, each value from per-channel coefficients.
 // Each row is walked 16 channels at a time in AVX-512 registers (the last step
-// masked; one channel at a time without AVX-512, with the same bits): bf16 loads
+// masked; 8 at a time with AVX2 only, one without either, with the same bits:
+// Note [Row lanes, same bits] in fast/bf16_lanes.h): bf16 loads
 // widen, the arithmetic is float32, and each output is rounded once into bf16
 // (as core/native/bf16_rows.h); the C-wide partial sums and per-channel
 // coefficients stay in L1 between rows. (A first version widened spans of rows
