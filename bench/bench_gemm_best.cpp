@@ -26,6 +26,11 @@
 // plain and packed run a batch as one call per product. best = the fastest of them; ratio = best ms / lockstep ms, lockstep's rate
 // over the best rate (1 = as fast as oneDNN's best; the target is >= 0.8 for
 // every pass).
+// On a CPU where oneDNN has no bf16 matmul (no AVX-512: Note [bf16 without oneDNN
+// kernels] in core/native/gemm_bf16_via_float32.cpp) oneDNN's best for the shape is
+// its float32 matmul: plain, packed and batched then run on float32 copies of the
+// operands (output float32), and lockstep's bf16 GEMM, which widens its operands
+// itself, is timed against that ("onednn_dtype":"f32" in every line).
 //
 //   build/bin/bench_gemm_best [--threads T] [--reps N] [--model bert|resnet50|all]
 //   bench/gemm_vs_best.sh                      # the same, with the CPU named first
@@ -147,7 +152,32 @@ struct Buffers {
   std::vector<BFloat16> a, b, bias;
   std::vector<float> c32;
   std::vector<BFloat16> c16;
+  std::vector<float> a32, b32, bias32;  // float32 copies, for oneDNN without bf16 kernels
 };
+
+// The dtype oneDNN's configurations compute in: bf16 where it has the kernels, else
+// float32 (see the header).
+dnnl::memory::data_type onednn_dtype() {
+  return native::onednn_detail::has_bf16() ? dnnl::memory::data_type::bf16
+                                           : dnnl::memory::data_type::f32;
+}
+// The operand pointers oneDNN's configurations read, in onednn_dtype().
+struct OnednnOperands {
+  void *a, *b, *bias, *c;
+  size_t a_bytes, b_bytes, c_bytes;  // bytes per element
+};
+OnednnOperands onednn_operands(const Pass& s, Buffers& buf) {
+  if (onednn_dtype() == dnnl::memory::data_type::bf16) {
+    return {buf.a.data(), buf.b.data(), buf.bias.data(),
+            s.out_bf16 ? static_cast<void*>(buf.c16.data()) : static_cast<void*>(buf.c32.data()),
+            sizeof(BFloat16), sizeof(BFloat16), s.out_bf16 ? sizeof(BFloat16) : sizeof(float)};
+  }
+  return {buf.a32.data(), buf.b32.data(), buf.bias32.data(), buf.c32.data(),
+          sizeof(float), sizeof(float), sizeof(float)};
+}
+char* at(void* base, int64_t element, size_t bytes) {
+  return static_cast<char*>(base) + element * static_cast<int64_t>(bytes);
+}
 
 // oneDNN's matmul on the pass's buffers, B plain (as stored) or packed (format any).
 double time_onednn(const Pass& s, Buffers& buf, bool pack_b, int reps) {
@@ -156,20 +186,23 @@ double time_onednn(const Pass& s, Buffers& buf, bool pack_b, int reps) {
   dnnl::engine& engine = native::onednn_detail::cpu_engine();
   dnnl::stream& stream = native::onednn_detail::thread_stream();
   const int64_t lda = s.trans_a ? s.m : s.k, ldb = s.trans_b ? s.k : s.n;
-  const dnnl::memory::desc a_md({s.m, s.k}, dt::bf16, s.trans_a ? dims{1, lda} : dims{lda, 1});
-  const dnnl::memory::desc b_plain({s.k, s.n}, dt::bf16, s.trans_b ? dims{1, ldb} : dims{ldb, 1});
+  const dt op = onednn_dtype();
+  const OnednnOperands ptr = onednn_operands(s, buf);
+  const dnnl::memory::desc a_md({s.m, s.k}, op, s.trans_a ? dims{1, lda} : dims{lda, 1});
+  const dnnl::memory::desc b_plain({s.k, s.n}, op, s.trans_b ? dims{1, ldb} : dims{ldb, 1});
   const dnnl::memory::desc b_md =
-      pack_b ? dnnl::memory::desc({s.k, s.n}, dt::bf16, dnnl::memory::format_tag::any) : b_plain;
-  const dnnl::memory::desc c_md({s.m, s.n}, s.out_bf16 ? dt::bf16 : dt::f32, dims{s.n, 1});
+      pack_b ? dnnl::memory::desc({s.k, s.n}, op, dnnl::memory::format_tag::any) : b_plain;
+  const dt out = op == dt::bf16 && s.out_bf16 ? dt::bf16 : dt::f32;
+  const dnnl::memory::desc c_md({s.m, s.n}, out, dims{s.n, 1});
   const dnnl::memory::desc bias_md =
-      s.bias ? dnnl::memory::desc({1, s.n}, dt::bf16, dims{s.n, 1}) : dnnl::memory::desc();
+      s.bias ? dnnl::memory::desc({1, s.n}, op, dims{s.n, 1}) : dnnl::memory::desc();
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), engine);
   const dnnl::matmul primitive(pd);
   std::vector<dnnl::memory> a_mem, b_mem, c_mem;
   const int64_t a_size = s.m * s.k, b_size = s.k * s.n, c_size = s.m * s.n;
   for (int64_t i = 0; i < s.batch; ++i) {
-    a_mem.emplace_back(a_md, engine, buf.a.data() + i * a_size);
-    dnnl::memory b_user(b_plain, engine, buf.b.data() + i * b_size);
+    a_mem.emplace_back(a_md, engine, at(ptr.a, i * a_size, ptr.a_bytes));
+    dnnl::memory b_user(b_plain, engine, at(ptr.b, i * b_size, ptr.b_bytes));
     if (pack_b) {  // the one reorder, outside the clock
       dnnl::memory packed(pd.weights_desc(), engine);
       dnnl::reorder(b_user, packed).execute(stream, b_user, packed);
@@ -178,12 +211,10 @@ double time_onednn(const Pass& s, Buffers& buf, bool pack_b, int reps) {
     } else {
       b_mem.push_back(b_user);
     }
-    void* c = s.out_bf16 ? static_cast<void*>(buf.c16.data() + i * c_size)
-                         : static_cast<void*>(buf.c32.data() + i * c_size);
-    c_mem.emplace_back(c_md, engine, c);
+    c_mem.emplace_back(c_md, engine, at(ptr.c, i * c_size, ptr.c_bytes));
   }
   dnnl::memory bias_mem;
-  if (s.bias) bias_mem = dnnl::memory(bias_md, engine, buf.bias.data());
+  if (s.bias) bias_mem = dnnl::memory(bias_md, engine, ptr.bias);
   return median_ms(reps, [&] {
     for (int64_t i = 0; i < s.batch; ++i) {
       std::unordered_map<int, dnnl::memory> args{
@@ -202,17 +233,19 @@ double time_onednn_batched(const Pass& s, Buffers& buf, int reps) {
   dnnl::engine& engine = native::onednn_detail::cpu_engine();
   dnnl::stream& stream = native::onednn_detail::thread_stream();
   const int64_t m = s.m, n = s.n, k = s.k;
-  const dnnl::memory::desc a_md({s.batch, m, k}, dt::bf16,
+  const dt op = onednn_dtype();
+  const OnednnOperands ptr = onednn_operands(s, buf);
+  const dnnl::memory::desc a_md({s.batch, m, k}, op,
                                 s.trans_a ? dims{m * k, 1, m} : dims{m * k, k, 1});
-  const dnnl::memory::desc b_md({s.batch, k, n}, dt::bf16,
+  const dnnl::memory::desc b_md({s.batch, k, n}, op,
                                 s.trans_b ? dims{k * n, 1, k} : dims{k * n, n, 1});
-  const dnnl::memory::desc c_md({s.batch, m, n}, dt::bf16, dims{m * n, n, 1});
+  const dnnl::memory::desc c_md({s.batch, m, n}, op, dims{m * n, n, 1});
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine);
   const dnnl::matmul primitive(pd);
   const std::unordered_map<int, dnnl::memory> args{
-      {DNNL_ARG_SRC, dnnl::memory(a_md, engine, buf.a.data())},
-      {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, engine, buf.b.data())},
-      {DNNL_ARG_DST, dnnl::memory(c_md, engine, buf.c16.data())}};
+      {DNNL_ARG_SRC, dnnl::memory(a_md, engine, ptr.a)},
+      {DNNL_ARG_WEIGHTS, dnnl::memory(b_md, engine, ptr.b)},
+      {DNNL_ARG_DST, dnnl::memory(c_md, engine, ptr.c)}};
   return median_ms(reps, [&] {
     primitive.execute(stream, args);
     stream.wait();
@@ -280,6 +313,12 @@ int run_main(int argc, char** argv) {
     for (BFloat16& x : buf.b) x = BFloat16(uniform(rng));
     for (BFloat16& x : buf.bias) x = BFloat16(uniform(rng));
     (s.out_bf16 ? buf.c16.resize(s.m * s.n * s.batch) : buf.c32.resize(s.m * s.n * s.batch));
+    if (onednn_dtype() == dnnl::memory::data_type::f32) {  // float32 copies (see the header)
+      buf.a32.assign(buf.a.begin(), buf.a.end());
+      buf.b32.assign(buf.b.begin(), buf.b.end());
+      buf.bias32.assign(buf.bias.begin(), buf.bias.end());
+      buf.c32.resize(s.m * s.n * s.batch);
+    }
     const double ours = time_lockstep(s, buf, o.reps);
     const double plain = time_onednn(s, buf, false, o.reps);
     const double packed = time_onednn(s, buf, true, o.reps);
@@ -291,12 +330,13 @@ int run_main(int argc, char** argv) {
         "{\"bench\":\"gemm_best\",\"pass\":\"%s\",\"m\":%lld,\"n\":%lld,\"k\":%lld,\"batch\":%lld,"
         "\"trans_a\":%s,\"trans_b\":%s,\"out\":\"%s\",\"bias\":%s,\"lockstep_gflops\":%.0f,"
         "\"plain_gflops\":%.0f,\"packed_gflops\":%.0f,\"batched_gflops\":%.0f,"
-        "\"lockstep_over_best\":%.3f}\n",
+        "\"lockstep_over_best\":%.3f,\"onednn_dtype\":\"%s\"}\n",
         s.name, static_cast<long long>(s.m), static_cast<long long>(s.n),
         static_cast<long long>(s.k), static_cast<long long>(s.batch), s.trans_a ? "true" : "false",
         s.trans_b ? "true" : "false", s.out_bf16 ? "bf16" : "f32", s.bias ? "true" : "false",
         gflop / (ours * 1e-3), gflop / (plain * 1e-3), gflop / (packed * 1e-3),
-        s.batch > 1 ? gflop / (batched * 1e-3) : 0.0, best / ours);
+        s.batch > 1 ? gflop / (batched * 1e-3) : 0.0, best / ours,
+        onednn_dtype() == dnnl::memory::data_type::bf16 ? "bf16" : "f32");
     std::fflush(stdout);
   }
   std::printf("{\"bench\":\"gemm_best\",\"summary\":true,\"threads\":%d,\"worst_ratio\":%.3f}\n",

@@ -3,7 +3,8 @@
 # oneDNN's best configuration for its shape on this machine (the matrix-unit targets' table): the CPU
 # line, then bench_gemm_best's JSON lines, then a table (pass, lockstep GFLOP/s, oneDNN
 # with B plain, with B packed, a batch as one oneDNN call, lockstep's rate / the best
-# rate; >= 0.8 is the target).
+# rate; >= 0.8 is the target). Where oneDNN has no bf16 matmul (a CPU without AVX-512),
+# its columns are its float32 matmul, which lockstep's bf16 GEMMs run through there.
 #
 #   bench/gemm_vs_best.sh [THREADS] [REPS] [MODEL]      THREADS 1, REPS 10, MODEL all
 #   env: BUILD=build (where bin/bench_gemm_best is)
@@ -31,6 +32,9 @@ echo "$out"
 echo "$out" | python3 -c '
 import json, sys
 rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]
+passes = [r for r in rows if not r.get("summary")]
+if passes and passes[0].get("onednn_dtype") == "f32":
+    print("oneDNN has no bf16 matmul on this CPU: its columns are its float32 matmul on float32 copies")
 print("| pass (M x N x K) | lockstep | oneDNN B plain | oneDNN B packed | oneDNN one batched call | lockstep / best |")
 print("|---|---|---|---|---|---|")
 for r in rows:

@@ -22,8 +22,8 @@
 // Read next: core/native/gemm_bf16_batched.cpp.
 #include <algorithm>
 #include <type_traits>
-#include <vector>
 
+#include "core/factory.h"
 #include "core/native/bf16_rows.h"
 #include "core/native/gemm.h"
 #include "core/native/gemm_bf16.h"
@@ -34,11 +34,15 @@ namespace lockstep::native {
 namespace {
 
 // dst (rows, cols), dense, = src (rows, cols) read with leading dimension ld, widened.
-std::vector<float> widen_matrix(const BFloat16* src, int64_t rows, int64_t cols, int64_t ld) {
-  std::vector<float> dst(static_cast<size_t>(rows * cols));
+// The copies are tensors from the caching allocator, not zero-filled vectors: a
+// std::vector would write every value twice, and its fresh pages cost the kernel
+// a third pass to clear them on each call.
+Tensor widen_matrix(const BFloat16* src, int64_t rows, int64_t cols, int64_t ld) {
+  Tensor dst = empty({rows, cols}, kFloat32);  // (rows, cols)
+  float* d = dst.data_ptr<float>();
   parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(1, cols)),
                [&](int64_t lo, int64_t hi) {
-                 for (int64_t r = lo; r < hi; ++r) widen_bf16(src + r * ld, dst.data() + r * cols, cols);
+                 for (int64_t r = lo; r < hi; ++r) widen_bf16(src + r * ld, d + r * cols, cols);
                });
   return dst;
 }
@@ -51,25 +55,23 @@ void gemm_bf16_via_float32(bool trans_a, bool trans_b, int64_t m, int64_t n, int
                            float beta, Out* c, int64_t ldc, const BFloat16* bias) {
   if (m == 0 || n == 0) return;
   // A as stored: (m, k), or (k, m) when transposed; likewise B.
-  const std::vector<float> a32 = widen_matrix(a, trans_a ? k : m, trans_a ? m : k, lda);
-  const std::vector<float> b32 = widen_matrix(b, trans_b ? n : k, trans_b ? k : n, ldb);
+  const Tensor a32 = widen_matrix(a, trans_a ? k : m, trans_a ? m : k, lda);
+  const Tensor b32 = widen_matrix(b, trans_b ? n : k, trans_b ? k : n, ldb);
   const int64_t lda32 = trans_a ? m : k, ldb32 = trans_b ? k : n;
   // C in float32: C itself when it is float, else a dense copy (widened when beta reads it).
-  std::vector<float> c_wide;
+  Tensor c_wide;  // (m, n) when C is bf16
   float* c32 = nullptr;
   int64_t ldc32 = ldc;
   if constexpr (std::is_same_v<Out, float>) {
     c32 = c;
   } else {
-    c_wide.assign(static_cast<size_t>(m * n), 0.0f);
-    if (beta != 0.0f) {
-      for (int64_t i = 0; i < m; ++i) widen_bf16(c + i * ldc, c_wide.data() + i * n, n);
-    }
-    c32 = c_wide.data();
+    // beta 0: the GEMM writes every value without reading it; else C widened first.
+    c_wide = beta != 0.0f ? widen_matrix(c, m, n, ldc) : empty({m, n}, kFloat32);
+    c32 = c_wide.data_ptr<float>();
     ldc32 = n;
   }
-  gemm<float>(trans_a, trans_b, m, n, k, 1.0f, a32.data(), lda32, b32.data(), ldb32, beta, c32,
-              ldc32);
+  gemm<float>(trans_a, trans_b, m, n, k, 1.0f, a32.data_ptr<float>(), lda32,
+              b32.data_ptr<float>(), ldb32, beta, c32, ldc32);
   parallel_for(0, m, std::max<int64_t>(1, 16384 / n), [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       float* row = c32 + i * ldc32;
