@@ -18,6 +18,12 @@
 // compares every copy path with the offset walk, byte for byte). What the
 // element loop cost for the NCHW <-> NHWC bf16 transposes around oneDNN's
 // convolutions: docs/results/kernel_choices.md.
+// With AVX2 only (the Zen 3, Xeons without AVX-512) the same scheme runs 8 x 8:
+// eight 8-lane rows, three rounds (32- and 64-bit interleaves, one 128-bit lane
+// shuffle), two-byte elements paired as above into tiles of 8 destination rows
+// x 16 columns. AVX2 has no 16-bit masked loads, so whole tiles go through
+// registers and the edges (a 7x7 layer's 49 pixels: the last one) through the
+// element loop.
 //
 // Read before: core/native/fast/transpose_tiles.h.
 #include "core/native/fast/transpose_tiles.h"
@@ -27,6 +33,10 @@
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #include <immintrin.h>
 #define LOCKSTEP_TRANSPOSE_AVX512 1
+#endif
+#if defined(__AVX2__)
+#include <immintrin.h>
+#define LOCKSTEP_TRANSPOSE_AVX2 1
 #endif
 
 namespace lockstep::native::detail {
@@ -118,15 +128,107 @@ void transpose_2byte(const uint16_t* s, int64_t lds, uint16_t* d, int64_t ldd, i
 
 #endif
 
+#ifdef LOCKSTEP_TRANSPOSE_AVX2
+
+// r[0..8) rows of 8 32-bit lanes -> r[e] = column e of the input (float shuffles
+// move the bits unchanged).
+inline void transpose_8x8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int p = 0; p < 4; ++p) {  // 32-bit interleave of row pairs
+    t[2 * p] = _mm256_unpacklo_ps(r[2 * p], r[2 * p + 1]);
+    t[2 * p + 1] = _mm256_unpackhi_ps(r[2 * p], r[2 * p + 1]);
+  }
+  for (int q = 0; q < 2; ++q) {  // 64-bit interleave: u[4q + e] lane L (of 4) = column 4L + e
+    u[4 * q] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
+    u[4 * q + 1] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
+    u[4 * q + 2] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
+    u[4 * q + 3] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
+  }
+  for (int e = 0; e < 4; ++e) {  // each column's two 128-bit halves
+    r[e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x20);
+    r[4 + e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x31);
+  }
+}
+
+// d[i * ldd + j] = s[i + j * lds] for i in [i0, i1), j in [j0, j1): the element loop
+// for the edges.
+template <class T>
+void transpose_edge(const T* s, int64_t lds, T* d, int64_t ldd, int64_t i0, int64_t i1,
+                    int64_t j0, int64_t j1) {
+  for (int64_t i = i0; i < i1; ++i) {
+    for (int64_t j = j0; j < j1; ++j) d[i * ldd + j] = s[i + j * lds];
+  }
+}
+
+// The whole tiles of 8 destination rows x kCols columns: load(r, t) fills r from
+// the tile whose first source element is t, which is transposed and stored as 8
+// destination rows; then the edges, by the element loop.
+template <int64_t kCols, class T, class Load>
+void transpose_tiles_avx2(const T* s, int64_t lds, T* d, int64_t ldd, int64_t rows, int64_t cols,
+                          Load load) {
+  const int64_t rows8 = rows / 8 * 8, whole = cols / kCols * kCols;
+  for (int64_t i0 = 0; i0 < rows8; i0 += 8) {
+    for (int64_t j0 = 0; j0 < whole; j0 += kCols) {
+      __m256 r[8];
+      load(r, s + j0 * lds + i0);
+      transpose_8x8(r);
+      for (int e = 0; e < 8; ++e) {
+        _mm256_storeu_ps(reinterpret_cast<float*>(d + (i0 + e) * ldd + j0), r[e]);
+      }
+    }
+  }
+  transpose_edge(s, lds, d, ldd, 0, rows8, whole, cols);
+  transpose_edge(s, lds, d, ldd, rows8, rows, 0, cols);
+}
+
+void transpose_4byte_avx2(const uint32_t* s, int64_t lds, uint32_t* d, int64_t ldd, int64_t rows,
+                          int64_t cols) {
+  transpose_tiles_avx2<8>(s, lds, d, ldd, rows, cols, [lds](__m256 r[8], const uint32_t* t) {
+    for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(reinterpret_cast<const float*>(t + k * lds));
+  });
+}
+
+void transpose_2byte_avx2(const uint16_t* s, int64_t lds, uint16_t* d, int64_t ldd, int64_t rows,
+                          int64_t cols) {
+  transpose_tiles_avx2<16>(s, lds, d, ldd, rows, cols, [lds](__m256 r[8], const uint16_t* t) {
+    for (int k = 0; k < 8; ++k) {  // source rows 2k, 2k + 1 -> one row of words
+      const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t + 2 * k * lds));
+      const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(t + (2 * k + 1) * lds));
+      r[k] = _mm256_castsi256_ps(
+          _mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi)));
+    }
+  });
+}
+
+#endif
+
 }  // namespace
 
 bool transpose_block_available(int64_t elem_size) {
-#ifdef LOCKSTEP_TRANSPOSE_AVX512
+#if defined(LOCKSTEP_TRANSPOSE_AVX512) || defined(LOCKSTEP_TRANSPOSE_AVX2)
   return elem_size == 2 || elem_size == 4;
 #else
   (void)elem_size;
   return false;
 #endif
+}
+
+bool transpose_block_avx2(const void* s, int64_t lds, void* d, int64_t ldd, int64_t rows,
+                          int64_t cols, int64_t elem_size) {
+#ifdef LOCKSTEP_TRANSPOSE_AVX2
+  if (elem_size == 4) {
+    transpose_4byte_avx2(static_cast<const uint32_t*>(s), lds, static_cast<uint32_t*>(d), ldd,
+                         rows, cols);
+    return true;
+  }
+  if (elem_size == 2) {
+    transpose_2byte_avx2(static_cast<const uint16_t*>(s), lds, static_cast<uint16_t*>(d), ldd,
+                         rows, cols);
+    return true;
+  }
+#endif
+  (void)s, (void)lds, (void)d, (void)ldd, (void)rows, (void)cols, (void)elem_size;
+  return false;
 }
 
 bool transpose_block(const void* s, int64_t lds, void* d, int64_t ldd, int64_t rows, int64_t cols,
@@ -143,8 +245,7 @@ bool transpose_block(const void* s, int64_t lds, void* d, int64_t ldd, int64_t r
     return true;
   }
 #endif
-  (void)s, (void)lds, (void)d, (void)ldd, (void)rows, (void)cols, (void)elem_size;
-  return false;
+  return transpose_block_avx2(s, lds, d, ldd, rows, cols, elem_size);
 }
 
 }  // namespace lockstep::native::detail

@@ -1,5 +1,5 @@
 // core/native/fast/transpose_tiles.h — a matrix transpose of 2- and 4-byte elements in
-// AVX-512 registers, for copy_'s Transposed loop (Note [Copy loops]).
+// AVX-512 (or AVX2) registers, for copy_'s Transposed loop (Note [Copy loops]).
 //
 // copy_transposed walks 32 x 32 tiles element by element, which GCC 12 keeps
 // scalar; for a copy that only moves bytes (same dtype on both sides) of 4-byte
@@ -16,9 +16,16 @@ namespace lockstep::native::detail {
 
 // d[i * ldd + j] = s[i + j * lds] for i < rows, j < cols, elements of
 // `elem_size` bytes. Returns false, having done nothing, when this build has no
-// such kernel (no AVX-512, or elem_size not 2 or 4): the caller copies itself.
+// such kernel (neither AVX-512 nor AVX2, or elem_size not 2 or 4): the caller
+// copies itself.
 bool transpose_block(const void* s, int64_t lds, void* d, int64_t ldd, int64_t rows, int64_t cols,
                      int64_t elem_size);
+
+// The same with the AVX2 kernels (8 x 8 tiles) whatever else the CPU has; false
+// without AVX2. transpose_block takes them where AVX-512 is missing; tests call
+// them directly so that an AVX-512 machine checks them too.
+bool transpose_block_avx2(const void* s, int64_t lds, void* d, int64_t ldd, int64_t rows,
+                          int64_t cols, int64_t elem_size);
 
 // Whether transpose_block has a kernel for `elem_size`-byte elements in this build.
 bool transpose_block_available(int64_t elem_size);
