@@ -202,6 +202,17 @@ Tensor new_activation(const IntList& sizes, ScalarType dtype, bool channels_last
   return channels_last_order ? empty_channels_last(sizes, dtype) : empty(sizes, dtype);
 }
 
+// t as `dtype` in the order asked for (channels-last or NCHW), in one copy: copy_
+// converts and transposes in the same pass (Note [Copy loops] in copy_kernels.h),
+// where to_dtype then a relayout would make two. t itself when it already is.
+Tensor converted(const Tensor& t, ScalarType dtype, bool channels_last_order) {
+  const bool in_order = channels_last_order ? is_channels_last(t) : t.is_contiguous();
+  if (t.dtype() == dtype && in_order) return t;
+  Tensor out = new_activation(t.sizes(), dtype, channels_last_order);
+  copy_(out, t);
+  return out;
+}
+
 // `m` in layout `want`: m itself, or a reordered copy in `keep` (a byte tensor
 // that must live until the primitive has run).
 memory as_layout(memory m, const memory::desc& want, Tensor& keep) {
@@ -271,7 +282,8 @@ Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor&
   if (impl == ConvImpl::Bf16ViaFloat32) {
     const Tensor x16 = to_dtype(x, kBFloat16);  // x itself when it is bf16
     if (saved != nullptr) *saved = ConvBf16SavedInput{Tensor(), x16, false, x16.is_same(x)};
-    const Tensor y = conv2d_forward(to_dtype(x16, kFloat32), to_dtype(w, kFloat32), bias,
+    // NCHW float32 operands: the float32 convolution's own order.
+    const Tensor y = conv2d_forward(converted(x16, kFloat32, false), to_dtype(w, kFloat32), bias,
                                     stride_of(g), padding_of(g), dilation_of(g), g.groups);
     // conv2d_forward pads both sides alike: a geometry padded unevenly (the phases of
     // conv_bf16_input_grad.cpp) is oneDNN's alone.
@@ -279,8 +291,7 @@ Tensor conv2d_bf16_forward(const ConvGeometry& g, const Tensor& x, const Tensor&
              y.size(2), "x", y.size(3), " output but the geometry asks for ", g.oh, "x", g.ow,
              " (padded unevenly), which only oneDNN's bf16 primitive computes");
     // In the order the fast paths return (conv_bf16.h), which the layers after rely on.
-    const Tensor y16 = to_dtype(y, kBFloat16);
-    return conv_bf16_returns_channels_last(g, x) ? channels_last(y16) : y16;
+    return converted(y, kBFloat16, conv_bf16_returns_channels_last(g, x));
   }
   if (impl == ConvImpl::Bf16Gemm1x1) return conv2d_bf16_pointwise_forward(g, x, w, bias, saved);
   if (impl == ConvImpl::Bf16Direct) return conv2d_bf16_direct_forward(g, x, w, bias, saved);
@@ -340,13 +351,13 @@ std::tuple<Tensor, Tensor, Tensor> conv2d_bf16_backward(const ConvGeometry& g, c
     // only their shapes then, so uninitialised tensors of those shapes stand in.
     const Tensor w32 = w.defined() ? to_dtype(w, kFloat32)
                                    : empty({g.c_out, g.c_in_g(), g.kh, g.kw}, kFloat32);
-    const Tensor x32 = need_x ? to_dtype(x.plain, kFloat32) : empty({g.n, g.c_in, g.h, g.w}, kFloat32);
+    const Tensor x32 = need_x ? converted(x.plain, kFloat32, false)
+                              : empty({g.n, g.c_in, g.h, g.w}, kFloat32);
     auto [gx32, gw32, gb32] =
-        conv2d_backward(contiguous(to_dtype(g_y, kFloat32)), x32, w32, stride_of(g), padding_of(g),
+        conv2d_backward(converted(g_y, kFloat32, false), x32, w32, stride_of(g), padding_of(g),
                         dilation_of(g), g.groups, need_input, need_weight, need_bias);
     if (!need_input) return {Tensor(), gw32, gb32};
-    const Tensor gx = to_dtype(gx32, gx_dtype);  // dx in dy's order (conv_bf16.h)
-    return {stored_channels_last(g_y) ? channels_last(gx) : gx, gw32, gb32};
+    return {converted(gx32, gx_dtype, stored_channels_last(g_y)), gw32, gb32};  // dx in dy's order
   }
   if (whole == ConvImpl::Bf16Gemm1x1) {
     LS_CHECK(!need_x || x.plain.defined(), "conv2d_bf16_backward: the 1x1 path needs a plain "

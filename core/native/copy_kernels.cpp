@@ -122,11 +122,15 @@ void copy_transposed(const Tensor& dst, const Tensor& src, const IntList& src_st
         D* d = d0 + dst_at[static_cast<size_t>(item / tiles)];
         const auto* s = s0 + src_at[static_cast<size_t>(item / tiles)];
         const int64_t i0 = item % tiles * kTile, i1 = std::min(rows, i0 + kTile);
-        if constexpr (std::is_same_v<D, std::remove_cvref_t<decltype(*s)>> &&
-                      (sizeof(D) == 2 || sizeof(D) == 4)) {  // Note [Transposing in registers]
+        using S = std::remove_cvref_t<decltype(*s)>;  // Note [Transposing in registers]
+        if constexpr (std::is_same_v<D, S> && (sizeof(D) == 2 || sizeof(D) == 4)) {
           if (detail::transpose_block(s + i0, ld, d + i0 * cols, cols, i1 - i0, cols, sizeof(D))) {
             continue;
           }
+        } else if constexpr (std::is_same_v<D, float> && std::is_same_v<S, BFloat16>) {
+          if (detail::transpose_widen_bf16(s + i0, ld, d + i0 * cols, cols, i1 - i0, cols)) continue;
+        } else if constexpr (std::is_same_v<D, BFloat16> && std::is_same_v<S, float>) {
+          if (detail::transpose_round_bf16(s + i0, ld, d + i0 * cols, cols, i1 - i0, cols)) continue;
         }
         for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
           const int64_t j1 = std::min(cols, j0 + kTile);

@@ -12,7 +12,9 @@
 //   Transposed  dst contiguous, src's last two dims swapped: 32 x 32 tiles read
 //               down the source's columns, or, when only bytes move (one dtype
 //               of 2 or 4 bytes), 16 x 16 tiles transposed in AVX-512 registers
-//               (Note [Transposing in registers], fast/transpose_tiles.cpp);
+//               (8 x 8 in AVX2 ones), and between bf16 and float32 8 x 8 tiles
+//               converted on the way with AVX2 (Note [Transposing in
+//               registers], fast/transpose_tiles.cpp);
 //   Walk        anything else: the offset walk of for_each_offset, element by
 //               element — the reference the others are tested against
 //               (copy_reference_, tests/core/test_bf16_kernels.cpp).

@@ -23,18 +23,25 @@
 // shuffle), two-byte elements paired as above into tiles of 8 destination rows
 // x 16 columns. AVX2 has no 16-bit masked loads, so whole tiles go through
 // registers and the edges (a 7x7 layer's 49 pixels: the last one) through the
-// element loop.
+// element loop. The same tiles convert on the way where copy_ transposes between
+// bf16 and float32 (the float32 path of bf16 convolutions on such CPUs: Note
+// [bf16 without oneDNN kernels]): bf16 rows widened as they are loaded, or float
+// rows rounded as they are stored, one pass instead of a conversion and a
+// transpose.
 //
 // Read before: core/native/fast/transpose_tiles.h.
 #include "core/native/fast/transpose_tiles.h"
 
 #include <algorithm>
+#include <type_traits>
+
+#include "core/native/fast/bf16_lanes.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 #include <immintrin.h>
 #define LOCKSTEP_TRANSPOSE_AVX512 1
 #endif
-#if defined(__AVX2__)
+#if LOCKSTEP_BF16_LANES_AVX2  // AVX2 and FMA (fast/bf16_lanes.h)
 #include <immintrin.h>
 #define LOCKSTEP_TRANSPOSE_AVX2 1
 #endif
@@ -150,42 +157,53 @@ inline void transpose_8x8(__m256 r[8]) {
   }
 }
 
-// d[i * ldd + j] = s[i + j * lds] for i in [i0, i1), j in [j0, j1): the element loop
-// for the edges.
-template <class T>
-void transpose_edge(const T* s, int64_t lds, T* d, int64_t ldd, int64_t i0, int64_t i1,
+// d[i * ldd + j] = s[i + j * lds] (converted as convert<D>: a bf16 widened
+// exactly, a float rounded as BFloat16::round_bits) for i in [i0, i1), j in
+// [j0, j1): the element loop, for the edges.
+template <class S, class D>
+void transpose_edge(const S* s, int64_t lds, D* d, int64_t ldd, int64_t i0, int64_t i1,
                     int64_t j0, int64_t j1) {
   for (int64_t i = i0; i < i1; ++i) {
-    for (int64_t j = j0; j < j1; ++j) d[i * ldd + j] = s[i + j * lds];
+    for (int64_t j = j0; j < j1; ++j) {
+      if constexpr (std::is_same_v<S, D>) {
+        d[i * ldd + j] = s[i + j * lds];
+      } else {
+        d[i * ldd + j] = static_cast<D>(static_cast<float>(s[i + j * lds]));
+      }
+    }
   }
 }
 
 // The whole tiles of 8 destination rows x kCols columns: load(r, t) fills r from
-// the tile whose first source element is t, which is transposed and stored as 8
-// destination rows; then the edges, by the element loop.
-template <int64_t kCols, class T, class Load>
-void transpose_tiles_avx2(const T* s, int64_t lds, T* d, int64_t ldd, int64_t rows, int64_t cols,
-                          Load load) {
+// the tile whose first source element is t, which is transposed, and store(p, v)
+// writes each of the 8 registers as a destination row from p; then the edges, by
+// the element loop.
+template <int64_t kCols, class S, class D, class Load, class Store>
+void transpose_tiles_avx2(const S* s, int64_t lds, D* d, int64_t ldd, int64_t rows, int64_t cols,
+                          Load load, Store store) {
   const int64_t rows8 = rows / 8 * 8, whole = cols / kCols * kCols;
   for (int64_t i0 = 0; i0 < rows8; i0 += 8) {
     for (int64_t j0 = 0; j0 < whole; j0 += kCols) {
       __m256 r[8];
       load(r, s + j0 * lds + i0);
       transpose_8x8(r);
-      for (int e = 0; e < 8; ++e) {
-        _mm256_storeu_ps(reinterpret_cast<float*>(d + (i0 + e) * ldd + j0), r[e]);
-      }
+      for (int e = 0; e < 8; ++e) store(d + (i0 + e) * ldd + j0, r[e]);
     }
   }
   transpose_edge(s, lds, d, ldd, 0, rows8, whole, cols);
   transpose_edge(s, lds, d, ldd, rows8, rows, 0, cols);
 }
 
+template <class T>
+void store_row(T* p, __m256 v) {  // 32 bytes as they are
+  _mm256_storeu_ps(reinterpret_cast<float*>(p), v);
+}
+
 void transpose_4byte_avx2(const uint32_t* s, int64_t lds, uint32_t* d, int64_t ldd, int64_t rows,
                           int64_t cols) {
   transpose_tiles_avx2<8>(s, lds, d, ldd, rows, cols, [lds](__m256 r[8], const uint32_t* t) {
     for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(reinterpret_cast<const float*>(t + k * lds));
-  });
+  }, store_row<uint32_t>);
 }
 
 void transpose_2byte_avx2(const uint16_t* s, int64_t lds, uint16_t* d, int64_t ldd, int64_t rows,
@@ -197,7 +215,24 @@ void transpose_2byte_avx2(const uint16_t* s, int64_t lds, uint16_t* d, int64_t l
       r[k] = _mm256_castsi256_ps(
           _mm256_set_m128i(_mm_unpackhi_epi16(lo, hi), _mm_unpacklo_epi16(lo, hi)));
     }
-  });
+  }, store_row<uint16_t>);
+}
+
+// The converting transposes: 8 bf16 of a source row widened into a register
+// (lanes_avx2::load), or a transposed register rounded into 8 bf16
+// (lanes_avx2::store), with bf16_lanes.h's bits.
+void transpose_widen_avx2(const BFloat16* s, int64_t lds, float* d, int64_t ldd, int64_t rows,
+                          int64_t cols) {
+  transpose_tiles_avx2<8>(s, lds, d, ldd, rows, cols, [lds](__m256 r[8], const BFloat16* t) {
+    for (int k = 0; k < 8; ++k) r[k] = lanes_avx2::load(t + k * lds, lanes_avx2::kAll);
+  }, store_row<float>);
+}
+
+void transpose_round_avx2(const float* s, int64_t lds, BFloat16* d, int64_t ldd, int64_t rows,
+                          int64_t cols) {
+  transpose_tiles_avx2<8>(s, lds, d, ldd, rows, cols, [lds](__m256 r[8], const float* t) {
+    for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(t + k * lds);
+  }, [](BFloat16* p, __m256 v) { lanes_avx2::store(p, lanes_avx2::kAll, v); });
 }
 
 #endif
@@ -246,6 +281,28 @@ bool transpose_block(const void* s, int64_t lds, void* d, int64_t ldd, int64_t r
   }
 #endif
   return transpose_block_avx2(s, lds, d, ldd, rows, cols, elem_size);
+}
+
+bool transpose_widen_bf16(const BFloat16* s, int64_t lds, float* d, int64_t ldd, int64_t rows,
+                          int64_t cols) {
+#ifdef LOCKSTEP_TRANSPOSE_AVX2
+  transpose_widen_avx2(s, lds, d, ldd, rows, cols);
+  return true;
+#else
+  (void)s, (void)lds, (void)d, (void)ldd, (void)rows, (void)cols;
+  return false;
+#endif
+}
+
+bool transpose_round_bf16(const float* s, int64_t lds, BFloat16* d, int64_t ldd, int64_t rows,
+                          int64_t cols) {
+#ifdef LOCKSTEP_TRANSPOSE_AVX2
+  transpose_round_avx2(s, lds, d, ldd, rows, cols);
+  return true;
+#else
+  (void)s, (void)lds, (void)d, (void)ldd, (void)rows, (void)cols;
+  return false;
+#endif
 }
 
 }  // namespace lockstep::native::detail

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "core/half.h"
+
 namespace lockstep::native::detail {
 
 // d[i * ldd + j] = s[i + j * lds] for i < rows, j < cols, elements of
@@ -26,6 +28,14 @@ bool transpose_block(const void* s, int64_t lds, void* d, int64_t ldd, int64_t r
 // them directly so that an AVX-512 machine checks them too.
 bool transpose_block_avx2(const void* s, int64_t lds, void* d, int64_t ldd, int64_t rows,
                           int64_t cols, int64_t elem_size);
+
+// d[i * ldd + j] = s[i + j * lds] converted, bf16 to float (exactly) or float to
+// bf16 (rounded as BFloat16::round_bits), in one pass with the AVX2 kernels;
+// false, having done nothing, without AVX2.
+bool transpose_widen_bf16(const BFloat16* s, int64_t lds, float* d, int64_t ldd, int64_t rows,
+                          int64_t cols);
+bool transpose_round_bf16(const float* s, int64_t lds, BFloat16* d, int64_t ldd, int64_t rows,
+                          int64_t cols);
 
 // Whether transpose_block has a kernel for `elem_size`-byte elements in this build.
 bool transpose_block_available(int64_t elem_size);
