@@ -214,13 +214,22 @@ void max_pool_channels_last_backward(const BFloat16* gy, const int64_t* idx,
         const int64_t off = (img * out_pixels + q) * c;
         widen_bf16(gy + off, g.data(), c);
         const int64_t* at = idx + off;
+        // Tiled: q's window starts at this pixel; an index i is inside it when
+        // i - corner = r * W + col for some row r < kH and col < kW (no division per value).
+        const int64_t corner = (q / p.ow) * p.kh * p.w + (q % p.ow) * p.kw;
         for (int64_t ch = 0; ch < c; ++ch) {
           const int64_t i = at[ch];
           if (i < 0 || i >= p.h * p.w) {
             bad = 0;
             continue;
           }
-          if (tiled && (i / p.w / p.kh != q / p.ow || i % p.w / p.kw != q % p.ow)) bad = 1;
+          if (tiled) {
+            bool inside = false;
+            for (int64_t r = 0; r < p.kh; ++r) {
+              inside |= static_cast<uint64_t>(i - corner - r * p.w) < static_cast<uint64_t>(p.kw);
+            }
+            if (!inside) bad = 1;
+          }
           a[i * c + ch] += g[ch];
         }
       }
