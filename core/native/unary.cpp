@@ -107,11 +107,15 @@ Tensor backward_input(const Tensor& grad, const Tensor& input, const char* op) {
   return to_dtype(input, grad.dtype());
 }
 
-// The pieces of a bf16 bit pattern (Note [bfloat16 ReLU on bits]).
-inline bool bf16_bits_nan(uint16_t b) { return (b & 0x7fffu) > 0x7f80u; }
+// The pieces of a bf16 bit pattern (Note [bfloat16 ReLU on bits]), as integer
+// operations rather than selects: GCC 12 keeps selects on 16-bit lanes scalar
+// without AVX-512, and vectorises these.
+// b with its quiet bit set when it is a NaN.
 inline uint16_t bf16_bits_quieted(uint16_t b) {
-  return bf16_bits_nan(b) ? static_cast<uint16_t>(b | 0x40u) : b;
+  return static_cast<uint16_t>(b | (((b & 0x7fffu) > 0x7f80u) << 6));
 }
+// All ones when `keep`, else 0.
+inline uint16_t bits_mask(bool keep) { return static_cast<uint16_t>(0u - keep); }
 
 Tensor relu_bf16_bits(const Tensor& a) {  // a dense (memory_format.h): a flat loop
   Tensor out = result_like(a.sizes(), kBFloat16, {&a});
@@ -120,10 +124,9 @@ Tensor relu_bf16_bits(const Tensor& a) {  // a dense (memory_format.h): a flat l
   parallel_for(0, a.numel(), detail::kGrain, [x, y](int64_t lo, int64_t hi) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) {
-      // x < 0 (sign set, magnitude 1 .. 0x7f80: non-zero, not NaN) as one unsigned
-      // compare, which vectorises without AVX-512 too.
+      // x < 0: sign set, magnitude 1 .. 0x7f80 (non-zero, not NaN), one unsigned compare.
       const bool negative = static_cast<uint16_t>(x[i] - 0x8001u) < 0x7f80u;
-      y[i] = negative ? uint16_t{0} : bf16_bits_quieted(x[i]);
+      y[i] = bf16_bits_quieted(x[i]) & bits_mask(!negative);
     }
   });
   return out;
@@ -139,12 +142,9 @@ Tensor relu_backward_bf16_bits(const Tensor& grad, const Tensor& input) {  // on
   parallel_for(0, grad.numel(), detail::kGrain, [g, x, y](int64_t lo, int64_t hi) {
 #pragma omp simd
     for (int64_t i = lo; i < hi; ++i) {
-      // x > 0 (sign clear, magnitude 1 .. 0x7f80) as one unsigned compare, as above;
-      // g quieted and masked with integer operations, not selects (GCC 12 keeps
-      // those scalar on 16-bit lanes without AVX-512).
-      const uint16_t keep = static_cast<uint16_t>(0u - (static_cast<uint16_t>(x[i] - 1u) < 0x7f80u));
-      const uint16_t quiet = static_cast<uint16_t>(((g[i] & 0x7fffu) > 0x7f80u) << 6);
-      y[i] = static_cast<uint16_t>((g[i] | quiet) & keep);
+      // x > 0: sign clear, magnitude 1 .. 0x7f80, one unsigned compare.
+      const bool positive = static_cast<uint16_t>(x[i] - 1u) < 0x7f80u;
+      y[i] = bf16_bits_quieted(g[i]) & bits_mask(positive);
     }
   });
   return out;
