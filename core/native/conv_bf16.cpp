@@ -262,7 +262,7 @@ bool conv_bf16_returns_channels_last(const ConvGeometry& g, const Tensor& x) {
 bool conv_bf16_can_sum_into(const ConvGeometry& g, const Tensor& gy, const Tensor& sum,
                             ScalarType gx_dtype) {
   // The 1x1 GEMM path's condition (conv_dispatch.cpp), the only one that sums into.
-  return !conv_bf16_runs_via_float32() && conv_bf16_is_pointwise_gemm(g) &&
+  return conv_bf16_runs_pointwise_gemm(g) &&
          g.stride_h == 1 && g.stride_w == 1 && stored_channels_last(gy) && sum.defined() &&
          sum.device().is_cpu() && sum.dtype() == gx_dtype &&
          (gx_dtype == kBFloat16 || gx_dtype == kFloat32) &&

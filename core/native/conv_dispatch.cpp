@@ -18,10 +18,13 @@
 //   The bias gradient comes from the backward-weights primitive when that pass
 //   runs onednn with `bias`, else from conv.cpp's sum over grad_output.
 // bfloat16 (choose_conv_bf16), in order:
-//   1. The Reference backend, or a CPU where oneDNN has no bf16 kernels (Note [bf16
+//   1. A 1x1 unpadded ungrouped layer, not on the Reference backend: bf16_gemm_1x1
+//      (LOCKSTEP_BF16_1X1_GEMM=0 turns it off). Its passes are gemm_bf16 calls, so
+//      they also run where oneDNN has no bf16 kernels when the CPU has AVX2
+//      (Note [bf16 GEMM in AVX2 registers]), reading the bf16 activations in place.
+//   2. The Reference backend, or a CPU where oneDNN has no bf16 kernels (Note [bf16
 //      without oneDNN kernels] in gemm_bf16_via_float32.cpp): bf16_via_float32 (the
 //      float32 rules above, then rounding).
-//   2. A 1x1 unpadded ungrouped layer: bf16_gemm_1x1 (LOCKSTEP_BF16_1X1_GEMM=0 turns it off).
 //   3. A stride-1 layer over at most 27 taps (C_in kH kW): bf16_direct
 //      (LOCKSTEP_BF16_DIRECT_CONV=0 turns it off).
 //   4. backward-data whose phases are forward convolutions of dy:
@@ -42,6 +45,7 @@
 #include "core/native/fast/conv_1x1_gemm.h"
 #include "core/native/fast/conv_folded_gemm.h"
 #include "core/native/fast/conv_onednn.h"
+#include "core/native/fast/gemm_bf16_avx2.h"
 #include "core/native/fast/onednn_engine.h"
 #include "core/native/nn_kernels.h"
 
@@ -71,8 +75,8 @@ ConvImpl float_impl(const ConvGeometry& g, ScalarType dtype, ConvPass pass, bool
 
 ConvImpl bf16_impl(const ConvGeometry& g, ConvPass pass, const Tensor& grad_output,
                    ScalarType grad_input_dtype) {
+  if (conv_bf16_runs_pointwise_gemm(g)) return ConvImpl::Bf16Gemm1x1;
   if (conv_bf16_runs_via_float32()) return ConvImpl::Bf16ViaFloat32;
-  if (conv_bf16_is_pointwise_gemm(g)) return ConvImpl::Bf16Gemm1x1;
   if (conv_bf16_is_direct(g)) return ConvImpl::Bf16Direct;
   if (pass == ConvPass::BackwardData &&
       conv_bf16_input_grad_as_forward(g, grad_output, grad_input_dtype)) {
@@ -126,6 +130,11 @@ ConvImpl choose_conv(const ConvGeometry& g, ScalarType dtype, ConvPass pass, boo
 
 bool conv_bf16_runs_via_float32() {
   return conv_backend() == ConvBackend::Reference || !onednn_detail::has_bf16();
+}
+
+bool conv_bf16_runs_pointwise_gemm(const ConvGeometry& g) {
+  return conv_backend() != ConvBackend::Reference && conv_bf16_is_pointwise_gemm(g) &&
+         (onednn_detail::has_bf16() || detail::gemm_bf16_avx2_available());
 }
 
 ConvImpl choose_conv_bf16(const ConvGeometry& g, ConvPass pass, const Tensor& grad_output,

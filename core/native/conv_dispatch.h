@@ -56,8 +56,11 @@ ConvImpl choose_conv(const ConvGeometry& g, ScalarType dtype, ConvPass pass, boo
 ConvImpl choose_conv_bf16(const ConvGeometry& g, ConvPass pass, const Tensor& grad_output = {},
                           ScalarType grad_input_dtype = kBFloat16);
 
-// choose_conv_bf16's first rule: every bf16 pass runs bf16_via_float32 (the Reference
-// backend, or a CPU where oneDNN has no bf16 kernels).
+// choose_conv_bf16's first rule: the layer's every pass runs bf16_gemm_1x1.
+bool conv_bf16_runs_pointwise_gemm(const ConvGeometry& g);
+
+// Its second: every other bf16 pass runs bf16_via_float32 (the Reference backend,
+// or a CPU where oneDNN has no bf16 kernels).
 bool conv_bf16_runs_via_float32();
 
 }  // namespace lockstep::native

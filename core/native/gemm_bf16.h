@@ -90,6 +90,11 @@ template <class Out>
 void gemm_bf16_strided_batched(const Bf16Batch& batch, bool trans_a, bool trans_b, int64_t m,
                                int64_t n, int64_t k, const BFloat16* a, int64_t lda,
                                const BFloat16* b, int64_t ldb, Out* c);
+// Whether gemm_bf16_strided_batched reads a batch that is not dense at half speed
+// (the oneDNN path: see above), so that matmul should copy such an operand into a
+// dense batch first. False where the products run one by one (no oneDNN bf16
+// kernels, the Reference backend): those read any leading dimension in place.
+bool gemm_bf16_batched_wants_dense();
 // The definition: gemm_bf16_reference once per product.
 template <class Out>
 void gemm_bf16_strided_batched_reference(const Bf16Batch& batch, bool trans_a, bool trans_b,

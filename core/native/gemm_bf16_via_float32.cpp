@@ -7,7 +7,9 @@
 // "could not create a primitive descriptor". onednn_detail::has_bf16() finds out
 // once, by building one small bf16 matmul, and where it is false every bf16 GEMM
 // and convolution takes a float32 path instead:
-//   - GEMM (choose_gemm: bf16_via_float32, this file): A and B widened into dense
+//   - GEMM (choose_gemm: bf16_via_float32, this file): with AVX2 + FMA, a blocked
+//     float32 GEMM whose packing widens the operands (Note [bf16 GEMM in AVX2
+//     registers], fast/gemm_bf16_avx2.cpp); without, A and B widened into dense
 //     float32 copies, float32 GEMM (dnnl_sgemm, which runs on any x86-64), the
 //     bias and beta * C added in float32, C rounded once when it is bf16;
 //   - convolution (choose_conv_bf16: bf16_via_float32, conv_bf16.cpp): the float32
@@ -19,12 +21,13 @@
 // how the tests check them against the reference loops on an AVX-512 machine.
 //
 // Read before: core/native/gemm_bf16.h, core/native/gemm_bf16.cpp.
-// Read next: core/native/gemm_bf16_batched.cpp.
+// Read next: core/native/fast/gemm_bf16_avx2.h.
 #include <algorithm>
 #include <type_traits>
 
 #include "core/factory.h"
 #include "core/native/bf16_rows.h"
+#include "core/native/fast/gemm_bf16_avx2.h"
 #include "core/native/gemm.h"
 #include "core/native/gemm_bf16.h"
 #include "core/parallel.h"
@@ -54,6 +57,7 @@ void gemm_bf16_via_float32(bool trans_a, bool trans_b, int64_t m, int64_t n, int
                            const BFloat16* a, int64_t lda, const BFloat16* b, int64_t ldb,
                            float beta, Out* c, int64_t ldc, const BFloat16* bias) {
   if (m == 0 || n == 0) return;
+  if (detail::gemm_bf16_avx2(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, bias)) return;
   // A as stored: (m, k), or (k, m) when transposed; likewise B.
   const Tensor a32 = widen_matrix(a, trans_a ? k : m, trans_a ? m : k, lda);
   const Tensor b32 = widen_matrix(b, trans_b ? n : k, trans_b ? k : n, ldb);

@@ -97,7 +97,8 @@ Tensor dense_copy(const MatrixOperand& op) {
 // The bfloat16 products (float32 accumulation, gemm_bf16.h) as one call over the
 // batch; an operand oneDNN's AMX kernel cannot read in place is first copied into
 // a dense batch (one pass, cheaper than the slower kernel: Note [bf16 batched
-// matmul as one call]).
+// matmul as one call]). Where the products run one by one (no oneDNN bf16
+// kernels: Note [bf16 GEMM in AVX2 registers]) every operand is read in place.
 void multiply_into_bf16(MatrixOperand a, MatrixOperand b, const IntList& batch,
                         const Tensor& out) {
   const int64_t n = a.rows, k = a.cols, m = b.cols;
@@ -107,8 +108,10 @@ void multiply_into_bf16(MatrixOperand a, MatrixOperand b, const IntList& batch,
                         out.data_ptr<BFloat16>(), m);
     return;
   }
-  if (!dense_batch(a)) a = as_matrices(dense_copy(a), /*vector_as_row=*/true);
-  if (!dense_batch(b)) b = as_matrices(dense_copy(b), /*vector_as_row=*/false);
+  if (gemm_bf16_batched_wants_dense()) {
+    if (!dense_batch(a)) a = as_matrices(dense_copy(a), /*vector_as_row=*/true);
+    if (!dense_batch(b)) b = as_matrices(dense_copy(b), /*vector_as_row=*/false);
+  }
   const Bf16Batch products{batch, broadcast_strides(a.batch_sizes, a.batch_strides, batch),
                            broadcast_strides(b.batch_sizes, b.batch_strides, batch)};
   gemm_bf16_strided_batched<BFloat16>(products, a.layout.trans, b.layout.trans, n, m, k,

@@ -130,6 +130,10 @@ TEST_CASE("shm buffers: a buffer the kernel refuses (no file descriptors left) i
   ls::testing::run_ranks(2, [](int rank) {
     dist::RendezvousInfo info = dist::rendezvous_from_env(dist::InitOptions().timeout(20s));
     auto pg = make_shm_group(info, "refused", true);
+    // Every rank past the group's construction first: rank 0 hosts the store,
+    // whose server cannot accept a late rank's connection while rank 0 has no
+    // file descriptors left (without this the test failed now and then).
+    pg->barrier()->wait(20s);
     const int before = mapped_buffers();
     rlimit saved{};
     REQUIRE(getrlimit(RLIMIT_NOFILE, &saved) == 0);

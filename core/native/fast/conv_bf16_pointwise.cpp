@@ -1,4 +1,4 @@
-// core/native/fast/conv_bf16_pointwise.cpp — 1x1 bfloat16 convolutions as AMX GEMMs on NCHW images.
+// core/native/fast/conv_bf16_pointwise.cpp — 1x1 bfloat16 convolutions as GEMMs (AMX, or AVX2).
 //
 // § Note [bf16 1x1 convolutions as GEMMs]
 // A 1x1 convolution without padding is a matrix product per image. With image n
@@ -9,7 +9,9 @@
 //   backward-weights dW (C_out, C_in) = sum_n dY_n (C_out, P) X_n^T (P, C_in)
 // so each pass is gemm_bf16 (gemm_bf16.h) reading our NCHW buffers in place: no
 // layout reorders at all, and oneDNN's matmul runs them on the AMX tiles (its
-// 1x1 backward convolutions in this oneDNN are much slower jit kernels). ResNet50
+// 1x1 backward convolutions in this oneDNN are much slower jit kernels); where
+// oneDNN has no bf16 kernels, gemm_bf16's AVX2 kernel does (Note [bf16 GEMM in
+// AVX2 registers]), so these layers skip the float32 path's conversions. ResNet50
 // has 36 such layers of 53. dW accumulates in float32 across the images (beta = 1
 // after the first), the bias gradient is a float32 sum of dY.
 // A strided layer first gathers its subsample (N, C_in, oH, oW), which is also
