@@ -5,7 +5,8 @@
 // stay untouched, and sizes around every block edge (the 6 x 16 micro-tile, the
 // 96-row A block, the 1024-column B block, K one block or several). A float32 C
 // agrees with the loops up to the order of the sums; a bf16 C to one rounding of
-// that. Where the build has no AVX2 + FMA the kernel must decline every call.
+// that, and exactly the float32 C rounded once to nearest even (the sums are the
+// same either way). Where the build has no AVX2 + FMA the kernel must decline every call.
 // The dispatch through gemm_bf16 is covered by the "*gemm_bf16*" cases run with
 // LOCKSTEP_ONEDNN_BF16=0 (tests/CMakeLists.txt).
 // Read before: core/native/fast/gemm_bf16_avx2.h, core/native/gemm_bf16.h.
@@ -168,4 +169,37 @@ TEST_CASE("gemm_bf16_avx2: several K blocks, C in chunks past both chunk edges")
   CHECK(check_one<float>(s, false, true, 0.5f, true, rng) == expected);
   CHECK(check_one<BFloat16>(s, true, false, 0.5f, true, rng) == expected);
   CHECK(check_one<BFloat16>(s, false, false, 0.0f, false, rng) == expected);
+}
+
+TEST_CASE("gemm_bf16_avx2: a bf16 C is the float32 C rounded once, to nearest even") {
+  // The same sums in the same order either way (beta 0: C not read), so the bf16 result
+  // must be exactly the float32 one rounded as BFloat16 rounds: K one block (the
+  // epilogue's rounding from the registers, whole tiles and cut ones) and several
+  // (the float32 scratch, then the rounding pass).
+  std::mt19937 rng(13);
+  for (const Shape& s : std::vector<Shape>{{13, 37, 64}, {50, 40, 500}}) {
+    for (bool with_bias : {false, true}) {
+      CAPTURE(s.k);
+      CAPTURE(with_bias);
+      const std::vector<BFloat16> a = random_bf16(static_cast<size_t>(s.m * s.k), rng);
+      const std::vector<BFloat16> b = random_bf16(static_cast<size_t>(s.k * s.n), rng);
+      const std::vector<BFloat16> bias = random_bf16(static_cast<size_t>(s.n), rng);
+      const BFloat16* bias_p = with_bias ? bias.data() : nullptr;
+      std::vector<float> c32(static_cast<size_t>(s.m * s.n));
+      std::vector<BFloat16> c16(c32.size());
+      const bool ran32 = nv::detail::gemm_bf16_avx2<float>(false, false, s.m, s.n, s.k, a.data(), s.k,
+                                                           b.data(), s.n, 0.0f, c32.data(), s.n, bias_p);
+      const bool ran16 = nv::detail::gemm_bf16_avx2<BFloat16>(false, false, s.m, s.n, s.k, a.data(),
+                                                              s.k, b.data(), s.n, 0.0f, c16.data(),
+                                                              s.n, bias_p);
+      REQUIRE(ran32 == nv::detail::gemm_bf16_avx2_available());
+      REQUIRE(ran16 == ran32);
+      if (!ran32) continue;
+      int64_t differ = 0;
+      for (size_t i = 0; i < c32.size(); ++i) {
+        if (c16[i].bits != BFloat16::round_bits(c32[i])) ++differ;
+      }
+      CHECK(differ == 0);
+    }
+  }
 }
