@@ -77,30 +77,7 @@ struct Operands {
   int64_t ldb;
 };
 
-inline __m256 widen8(const BFloat16* p) {  // 8 bf16 -> 8 floats, exactly
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
-// Columns q of the 8 rows r[0..7]: r[q] becomes (r0[q], ..., r7[q]).
-inline void transpose8(__m256 r[8]) {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
+inline __m256 widen8(const BFloat16* p) { return L::load(p, L::kAll); }  // exactly
 
 // op(A)'s rows [i0, i0 + rows) x columns [p0, p0 + kc) into one sliver:
 // d[p * 6 + r] = op(A)(i0 + r, p0 + p), rows past `rows` zero. d has 2 floats
@@ -113,7 +90,7 @@ void pack_a_sliver(const Operands& o, int64_t i0, int64_t rows, int64_t p0, int6
       __m256 r[8];
       for (int64_t i = 0; i < kMr; ++i) r[i] = widen8(src + i * o.lda + p);
       r[6] = r[7] = _mm256_setzero_ps();
-      transpose8(r);
+      transpose_8x8(r);
       for (int64_t q = 0; q < 8; ++q) _mm256_storeu_ps(d + (p + q) * kMr, r[q]);
     }
   } else if (o.trans_a && rows == kMr && i0 + 8 <= o.m) {  // A stored (k, m): 8 read, 6 kept

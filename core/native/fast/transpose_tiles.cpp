@@ -137,26 +137,6 @@ void transpose_2byte(const uint16_t* s, int64_t lds, uint16_t* d, int64_t ldd, i
 
 #ifdef LOCKSTEP_TRANSPOSE_AVX2
 
-// r[0..8) rows of 8 32-bit lanes -> r[e] = column e of the input (float shuffles
-// move the bits unchanged).
-inline void transpose_8x8(__m256 r[8]) {
-  __m256 t[8], u[8];
-  for (int p = 0; p < 4; ++p) {  // 32-bit interleave of row pairs
-    t[2 * p] = _mm256_unpacklo_ps(r[2 * p], r[2 * p + 1]);
-    t[2 * p + 1] = _mm256_unpackhi_ps(r[2 * p], r[2 * p + 1]);
-  }
-  for (int q = 0; q < 2; ++q) {  // 64-bit interleave: u[4q + e] lane L (of 4) = column 4L + e
-    u[4 * q] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0x44);
-    u[4 * q + 1] = _mm256_shuffle_ps(t[4 * q], t[4 * q + 2], 0xEE);
-    u[4 * q + 2] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0x44);
-    u[4 * q + 3] = _mm256_shuffle_ps(t[4 * q + 1], t[4 * q + 3], 0xEE);
-  }
-  for (int e = 0; e < 4; ++e) {  // each column's two 128-bit halves
-    r[e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x20);
-    r[4 + e] = _mm256_permute2f128_ps(u[e], u[4 + e], 0x31);
-  }
-}
-
 // d[i * ldd + j] = s[i + j * lds] (converted as convert<D>: a bf16 widened
 // exactly, a float rounded as BFloat16::round_bits) for i in [i0, i1), j in
 // [j0, j1): the element loop, for the edges.
