@@ -74,17 +74,21 @@
 //                 otherwise opt_ms;
 //   iter_ms       all four.
 // § Note [Backward clock]
-// How the end of backward compute is seen: before DDP is built,
-// this program registers its own post-accumulate-grad hook on every parameter; the first
-// one to fire in a backward queues an autograd callback that reads the clock. Hooks run in
-// registration order and callbacks in queue order, so this callback is queued before the
-// reducer's finalize_backward and runs right after the last node, before the wait.
+// How the end of backward compute is seen: the loss passes through an identity op
+// whose backward node (the first to run in every backward) queues an autograd callback
+// that reads the clock. Callbacks run in queue order after the last node, and DDP queues
+// its finalize_backward from its first gradient hook, later: so the clock is read right
+// after the last node, before DDP's wait. A hook on the parameters would do the same, but a
+// post-accumulate-grad hook of anyone but DDP turns DDP's gradient sinks off (Note
+// [Gradient sinks], autograd/accumulate_grad.h), and the benchmark would time a DDP no
+// user runs.
 //
 // Output: one JSON line per iteration from rank 0 (warm-up ones marked), then a summary
 // line: medians of iter/fwd/bwd/comm_wait/opt ms over the timed iterations, mean_iter_ms,
 // examples_per_s = world * batch * iters / (the slowest rank's total timed seconds),
 // buckets (DDP's bucket count) and bucket_sizes_mb (each bucket's MB in launch order, as
-// DDP holds them at the end of the run), peak_rss_mb (the largest peak resident set of any
+// DDP holds them at the end of the run), gradients_placed (how many gradients DDP's gradient
+// sinks wrote straight into their bucket slots over the run, rank 0; Note [Gradient sinks]), peak_rss_mb (the largest peak resident set of any
 // rank, getrusage ru_maxrss, over the whole run) and replicas_equal (a float64 checksum of the
 // parameters is the same on every rank after the run).
 //
@@ -104,6 +108,7 @@
 #include <sys/resource.h>
 
 #include "autograd/engine.h"
+#include "autograd/function.h"
 #include "bench/bench_device.h"
 #include "bench/bench_models.h"
 #include "bench/bench_process_group.h"
@@ -242,28 +247,39 @@ ls::Device pick_device(const Options& o) {
   return ls::Device::cuda(index);
 }
 
-// Note [Backward clock]: see the file header. The hooks must be registered before DDP's.
+// Note [Backward clock]: see the file header.
 struct BackwardClock {
   Clock::time_point compute_end;
   bool queued = false;
-  std::vector<ls::autograd::HookHandle> hooks;
 };
 
-std::shared_ptr<BackwardClock> install_backward_clock(const std::vector<ls::Tensor>& params, ls::Device device) {
-  auto clock = std::make_shared<BackwardClock>();
-  std::weak_ptr<BackwardClock> weak = clock;
-  for (const ls::Tensor& p : params) {
-    clock->hooks.push_back(p.register_post_accumulate_grad_hook([weak, device](ls::Tensor&) {
-      auto c = weak.lock();
-      if (!c || c->queued) return;
+// The identity on the loss whose backward queues the clock's callback.
+struct BackwardClockNode final : ls::autograd::Node {
+  std::weak_ptr<BackwardClock> clock;
+  ls::Device device = ls::Device::cpu();
+  ls::autograd::variable_list apply(ls::autograd::variable_list&& grads) override {
+    if (auto c = clock.lock()) {
       c->queued = true;
-      ls::autograd::queue_callback([weak, device] {
-        device_sync(device);  // on a GPU: the end of backward's kernels, not of their queueing
+      ls::autograd::queue_callback([weak = clock, dev = device] {
+        device_sync(dev);  // on a GPU: the end of backward's kernels, not of their queueing
         if (auto c2 = weak.lock()) c2->compute_end = Clock::now();
       });
-    }));
+    }
+    return std::move(grads);
   }
-  return clock;
+  std::string name() const override { return "BackwardClock"; }
+};
+
+// `loss`, through the clock's identity node (a new 0-dim tensor with the same value).
+ls::Tensor clocked(const ls::Tensor& loss, const std::shared_ptr<BackwardClock>& clock, ls::Device device) {
+  ls::Tensor out = loss.detach().clone();
+  if (ls::autograd::compute_requires_grad({loss})) {
+    auto node = std::make_shared<BackwardClockNode>();
+    node->clock = clock;
+    node->device = device;
+    ls::autograd::record(node, {loss}, {out});
+  }
+  return out;
 }
 
 double ms(Clock::time_point a, Clock::time_point b) {
@@ -298,7 +314,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         std::shared_ptr<dist::ProcessGroup> pg, ls::Device device) {
   const int rank = pg->rank(), world = pg->size();
   const std::vector<ls::Tensor> params = wl.module->parameters();
-  auto backward_clock = install_backward_clock(params, device);  // before DDP's hooks
+  auto backward_clock = std::make_shared<BackwardClock>();  // Note [Backward clock]
 
   const bool use_ddp = o.mode == "ddp" || o.mode == "no-overlap";
   std::unique_ptr<dist::DistributedDataParallel<M>> ddp;
@@ -345,7 +361,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
     auto forward_backward = [&] {
       {
         ls::AutocastGuard amp(ls::kBFloat16, o.amp == "bf16");
-        loss = wl.loss_of(ddp ? ddp->forward(wl.input) : net->forward(wl.input));
+        loss = clocked(wl.loss_of(ddp ? ddp->forward(wl.input) : net->forward(wl.input)), backward_clock, device);
       }
       device_sync(device);
       t1 = Clock::now();
@@ -430,7 +446,7 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         "{\"bench\":\"ddp\",\"summary\":true,\"framework\":\"lockstep\",\"model\":\"%s\","
         "\"batch\":%lld,%s,\"mode\":\"%s\",\"backend\":\"%s\",\"world\":%d,\"rr\":%d,"
         "\"bucket_mb\":%g,\"first_bucket_mb\":%g,\"bucket_autotuned\":%s,\"deterministic\":%s,\"sync_every\":%d,\"threads\":%d,\"iters\":%d,"
-        "\"params\":%lld,\"buckets\":%zu,\"bucket_sizes_mb\":%s,\"iter_ms\":%.2f,\"mean_iter_ms\":%.2f,\"fwd_ms\":%.2f,"
+        "\"params\":%lld,\"buckets\":%zu,\"bucket_sizes_mb\":%s,\"gradients_placed\":%lld,\"iter_ms\":%.2f,\"mean_iter_ms\":%.2f,\"fwd_ms\":%.2f,"
         "\"bwd_ms\":%.2f,\"comm_wait_ms\":%.2f,\"opt_ms\":%.2f,\"examples_per_s\":%.2f,"
         "\"sync_bn\":%s,\"bucket_view\":%s,\"static_graph\":%s,\"find_unused\":%s,"
         "\"rebuild_buckets\":%s,\"peak_rss_mb\":%.1f,\"replicas_equal\":%s,\"device\":\"%s\","
@@ -441,7 +457,8 @@ int run(const Options& o, ls::bench::Workload& wl, std::shared_ptr<M> net,
         ddp ? ddp->options().first_bucket_mb() : o.first_bucket_mb, o.autotune ? "true" : "false",
         o.deterministic ? "true" : "false",
         o.sync_every, o.threads, o.iters, static_cast<long long>(wl.num_parameters()),
-        ddp ? ddp->reducer().num_buckets() : size_t{0}, bucket_sizes.c_str(), median(t.iter), mean, median(t.fwd),
+        ddp ? ddp->reducer().num_buckets() : size_t{0}, bucket_sizes.c_str(),
+        static_cast<long long>(ddp ? ddp->reducer().gradients_placed() : 0), median(t.iter), mean, median(t.fwd),
         median(t.bwd), median(t.comm), median(t.opt),
         static_cast<double>(world) * o.model.batch * o.iters / slowest_s,
         o.sync_bn ? "true" : "false", o.bucket_view ? "true" : "false",
