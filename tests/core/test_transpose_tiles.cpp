@@ -68,7 +68,7 @@ int check_shapes(Run kernel, const char* name) {
         // The destination with 8 guard elements on each side.
         const size_t n = static_cast<size_t>(ldd * rows) + 16;
         std::vector<D> fast(n), ref;
-        std::memset(fast.data(), 0x5a, n * sizeof(D));
+        std::memset(static_cast<void*>(fast.data()), 0x5a, n * sizeof(D));  // guard bytes
         ref = fast;
         element_loop(s.data(), lds, ref.data() + 8, ldd, rows, cols);
         if (!kernel(s.data(), lds, fast.data() + 8, ldd, rows, cols)) continue;
