@@ -65,6 +65,12 @@ inline Tensor padded(const Tensor& t, int64_t pad_h, int64_t pad_w, int64_t slac
 // contiguous run of len = rows * width values instead of `rows` short rows (a
 // 28-wide row is one vector and a scalar tail of 12).
 
+// GCC notes (-Wpsabi) that a 64-byte vector passed or returned by value goes
+// differently with and without AVX-512; the functions below are inline, compiled
+// with the flags of the file that includes them, never called across files.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 // 16 float32 lanes (GCC / Clang vector extension: one AVX-512 register here, two
 // or four narrower ones elsewhere), loaded and stored unaligned.
 using Vec = float __attribute__((vector_size(64)));
@@ -183,5 +189,7 @@ inline std::vector<int64_t> tap_offsets(const ConvGeometry& g, int64_t hp, int64
   }
   return off;
 }
+
+#pragma GCC diagnostic pop  // -Wpsabi, above
 
 }  // namespace lockstep::native::direct_loops
