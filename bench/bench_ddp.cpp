@@ -88,9 +88,10 @@
 // examples_per_s = world * batch * iters / (the slowest rank's total timed seconds),
 // buckets (DDP's bucket count) and bucket_sizes_mb (each bucket's MB in launch order, as
 // DDP holds them at the end of the run), gradients_placed (how many gradients DDP's gradient
-// sinks wrote straight into their bucket slots over the run, rank 0; Note [Gradient sinks]), peak_rss_mb (the largest peak resident set of any
-// rank, getrusage ru_maxrss, over the whole run) and replicas_equal (a float64 checksum of the
-// parameters is the same on every rank after the run).
+// sinks wrote straight into their bucket slots over the run, rank 0; Note [Gradient sinks]),
+// peak_rss_mb (the largest peak resident set of any rank, getrusage ru_maxrss, over the whole
+// run) and replicas_equal (a float64 checksum of the parameters is the same on every rank
+// after the run).
 //
 // Read before: bench/bench_models.h, distributed/ddp/distributed_data_parallel.h, docs/ddp.md.
 // Read next: bench/figures/README.md, docs/results/evaluation.md.
