@@ -18,7 +18,6 @@
 //
 // Read before: core/native/batch_norm.cpp. Read next: docs/results/cpu_step.md.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -30,6 +29,7 @@
 #include "core/native/nn_kernels.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "bench/bench_cold.h"
 #include "bench/bench_stats.h"
 
 namespace {
@@ -82,22 +82,8 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-using lockstep::bench::median;  // bench/bench_stats.h
-
-// Evicts the caches (L2 and the 260 MB L3 of the machine this was written on)
-// by writing a buffer larger than both.
-void flush_caches() {
-  static std::vector<float> buffer(size_t{96} << 20);  // 384 MB
-  for (size_t i = 0; i < buffer.size(); i += 16) buffer[i] += 1.0f;
-}
-
-template <class F>
-double time_ms(F&& fn) {
-  flush_caches();
-  const auto t0 = std::chrono::steady_clock::now();
-  fn();
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
+using lockstep::bench::cold_ms;  // bench/bench_cold.h
+using lockstep::bench::median;   // bench/bench_stats.h
 
 }  // namespace
 
@@ -134,8 +120,8 @@ int run_main(int argc, char** argv) {
     backward();  // warm-up
     std::vector<double> fwd, bwd;
     for (int rep = 0; rep < opt.reps; ++rep) {
-      fwd.push_back(time_ms(forward));
-      bwd.push_back(time_ms(backward));
+      fwd.push_back(cold_ms(forward));
+      bwd.push_back(cold_ms(backward));
     }
     const double f = median(fwd), g = median(bwd);
     const double bytes = double(x.numel()) * 4;

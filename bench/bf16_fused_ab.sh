@@ -3,7 +3,8 @@
 # (Note [float32 ops reading bfloat16 in place], [linear + GELU in one node], [linear's
 # input gradient summed in place], [dropout writing the bf16 copy], [dropout + residual add
 # in one pass], [linear + GELU + dropout in one node], [dropout + residual add + LayerNorm
-# in one pass], [bf16 copies written by the op that made the activation], [ReLU mask in bits], the q/k/v unbind
+# in one pass], [bf16 copies written by the op that made the activation], [ReLU mask in bits],
+# [Downsample batch norm folded], the q/k/v unbind
 # of nn/attention.cpp) off ("before": every switch 0) and
 # on ("after": the defaults), alternating in one run so both see the same minutes of the
 # machine.
@@ -27,7 +28,7 @@ if [[ -n "${OFF_SWITCHES:-}" ]]; then
 else
   OFF=(LOCKSTEP_BF16_FUSED_CASTS=0 LOCKSTEP_QKV_UNBIND=0 LOCKSTEP_BF16_LINEAR_GELU=0 LOCKSTEP_BF16_DROPOUT_ADD=0
        LOCKSTEP_BF16_LINEAR_SUM_DX=0 LOCKSTEP_BF16_DROPOUT_CAST=0 LOCKSTEP_BF16_RELU_BITS=0 LOCKSTEP_BF16_DROPOUT_ADD_NORM=0
-       LOCKSTEP_BF16_GELU_DROPOUT=0 LOCKSTEP_BF16_NORM_WRITES_CAST=0)
+       LOCKSTEP_BF16_GELU_DROPOUT=0 LOCKSTEP_BF16_NORM_WRITES_CAST=0 LOCKSTEP_BF16_BN_PAIR=0)
 fi
 # run ENV... : one bench_step with those variables set, its summary line.
 run() {

@@ -46,6 +46,18 @@ Tensor batch_norm_relu(const Tensor& input, const Tensor& weight, const Tensor& 
 Tensor batch_norm_add_relu(const Tensor& input, const Tensor& residual, const Tensor& weight,
                            const Tensor& bias, const Tensor& running_mean,
                            const Tensor& running_var, bool training, double momentum, double eps);
+// relu(batch_norm(input, ...) + batch_norm(residual, residual_...)) as one op, both
+// batch norms with the same training, momentum and eps, residual of the input's
+// shape and dtype: the end of a residual block that downsamples, without writing
+// the residual's batch-norm output or its gradient (Note [Downsample batch norm
+// folded] in core/native/fast/batch_norm_bf16_nhwc_pair.cpp).
+Tensor batch_norm_add_batch_norm_relu(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                      const Tensor& running_mean, const Tensor& running_var,
+                                      const Tensor& residual, const Tensor& residual_weight,
+                                      const Tensor& residual_bias,
+                                      const Tensor& residual_running_mean,
+                                      const Tensor& residual_running_var, bool training,
+                                      double momentum, double eps);
 // relu(a + b) as one op: a residual add and its ReLU. Same shape and dtype: fused;
 // otherwise (broadcasting, promotion) it is (a + b).relu().
 Tensor add_relu(const Tensor& a, const Tensor& b);

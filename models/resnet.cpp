@@ -2,7 +2,10 @@
 //
 // Forward passes fuse each BatchNorm followed by a ReLU into batch_norm_relu,
 // and each block's last BatchNorm, residual add and ReLU into batch_norm_add_relu
-// (Note [Fused BatchNorm + add + ReLU]): the same arithmetic
+// (Note [Fused BatchNorm + add + ReLU]), or, in a block that downsamples, with the
+// downsample's BatchNorm folded in too, into batch_norm_add_batch_norm_relu (Note
+// [Downsample batch norm folded] in core/native/fast/batch_norm_bf16_nhwc_pair.cpp;
+// its conv runs as before): the same arithmetic
 // as torchvision's relu(bn(x)) and relu(out + identity) with ReLU(inplace=True),
 // and the same activations kept alive (Note [Fused BatchNorm + ReLU] in
 // autograd/functions/batch_norm.cpp). The modules are unchanged (bn1, relu, ...),
@@ -45,6 +48,41 @@ Tensor bn_add_relu(nn::BatchNorm2d& bn, const Tensor& x, const Tensor& identity)
                              bn.is_training(), bn.momentum, bn.eps);
 }
 
+// The downsample's batch norm when it can be folded into the block's last one
+// (Note [Downsample batch norm folded] in core/native/fast/batch_norm_bf16_nhwc_pair.cpp):
+// the downsample is still (conv, BatchNorm2d), and the two batch norms agree on
+// training, momentum and eps and take their statistics from this batch. Else null.
+nn::BatchNorm2d* foldable_downsample_bn(nn::Sequential& downsample, const nn::BatchNorm2d& bn) {
+  if (downsample.size() != 2) return nullptr;
+  auto* ds_bn = dynamic_cast<nn::BatchNorm2d*>(downsample[1].get());
+  if (ds_bn == nullptr || ds_bn->is_training() != bn.is_training() ||
+      ds_bn->momentum != bn.momentum || ds_bn->eps != bn.eps) {
+    return nullptr;
+  }
+  if (bn.is_training() && (bn.group_statistics || ds_bn->group_statistics)) return nullptr;
+  return ds_bn;
+}
+
+// relu(bn(x) + identity), identity = downsample(block_input) or the block input:
+// bn_add_relu, with the downsample's batch norm folded in where it can be.
+Tensor block_end(nn::BatchNorm2d& bn, const Tensor& x, nn::Sequential* downsample,
+                 const Tensor& block_input) {
+  if (downsample == nullptr) return bn_add_relu(bn, x, block_input);
+  nn::BatchNorm2d* ds_bn = foldable_downsample_bn(*downsample, bn);
+  if (ds_bn == nullptr) return bn_add_relu(bn, x, downsample->forward(block_input));
+  const Tensor r = (*downsample)[0]->forward(block_input);  // the downsample's conv
+  for (nn::BatchNorm2d* b : {&bn, ds_bn}) {  // each batch norm's bookkeeping, as bn_relu
+    b->run_forward_pre_hooks();
+    if (b->is_training()) {
+      NoGradGuard no_grad;
+      b->num_batches_tracked.add_(1.0);
+    }
+  }
+  return batch_norm_add_batch_norm_relu(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, r,
+                                        ds_bn->weight, ds_bn->bias, ds_bn->running_mean,
+                                        ds_bn->running_var, bn.is_training(), bn.momentum, bn.eps);
+}
+
 std::shared_ptr<nn::Conv2d> conv(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad) {
   return std::make_shared<nn::Conv2d>(
       nn::Conv2dOptions(in, out, k).stride(stride).padding(pad).bias(false));
@@ -71,8 +109,7 @@ BasicBlock::BasicBlock(int64_t in_planes, int64_t planes, int64_t stride) {
 Tensor BasicBlock::forward(const Tensor& x) {
   Tensor out = bn_relu(*bn1, conv1->forward(x));
   out = conv2->forward(out);
-  Tensor identity = downsample ? downsample->forward(x) : x;
-  return bn_add_relu(*bn2, out, identity);
+  return block_end(*bn2, out, downsample.get(), x);
 }
 
 Bottleneck::Bottleneck(int64_t in_planes, int64_t planes, int64_t stride) {
@@ -91,8 +128,7 @@ Tensor Bottleneck::forward(const Tensor& x) {
   Tensor out = bn_relu(*bn1, conv1->forward(x));   // (N, planes, H, W)
   out = bn_relu(*bn2, conv2->forward(out));        // (N, planes, H/s, W/s)
   out = conv3->forward(out);                       // (N, 4 planes, H/s, W/s)
-  Tensor identity = downsample ? downsample->forward(x) : x;
-  return bn_add_relu(*bn3, out, identity);
+  return block_end(*bn3, out, downsample.get(), x);
 }
 
 ResNet::ResNet(bool bottleneck, const std::vector<int64_t>& layers, int64_t num_classes) {

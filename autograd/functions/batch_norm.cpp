@@ -42,7 +42,9 @@
 // still in cache (ResNet50's forward ops before and after: docs/results/kernel_choices.md).
 // The block calls it
 // with its identity already computed (after the downsample), which moves the
-// downsample before bn3 in forward order and changes nothing else.
+// downsample before bn3 in forward order and changes nothing else; where the
+// downsample ends in its own batch norm, the block calls
+// batch_norm_add_batch_norm_relu instead (autograd/functions/batch_norm_pair.cpp).
 //
 // All three nodes support double backward. BatchNormBackward's recorded formula
 // is in autograd/functions/norm_recorded.cpp; the fused nodes' is the same
@@ -69,7 +71,8 @@
 // LOCKSTEP_BF16_RELU_BITS=0 restores that everywhere (A/B runs).
 //
 // Read before: autograd/functions/functions.h, core/native/nn_kernels.h.
-// Read next: autograd/functions/norm_recorded.h, nn/ (BatchNorm2d).
+// Read next: autograd/functions/batch_norm_pair.cpp (a downsampling block's two batch
+// norms in one node), autograd/functions/norm_recorded.h, nn/ (BatchNorm2d).
 #include <tuple>
 
 #include "autograd/functions/autocast_ops.h"

@@ -109,10 +109,9 @@ BatchNormImpl choose_batch_norm(const Tensor& input, const char* op) {
   return impl;
 }
 
-std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
-    const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-    const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
-    double eps, bool relu, const char* op, BatchNormImpl impl, Tensor* relu_bits) {
+void check_batch_norm_bf16_forward(const Tensor& input, const Tensor& residual, const Tensor& weight,
+                                   const Tensor& bias, const Tensor& running_mean,
+                                   const Tensor& running_var, bool training, const char* op) {
   const auto [c, s] = check_input(input, op);
   check_param(weight, "weight", c, op);
   check_param(bias, "bias", c, op);
@@ -120,6 +119,27 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
   check_param(running_var, "running_var", c, op);
   if (residual.defined()) check_like_input(residual, "the residual", input, op);
   rules::check_statistics_source(input, s, running_mean, running_var, training, op);
+}
+
+void check_batch_norm_bf16_backward(const Tensor& grad_output, const Tensor& input,
+                                    const Tensor& weight, const Tensor& save_mean,
+                                    const Tensor& save_invstd, const char* op) {
+  const int64_t c = check_input(input, op).first;
+  check_like_input(grad_output, "grad_output", input, op);
+  check_param(weight, "weight", c, op);
+  lockstep::detail::check_defined(save_mean, op);
+  lockstep::detail::check_defined(save_invstd, op);
+  check_param(save_mean, "save_mean", c, op);
+  check_param(save_invstd, "save_invstd", c, op);
+}
+
+std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_forward(
+    const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+    const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+    double eps, bool relu, const char* op, BatchNormImpl impl, Tensor* relu_bits) {
+  check_batch_norm_bf16_forward(input, residual, weight, bias, running_mean, running_var, training,
+                                op);
+  const auto [c, s] = check_input(input, op);
   if (impl == BatchNormImpl::Bf16ChannelsLast) {  // fast/batch_norm_bf16_nhwc.cpp
     return batch_norm_bf16_nhwc_forward(input, residual, weight, bias, running_mean, running_var,
                                         training, momentum, eps, relu, op, relu_bits);
@@ -201,18 +221,13 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_backward(
     const Tensor& save_mean, const Tensor& save_invstd, const Tensor& output, Mask mask,
     bool training, bool need_input, bool need_weight, bool need_bias, Tensor* grad_residual,
     const char* op, BatchNormImpl impl) {
+  check_batch_norm_bf16_backward(grad_output, input, weight, save_mean, save_invstd, op);
   const auto [c, s] = check_input(input, op);
-  check_like_input(grad_output, "grad_output", input, op);
   if (mask == Mask::Output) check_like_input(output, "the saved output", input, op);
   LS_CHECK(mask != Mask::Bits || impl == BatchNormImpl::Bf16ChannelsLast, op,
            ": a ReLU mask in bits comes from a channels-last bfloat16 forward, but the input is ",
            input.shape_str(), " in NCHW order; pass the saved output instead");
-  check_param(weight, "weight", c, op);
   if (mask == Mask::Input) check_param(bias, "bias", c, op);
-  lockstep::detail::check_defined(save_mean, op);
-  lockstep::detail::check_defined(save_invstd, op);
-  check_param(save_mean, "save_mean", c, op);
-  check_param(save_invstd, "save_invstd", c, op);
   if (impl == BatchNormImpl::Bf16ChannelsLast) {  // fast/batch_norm_bf16_nhwc.cpp
     return batch_norm_bf16_nhwc_backward(grad_output, input, weight, bias, save_mean, save_invstd,
                                          output, mask, training, need_input, need_weight,

@@ -18,6 +18,7 @@
 
 #include <tuple>
 
+#include "core/native/batch_norm_pair.h"
 #include "core/native/batch_norm_sums.h"
 #include "core/tensor.h"
 
@@ -33,6 +34,16 @@ namespace lockstep::native {
 enum class BatchNormImpl { Planes, Bf16Planes, Bf16ChannelsLast };
 const char* batch_norm_impl_name(BatchNormImpl impl);  // "planes", "bf16_planes", ...
 BatchNormImpl choose_batch_norm(const Tensor& input, const char* op);
+
+// The checks of the two below, each naming op: the input (N, C, *) bf16 on the CPU,
+// the (C) float32 parameters and statistics, a residual or grad_output like the
+// input, and enough values per channel to train on.
+void check_batch_norm_bf16_forward(const Tensor& input, const Tensor& residual, const Tensor& weight,
+                                   const Tensor& bias, const Tensor& running_mean,
+                                   const Tensor& running_var, bool training, const char* op);
+void check_batch_norm_bf16_backward(const Tensor& grad_output, const Tensor& input,
+                                    const Tensor& weight, const Tensor& save_mean,
+                                    const Tensor& save_invstd, const char* op);
 
 // relu: max(y, 0); residual defined: max(y + residual, 0) (relu must be set with it).
 // relu_bits not null, relu set and impl Bf16ChannelsLast: the ReLU's mask is also
@@ -65,5 +76,19 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_backward(
     const Tensor& save_mean, const Tensor& save_invstd, const Tensor& output,
     batch_norm_detail::Mask mask, bool training, bool need_input, bool need_weight,
     bool need_bias, Tensor* grad_residual, const char* op);
+
+// batch_norm_pair_forward / _backward (batch_norm_pair.h) for a channels-last bfloat16
+// input and residual, after batch_norm_pair.cpp's checks
+// (fast/batch_norm_bf16_nhwc_pair.cpp); mask is Mask::Bits or Mask::Output.
+BatchNormPairForward batch_norm_bf16_nhwc_pair_forward(const Tensor& input, const BatchNormTensors& bn,
+                                                       const Tensor& residual,
+                                                       const BatchNormTensors& residual_bn,
+                                                       bool training, double momentum, double eps,
+                                                       Tensor* relu_bits, const char* op);
+BatchNormPairGrads batch_norm_bf16_nhwc_pair_backward(
+    const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Tensor& save_mean,
+    const Tensor& save_invstd, const Tensor& residual, const Tensor& residual_weight,
+    const Tensor& residual_save_mean, const Tensor& residual_save_invstd, const Tensor& mask_source,
+    batch_norm_detail::Mask mask, bool training, const std::array<bool, 6>& need, const char* op);
 
 }  // namespace lockstep::native

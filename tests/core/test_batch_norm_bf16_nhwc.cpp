@@ -264,7 +264,8 @@ TEST_CASE("channels-last bf16 batch norm: the same bits on 1 and 2 threads") {
 // The two grad_input passes whose ReLU mask is not the saved output (Mask::Bits:
 // batch_norm_add_relu's bits; Mask::Input: recomputed from the input), on 1 and 2
 // threads, against the NCHW kernel given the same mask as an output. A sanitizer
-// build once crashed in exactly these (Note [Row-kernel operands by reference]).
+// build once crashed in exactly these (Note [Row-kernel operands by reference] in
+// core/native/fast/batch_norm_bf16_nhwc_rows.h).
 TEST_CASE(
     "channels-last bf16 batch norm: grad_input from the ReLU's bits or the input, 1 and 2 "
     "threads, matches the NCHW kernel") {

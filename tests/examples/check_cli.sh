@@ -149,6 +149,10 @@ case "$prog" in
   bench_batch_norm)
     expect 2 "--reps: 0 is out of range" -- --reps 0
     ;;
+  bench_bn_pair)
+    expect 2 "--reps: 0 is out of range" -- --reps 0
+    expect 2 "--threads: 'two' is not a whole number" -- --threads two
+    ;;
   bench_lstm_onednn)
     expect 2 "--hidden: 0 is out of range" -- --hidden 0
     expect 2 "--seq: 'x' is not a whole number" -- --seq x

@@ -48,7 +48,8 @@
 // (tests/core/test_batch_norm_bf16_nhwc.cpp).
 //
 // Read before: core/native/batch_norm_bf16.cpp, core/native/batch_norm_sums.h,
-// core/native/memory_format.h. Read next: autograd/functions/batch_norm.cpp.
+// core/native/memory_format.h. Read next: core/native/fast/batch_norm_bf16_nhwc_rows.h (the
+// row loops), batch_norm_bf16_nhwc_pair.cpp, autograd/functions/batch_norm.cpp.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -56,6 +57,7 @@
 
 #include "core/native/batch_norm_bf16.h"
 #include "core/native/bf16_rows.h"
+#include "core/native/fast/batch_norm_bf16_nhwc_rows.h"
 #include "core/native/fast/bf16_lanes.h"
 #include "core/native/memory_format.h"
 #include "core/native/native.h"
@@ -63,167 +65,63 @@
 
 namespace lockstep::native {
 
-namespace {
+using namespace nhwc_bn;  // the row loops: fast/batch_norm_bf16_nhwc_rows.h
 
-using namespace batch_norm_detail;  // core/native/batch_norm_sums.h
+namespace nhwc_bn {
 
-// Rows per statistics block (see the Note); also the elementwise pass's grain.
-constexpr int64_t kRows = 256;
-
-float& at(const Tensor& t, int64_t i) { return t.data_ptr<float>()[i * t.stride(0)]; }
-
-// out[k] = sum over blocks b, in order, of part[b * c + k], in double.
-std::vector<double> combine(const std::vector<float>& part, int64_t blocks, int64_t c) {
-  std::vector<double> out(static_cast<size_t>(c), 0.0);
-  for (int64_t b = 0; b < blocks; ++b) {
-    const float* p = part.data() + b * c;
-    for (int64_t k = 0; k < c; ++k) out[static_cast<size_t>(k)] += p[k];
-  }
-  return out;
-}
-
-// Adds d = x - k0 and d^2 of rows [lo, hi) of x (R, C) to the column sums sum,
-// sum_sq (C); k0 (C): the shifts.
-void shifted_sums_rows(const BFloat16* x, int64_t lo, int64_t hi, int64_t c, const float* k0,
-                       float* sum, float* sum_sq) {
-  using namespace lanes;
-  for (int64_t r = lo; r < hi; ++r) {
-    const BFloat16* xr = x + r * c;
-    for (int64_t j = 0; j < c; j += kLanes) {
-      const K k = first(c - j);
-      const F d = sub(load(xr + j, k), load(k0 + j, k));
-      store(sum + j, k, add(load(sum + j, k), d));
-      store(sum_sq + j, k, fma(d, d, load(sum_sq + j, k)));
-    }
-  }
-}
-
-// Rows [lo, hi) of y = fma(x, scale, shift), then + residual and / or max(., 0)
-// (the NCHW kernel's expressions); x, res, y (R, C), scale and shift (C). With
-// Bits, also the ReLU's mask y > 0 of the stored (rounded) y into bits (R,
-// bit_words(C)) (Note [ReLU mask in bits] in autograd/functions/batch_norm.cpp).
-enum class Form { Plain, Relu, AddRelu };
-template <Form Fm, bool Bits = false>
-void forward_rows(const BFloat16* x, const BFloat16* res, BFloat16* y, uint16_t* bits, int64_t lo,
-                  int64_t hi, int64_t c, const float* scale, const float* shift) {
-  using namespace lanes;
-  const int64_t words = bit_words(c);
-  for (int64_t r = lo; r < hi; ++r) {
-    const int64_t o = r * c;
-    for (int64_t j = 0; j < c; j += kLanes) {
-      const K k = first(c - j);
-      F v = fma(load(x + o + j, k), load(scale + j, k), load(shift + j, k));
-      if constexpr (Fm == Form::AddRelu) v = relu(add(v, load(res + o + j, k)));
-      if constexpr (Fm == Form::Relu) v = relu(v);
-      if constexpr (Bits) {  // y > 0 of the value stored, as Mask::Output reads it
-        v = round_trip(v);
-        store_bits(bits + r * words, j, positive(k, v));
+void batch_statistics(const BFloat16* x, int64_t rows, int64_t c, const Tensor& running_mean,
+                      const Tensor& running_var, bool training, double momentum, double eps,
+                      float* mean, float* invstd) {
+  const bool update = training && running_mean.defined();
+  const bool update_var = training && running_var.defined();
+  const size_t cs = static_cast<size_t>(c);
+  if (training) {  // rows >= 2 (check_statistics_source)
+    const int64_t blocks = (rows + kRows - 1) / kRows;
+    std::vector<float> k0(cs);  // (C): row 0, the shifts
+    widen_bf16(x, k0.data(), c);
+    std::vector<float> part(static_cast<size_t>(blocks * c), 0.0f);     // (blocks, C)
+    std::vector<float> part_sq(static_cast<size_t>(blocks * c), 0.0f);  // (blocks, C)
+    float* sp = part.data();
+    float* qp = part_sq.data();
+    const float* kp = k0.data();
+    parallel_for(0, blocks, 1, [x, sp, qp, kp, rows, c](int64_t lo, int64_t hi) {
+      for (int64_t blk = lo; blk < hi; ++blk) {
+        shifted_sums_rows(x, blk * kRows, std::min(rows, (blk + 1) * kRows), c, kp, sp + blk * c,
+                          qp + blk * c);
       }
-      store(y + o + j, k, v);
+    });
+    const std::vector<double> sum = combine(part, blocks, c), sum_sq = combine(part_sq, blocks, c);
+    for (int64_t ch = 0; ch < c; ++ch) {  // Note [One-pass batch statistics] in batch_norm.cpp
+      const size_t i = static_cast<size_t>(ch);
+      const double mean_d = sum[i] / static_cast<double>(rows);
+      const double mu = static_cast<double>(k0[i]) + mean_d;
+      const double var = std::max(sum_sq[i] / static_cast<double>(rows) - mean_d * mean_d, 0.0);
+      if (update) {
+        float& rm = at(running_mean, ch);
+        rm = static_cast<float>((1 - momentum) * rm + momentum * mu);
+      }
+      if (update_var) {
+        float& rv = at(running_var, ch);
+        rv = static_cast<float>((1 - momentum) * rv + momentum * var *
+                                                         static_cast<double>(rows) /
+                                                         static_cast<double>(rows - 1));
+      }
+      mean[ch] = static_cast<float>(mu);
+      invstd[ch] = static_cast<float>(1.0 / std::sqrt(var + eps));
     }
-  }
-}
-
-// The backward's operands, (R, C) bf16 or (C) float32 per-channel constants:
-// scale, shift the forward's (Mask::Input), mean the saved one as float, and
-// dx = a * gm + bx * x + c0 (grad_input_coefficients). Built once by the
-// backward and passed by reference, never copied:
-//
-// § Note [Row-kernel operands by reference]
-// The row kernels take Operands by const reference and the parallel_for
-// lambdas capture it by reference: no copy of it is made. With a by-value
-// copy, GCC 12 (-O2 -march=native, AVX-512) moved the 96-byte struct in one
-// 64-byte and one 32-byte vector move and gave the copy 64-byte alignment for
-// an aligned `vmovdqa64`. The asan-ubsan preset runs with
-// detect_stack_use_after_return=1, which puts such a frame on
-// AddressSanitizer's fake stack, where GCC 12 aligns the frame's variables to
-// 32 bytes only: the aligned store faulted, and ASan reported a SEGV near
-// address 0 in grad_input_rows (Mask::Input and Mask::Bits). Nothing was
-// out of bounds, and frames on the real stack (Release; ASan without fake
-// stacks) are realigned. Check, on the object built with the asan preset's
-// flags: `objdump -d | grep -E 'vmov(dqa64|aps)\s+%zmm.*\)'` finds no aligned
-// 64-byte store (12 with the copies). tests/core/test_batch_norm_bf16_nhwc.cpp
-// runs both passes on 1 and 2 threads against the NCHW kernel.
-struct Operands {
-  const BFloat16 *g, *x, *y;
-  const float *scale, *shift, *mean, *a, *bx, *c0;
-  const uint16_t* bits;  // Mask::Bits: (R, words) the forward's mask
-  int64_t words;
-};
-
-// gm: g, or 0 where the fused ReLU's output is 0 (mask M: y <= 0, a 0 bit, or
-// fma(x, scale, shift) <= 0), for the lanes k of the values at o + j of row r.
-template <Mask M>
-lanes::F masked_g(const Operands& p, int64_t r, int64_t o, int64_t j, lanes::K k, lanes::F vx) {
-  using namespace lanes;
-  K live = k;
-  if constexpr (M == Mask::Output) live = positive(k, load(p.y + o + j, k));
-  if constexpr (M == Mask::Bits) live = load_bits(p.bits + r * p.words, j, k);
-  if constexpr (M == Mask::Input) {
-    live = positive(k, fma(vx, load(p.scale + j, k), load(p.shift + j, k)));
-  }
-  return keep(live, load(p.g + o + j, k));
-}
-
-// Adds gm and gm * (x - mean) of rows [lo, hi) to the column sums sum_g,
-// sum_g_xmu (C); with gm_out not null, stores gm there (exact in bf16).
-template <Mask M>
-void grad_sums_rows(const Operands& p, BFloat16* gm_out, int64_t lo, int64_t hi, int64_t c,
-                    float* sum_g, float* sum_g_xmu) {
-  using namespace lanes;
-  for (int64_t r = lo; r < hi; ++r) {
-    const int64_t o = r * c;
-    for (int64_t j = 0; j < c; j += kLanes) {
-      const K k = first(c - j);
-      const F vx = load(p.x + o + j, k);
-      const F gm = masked_g<M>(p, r, o, j, k, vx);
-      if (gm_out != nullptr) store(gm_out + o + j, k, gm);
-      store(sum_g + j, k, add(load(sum_g + j, k), gm));
-      store(sum_g_xmu + j, k, fma(gm, sub(vx, load(p.mean + j, k)), load(sum_g_xmu + j, k)));
-    }
-  }
-}
-
-// Rows [lo, hi) of dx = a * gm + bx * x + c0 (R, C).
-template <Mask M>
-void grad_input_rows(const Operands& p, BFloat16* dx, int64_t lo, int64_t hi, int64_t c) {
-  using namespace lanes;
-  for (int64_t r = lo; r < hi; ++r) {
-    const int64_t o = r * c;
-    for (int64_t j = 0; j < c; j += kLanes) {
-      const K k = first(c - j);
-      const F vx = load(p.x + o + j, k);
-      const F gm = masked_g<M>(p, r, o, j, k, vx);
-      const F bx_c0 = fma(load(p.bx + j, k), vx, load(p.c0 + j, k));
-      store(dx + o + j, k, fma(load(p.a + j, k), gm, bx_c0));
-    }
-  }
-}
-
-// f.template operator()<M>() for the mask chosen at run time.
-template <class F>
-void with_mask(Mask mask, F&& f) {
-  if (mask == Mask::Output) {
-    f.template operator()<Mask::Output>();
-  } else if (mask == Mask::Bits) {
-    f.template operator()<Mask::Bits>();
-  } else if (mask == Mask::Input) {
-    f.template operator()<Mask::Input>();
   } else {
-    f.template operator()<Mask::None>();
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const double mu = at(running_mean, ch), var = at(running_var, ch);
+      mean[ch] = static_cast<float>(mu);
+      invstd[ch] = static_cast<float>(1.0 / std::sqrt(var + eps));
+    }
   }
+  // The running statistics were written in place (see Note [Saved tensor versions]).
+  if (update) running_mean.impl()->storage->bump_version();
+  if (update_var) running_var.impl()->storage->bump_version();
 }
 
-void check_nhwc_input(const Tensor& input, const char* op) {
-  LS_CHECK(is_channels_last(input) && input.dtype() == kBFloat16, op,
-           ": the channels-last batch norm kernel takes a channels-last bfloat16 input, but got ",
-           input.dtype(), " ", input.shape_str(),
-           is_channels_last(input) ? " (channels-last)" : " (not channels-last)",
-           "; call batch_norm_bf16_forward / _backward, which pick the kernel for the input's "
-           "order and check its dtype");
-}
-
-}  // namespace
+}  // namespace nhwc_bn
 
 std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_forward(
     const Tensor& input, const Tensor& residual, const Tensor& weight, const Tensor& bias,
@@ -247,50 +145,9 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_forward(
   const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
   float* mean_p = save_mean.data_ptr<float>();
   float* invstd_p = save_invstd.data_ptr<float>();
-  const bool update = training && running_mean.defined();
-  const bool update_var = training && running_var.defined();
   const size_t cs = static_cast<size_t>(c);
-  if (training) {  // rows >= 2 (check_statistics_source)
-    const int64_t blocks = (rows + kRows - 1) / kRows;
-    std::vector<float> k0(cs);  // (C): row 0, the shifts
-    widen_bf16(xp, k0.data(), c);
-    std::vector<float> part(static_cast<size_t>(blocks * c), 0.0f);     // (blocks, C)
-    std::vector<float> part_sq(static_cast<size_t>(blocks * c), 0.0f);  // (blocks, C)
-    float* sp = part.data();
-    float* qp = part_sq.data();
-    const float* kp = k0.data();
-    parallel_for(0, blocks, 1, [xp, sp, qp, kp, rows, c](int64_t lo, int64_t hi) {
-      for (int64_t blk = lo; blk < hi; ++blk) {
-        shifted_sums_rows(xp, blk * kRows, std::min(rows, (blk + 1) * kRows), c, kp, sp + blk * c,
-                          qp + blk * c);
-      }
-    });
-    const std::vector<double> sum = combine(part, blocks, c), sum_sq = combine(part_sq, blocks, c);
-    for (int64_t ch = 0; ch < c; ++ch) {  // Note [One-pass batch statistics] in batch_norm.cpp
-      const size_t i = static_cast<size_t>(ch);
-      const double mean_d = sum[i] / static_cast<double>(rows);
-      const double mean = static_cast<double>(k0[i]) + mean_d;
-      const double var = std::max(sum_sq[i] / static_cast<double>(rows) - mean_d * mean_d, 0.0);
-      if (update) {
-        float& rm = at(running_mean, ch);
-        rm = static_cast<float>((1 - momentum) * rm + momentum * mean);
-      }
-      if (update_var) {
-        float& rv = at(running_var, ch);
-        rv = static_cast<float>((1 - momentum) * rv + momentum * var *
-                                                         static_cast<double>(rows) /
-                                                         static_cast<double>(rows - 1));
-      }
-      mean_p[ch] = static_cast<float>(mean);
-      invstd_p[ch] = static_cast<float>(1.0 / std::sqrt(var + eps));
-    }
-  } else {
-    for (int64_t ch = 0; ch < c; ++ch) {
-      const double mean = at(running_mean, ch), var = at(running_var, ch);
-      mean_p[ch] = static_cast<float>(mean);
-      invstd_p[ch] = static_cast<float>(1.0 / std::sqrt(var + eps));
-    }
-  }
+  batch_statistics(xp, rows, c, running_mean, running_var, training, momentum, eps, mean_p,
+                   invstd_p);
   std::vector<float> scale(cs), shift(cs);  // (C)
   for (int64_t ch = 0; ch < c; ++ch) {
     const Affine<float> affine = affine_coefficients<float>(mean_p[ch], invstd_p[ch], wp, bp, ch);
@@ -313,9 +170,6 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_forward(
       forward_rows<Form::Plain>(xp, rp, yp, mp, lo, hi, c, scp, shp);
     }
   });
-  // The running statistics were written in place (see Note [Saved tensor versions]).
-  if (update) running_mean.impl()->storage->bump_version();
-  if (update_var) running_var.impl()->storage->bump_version();
   return {out, save_mean, save_invstd};
 }
 
