@@ -9,9 +9,11 @@
 // (lr 0.01, momentum 0.9) + zero_grad, like bench_ddp --mode local. Before the loop a
 // post-accumulate-grad hook is registered on every parameter; it records the time since
 // loss.backward() was called at which that parameter's gradient was accumulated, which is
-// the moment DDP's own hook would mark it ready (Note [Backward clock] in
-// bench/bench_ddp.cpp uses the same hooks). The hook itself only reads the clock, so it
-// adds no per-parameter copy: the copy into DDP's bucket is the simulator's to model.
+// the moment DDP's own hook would mark it ready. The hook itself only reads the clock,
+// so it adds no per-parameter copy: the copy into DDP's bucket is the simulator's to
+// model. (bench_ddp, which runs DDP, cannot use such hooks: any post-accumulate-grad
+// hook but DDP's turns its gradient sinks off; its clock is a node on the loss, Note
+// [Backward clock] in bench/bench_ddp.cpp.)
 //
 // Timing of one iteration:
 //   fwd_ms   forward + loss;
