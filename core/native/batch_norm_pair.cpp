@@ -7,7 +7,10 @@
 // LOCKSTEP_BF16_BN_PAIR=0, runs the reference: batch_norm_forward on the residual, then
 // batch_norm_add_relu_forward with its output as the residual; backward,
 // batch_norm_add_relu's backward (whose residual gradient is gm), then batch norm's
-// backward of gm. The reference's checks and errors are those two ops'.
+// backward of gm. The reference's checks and errors are those two ops'. Its bytes
+// (Note [Profiler bytes]) count the tensors it writes and reads back between the two,
+// which the node's own count (its operands and results) cannot see: with
+// LOCKSTEP_BF16_BN_PAIR=0 the profiler's column shows what the two ops moved.
 //
 // Read before: core/native/batch_norm_pair.h, core/native/fused_relu.h.
 // Read next: core/native/fast/batch_norm_bf16_nhwc_pair.cpp.
@@ -18,6 +21,7 @@
 #include "core/native/fused_relu.h"
 #include "core/native/memory_format.h"
 #include "core/native/nn_kernels.h"
+#include "core/profiler.h"
 
 namespace lockstep::native {
 
@@ -67,6 +71,7 @@ BatchNormPairForward batch_norm_pair_forward(const Tensor& input, const BatchNor
   std::tie(f.output, f.save_mean, f.save_invstd) =
       batch_norm_add_relu_forward(input, r, bn.weight, bn.bias, bn.running_mean, bn.running_var,
                                   training, momentum, eps, relu_bits);
+  profiler::add_bytes(static_cast<int64_t>(2 * r.nbytes()));  // written, read back: Note [Profiler bytes]
   return f;
 }
 
@@ -93,11 +98,14 @@ BatchNormPairGrads batch_norm_pair_backward(
                    : batch_norm_add_relu_backward(grad_output, input, weight, save_mean,
                                                   save_invstd, mask_source, training, need[0],
                                                   need[1], need[2]);
-  if (need[3] || need[4] || need[5]) {
+  const bool residual_grads = need[3] || need[4] || need[5];
+  if (residual_grads) {
     std::tie(d.grad_residual, d.grad_residual_weight, d.grad_residual_bias) =
         batch_norm_backward(gm, residual, residual_weight, residual_save_mean, residual_save_invstd,
                             training, need[3], need[4], need[5]);
   }
+  // gm written, and read back by the second backward (Note [Profiler bytes]).
+  profiler::add_bytes(static_cast<int64_t>((residual_grads ? 2 : 1) * gm.nbytes()));
   return d;
 }
 
