@@ -149,11 +149,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_forward(
   batch_statistics(xp, rows, c, running_mean, running_var, training, momentum, eps, mean_p,
                    invstd_p);
   std::vector<float> scale(cs), shift(cs);  // (C)
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const Affine<float> affine = affine_coefficients<float>(mean_p[ch], invstd_p[ch], wp, bp, ch);
-    scale[static_cast<size_t>(ch)] = affine.scale;
-    shift[static_cast<size_t>(ch)] = affine.shift;
-  }
+  affine_of(mean_p, invstd_p, wp, bp, c, scale.data(), shift.data());
   const float* scp = scale.data();
   const float* shp = shift.data();
   const Form form = rp != nullptr ? Form::AddRelu : relu ? Form::Relu : Form::Plain;
@@ -207,11 +203,7 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_backward(
   BFloat16* grp = grad_residual != nullptr ? grad_residual->data_ptr<BFloat16>() : nullptr;
   const size_t cs = static_cast<size_t>(c);
   std::vector<float> scale(cs), shift(cs), a(cs), bx(cs), c0(cs);  // (C)
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const Affine<float> affine = affine_coefficients<float>(mean_p[ch], invstd_p[ch], wp, bp, ch);
-    scale[static_cast<size_t>(ch)] = affine.scale;
-    shift[static_cast<size_t>(ch)] = affine.shift;
-  }
+  affine_of(mean_p, invstd_p, wp, bp, c, scale.data(), shift.data());
   const Operands p{
       gy.data_ptr<BFloat16>(),  // (R, C), as x, y and the results
       input.data_ptr<BFloat16>(),
@@ -247,18 +239,8 @@ std::tuple<Tensor, Tensor, Tensor> batch_norm_bf16_nhwc_backward(
   }
   float* gwp = need_weight ? grad_weight.data_ptr<float>() : nullptr;
   float* gbp = need_bias ? grad_bias.data_ptr<float>() : nullptr;
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const size_t i = static_cast<size_t>(ch);
-    const double sum_g_xhat = sum_g_xmu[i] * static_cast<double>(invstd_p[ch]);
-    if (gbp != nullptr) gbp[ch] = static_cast<float>(sum_g[i]);
-    if (gwp != nullptr) gwp[ch] = static_cast<float>(sum_g_xhat);
-    const GradInput<float> gi = grad_input_coefficients<float>(
-        wp != nullptr ? static_cast<double>(wp[ch]) : 1.0, mean_p[ch], invstd_p[ch], sum_g[i],
-        sum_g_xhat, rows, training);
-    a[i] = gi.a;
-    bx[i] = gi.bx;
-    c0[i] = gi.c0;
-  }
+  grad_coefficients(sum_g, sum_g_xmu, wp, mean_p, invstd_p, rows, training, gwp, gbp, a.data(),
+                    bx.data(), c0.data());
   if (gxp == nullptr) return {grad_input, grad_weight, grad_bias};
   parallel_for(0, rows, kRows, [&p, gxp, c, mask](int64_t lo, int64_t hi) {
     with_mask(mask, [&]<Mask M>() { grad_input_rows<M>(p, gxp, lo, hi, c); });

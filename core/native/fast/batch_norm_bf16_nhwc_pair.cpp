@@ -38,48 +38,6 @@ namespace lockstep::native {
 
 using namespace nhwc_bn;  // the row loops: fast/batch_norm_bf16_nhwc_rows.h
 
-namespace {
-
-// The per-channel scale and shift of y = x scale + shift (C).
-void affine_of(const float* mean, const float* invstd, const Tensor& w, const Tensor& b, int64_t c,
-               std::vector<float>& scale, std::vector<float>& shift) {
-  const float* wp = w.defined() ? w.data_ptr<float>() : nullptr;
-  const float* bp = b.defined() ? b.data_ptr<float>() : nullptr;
-  scale.resize(static_cast<size_t>(c));
-  shift.resize(static_cast<size_t>(c));
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const Affine<float> affine = affine_coefficients<float>(mean[ch], invstd[ch], wp, bp, ch);
-    scale[static_cast<size_t>(ch)] = affine.scale;
-    shift[static_cast<size_t>(ch)] = affine.shift;
-  }
-}
-
-// One batch norm's parameter gradients and grad_input coefficients from its sums.
-void grad_coefficients(const std::vector<double>& sum_g, const std::vector<double>& sum_g_xmu,
-                       const Tensor& w, const float* mean, const float* invstd, int64_t rows,
-                       bool training, float* grad_weight, float* grad_bias, std::vector<float>& a,
-                       std::vector<float>& bx, std::vector<float>& c0) {
-  const int64_t c = static_cast<int64_t>(sum_g.size());
-  const float* wp = w.defined() ? w.data_ptr<float>() : nullptr;
-  a.resize(sum_g.size());
-  bx.resize(sum_g.size());
-  c0.resize(sum_g.size());
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const size_t i = static_cast<size_t>(ch);
-    const double sum_g_xhat = sum_g_xmu[i] * static_cast<double>(invstd[ch]);
-    if (grad_bias != nullptr) grad_bias[ch] = static_cast<float>(sum_g[i]);
-    if (grad_weight != nullptr) grad_weight[ch] = static_cast<float>(sum_g_xhat);
-    const GradInput<float> gi = grad_input_coefficients<float>(
-        wp != nullptr ? static_cast<double>(wp[ch]) : 1.0, mean[ch], invstd[ch], sum_g[i],
-        sum_g_xhat, rows, training);
-    a[i] = gi.a;
-    bx[i] = gi.bx;
-    c0[i] = gi.c0;
-  }
-}
-
-}  // namespace
-
 BatchNormPairForward batch_norm_bf16_nhwc_pair_forward(const Tensor& input, const BatchNormTensors& bn,
                                                        const Tensor& residual,
                                                        const BatchNormTensors& residual_bn,
@@ -109,9 +67,11 @@ BatchNormPairForward batch_norm_bf16_nhwc_pair_forward(const Tensor& input, cons
                    invstd);
   batch_statistics(rp, rows, c, residual_bn.running_mean, residual_bn.running_var, training,
                    momentum, eps, r_mean, r_invstd);
-  std::vector<float> scale, shift, rscale, rshift;  // (C) each
-  affine_of(mean, invstd, w, b, c, scale, shift);
-  affine_of(r_mean, r_invstd, rw, rb, c, rscale, rshift);
+  const size_t cs = static_cast<size_t>(c);
+  std::vector<float> scale(cs), shift(cs), rscale(cs), rshift(cs);  // (C) each
+  const auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
+  affine_of(mean, invstd, ptr(w), ptr(b), c, scale.data(), shift.data());
+  affine_of(r_mean, r_invstd, ptr(rw), ptr(rb), c, rscale.data(), rshift.data());
   BFloat16* yp = f.output.data_ptr<BFloat16>();
   uint16_t* mp =
       relu_bits != nullptr ? reinterpret_cast<uint16_t*>(relu_bits->data_ptr<uint8_t>()) : nullptr;
@@ -134,22 +94,21 @@ BatchNormPairGrads batch_norm_bf16_nhwc_pair_backward(
   check_nhwc_input(input, op);
   check_nhwc_input(residual, op);
   const int64_t c = input.size(1), rows = input.size(0) * input.size(2) * input.size(3);
-if (mask == Mask::Bits) {
-    const int64_t rows = input.size(0) * input.size(2) * input.size(3);
+  const int64_t words = bit_words(c);
+  const std::string got =
+      mask_source.defined() ? mask_source.shape_str() : std::string("an undefined tensor");
+  if (mask == Mask::Bits) {
     LS_CHECK(mask_source.defined() && mask_source.dtype() == kUInt8 && mask_source.dim() == 2 &&
-                 mask_source.size(0) == rows && mask_source.is_contiguous() &&
-                 mask_source.size(1) == 2 * bit_words(input.size(1)),
-             op, ": the ReLU's bit mask must be the (", rows, ", ",
-             2 * bit_words(input.size(1)),
-             ") uint8 tensor the forward wrote for this input, but got ",
-             mask_source.defined() ? mask_source.shape_str() : std::string("an undefined tensor"),
+                 mask_source.size(0) == rows && mask_source.size(1) == 2 * words &&
+                 mask_source.is_contiguous(),
+             op, ": the ReLU's bit mask must be the (", rows, ", ", 2 * words,
+             ") uint8 tensor the forward wrote for this input, but got ", got,
              "; pass the relu_bits of batch_norm_pair_forward");
   } else {
     LS_CHECK(mask_source.defined() && mask_source.sizes() == input.sizes() &&
                  mask_source.dtype() == kBFloat16,
              op, ": the ReLU's mask must be the forward's bfloat16 output ", input.shape_str(),
-             ", but got ",
-             mask_source.defined() ? mask_source.shape_str() : std::string("an undefined tensor"));
+             ", but got ", got, "; pass the output of batch_norm_pair_forward");
   }
   const Tensor gy = channels_last(grad_output);  // (N, C, H, W) NHWC
   const Tensor y = mask == Mask::Output ? channels_last(mask_source) : Tensor();
@@ -165,7 +124,8 @@ if (mask == Mask::Bits) {
   if (need[3]) d.grad_residual = empty_channels_last(input.sizes(), kBFloat16);
   if (need[4]) d.grad_residual_weight = empty({c}, kFloat32);
   if (need[5]) d.grad_residual_bias = empty({c}, kFloat32);
-  std::vector<float> a, bx, c0, ra, rbx, rc0;  // (C) each, filled below
+  const size_t cs = static_cast<size_t>(c);
+  std::vector<float> a(cs), bx(cs), c0(cs), ra(cs), rbx(cs), rc0(cs);  // (C) each, filled below
   Operands p{gy.data_ptr<BFloat16>(),  // (R, C), as x, y, r and the results
              input.data_ptr<BFloat16>(),
              y.defined() ? y.data_ptr<BFloat16>() : nullptr,
@@ -177,7 +137,7 @@ if (mask == Mask::Bits) {
              nullptr,
              mask == Mask::Bits ? reinterpret_cast<const uint16_t*>(mask_source.data_ptr<uint8_t>())
                                 : nullptr,
-             bit_words(c)};
+             words};
   p.r = residual.data_ptr<BFloat16>();
   p.r_mean = r_mean_t.data_ptr<float>();
   // The sums, in kRows blocks combined in order (Note [bfloat16 batch norm on
@@ -200,13 +160,13 @@ if (mask == Mask::Bits) {
     }
   });
   const std::vector<double> sum_g = combine(part_g, blocks, c);
-  grad_coefficients(sum_g, combine(part_xmu, blocks, c), w, p.mean, invstd_t.data_ptr<float>(),
-                    rows, training, need[1] ? d.grad_weight.data_ptr<float>() : nullptr,
-                    need[2] ? d.grad_bias.data_ptr<float>() : nullptr, a, bx, c0);
-  grad_coefficients(sum_g, combine(part_rmu, blocks, c), rw, p.r_mean,
-                    r_invstd_t.data_ptr<float>(), rows, training,
-                    need[4] ? d.grad_residual_weight.data_ptr<float>() : nullptr,
-                    need[5] ? d.grad_residual_bias.data_ptr<float>() : nullptr, ra, rbx, rc0);
+  const auto ptr = [](const Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; };
+  grad_coefficients(sum_g, combine(part_xmu, blocks, c), ptr(w), p.mean, invstd_t.data_ptr<float>(),
+                    rows, training, ptr(d.grad_weight), ptr(d.grad_bias), a.data(), bx.data(),
+                    c0.data());
+  grad_coefficients(sum_g, combine(part_rmu, blocks, c), ptr(rw), p.r_mean,
+                    r_invstd_t.data_ptr<float>(), rows, training, ptr(d.grad_residual_weight),
+                    ptr(d.grad_residual_bias), ra.data(), rbx.data(), rc0.data());
   p.a = a.data();
   p.bx = bx.data();
   p.c0 = c0.data();

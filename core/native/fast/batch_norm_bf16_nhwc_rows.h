@@ -12,7 +12,8 @@
 //   grad_sums_rows       the backward's sums (gm, gm * (x - mean)), gm stored if asked
 //   grad_input_rows      dx = a * gm + bx * x + c0
 //   add_bn_relu_rows     the pair's forward (its backward: the two above with Pair)
-// and batch_statistics runs the whole statistics pass of one input.
+// and batch_statistics runs the whole statistics pass of one input; affine_of and
+// grad_coefficients turn statistics and sums into the loops' per-channel coefficients.
 //
 // Read before: core/native/fast/batch_norm_bf16_nhwc.cpp (the Note), core/native/fast/bf16_lanes.h,
 // core/native/batch_norm_sums.h. Read next: core/native/fast/batch_norm_bf16_nhwc_pair.cpp.
@@ -220,6 +221,38 @@ void with_mask(Mask mask, F&& f) {
     f.template operator()<Mask::Input>();
   } else {
     f.template operator()<Mask::None>();
+  }
+}
+
+// The per-channel y = x * scale + shift of the forward (C each; w, b may be null).
+inline void affine_of(const float* mean, const float* invstd, const float* w, const float* b,
+                      int64_t c, float* scale, float* shift) {
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const Affine<float> affine = affine_coefficients<float>(mean[ch], invstd[ch], w, b, ch);
+    scale[ch] = affine.scale;
+    shift[ch] = affine.shift;
+  }
+}
+
+// From the backward's sums (C each; zeros where none were needed): the parameters'
+// gradients (grad_weight, grad_bias, either may be null) and dx = a * gm + bx * x + c0's
+// coefficients a, bx, c0 (C each; w may be null).
+inline void grad_coefficients(const std::vector<double>& sum_g, const std::vector<double>& sum_g_xmu,
+                              const float* w, const float* mean, const float* invstd, int64_t rows,
+                              bool training, float* grad_weight, float* grad_bias, float* a,
+                              float* bx, float* c0) {
+  const int64_t c = static_cast<int64_t>(sum_g.size());
+  for (int64_t ch = 0; ch < c; ++ch) {
+    const size_t i = static_cast<size_t>(ch);
+    const double sum_g_xhat = sum_g_xmu[i] * static_cast<double>(invstd[ch]);
+    if (grad_bias != nullptr) grad_bias[ch] = static_cast<float>(sum_g[i]);
+    if (grad_weight != nullptr) grad_weight[ch] = static_cast<float>(sum_g_xhat);
+    const GradInput<float> gi = grad_input_coefficients<float>(
+        w != nullptr ? static_cast<double>(w[ch]) : 1.0, mean[ch], invstd[ch], sum_g[i], sum_g_xhat,
+        rows, training);
+    a[ch] = gi.a;
+    bx[ch] = gi.bx;
+    c0[ch] = gi.c0;
   }
 }
 
