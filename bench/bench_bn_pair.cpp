@@ -50,9 +50,10 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  ls::cli::Program p("bench_bn_pair", "relu(bn(x) + bn(r)) as one bf16 channels-last kernel against "
-                                      "batch_norm then batch_norm_add_relu, ResNet50's downsample "
-                                      "shapes; JSON lines, the last a summary.");
+  ls::cli::Program p("bench_bn_pair",
+                     "relu(bn(x) + bn(r)) as one bf16 channels-last kernel against "
+                     "batch_norm then batch_norm_add_relu, ResNet50's downsample "
+                     "shapes; JSON lines, the last a summary.");
   p.threads(o.threads);
   p.integer("--reps", o.reps, "timed repetitions per shape", 1, 100000);
   p.parse(argc, argv);

@@ -5,7 +5,8 @@
 // (Note [Fused BatchNorm + add + ReLU]), or, in a block that downsamples, with the
 // downsample's BatchNorm folded in too, into batch_norm_add_batch_norm_relu (Note
 // [Downsample batch norm folded] in core/native/fast/batch_norm_bf16_nhwc_pair.cpp;
-// its conv runs as before): the same arithmetic
+// its conv runs as before; under bf16 the sum is taken before the downsample's
+// output is rounded): the same arithmetic
 // as torchvision's relu(bn(x)) and relu(out + identity) with ReLU(inplace=True),
 // and the same activations kept alive (Note [Fused BatchNorm + ReLU] in
 // autograd/functions/batch_norm.cpp). The modules are unchanged (bn1, relu, ...),

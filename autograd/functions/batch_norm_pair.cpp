@@ -18,12 +18,12 @@
 //
 // Read before: autograd/functions/batch_norm.cpp, core/native/batch_norm_pair.h.
 // Read next: models/resnet.cpp (where ResNet's downsampling blocks call it).
+#include "core/native/batch_norm_pair.h"
 #include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/functions.h"
 #include "autograd/functions/norm_recorded.h"
 #include "autograd/traffic.h"
 #include "core/env_flag.h"
-#include "core/native/batch_norm_pair.h"
 #include "core/native/fused_relu.h"
 #include "core/native/nn_kernels.h"
 #include "core/nn_ops.h"
@@ -73,7 +73,8 @@ struct BatchNormAddBatchNormReluBackward final : BackwardNode {
     const Tensor mask = mask_source.unpack(name());
     if (grad_ops::recording()) {
       const ScalarType dt = norm_compute_dtype(x.dtype());
-      const Tensor g = grad_ops::to_dtype(grads[0], dt) * mask_to(relu_mask(x, w, mean, invstd, mask), dt);
+      const Tensor g =
+          grad_ops::to_dtype(grads[0], dt) * mask_to(relu_mask(x, w, mean, invstd, mask), dt);
       variable_list d = batch_norm_backward_recorded(g, x, w, mean, invstd, training, eps,
                                                      {need[0], need[1], need[2]});
       variable_list dr = batch_norm_backward_recorded(g, r, rw, r_mean, r_invstd, training, eps,

@@ -36,8 +36,9 @@ bool fast_pair(const Tensor& input, const Tensor& residual) {
   static const bool on = env_flag("LOCKSTEP_BF16_BN_PAIR", true);
   return on && input.defined() && residual.defined() && !input.device().is_cuda() &&
          !residual.device().is_cuda() && input.dtype() == kBFloat16 &&
-         residual.dtype() == kBFloat16 && choose_batch_norm(input, kOp) == BatchNormImpl::Bf16ChannelsLast &&
-         stored_channels_last(residual) && residual.sizes() == input.sizes();
+         residual.dtype() == kBFloat16 && residual.sizes() == input.sizes() &&
+         choose_batch_norm(input, kOp) == BatchNormImpl::Bf16ChannelsLast &&
+         stored_channels_last(residual);
 }
 
 }  // namespace
@@ -52,8 +53,9 @@ BatchNormPairForward batch_norm_pair_forward(const Tensor& input, const BatchNor
   LS_CHECK(residual.sizes() == input.sizes() && residual.dtype() == input.dtype() &&
                residual.device() == input.device(),
            kOp, ": the residual must have the input's shape, dtype and device, but the input is ",
-           input.dtype(), " ", input.shape_str(), " on ", input.device().str(), " and the residual ",
-           residual.dtype(), " ", residual.shape_str(), " on ", residual.device().str(),
+           input.dtype(), " ", input.shape_str(), " on ", input.device().str(),
+           " and the residual ", residual.dtype(), " ", residual.shape_str(), " on ",
+           residual.device().str(),
            "; a residual of another shape needs its own batch_norm and then batch_norm_add_relu");
   if (fast_pair(input, residual)) {
     check_batch_norm_bf16_forward(input, residual, bn.weight, bn.bias, bn.running_mean,
@@ -71,7 +73,8 @@ BatchNormPairForward batch_norm_pair_forward(const Tensor& input, const BatchNor
   std::tie(f.output, f.save_mean, f.save_invstd) =
       batch_norm_add_relu_forward(input, r, bn.weight, bn.bias, bn.running_mean, bn.running_var,
                                   training, momentum, eps, relu_bits);
-  profiler::add_bytes(static_cast<int64_t>(2 * r.nbytes()));  // written, read back: Note [Profiler bytes]
+  // r written, and read back by the add (Note [Profiler bytes]).
+  profiler::add_bytes(static_cast<int64_t>(2 * r.nbytes()));
   return f;
 }
 
@@ -92,12 +95,11 @@ BatchNormPairGrads batch_norm_pair_backward(
   BatchNormPairGrads d;
   Tensor gm;  // (N, C, *): grad_output * (output > 0), the residual batch norm's output's gradient
   std::tie(d.grad_input, d.grad_weight, d.grad_bias, gm) =
-      mask_in_bits ? batch_norm_add_relu_backward_bits(grad_output, input, weight, save_mean,
-                                                       save_invstd, mask_source, training, need[0],
-                                                       need[1], need[2])
-                   : batch_norm_add_relu_backward(grad_output, input, weight, save_mean,
-                                                  save_invstd, mask_source, training, need[0],
-                                                  need[1], need[2]);
+      mask_in_bits
+          ? batch_norm_add_relu_backward_bits(grad_output, input, weight, save_mean, save_invstd,
+                                              mask_source, training, need[0], need[1], need[2])
+          : batch_norm_add_relu_backward(grad_output, input, weight, save_mean, save_invstd,
+                                         mask_source, training, need[0], need[1], need[2]);
   const bool residual_grads = need[3] || need[4] || need[5];
   if (residual_grads) {
     std::tie(d.grad_residual, d.grad_residual_weight, d.grad_residual_bias) =

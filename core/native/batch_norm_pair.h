@@ -33,7 +33,7 @@ struct BatchNormPairForward {
 
 // Undefined where not asked for.
 struct BatchNormPairGrads {
-  Tensor grad_input, grad_weight, grad_bias;                    // x's batch norm
+  Tensor grad_input, grad_weight, grad_bias;                       // x's batch norm
   Tensor grad_residual, grad_residual_weight, grad_residual_bias;  // r's
 };
 

@@ -50,7 +50,8 @@ bool reference_on() {
   return v != nullptr && std::string(v) == "0";
 }
 
-const ls::profiler::Entry* find(const std::vector<ls::profiler::Entry>& rows, const std::string& name) {
+const ls::profiler::Entry* find(const std::vector<ls::profiler::Entry>& rows,
+                                const std::string& name) {
   for (const auto& e : rows) {
     if (e.name == name) return &e;
   }
@@ -59,7 +60,8 @@ const ls::profiler::Entry* find(const std::vector<ls::profiler::Entry>& rows, co
 
 }  // namespace
 
-TEST_CASE("batch_norm_add_batch_norm_relu matches batch_norm_add_relu(x, batch_norm(r)) in float64") {
+TEST_CASE(
+    "batch_norm_add_batch_norm_relu matches batch_norm_add_relu(x, batch_norm(r)) in float64") {
   ls::manual_seed(66);
   for (bool training : {true, false}) {
     CAPTURE(training);
@@ -76,11 +78,12 @@ TEST_CASE("batch_norm_add_batch_norm_relu matches batch_norm_add_relu(x, batch_n
         running.push_back(ls::zeros({3}, ls::kFloat64) + 0.5 * k);
         running.push_back(ls::ones({3}, ls::kFloat64) * (2.0 + k));
       }
-      Tensor y = fused ? pair_op(v, running[0], running[1], running[2], running[3], training)
-                       : ls::batch_norm_add_relu(
-                             v[0],
-                             ls::batch_norm(v[3], v[4], v[5], running[2], running[3], training, 0.1, 1e-5),
-                             v[1], v[2], running[0], running[1], training, 0.1, 1e-5);
+      Tensor y =
+          fused ? pair_op(v, running[0], running[1], running[2], running[3], training)
+                : ls::batch_norm_add_relu(
+                      v[0],
+                      ls::batch_norm(v[3], v[4], v[5], running[2], running[3], training, 0.1, 1e-5),
+                      v[1], v[2], running[0], running[1], training, 0.1, 1e-5);
       REQUIRE(y.grad_fn() != nullptr);
       CHECK(y.grad_fn()->name() ==
             (fused ? "BatchNormAddBatchNormReluBackward" : "BatchNormAddReluBackward"));
@@ -108,13 +111,15 @@ TEST_CASE("batch_norm_add_batch_norm_relu: gradcheck and gradgradcheck, training
   ls::manual_seed(67);
   for (bool training : {true, false}) {
     CAPTURE(training);
-    const Tensor rm = randn64({2}), rv = ls::rand({2}, ls::TensorOptions().dtype(ls::kFloat64)) + 0.5;
+    const Tensor rm = randn64({2}),
+                 rv = ls::rand({2}, ls::TensorOptions().dtype(ls::kFloat64)) + 0.5;
     for (int attempt = 0;; ++attempt) {  // inputs whose pre-ReLU values stay off the kink
       REQUIRE(attempt < 200);
       const Inputs v = {randn64({3, 2, 2, 2}), randn64({2}), randn64({2}),
                         randn64({3, 2, 2, 2}), randn64({2}), randn64({2})};
-      const Tensor pre = ls::batch_norm(v[0], v[1], v[2], rm.clone(), rv.clone(), training, 0.1, 1e-5) +
-                         ls::batch_norm(v[3], v[4], v[5], rm.clone(), rv.clone(), training, 0.1, 1e-5);
+      const Tensor pre =
+          ls::batch_norm(v[0], v[1], v[2], rm.clone(), rv.clone(), training, 0.1, 1e-5) +
+          ls::batch_norm(v[3], v[4], v[5], rm.clone(), rv.clone(), training, 0.1, 1e-5);
       bool off_kink = true;
       for (double p : pre.to_vector<double>()) off_kink &= std::abs(p) >= 0.05;
       if (!off_kink) continue;
@@ -128,7 +133,8 @@ TEST_CASE("batch_norm_add_batch_norm_relu: gradcheck and gradgradcheck, training
   }
 }
 
-TEST_CASE("batch_norm_add_batch_norm_relu on channels-last bf16: the kernel's gradients and the bytes") {
+TEST_CASE(
+    "batch_norm_add_batch_norm_relu on channels-last bf16: the kernel's gradients and the bytes") {
   const ls::IntList shape{4, 40, 6, 6};
   const int64_t c = 40, rows = 4 * 6 * 6, a = 4 * 40 * 6 * 6 * 2;  // a: one bf16 activation
   ls::manual_seed(68);
@@ -157,7 +163,8 @@ TEST_CASE("batch_norm_add_batch_norm_relu on channels-last bf16: the kernel's gr
   CHECK(ls::equal(nv::to_dtype(out.detach(), ls::kFloat32), nv::to_dtype(f.output, ls::kFloat32)));
   for (size_t k = 0; k < 6; ++k) {
     CAPTURE(k);
-    CHECK(ls::equal(nv::to_dtype(v[k].grad(), ls::kFloat32), nv::to_dtype(expected[k], ls::kFloat32)));
+    CHECK(ls::equal(nv::to_dtype(v[k].grad(), ls::kFloat32),
+                    nv::to_dtype(expected[k], ls::kFloat32)));
   }
   REQUIRE(bits.defined());
   const int64_t mask = bits_on() ? rows * 2 * ((c + 15) / 16) : a;  // bits, or the output saved

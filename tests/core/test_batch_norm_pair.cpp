@@ -64,7 +64,8 @@ std::vector<float> values(const ls::Tensor& t) {
 
 }  // namespace
 
-TEST_CASE("batch_norm_pair: the channels-last bf16 kernel against batch_norm then batch_norm_add_relu") {
+TEST_CASE(
+    "batch_norm_pair: the channels-last bf16 kernel against batch_norm then batch_norm_add_relu") {
   const int saved = ls::get_num_threads();
   for (int threads : {1, 2}) {
     ls::set_num_threads(threads);
@@ -101,7 +102,8 @@ TEST_CASE("batch_norm_pair: the channels-last bf16 kernel against batch_norm the
         }
         // Output: within one bf16 rounding of the exact value from these statistics.
         const std::vector<float> out = values(f.output), xv = values(x), rv = values(r);
-        const std::vector<float> m = f.save_mean.to_vector<float>(), is = f.save_invstd.to_vector<float>();
+        const std::vector<float> m = f.save_mean.to_vector<float>(),
+                                 is = f.save_invstd.to_vector<float>();
         const std::vector<float> rm = f.residual_save_mean.to_vector<float>();
         const std::vector<float> ris = f.residual_save_invstd.to_vector<float>();
         const std::vector<float> w = bn.w.to_vector<float>(), b = bn.b.to_vector<float>();
@@ -110,9 +112,9 @@ TEST_CASE("batch_norm_pair: the channels-last bf16 kernel against batch_norm the
         int64_t worse = 0;
         for (size_t e = 0; e < out.size(); ++e) {
           const size_t ch = (e / static_cast<size_t>(hw)) % static_cast<size_t>(c);
-          const double exact = std::max(
-              0.0, (xv[e] - m[ch]) * double(is[ch]) * w[ch] + b[ch] +
-                       (rv[e] - rm[ch]) * double(ris[ch]) * rw[ch] + rb[ch]);
+          const double exact =
+              std::max(0.0, (xv[e] - m[ch]) * double(is[ch]) * w[ch] + b[ch] +
+                                (rv[e] - rm[ch]) * double(ris[ch]) * rw[ch] + rb[ch]);
           if (std::abs(out[e] - exact) > std::ldexp(std::abs(exact), -8) + 1e-5) ++worse;
         }
         CHECK(worse == 0);
@@ -127,9 +129,8 @@ TEST_CASE("batch_norm_pair: the channels-last bf16 kernel against batch_norm the
         // Backward: every gradient bit for bit the reference's (bits and output masks).
         auto [gi, gw, gb, gm] = nv::batch_norm_add_relu_backward_bits(
             gy, x, bn.w, f.save_mean, f.save_invstd, bits, training, true, true, true);
-        auto [gr, grw, grb] = nv::batch_norm_backward(gm, r, rbn.w, f.residual_save_mean,
-                                                      f.residual_save_invstd, training, true, true,
-                                                      true);
+        auto [gr, grw, grb] = nv::batch_norm_backward(
+            gm, r, rbn.w, f.residual_save_mean, f.residual_save_invstd, training, true, true, true);
         for (bool in_bits : {true, false}) {
           CAPTURE(in_bits);
           const nv::BatchNormPairGrads d = nv::batch_norm_pair_backward(
@@ -168,8 +169,10 @@ TEST_CASE("batch_norm_pair: float32 NCHW runs the reference, equal to the two op
   ls::Tensor bits;
   const nv::BatchNormPairForward f =
       nv::batch_norm_pair_forward(x, bn_k.tensors(), r, rbn_k.tensors(), true, 0.1, 1e-5, &bits);
-  CHECK_FALSE(bits.defined());  // no bits outside the channels-last bf16 kernel: the output is the mask
-  auto [yr, r_mean, r_invstd] = nv::batch_norm_forward(r, rbn_r.w, rbn_r.b, rbn_r.rm, rbn_r.rv, true, 0.1, 1e-5);
+  CHECK_FALSE(
+      bits.defined());  // no bits outside the channels-last bf16 kernel: the output is the mask
+  auto [yr, r_mean, r_invstd] =
+      nv::batch_norm_forward(r, rbn_r.w, rbn_r.b, rbn_r.rm, rbn_r.rv, true, 0.1, 1e-5);
   auto [out, mean, invstd] =
       nv::batch_norm_add_relu_forward(x, yr, bn_r.w, bn_r.b, bn_r.rm, bn_r.rv, true, 0.1, 1e-5);
   CHECK(same_bits(f.output, out));
@@ -177,11 +180,11 @@ TEST_CASE("batch_norm_pair: float32 NCHW runs the reference, equal to the two op
   CHECK(same_bits(rbn_k.rv, rbn_r.rv));
   auto [gi, gw, gb, gm] =
       nv::batch_norm_add_relu_backward(gy, x, bn.w, mean, invstd, out, true, true, true, true);
-  auto [gr, grw, grb] = nv::batch_norm_backward(gm, r, rbn.w, r_mean, r_invstd, true, true, true, true);
-  const nv::BatchNormPairGrads d =
-      nv::batch_norm_pair_backward(gy, x, bn.w, f.save_mean, f.save_invstd, r, rbn.w,
-                                   f.residual_save_mean, f.residual_save_invstd, f.output, false,
-                                   true, {true, true, true, true, true, true});
+  auto [gr, grw, grb] =
+      nv::batch_norm_backward(gm, r, rbn.w, r_mean, r_invstd, true, true, true, true);
+  const nv::BatchNormPairGrads d = nv::batch_norm_pair_backward(
+      gy, x, bn.w, f.save_mean, f.save_invstd, r, rbn.w, f.residual_save_mean,
+      f.residual_save_invstd, f.output, false, true, {true, true, true, true, true, true});
   CHECK(same_bits(d.grad_input, gi));
   CHECK(same_bits(d.grad_bias, gb));
   CHECK(same_bits(d.grad_residual, gr));
@@ -197,16 +200,17 @@ TEST_CASE("batch_norm_pair: operands that do not fit are refused, naming the op"
       doctest::Contains("batch_norm_add_batch_norm_relu: the residual must have the input's shape"),
       ls::Error);
   const Bn wrong{ls::randn({21}), ls::Tensor(), ls::Tensor(), ls::Tensor()};
-  CHECK_THROWS_WITH_AS(nv::batch_norm_pair_forward(x, bn.tensors(), x, wrong.tensors(), true, 0.1, 1e-5),
-                       doctest::Contains("batch_norm_add_batch_norm_relu: weight must have shape [20]"),
-                       ls::Error);
-  ls::Tensor bits;
-  const nv::BatchNormPairForward f =
-      nv::batch_norm_pair_forward(x, bn.clone().tensors(), x, bn.clone().tensors(), true, 0.1, 1e-5, &bits);
-  REQUIRE(bits.defined());
   CHECK_THROWS_WITH_AS(
-      nv::batch_norm_pair_backward(gy, x, bn.w, f.save_mean, f.save_invstd, x, bn.w,
-                                   f.residual_save_mean, f.residual_save_invstd,
-                                   nv::narrow(bits, 0, 0, 9), true, true, {true, true, true, true, true, true}),
-      doctest::Contains("the ReLU's bit mask must be the (18, 4) uint8 tensor"), ls::Error);
+      nv::batch_norm_pair_forward(x, bn.tensors(), x, wrong.tensors(), true, 0.1, 1e-5),
+      doctest::Contains("batch_norm_add_batch_norm_relu: weight must have shape [20]"), ls::Error);
+  ls::Tensor bits;
+  const nv::BatchNormPairForward f = nv::batch_norm_pair_forward(
+      x, bn.clone().tensors(), x, bn.clone().tensors(), true, 0.1, 1e-5, &bits);
+  REQUIRE(bits.defined());
+  CHECK_THROWS_WITH_AS(nv::batch_norm_pair_backward(
+                           gy, x, bn.w, f.save_mean, f.save_invstd, x, bn.w, f.residual_save_mean,
+                           f.residual_save_invstd, nv::narrow(bits, 0, 0, 9), true, true,
+                           {true, true, true, true, true, true}),
+                       doctest::Contains("the ReLU's bit mask must be the (18, 4) uint8 tensor"),
+                       ls::Error);
 }

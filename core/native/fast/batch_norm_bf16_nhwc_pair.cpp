@@ -38,7 +38,8 @@ namespace lockstep::native {
 
 using namespace nhwc_bn;  // the row loops: fast/batch_norm_bf16_nhwc_rows.h
 
-BatchNormPairForward batch_norm_bf16_nhwc_pair_forward(const Tensor& input, const BatchNormTensors& bn,
+BatchNormPairForward batch_norm_bf16_nhwc_pair_forward(const Tensor& input,
+                                                       const BatchNormTensors& bn,
                                                        const Tensor& residual,
                                                        const BatchNormTensors& residual_bn,
                                                        bool training, double momentum, double eps,
@@ -52,7 +53,7 @@ BatchNormPairForward batch_norm_bf16_nhwc_pair_forward(const Tensor& input, cons
   const Tensor rb = residual_bn.bias.defined() ? contiguous(residual_bn.bias) : Tensor();
   BatchNormPairForward f;
   f.output = empty_channels_last(input.sizes(), kBFloat16);  // (N, C, H, W) NHWC
-  f.save_mean = empty({c}, kFloat32);                          // (C), as the three below
+  f.save_mean = empty({c}, kFloat32);                        // (C), as the three below
   f.save_invstd = empty({c}, kFloat32);
   f.residual_save_mean = empty({c}, kFloat32);
   f.residual_save_invstd = empty({c}, kFloat32);
@@ -75,7 +76,8 @@ BatchNormPairForward batch_norm_bf16_nhwc_pair_forward(const Tensor& input, cons
   BFloat16* yp = f.output.data_ptr<BFloat16>();
   uint16_t* mp =
       relu_bits != nullptr ? reinterpret_cast<uint16_t*>(relu_bits->data_ptr<uint8_t>()) : nullptr;
-  const float *scp = scale.data(), *shp = shift.data(), *rscp = rscale.data(), *rshp = rshift.data();
+  const float *scp = scale.data(), *shp = shift.data(), *rscp = rscale.data(),
+              *rshp = rshift.data();
   parallel_for(0, rows, kRows, [=](int64_t lo, int64_t hi) {
     if (mp != nullptr) {
       add_bn_relu_rows<true>(xp, rp, yp, mp, lo, hi, c, scp, shp, rscp, rshp);

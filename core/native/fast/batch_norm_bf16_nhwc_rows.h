@@ -237,10 +237,11 @@ inline void affine_of(const float* mean, const float* invstd, const float* w, co
 // From the backward's sums (C each; zeros where none were needed): the parameters'
 // gradients (grad_weight, grad_bias, either may be null) and dx = a * gm + bx * x + c0's
 // coefficients a, bx, c0 (C each; w may be null).
-inline void grad_coefficients(const std::vector<double>& sum_g, const std::vector<double>& sum_g_xmu,
-                              const float* w, const float* mean, const float* invstd, int64_t rows,
-                              bool training, float* grad_weight, float* grad_bias, float* a,
-                              float* bx, float* c0) {
+inline void grad_coefficients(const std::vector<double>& sum_g,
+                              const std::vector<double>& sum_g_xmu, const float* w,
+                              const float* mean, const float* invstd, int64_t rows, bool training,
+                              float* grad_weight, float* grad_bias, float* a, float* bx,
+                              float* c0) {
   const int64_t c = static_cast<int64_t>(sum_g.size());
   for (int64_t ch = 0; ch < c; ++ch) {
     const size_t i = static_cast<size_t>(ch);
