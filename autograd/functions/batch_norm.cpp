@@ -110,11 +110,6 @@ struct BatchNormNode : BackwardNode {
   }
 };
 
-// The ReLU's mask of a fused output: out > 0 (bool).
-Tensor relu_mask(const Tensor& output) {
-  return native::compare_scalar(native::CompareOp::Gt, output, 0.0);
-}
-
 // batch_norm_relu's mask recomputed from its input: x * scale + shift > 0 with the
 // per-channel scale = invstd w and shift = b - mean scale, in the statistics'
 // dtype. The kernel's mask rounds as the forward did (one fused multiply-add,
@@ -130,17 +125,6 @@ Tensor relu_mask_from_input(const Tensor& x, const Tensor& w, const Tensor& b, c
   const Tensor shift = b.defined() ? b.to(dt) - mean * scale : -(mean * scale);  // (C)
   const Tensor y = x.to(dt) * scale.reshape(per_channel) + shift.reshape(per_channel);
   return relu_mask(y);
-}
-
-// batch_norm_add_relu's mask from its bits: the kernel's residual gradient for a
-// gradient of ones, which is the mask as 0/1 (Note [ReLU mask in bits]).
-Tensor relu_mask_from_bits(const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& invstd,
-                           const Tensor& bits, bool training) {
-  const Tensor ones = native::empty(x.sizes(), x.dtype(), x.device());
-  native::fill_(ones, 1.0);
-  const Tensor masked = std::get<3>(native::batch_norm_add_relu_backward_bits(
-      ones, x, w, mean, invstd, bits, training, false, false, false));
-  return relu_mask(masked);
 }
 
 // With relu, the node of batch_norm_relu, whose mask comes from the input and

@@ -24,8 +24,6 @@
 #include "autograd/functions/norm_recorded.h"
 #include "autograd/traffic.h"
 #include "core/env_flag.h"
-#include "core/native/fused_relu.h"
-#include "core/native/nn_kernels.h"
 #include "core/nn_ops.h"
 #include "core/profiler.h"
 
@@ -49,18 +47,6 @@ struct BatchNormAddBatchNormReluBackward final : BackwardNode {
     }
   }
 
-  // The mask as 0/1: out > 0, or from the bits through the kernel (a gradient of
-  // ones masked, as batch_norm.cpp's relu_mask_from_bits).
-  Tensor relu_mask(const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& invstd,
-                   const Tensor& mask) const {
-    if (!mask_in_bits) return native::compare_scalar(native::CompareOp::Gt, mask, 0.0);
-    const Tensor ones = native::empty(x.sizes(), x.dtype(), x.device());
-    native::fill_(ones, 1.0);
-    const Tensor masked = std::get<3>(native::batch_norm_add_relu_backward_bits(
-        ones, x, w, mean, invstd, mask, training, false, false, false));
-    return native::compare_scalar(native::CompareOp::Gt, masked, 0.0);
-  }
-
   variable_list apply(variable_list&& grads) override {
     const std::array<bool, 6> need = {should_compute_output(0), should_compute_output(1),
                                       should_compute_output(2), should_compute_output(3),
@@ -72,9 +58,10 @@ struct BatchNormAddBatchNormReluBackward final : BackwardNode {
     const Tensor r_invstd = residual_save_invstd.unpack(name());
     const Tensor mask = mask_source.unpack(name());
     if (grad_ops::recording()) {
+      const Tensor relu = mask_in_bits ? relu_mask_from_bits(x, w, mean, invstd, mask, training)
+                                       : relu_mask(mask);  // Note [Fused BatchNorm + ReLU]
       const ScalarType dt = norm_compute_dtype(x.dtype());
-      const Tensor g =
-          grad_ops::to_dtype(grads[0], dt) * mask_to(relu_mask(x, w, mean, invstd, mask), dt);
+      const Tensor g = grad_ops::to_dtype(grads[0], dt) * mask_to(relu, dt);
       variable_list d = batch_norm_backward_recorded(g, x, w, mean, invstd, training, eps,
                                                      {need[0], need[1], need[2]});
       variable_list dr = batch_norm_backward_recorded(g, r, rw, r_mean, r_invstd, training, eps,

@@ -4,6 +4,8 @@
 #include "autograd/functions/norm_recorded.h"
 
 #include "autograd/functions/functions.h"
+#include "core/native/fused_relu.h"
+#include "core/native/nn_kernels.h"
 
 namespace lockstep::autograd {
 namespace {
@@ -76,6 +78,19 @@ variable_list layer_norm_backward_recorded(const Tensor& g, const Tensor& x,
   if (need.weight && weight.defined()) dw = sum_over(g * n.xhat, lead_dims);
   if (need.bias) db = sum_over(g, lead_dims);
   return {dx, dw, db};
+}
+
+Tensor relu_mask(const Tensor& output) {
+  return native::compare_scalar(native::CompareOp::Gt, output, 0.0);
+}
+
+Tensor relu_mask_from_bits(const Tensor& x, const Tensor& weight, const Tensor& mean,
+                           const Tensor& invstd, const Tensor& bits, bool training) {
+  const Tensor ones = native::empty(x.sizes(), x.dtype(), x.device());
+  native::fill_(ones, 1.0);
+  const Tensor masked = std::get<3>(native::batch_norm_add_relu_backward_bits(
+      ones, x, weight, mean, invstd, bits, training, false, false, false));
+  return relu_mask(masked);
 }
 
 }  // namespace lockstep::autograd

@@ -36,6 +36,15 @@ variable_list batch_norm_backward_recorded(const Tensor& g, const Tensor& x, con
                                            const Tensor& mean, const Tensor& invstd, bool training,
                                            double eps, NormGrads need);
 
+// The mask of a fused batch norm's ReLU (Note [Fused BatchNorm + ReLU] in batch_norm.cpp),
+// a constant of the recorded formulas: output > 0 (bool), or, from the bits a
+// channels-last bf16 forward wrote instead of saving the output (Note [ReLU mask in
+// bits]), the kernel's residual gradient for a gradient of ones, > 0. x, weight,
+// mean, invstd: the forward's input and what it saved.
+Tensor relu_mask(const Tensor& output);
+Tensor relu_mask_from_bits(const Tensor& x, const Tensor& weight, const Tensor& mean,
+                           const Tensor& invstd, const Tensor& bits, bool training);
+
 // g, x (*, normalized_shape); weight normalized_shape or undefined.
 variable_list layer_norm_backward_recorded(const Tensor& g, const Tensor& x,
                                            const IntList& normalized_shape, const Tensor& weight,

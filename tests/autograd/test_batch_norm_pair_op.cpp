@@ -23,6 +23,7 @@
 #include "core/profiler.h"
 #include "core/rng.h"
 #include "tests/support/gradcheck.h"
+#include "tests/support/profiler_rows.h"
 
 namespace ls = lockstep;
 namespace nv = lockstep::native;
@@ -48,14 +49,6 @@ bool bits_on() {
 bool reference_on() {
   const char* v = std::getenv("LOCKSTEP_BF16_BN_PAIR");
   return v != nullptr && std::string(v) == "0";
-}
-
-const ls::profiler::Entry* find(const std::vector<ls::profiler::Entry>& rows,
-                                const std::string& name) {
-  for (const auto& e : rows) {
-    if (e.name == name) return &e;
-  }
-  return nullptr;
 }
 
 }  // namespace
@@ -169,8 +162,8 @@ TEST_CASE(
   REQUIRE(bits.defined());
   const int64_t mask = bits_on() ? rows * 2 * ((c + 15) / 16) : a;  // bits, or the output saved
   const auto entries = ls::profiler::entries();
-  const auto* fwd = find(entries, "batch_norm_add_batch_norm_relu");
-  const auto* bwd = find(entries, "BatchNormAddBatchNormReluBackward");
+  const auto* fwd = ls::testing::find_entry(entries, "batch_norm_add_batch_norm_relu");
+  const auto* bwd = ls::testing::find_entry(entries, "BatchNormAddBatchNormReluBackward");
   REQUIRE(fwd != nullptr);
   REQUIRE(bwd != nullptr);
   // The reference also writes bn_r(r) and reads it back, and the masked gradient in

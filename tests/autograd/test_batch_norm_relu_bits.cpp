@@ -27,9 +27,12 @@
 #include "core/nn_ops.h"
 #include "core/profiler.h"
 #include "core/rng.h"
+#include "tests/support/profiler_rows.h"
+#include "tests/support/compare.h"
 
 namespace ls = lockstep;
 namespace nv = lockstep::native;
+using ls::testing::same_bits;  // tests/support/compare.h
 
 namespace {
 
@@ -38,28 +41,9 @@ ls::Tensor cl_bf16(const ls::IntList& sizes, double scale = 1.0, double offset =
   return nv::channels_last(nv::to_dtype(ls::randn(sizes) * scale + offset, ls::kBFloat16));
 }
 
-// Whether a and b (bf16 or float32) hold the same bits in the same order.
-bool same_bits(const ls::Tensor& a, const ls::Tensor& b) {
-  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
-  const ls::Tensor ac = nv::contiguous(a), bc = nv::contiguous(b);
-  const void* p = a.dtype() == ls::kBFloat16 ? static_cast<const void*>(ac.data_ptr<ls::BFloat16>())
-                                             : static_cast<const void*>(ac.data_ptr<float>());
-  const void* q = a.dtype() == ls::kBFloat16 ? static_cast<const void*>(bc.data_ptr<ls::BFloat16>())
-                                             : static_cast<const void*>(bc.data_ptr<float>());
-  return std::memcmp(p, q, ac.nbytes()) == 0;
-}
-
 bool bits_on() {
   const char* v = std::getenv("LOCKSTEP_BF16_RELU_BITS");
   return v == nullptr || std::string(v) != "0";
-}
-
-const ls::profiler::Entry* find(const std::vector<ls::profiler::Entry>& rows,
-                                const std::string& name) {
-  for (const auto& e : rows) {
-    if (e.name == name) return &e;
-  }
-  return nullptr;
 }
 
 // C a multiple of 16 or not (the last word partly used), a few pixels or many (an
@@ -167,8 +151,8 @@ TEST_CASE("batch_norm_add_relu bits: the autograd op's gradients and the bytes i
   const int64_t mask_bytes = bits_on() ? rows * 2 * ((c + 15) / 16) : 0;
   const int64_t saved_mask = bits_on() ? mask_bytes : a;  // what the node unpacks for the ReLU
   const auto entries = ls::profiler::entries();
-  const auto* fwd = find(entries, "batch_norm_add_relu");
-  const auto* bwd = find(entries, "BatchNormAddReluBackward");
+  const auto* fwd = ls::testing::find_entry(entries, "batch_norm_add_relu");
+  const auto* bwd = ls::testing::find_entry(entries, "BatchNormAddReluBackward");
   REQUIRE(fwd != nullptr);
   REQUIRE(bwd != nullptr);
   // forward: x, r, w, b read; the output and the bits written

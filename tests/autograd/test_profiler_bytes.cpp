@@ -13,20 +13,9 @@
 #include "core/factory.h"
 #include "core/profiler.h"
 #include "core/tensor.h"
+#include "tests/support/profiler_rows.h"
 
 namespace ls = lockstep;
-
-namespace {
-
-const ls::profiler::Entry* find(const std::vector<ls::profiler::Entry>& rows,
-                                const std::string& name) {
-  for (const auto& e : rows) {
-    if (e.name == name) return &e;
-  }
-  return nullptr;
-}
-
-}  // namespace
 
 TEST_CASE("profiler bytes: an elementwise op counts its operand and its result once") {
   ls::Tensor x = ls::ones({1000}, ls::requires_grad());  // 4000 bytes
@@ -36,11 +25,11 @@ TEST_CASE("profiler bytes: an elementwise op counts its operand and its result o
   ls::Tensor v = y.view({10, 100});  // a view: no bytes
   ls::profiler::disable();
   const auto rows = ls::profiler::entries();
-  const auto* exp = find(rows, "exp");
+  const auto* exp = ls::testing::find_entry(rows, "exp");
   REQUIRE(exp != nullptr);
   CHECK(exp->self_mb == doctest::Approx(8000e-6));
   CHECK_FALSE(exp->gemm);
-  const auto* view = find(rows, "view");
+  const auto* view = ls::testing::find_entry(rows, "view");
   REQUIRE(view != nullptr);
   CHECK(view->self_mb == 0.0);
   CHECK(ls::profiler::non_gemm_mb(rows) == doctest::Approx(8000e-6));
@@ -56,7 +45,7 @@ TEST_CASE("profiler bytes: the backward reads the saved result and writes the in
   y.backward(g);
   ls::profiler::disable();
   const auto rows = ls::profiler::entries();
-  const auto* node = find(rows, "ExpBackward");
+  const auto* node = ls::testing::find_entry(rows, "ExpBackward");
   REQUIRE(node != nullptr);
   // incoming gradient 4000 + saved y 4000 + gradient of x 4000
   CHECK(node->self_mb == doctest::Approx(12000e-6));
@@ -72,10 +61,10 @@ TEST_CASE("profiler bytes: a broadcast operand counts its distinct elements, mat
   ls::Tensor p = s.matmul(w);
   ls::profiler::disable();
   const auto rows = ls::profiler::entries();
-  const auto* add = find(rows, "add");
+  const auto* add = ls::testing::find_entry(rows, "add");
   REQUIRE(add != nullptr);
   CHECK(add->self_mb == doctest::Approx((64 * 32 + 32 + 64 * 32) * 4e-6));
-  const auto* mm = find(rows, "matmul");
+  const auto* mm = ls::testing::find_entry(rows, "matmul");
   REQUIRE(mm != nullptr);
   CHECK(mm->gemm);
   CHECK(mm->self_mb > 0.0);

@@ -25,26 +25,16 @@
 #include "core/native/nn_kernels.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "tests/support/compare.h"
 
 namespace ls = lockstep;
 namespace nv = lockstep::native;
+using ls::testing::same_bits;  // tests/support/compare.h
 
 namespace {
 
 ls::Tensor cl_bf16(const ls::IntList& sizes, double scale, double offset) {
   return nv::channels_last(nv::to_dtype(ls::randn(sizes) * scale + offset, ls::kBFloat16));
-}
-
-bool same_bits(const ls::Tensor& a, const ls::Tensor& b) {
-  if (a.defined() != b.defined()) return false;
-  if (!a.defined()) return true;
-  if (a.sizes() != b.sizes() || a.dtype() != b.dtype()) return false;
-  const ls::Tensor ac = nv::contiguous(a), bc = nv::contiguous(b);
-  const void* p = a.dtype() == ls::kBFloat16 ? static_cast<const void*>(ac.data_ptr<ls::BFloat16>())
-                                             : static_cast<const void*>(ac.data_ptr<float>());
-  const void* q = a.dtype() == ls::kBFloat16 ? static_cast<const void*>(bc.data_ptr<ls::BFloat16>())
-                                             : static_cast<const void*>(bc.data_ptr<float>());
-  return std::memcmp(p, q, ac.nbytes()) == 0;
 }
 
 struct Bn {
