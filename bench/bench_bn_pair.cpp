@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "bench/bench_cold.h"
-#include "bench/bench_stats.h"
 #include "core/factory.h"
 #include "core/native/batch_norm_pair.h"
 #include "core/native/fused_relu.h"
@@ -35,8 +34,6 @@ namespace {
 
 namespace ls = lockstep;
 namespace native = lockstep::native;
-using lockstep::bench::cold_ms;  // bench/bench_cold.h
-using lockstep::bench::median;   // bench/bench_stats.h
 
 struct Shape {
   int64_t c, hw;  // channels, spatial side
@@ -103,18 +100,9 @@ int run_main(int argc, char** argv) {
     };
     pair_fwd();  // warm-up, and the operands of the first backward
     two_fwd();
-    std::vector<double> t[4];
-    for (int rep = 0; rep < opt.reps; ++rep) {
-      t[0].push_back(cold_ms(pair_fwd));
-      t[1].push_back(cold_ms(pair_bwd));
-      t[2].push_back(cold_ms(two_fwd));
-      t[3].push_back(cold_ms(two_bwd));
-    }
-    double m[4];
-    for (int k = 0; k < 4; ++k) {
-      m[k] = median(t[k]);
-      sums[k] += m[k];
-    }
+    const std::array<double, 4> m =
+        lockstep::bench::cold_medians<4>(opt.reps, {pair_fwd, pair_bwd, two_fwd, two_bwd});
+    for (int k = 0; k < 4; ++k) sums[k] += m[k];
     std::printf(
         "{\"c\":%lld,\"hw\":%lld,\"pair_fwd_ms\":%.3f,\"pair_bwd_ms\":%.3f,\"two_ops_fwd_ms\":%.3f,"
         "\"two_ops_bwd_ms\":%.3f}\n",

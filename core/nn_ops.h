@@ -58,6 +58,15 @@ Tensor batch_norm_add_batch_norm_relu(const Tensor& input, const Tensor& weight,
                                       const Tensor& residual_running_mean,
                                       const Tensor& residual_running_var, bool training,
                                       double momentum, double eps);
+// max_pool2d(batch_norm_relu(input, ...), kernel_size, stride, padding) as one op: a
+// ResNet's stem, without writing the batch-norm output or its gradient (Note [Stem batch
+// norm, ReLU and max-pool in one pass] in core/native/fast/batch_norm_relu_pool_bf16_nhwc.cpp).
+// An empty stride means the kernel size, as max_pool2d's.
+Tensor batch_norm_relu_max_pool2d(const Tensor& input, const Tensor& weight, const Tensor& bias,
+                                  const Tensor& running_mean, const Tensor& running_var,
+                                  bool training, double momentum, double eps,
+                                  const IntList& kernel_size, const IntList& stride = {},
+                                  const IntList& padding = {0, 0});
 // relu(a + b) as one op: a residual add and its ReLU. Same shape and dtype: fused;
 // otherwise (broadcasting, promotion) it is (a + b).relu().
 Tensor add_relu(const Tensor& a, const Tensor& b);

@@ -6,13 +6,16 @@
 // downsample's BatchNorm folded in too, into batch_norm_add_batch_norm_relu (Note
 // [Downsample batch norm folded] in core/native/fast/batch_norm_bf16_nhwc_pair.cpp;
 // its conv runs as before; under bf16 the sum is taken before the downsample's
-// output is rounded): the same arithmetic
+// output is rounded), and the stem's bn1, relu and maxpool into
+// batch_norm_relu_max_pool2d: the same arithmetic
 // as torchvision's relu(bn(x)) and relu(out + identity) with ReLU(inplace=True),
 // and the same activations kept alive (Note [Fused BatchNorm + ReLU] in
 // autograd/functions/batch_norm.cpp). The modules are unchanged (bn1, relu, ...),
 // so names and state_dict keys stay torchvision's.
 // Read before: models/resnet.h.
 #include "models/resnet.h"
+
+#include <typeinfo>
 
 #include "core/grad_mode.h"
 #include "core/nn_ops.h"
@@ -82,6 +85,24 @@ Tensor block_end(nn::BatchNorm2d& bn, const Tensor& x, nn::Sequential* downsampl
   return batch_norm_add_batch_norm_relu(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, r,
                                         ds_bn->weight, ds_bn->bias, ds_bn->running_mean,
                                         ds_bn->running_var, bn.is_training(), bn.momentum, bn.eps);
+}
+
+// pool(relu(bn(x))), the end of the stem: batch_norm_relu_max_pool2d (Note [Stem batch
+// norm, ReLU and max-pool in one pass] in core/native/fast/batch_norm_relu_pool_bf16_nhwc.cpp)
+// with bn_relu's bookkeeping; the two as before for a pool of another type (a subclass may
+// pool otherwise) or a batch norm whose training statistics come from elsewhere.
+Tensor stem_end(nn::BatchNorm2d& bn, nn::MaxPool2d& pool, const Tensor& x) {
+  if (typeid(pool) != typeid(nn::MaxPool2d) || (bn.is_training() && bn.group_statistics)) {
+    return pool.forward(bn_relu(bn, x));
+  }
+  bn.run_forward_pre_hooks();  // it reads bn's parameters: Note [Forward pre-hooks], nn/module.h
+  if (bn.is_training()) {
+    NoGradGuard no_grad;
+    bn.num_batches_tracked.add_(1.0);
+  }
+  return batch_norm_relu_max_pool2d(x, bn.weight, bn.bias, bn.running_mean, bn.running_var,
+                                    bn.is_training(), bn.momentum, bn.eps, pool.kernel_size,
+                                    pool.stride, pool.padding);
 }
 
 std::shared_ptr<nn::Conv2d> conv(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t pad) {
@@ -177,7 +198,7 @@ ResNet::ResNet(bool bottleneck, const std::vector<int64_t>& layers, int64_t num_
 }
 
 Tensor ResNet::forward(const Tensor& x) {
-  Tensor h = maxpool->forward(bn_relu(*bn1, conv1->forward(x)));  // (N, 64, H/4, W/4)
+  Tensor h = stem_end(*bn1, *maxpool, conv1->forward(x));  // (N, 64, H/4, W/4)
   h = layer4->forward(layer3->forward(layer2->forward(layer1->forward(h))));
   return fc->forward(avgpool->forward(h).flatten(1));  // (N, num_classes)
 }

@@ -25,23 +25,16 @@
 #include "core/native/nn_kernels.h"
 #include "core/parallel.h"
 #include "core/rng.h"
+#include "tests/support/batch_norm_operands.h"
 #include "tests/support/compare.h"
 
 namespace ls = lockstep;
 namespace nv = lockstep::native;
+using ls::testing::Bn;  // tests/support/batch_norm_operands.h
+using ls::testing::cl_bf16;
 using ls::testing::same_bits;  // tests/support/compare.h
 
 namespace {
-
-ls::Tensor cl_bf16(const ls::IntList& sizes, double scale, double offset) {
-  return nv::channels_last(nv::to_dtype(ls::randn(sizes) * scale + offset, ls::kBFloat16));
-}
-
-struct Bn {
-  ls::Tensor w, b, rm, rv;
-  nv::BatchNormTensors tensors() const { return {w, b, rm, rv}; }
-  Bn clone() const { return {w, b, rm.clone(), rv.clone()}; }
-};
 
 Bn make_bn(int64_t c) {
   return {ls::randn({c}), ls::randn({c}), ls::randn({c}) * 0.1, ls::rand({c}) + 0.5};

@@ -153,6 +153,10 @@ case "$prog" in
     expect 2 "--reps: 0 is out of range" -- --reps 0
     expect 2 "--threads: 'two' is not a whole number" -- --threads two
     ;;
+  bench_bn_pool)
+    expect 2 "--reps: 0 is out of range" -- --reps 0
+    expect 2 "--batch: 'eight' is not a whole number" -- --batch eight
+    ;;
   bench_lstm_onednn)
     expect 2 "--hidden: 0 is out of range" -- --hidden 0
     expect 2 "--seq: 'x' is not a whole number" -- --seq x

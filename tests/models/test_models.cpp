@@ -17,6 +17,7 @@
 #include "core/rng.h"
 #include "models/models.h"
 #include "tests/support/golden.h"
+#include "tests/support/profiler_rows.h"
 
 namespace ls = lockstep;
 using ls::testing::ListedTensor;
@@ -101,8 +102,17 @@ TEST_CASE("resnet: resnet18 maps (2, 3, 64, 64) to (2, 1000) and backward reache
   ls::manual_seed(0);
   auto model = ls::models::resnet18();
   model->train();
+  ls::profiler::reset();
+  ls::profiler::enable();
   ls::Tensor logits = model->forward(ls::randn({2, 3, 64, 64}));
+  ls::profiler::disable();
   REQUIRE(logits.sizes() == ls::IntList{2, 1000});
+  // The stem's bn1, relu and maxpool as one op (models/resnet.cpp, stem_end).
+  const auto entries = ls::profiler::entries();
+  const auto* stem = ls::testing::find_entry(entries, "batch_norm_relu_max_pool2d");
+  REQUIRE(stem != nullptr);
+  CHECK(stem->calls == 1);
+  CHECK(ls::testing::find_entry(entries, "max_pool2d") == nullptr);
   logits.pow(2.0).mean().backward();
   check_every_parameter_reached(*model);
   for (const auto& [name, b] : model->named_buffers()) {  // one training batch counted
