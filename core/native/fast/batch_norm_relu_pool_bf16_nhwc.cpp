@@ -6,14 +6,16 @@
 // batch_norm_relu writes y = relu(bn(x)) (N, C, H, W), the largest activation of the
 // network (112 x 112 x 64 a ResNet50 image), and max_pool2d reads it back and writes
 // int64 indices; backward, max_pool2d's backward writes y's gradient, which batch
-// norm's backward reads twice. Here y and its gradient live only in cache:
+// norm's backward reads twice. Here y never leaves the cache, and its gradient is written
+// once, into dx's buffer:
 //   forward   the statistics pass over x (batch_statistics, the one-input kernels'),
 //             then per output row the y rows its windows cover, computed into a
 //             per-thread buffer with the very row loop batch_norm_relu runs
 //             (forward_rows<Relu>), pooled by max_pool2d's rule (take v when v > best
-//             or v is NaN, the window's first element to start; the value copied from
-//             y, so exact), and each output's window offset (iy - y0) kW + (ix - x0)
-//             kept in one byte instead of an int64 index;
+//             or v is NaN, the window's first element to start; eight channels in AVX2
+//             registers across the window; the maximum is one of y's values, so exact),
+//             and each output's window offset (iy - wy0) kW + (ix - wx0) kept in one
+//             byte instead of an int64 index;
 //   backward  y's gradient, one image row at a time: each output row scattered once to
 //             the pixels its offsets name, in output order, into float32 sums over the kH
 //             image rows it can reach, and a row rounded once — the sum max_pool2d's
