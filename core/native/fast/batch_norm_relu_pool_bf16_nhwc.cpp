@@ -17,16 +17,16 @@
 //             and each output's window offset (iy - wy0) kW + (ix - wx0) kept in one
 //             byte instead of an int64 index;
 //   backward  y's gradient, one image row at a time: each output row scattered once to
-//             the pixels its offsets name, in output order, into float32 sums over the kH
-//             image rows it can reach, and a row rounded once — the sum max_pool2d's
-//             backward forms — when no output row left reaches it; batch norm's row loops
+//             the pixels its offsets name (eight channels a step in AVX2, a blend per
+//             window element), in output order, into float32 sums over the kH image rows
+//             it can reach, and a row rounded once — the sum max_pool2d's backward
+//             forms — when no output row left reaches it; batch norm's row loops
 //             run on each such row as it comes (grad_sums_rows into the partial sums of
 //             its statistics block), and the row is kept in dx's buffer, which the second
 //             pass (grad_input_rows) then overwrites with dx in place; the ReLU's mask
 //             recomputed from x (Mask::Input: batch_norm_relu_backward_from_input's).
-//             Scattering a second time instead of keeping y's gradient took 1.4x the two
-//             ops' backward time here (an AMD Zen 3): the scatter's read-modify-writes
-//             cost more than one more pass over memory.
+//             Scattering a second time instead of keeping y's gradient cost more time
+//             than that pass over memory (docs/results/bf16.md).
 // The statistics blocks are the one-input kernels' (fixed by N H W alone), and every
 // value is the reference's expression in the reference's order, so the outputs, the
 // statistics and all three gradients equal the two ops' bit for bit
@@ -97,6 +97,12 @@ void pool_pixel(const float* rows, int64_t w, int64_t c, int64_t y0, int64_t y1,
   }
 }
 
+// The floats between two rows of row_gradients' ring: a row's W C, and 16 more, so that the
+// same column of two rows does not lie a multiple of 4 KiB apart (W C floats is 7 x 4 KiB at
+// ResNet's stem), where the CPU would take a load from one row for the store just made to
+// the other and wait for it (4K aliasing).
+inline int64_t ring_slot(int64_t w, int64_t c) { return w * c + 16; }
+
 // y's gradient at the input pixels [r0, r1) (rows of the (N H W, C) input), one image row
 // after the other: emit(g, first, count) gets each row's pixels in the range, g (count, C)
 // their values and `first` the first one's row. Each value is the sum, in output order, of
@@ -105,34 +111,61 @@ void pool_pixel(const float* rows, int64_t w, int64_t c, int64_t y0, int64_t y1,
 // slot more that takes the shares of rows above r0's (so that the loop has no branch: the
 // offsets are data). Every output row is scattered once, when the first image row it
 // reaches is next, and an image row is handed on once no output row left reaches it.
-// `row`: W C bf16 of scratch.
+// `row`: W C bf16 of scratch; `g`: C floats.
 template <class Emit>
 void row_gradients(const BFloat16* gy, const uint8_t* offsets, const rules::PoolWindow& p,
-                   int64_t c, int64_t r0, int64_t r1, float* ring, BFloat16* row, Emit&& emit) {
+                   int64_t c, int64_t r0, int64_t r1, float* ring, BFloat16* row, float* g,
+                   Emit&& emit) {
   const int64_t plane = p.h * p.w, wc = p.w * c, window = p.kh * p.kw;
-  int64_t at[256];  // window offset k -> its element's place in `ring`, less the column's
+  const int64_t slot = ring_slot(p.w, c);
+  int64_t at[256];  // window offset k -> its element's place in `ring`, less the window's column
   for (int64_t img = r0 / plane; img * plane < r1; ++img) {
     const int64_t base = img * plane;
     const int64_t iy0 = std::max<int64_t>(r0 - base, 0) / p.w;
     const int64_t iy1 = (std::min<int64_t>(r1 - base, plane) - 1) / p.w;  // inclusive
-    std::fill(ring, ring + (p.kh + 1) * wc, 0.0f);
+    std::fill(ring, ring + (p.kh + 1) * slot, 0.0f);
     // The first output row whose windows reach row iy0.
     int64_t oy = std::max<int64_t>(0, (iy0 + p.ph - p.kh + p.sh) / p.sh);
     for (int64_t iy = iy0; iy <= iy1; ++iy) {
       for (; oy <= std::min<int64_t>(p.oh - 1, (iy + p.ph) / p.sh); ++oy) {  // reaching iy
         for (int64_t k = 0; k < window; ++k) {
           const int64_t ty = oy * p.sh - p.ph + k / p.kw;
-          at[k] = (ty >= iy0 ? ty % p.kh : p.kh) * wc + k % p.kw * c;
+          at[k] = (ty >= iy0 ? ty % p.kh : p.kh) * slot + (k % p.kw - p.pw) * c;
         }
+        // The window's rows and columns inside the image: [ky0, ky1) x [kx0(ox), kx1(ox)).
+        const int64_t ky0 = std::max<int64_t>(0, p.ph - oy * p.sh);
+        const int64_t ky1 = std::min<int64_t>(p.kh, p.h + p.ph - oy * p.sh);
         for (int64_t ox = 0; ox < p.ow; ++ox) {
           const int64_t o = ((img * p.oh + oy) * p.ow + ox) * c;
-          float* corner = ring + (ox * p.sw - p.pw) * c;  // the window's first column
-          for (int64_t ch = 0; ch < c; ++ch) {
-            corner[at[offsets[o + ch]] + ch] += static_cast<float>(gy[o + ch]);
+          widen_bf16(gy + o, g, c);
+          const uint8_t* off = offsets + o;
+          const int64_t column = ox * p.sw * c;  // plus at[k]: the window's element k
+          int64_t ch = 0;
+#if LOCKSTEP_BF16_LANES_AVX2
+          // Eight channels a step: for each element k of the window, add g where the
+          // offset is k (a blend, so the other lanes keep their bits).
+          const int64_t kx0 = std::max<int64_t>(0, p.pw - ox * p.sw);
+          const int64_t kx1 = std::min<int64_t>(p.kw, p.w + p.pw - ox * p.sw);
+          for (; ch + 8 <= c; ch += 8) {
+            const __m256i mine =
+                _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(off + ch)));
+            const __m256 add = _mm256_loadu_ps(g + ch);
+            for (int64_t ky = ky0; ky < ky1; ++ky) {
+              for (int64_t kx = kx0; kx < kx1; ++kx) {
+                const int64_t k = ky * p.kw + kx;
+                const __m256 take = _mm256_castsi256_ps(
+                    _mm256_cmpeq_epi32(mine, _mm256_set1_epi32(static_cast<int32_t>(k))));
+                float* dst = ring + (at[k] + column + ch);
+                const __m256 sum = _mm256_loadu_ps(dst);
+                _mm256_storeu_ps(dst, _mm256_blendv_ps(sum, _mm256_add_ps(sum, add), take));
+              }
+            }
           }
+#endif
+          for (; ch < c; ++ch) ring[at[off[ch]] + column + ch] += g[ch];
         }
       }
-      float* acc = ring + iy % p.kh * wc;  // row iy, complete
+      float* acc = ring + iy % p.kh * slot;  // row iy, complete
       round_to_bf16(acc, row, wc);
       std::fill(acc, acc + wc, 0.0f);  // for row iy + kH
       const int64_t first = std::max(base + iy * p.w, r0);
@@ -224,8 +257,8 @@ std::array<Tensor, 3> batch_norm_relu_pool_bf16_nhwc_backward(
   const BFloat16* gyp = gy.data_ptr<BFloat16>();  // (N oH oW, C)
   const uint8_t* offp = offsets.data_ptr<uint8_t>();
   // row_gradients' scratch: kH + 1 image rows of float sums, one of bf16
-  const size_t ring_size = static_cast<size_t>((p.kh + 1) * p.w * c),
-               row_size = static_cast<size_t>(p.w * c);
+  const size_t ring_size = static_cast<size_t>((p.kh + 1) * ring_slot(p.w, c));
+  const size_t row_size = static_cast<size_t>(p.w * c);
   const BFloat16* xp = input.data_ptr<BFloat16>();  // (R, C)
   const int64_t blocks = (rows + kRows - 1) / kRows;
   // As the one-input backward: sums for the parameters' gradients and training's grad_input.
@@ -244,9 +277,10 @@ std::array<Tensor, 3> batch_norm_relu_pool_bf16_nhwc_backward(
   parallel_for(0, blocks, 1, [&](int64_t lo, int64_t hi) {
     std::vector<float> ring(ring_size);
     std::vector<BFloat16> row(row_size);
+    std::vector<float> widened(cs);
     row_gradients(
         gyp, offp, p, c, lo * kRows, std::min(rows, hi * kRows), ring.data(), row.data(),
-        [&](const BFloat16* g, int64_t first, int64_t count) {
+        widened.data(), [&](const BFloat16* g, int64_t first, int64_t count) {
           if (gxp != nullptr) {
             std::copy(g, g + count * c, gxp + first * c);
           }
