@@ -159,3 +159,33 @@ TEST_CASE("batch_norm_relu_max_pool2d: errors name the op") {
                                      Tensor(), Tensor(), true, 0.1, 1e-5, {3, 3}, {2, 2}, {2, 2}),
       doctest::Contains("batch_norm_relu_max_pool2d: padding"));
 }
+
+TEST_CASE(
+    "batch_norm_relu_max_pool2d: bf16 in NCHW order and float32 channels-last take the reference") {
+  ls::manual_seed(74);
+  const int64_t c = 8;
+  for (bool channels_last : {false, true}) {
+    CAPTURE(channels_last);
+    // bf16 NCHW (not the kernel's order), or float32 channels-last (not its dtype)
+    Tensor x = channels_last ? nv::channels_last(ls::randn({2, c, 9, 7}))
+                             : nv::to_dtype(ls::randn({2, c, 9, 7}), ls::kBFloat16);
+    Inputs v = {x, ls::randn({c}), ls::randn({c})};
+    Inputs ref = {x.clone(), v[1].clone(), v[2].clone()};
+    for (Tensor& t : v) t.requires_grad_(true);
+    for (Tensor& t : ref) t.requires_grad_(true);
+    const Tensor out = stem_op(v, ls::zeros({c}), ls::ones({c}), true);
+    const Tensor expected = ls::max_pool2d(
+        ls::batch_norm_relu(ref[0], ref[1], ref[2], ls::zeros({c}), ls::ones({c}), true, 0.1, 1e-5),
+        {3, 3}, {2, 2}, {1, 1});
+    CHECK(ls::equal(nv::to_dtype(out.detach(), ls::kFloat32),
+                    nv::to_dtype(expected.detach(), ls::kFloat32)));
+    const Tensor g = nv::to_dtype(ls::randn(out.sizes()), out.dtype());
+    out.backward(g);
+    expected.backward(g);
+    for (size_t k = 0; k < 3; ++k) {
+      CAPTURE(k);
+      CHECK(ls::equal(nv::to_dtype(v[k].grad(), ls::kFloat32),
+                      nv::to_dtype(ref[k].grad(), ls::kFloat32)));
+    }
+  }
+}
