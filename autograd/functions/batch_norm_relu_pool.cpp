@@ -17,7 +17,6 @@
 // Read before: autograd/functions/batch_norm.cpp, core/native/batch_norm_relu_pool.h.
 // Read next: models/resnet.cpp (where ResNet's stem calls it).
 #include "core/native/batch_norm_relu_pool.h"
-#include "autograd/functions/autocast_ops.h"
 #include "autograd/functions/functions.h"
 #include "autograd/recompute_backward.h"
 #include "core/native/native.h"

@@ -107,11 +107,11 @@ inline int64_t ring_slot(int64_t w, int64_t c) { return w * c + 16; }
 // after the other: emit(g, first, count) gets each row's pixels in the range, g (count, C)
 // their values and `first` the first one's row. Each value is the sum, in output order, of
 // grad_output over the outputs whose offset names the pixel, rounded once — max_pool2d's
-// backward — formed in `ring`: kH image rows of W C floats, row ty in slot ty mod kH, and a
-// slot more that takes the shares of rows above r0's (so that the loop has no branch: the
-// offsets are data). Every output row is scattered once, when the first image row it
-// reaches is next, and an image row is handed on once no output row left reaches it.
-// `row`: W C bf16 of scratch; `g`: C floats.
+// backward — formed in `ring`: kH image rows of W C floats, ring_slot floats apart, row ty
+// in slot ty mod kH, and a slot more that takes the shares of the rows above r0's first
+// (so that the loop has no branch: the offsets are data). Every output row is scattered once, when
+// the first image row it reaches is next, and an image row is handed on once no output row left
+// reaches it. `row`: W C bf16 of scratch; `g`: C floats.
 template <class Emit>
 void row_gradients(const BFloat16* gy, const uint8_t* offsets, const rules::PoolWindow& p,
                    int64_t c, int64_t r0, int64_t r1, float* ring, BFloat16* row, float* g,
