@@ -17,7 +17,9 @@
 //   - N x OMP_NUM_THREADS > CPUs and OMP_WAIT_POLICY unset: OMP_WAIT_POLICY=PASSIVE, and a
 //     note. A value the user set is kept either way. Under mpirun or srun, export the two
 //     variables yourself (mpirun -x OMP_WAIT_POLICY=PASSIVE).
-// CPUs = those this process may run on (sched_getaffinity: a cpuset or taskset counts).
+// CPUs = those this process may run on (sched_getaffinity: a cpuset or taskset counts); a
+// rank bound to CPUs of its own (mpirun's default for 2 ranks) counts only its own threads
+// (Note [Ranks bound to CPUs of their own], distributed/oversubscription.h).
 // Read before: tools/lockstep_run.cpp. Read next: core/parallel.h.
 #pragma once
 

@@ -31,6 +31,23 @@ using detail::CollectiveKind;
 using detail::Fingerprint;
 using mpi_detail::mpi_check;
 
+// § Note [The MPI thread yields while it waits]
+// A blocking Open MPI collective polls its progress engine in a loop while it
+// waits for a peer, and by default that loop never gives up the CPU. Under DDP
+// the wait is long (rank 0's bucket is ready, rank 1's backward has not yet
+// produced it) and the MPI thread shares the cores with this rank's backward,
+// so it takes CPU from the very computation it waits for. Open MPI's
+// mpi_yield_when_idle makes the loop call sched_yield: the backward keeps the
+// core. Open MPI turns it on only when it sees more ranks than slots, and the
+// MPI thread beside each rank's compute thread is an oversubscription no rank
+// count shows; so ProcessGroupMPI sets OMPI_MCA_mpi_yield_when_idle=1 before
+// MPI_Init unless the environment already names it (`mpirun --mca
+// mpi_yield_when_idle 0` puts it there, and wins). Measured on 2 ranks x 1
+// thread (ResNet50 fp32, bench_overlap --backend mpi; docs/results/evaluation.md,
+// "2026-12-07 noon"): ddp/local 1.036 and 1.042 spinning, 1.027 and 1.026
+// yielding, no longer behind no-overlap; bench_allreduce's per-call times from
+// 10K to 10M floats unchanged. Other MPI libraries ignore the variable.
+// ProcessGroupMPI::yields_when_idle() reads back what Open MPI applied (MPI_T).
 // See Note [One MPI thread]. Constructed on first use; destroyed at exit, when
 // its thread finalizes MPI (unless someone else initialized it).
 detail::WorkQueue& mpi_thread() {
@@ -41,6 +58,7 @@ detail::WorkQueue& mpi_thread() {
         int initialized = 0;
         MPI_Initialized(&initialized);
         if (initialized) return;
+        setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
         int provided = 0;
         mpi_check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
         we_initialized = true;
@@ -124,6 +142,24 @@ struct ProcessGroupMPI::Pending {
 };
 
 bool ProcessGroupMPI::launched_by_mpirun() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr; }
+
+std::optional<bool> ProcessGroupMPI::yields_when_idle() {
+  std::optional<bool> yields;
+  mpi_thread().run_and_wait([&] {
+    int provided = 0, index = 0, count = 0;
+    mpi_check(MPI_T_init_thread(MPI_THREAD_SERIALIZED, &provided), "MPI_T_init_thread");
+    if (MPI_T_cvar_get_index("mpi_yield_when_idle", &index) == MPI_SUCCESS) {
+      MPI_T_cvar_handle handle;
+      mpi_check(MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count), "MPI_T_cvar_handle_alloc");
+      int value = 0;  // a bool: Open MPI writes its first byte
+      mpi_check(MPI_T_cvar_read(handle, &value), "MPI_T_cvar_read");
+      MPI_T_cvar_handle_free(&handle);
+      yields = (value & 0xff) != 0;
+    }
+    MPI_T_finalize();
+  });
+  return yields;
+}
 
 std::shared_ptr<ProcessGroupMPI> ProcessGroupMPI::create(Options options) {
   auto comm = std::make_unique<Comm>();

@@ -25,6 +25,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "distributed/process_group/process_group.h"
@@ -48,6 +49,11 @@ class ProcessGroupMPI : public ProcessGroup {
   static std::shared_ptr<ProcessGroupMPI> create() { return create(Options{}); }
   // True when this process was started by mpirun (OMPI_COMM_WORLD_SIZE is set).
   static bool launched_by_mpirun();
+  // Whether MPI's progress loop gives up the CPU while it waits for a peer: Open MPI's
+  // mpi_yield_when_idle as MPI_T reports it (Note [The MPI thread yields while it waits],
+  // process_group_mpi.cpp); empty where the MPI library has no such variable.
+  // Initializes MPI on first use, like create().
+  static std::optional<bool> yields_when_idle();
   ~ProcessGroupMPI() override;
 
   std::string backend_name() const override { return "mpi"; }

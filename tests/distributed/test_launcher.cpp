@@ -171,14 +171,34 @@ TEST_CASE("launcher: OMP_NUM_THREADS divides the CPUs among the ranks, PASSIVE w
 
 TEST_CASE("oversubscription: the warning init_process_group gives names the counts and what to set") {
   namespace d = lockstep::distributed::detail;
-  const std::string w = d::oversubscription_warning({2, 0}, 2, 2, nullptr);
+  const d::RankCpus shared{2, false};  // two CPUs every rank may run on
+  const std::string w = d::oversubscription_warning({2, 0}, 2, shared, nullptr);
   CHECK(w.find("2 ranks on this machine x 2 OpenMP threads each > 2 CPUs") != std::string::npos);
   CHECK(w.find("OMP_WAIT_POLICY=PASSIVE") != std::string::npos);
   CHECK(w.find("OMP_NUM_THREADS=1") != std::string::npos);
-  CHECK(d::oversubscription_warning({2, 0}, 2, 2, "passive").empty());  // case does not matter
-  CHECK_FALSE(d::oversubscription_warning({2, 0}, 2, 2, "ACTIVE").empty());
-  CHECK(d::oversubscription_warning({2, 0}, 1, 2, nullptr).empty());  // fits
-  CHECK(d::oversubscription_warning({1, 0}, 2, 2, nullptr).empty());
+  CHECK(d::oversubscription_warning({2, 0}, 2, shared, "passive").empty());  // case does not matter
+  CHECK_FALSE(d::oversubscription_warning({2, 0}, 2, shared, "ACTIVE").empty());
+  CHECK(d::oversubscription_warning({2, 0}, 1, shared, nullptr).empty());  // fits
+  CHECK(d::oversubscription_warning({1, 0}, 2, shared, nullptr).empty());
+  CHECK_FALSE(d::oversubscription_warning({2, 0}, 1, {1, false}, nullptr).empty());  // 2 ranks on 1 CPU
+  // Note [Ranks bound to CPUs of their own]: `mpirun -np 2` binds each rank to a core, so
+  // one thread on the one CPU of its mask is no oversubscription; two threads there are.
+  CHECK(d::oversubscription_warning({2, 0}, 1, {1, true}, nullptr).empty());
+  CHECK(d::oversubscription_warning({4, 0}, 2, {2, true}, nullptr).empty());
+  const std::string b = d::oversubscription_warning({2, 0}, 2, {1, true}, nullptr);
+  CHECK(b.find("bound to 1 CPU(s) of its own (by its launcher) and runs 2 OpenMP threads") != std::string::npos);
+  CHECK(b.find("OMP_NUM_THREADS=1") != std::string::npos);
+  CHECK(b.find("--map-by slot:PE=2") != std::string::npos);
+  CHECK(d::oversubscription_warning({2, 0}, 2, {1, true}, "PASSIVE").empty());
+  // The cpuset's CPU list (cgroup cpuset.cpus.effective).
+  CHECK(d::cpu_list_count("0-1\n") == 2);
+  CHECK(d::cpu_list_count("0-3,8,10-11") == 7);
+  CHECK(d::cpu_list_count("5") == 1);
+  CHECK(d::cpu_list_count("") == 0);
+  CHECK(d::cpu_list_count("3-1") == 0);
+  CHECK(d::cpu_list_count("x") == 0);
+  const d::RankCpus here = d::rank_cpus();  // this process: at least one CPU, bound or not
+  CHECK(here.cpus >= 1);
   // The launcher variables, in order of precedence; none: no local ranks known.
   setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "3", 1);
   setenv("OMPI_COMM_WORLD_LOCAL_RANK", "2", 1);

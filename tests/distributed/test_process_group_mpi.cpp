@@ -72,7 +72,9 @@ constexpr int kTimedOut = 124;
 
 // Runs the worker test cases matching `worker` under `mpirun -np`, bounded by
 // `bound_s` seconds, with a fresh marker directory. Returns (exit status, output).
-std::pair<int, std::string> run_mpi_workers(int np, const std::string& worker, int bound_s) {
+// `mca`: mpirun's MCA options.
+std::pair<int, std::string> run_mpi_workers(int np, const std::string& worker, int bound_s,
+                                            const std::string& mca = "--mca mpi_yield_when_idle 1") {
   char exe[4096] = {0};
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
   REQUIRE(n > 0);
@@ -81,7 +83,7 @@ std::pair<int, std::string> run_mpi_workers(int np, const std::string& worker, i
   // `timeout` ends mpirun (by its PID) if the job outlives the bound;
   // yield_when_idle keeps oversubscribed ranks from spinning on the shared cores.
   const std::string command = "timeout " + std::to_string(bound_s) +
-                              " mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1 -np " +
+                              " mpirun --allow-run-as-root --oversubscribe " + mca + " -np " +
                               std::to_string(np) + " -x LOCKSTEP_TEST_SYNC_DIR=" + dir_template + " " + exe +
                               " --no-skip --test-case='" + worker + "'";
   auto result = run_command(command);
@@ -272,6 +274,19 @@ TEST_CASE("mpi worker: ddp matches local training" * doctest::skip()) {
   std::fflush(stdout);
 }
 
+// Note [The MPI thread yields while it waits]: what Open MPI itself reports (its MPI_T
+// control variable), with the launcher's value in LOCKSTEP_TEST_EXPECT_YIELD.
+TEST_CASE("mpi worker: the progress loop yields" * doctest::skip()) {
+  auto pg = dist::init_process_group("mpi");
+  const std::optional<bool> yields = dist::ProcessGroupMPI::yields_when_idle();
+  REQUIRE_MESSAGE(yields.has_value(), "this MPI has no mpi_yield_when_idle control variable (not Open MPI?)");
+  const char* expect = std::getenv("LOCKSTEP_TEST_EXPECT_YIELD");
+  REQUIRE(expect != nullptr);
+  CHECK(static_cast<int>(*yields) == std::atoi(expect));
+  std::printf("mpi worker: rank %d yield %d\n", pg->rank(), static_cast<int>(*yields));
+  std::fflush(stdout);
+}
+
 namespace {
 void every_collective_under_mpirun(int np) {
   auto [status, output] = run_mpi_workers(np, "mpi worker: every collective*", 240);
@@ -315,4 +330,15 @@ TEST_CASE("process_group: mpi backend carries DDP training equal to local traini
   CHECK_MESSAGE(status == 0, output);
   CHECK_MESSAGE(contains(output, "mpi worker: rank 0 of 2 ok"), output);
   CHECK_MESSAGE(contains(output, "mpi worker: rank 1 of 2 ok"), output);
+}
+
+TEST_CASE("process_group: mpi the MPI thread yields while it waits, unless mpirun is told otherwise") {
+  // 2 ranks on this machine's cores are not oversubscribed, so Open MPI's own default is no yield.
+  for (const auto& [mca, expect] : {std::pair<std::string, int>{"", 1}, {"--mca mpi_yield_when_idle 0", 0}}) {
+    auto [status, output] = run_mpi_workers(2, "mpi worker: the progress loop yields*", 120,
+                                            mca + " -x LOCKSTEP_TEST_EXPECT_YIELD=" + std::to_string(expect));
+    CHECK_MESSAGE(status == 0, output);
+    CHECK_MESSAGE(contains(output, "mpi worker: rank 0 yield " + std::to_string(expect)), output);
+    CHECK_MESSAGE(contains(output, "mpi worker: rank 1 yield " + std::to_string(expect)), output);
+  }
 }
