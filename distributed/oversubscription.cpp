@@ -27,13 +27,6 @@ std::optional<int> env_int(const char* name) {
   return static_cast<int>(n);
 }
 
-std::string read_first_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 // The CPUs of this process's cpuset (Note [Ranks bound to CPUs of their own]): cgroup v2's
 // cpuset.cpus.effective or v1's cpuset.effective_cpus; 0 when neither can be read.
 int cpuset_cpus() {
@@ -47,7 +40,10 @@ int cpuset_cpus() {
     if (controllers.empty()) file = "/sys/fs/cgroup" + path + "/cpuset.cpus.effective";
     if (controllers == "cpuset") file = "/sys/fs/cgroup/cpuset" + path + "/cpuset.effective_cpus";
     if (file.empty()) continue;
-    if (const int n = cpu_list_count(read_first_line(file)); n > 0) return n;
+    std::ifstream in(file);
+    std::string cpus;
+    if (!std::getline(in, cpus)) continue;
+    if (const int n = cpu_list_count(cpus); n > 0) return n;
   }
   return 0;
 }
