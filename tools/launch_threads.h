@@ -15,8 +15,16 @@
 //   - OMP_NUM_THREADS unset: each rank gets max(1, CPUs / N) threads (torchrun gives 1), and
 //     a note on stderr says so;
 //   - N x OMP_NUM_THREADS > CPUs and OMP_WAIT_POLICY unset: OMP_WAIT_POLICY=PASSIVE, and a
-//     note. A value the user set is kept either way. Under mpirun or srun, export the two
-//     variables yourself (mpirun -x OMP_WAIT_POLICY=PASSIVE).
+//     note;
+//   - OMP_NUM_THREADS unset and the share one thread a rank (N >= CPUs, N > 1): PASSIVE too,
+//     said in the first note. A one-thread team never waits at a barrier, so the policy
+//     costs nothing there; but a program that sets its own thread count
+//     (ls::set_num_threads, a --threads flag) past its share oversubscribes the CPUs after
+//     the runtime has read the policy (bench_overlap --threads 2, 2 ranks on 2 CPUs: local
+//     iteration 2316 ms spinning, 1323 ms PASSIVE; docs/results/evaluation.md, 2026-12-07
+//     afternoon).
+//   A value the user set is kept in every case. Under mpirun or srun, export the two
+//   variables yourself (mpirun -x OMP_WAIT_POLICY=PASSIVE).
 // CPUs = those this process may run on (sched_getaffinity: a cpuset or taskset counts); a
 // rank bound to CPUs of its own (mpirun's default for 2 ranks) counts only its own threads
 // (Note [Ranks bound to CPUs of their own], distributed/oversubscription.h).
@@ -44,17 +52,23 @@ inline int available_cpus() {
 // machine's (available_cpus()).
 inline void set_rank_threads(int nproc, int cpus) {
   const char* threads_env = std::getenv("OMP_NUM_THREADS");
+  const char* policy = std::getenv("OMP_WAIT_POLICY");
+  const bool policy_unset = policy == nullptr || *policy == '\0';
   int threads = 0;
   if (threads_env == nullptr || *threads_env == '\0') {
     threads = cpus / nproc > 1 ? cpus / nproc : 1;
     setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+    // One thread a rank: PASSIVE for a program that raises its own count (Note [Oversubscribed ranks]).
+    const bool passive = threads == 1 && nproc > 1 && policy_unset;
+    if (passive) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     std::fprintf(stderr, "lockstep-run: OMP_NUM_THREADS is unset; each of the %d rank(s) gets %d thread(s) (%d CPU(s) "
-                 "/ %d); set OMP_NUM_THREADS to choose\n", nproc, threads, cpus, nproc);
+                 "/ %d)%s; set OMP_NUM_THREADS to choose\n", nproc, threads, cpus, nproc,
+                 passive ? ", and OMP_WAIT_POLICY=PASSIVE in case the program asks for more" : "");
+    if (passive) return;
   } else {
     threads = std::atoi(threads_env);  // "4" or "4,2" (nested levels): the first level's count
   }
-  const char* policy = std::getenv("OMP_WAIT_POLICY");
-  if (threads > 0 && static_cast<long>(nproc) * threads > cpus && (policy == nullptr || *policy == '\0')) {
+  if (threads > 0 && static_cast<long>(nproc) * threads > cpus && policy_unset) {
     setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     std::fprintf(stderr, "lockstep-run: %d rank(s) x %d thread(s) on %d CPU(s): setting OMP_WAIT_POLICY=PASSIVE so that "
                  "idle threads sleep instead of spinning on a CPU another rank needs; set OMP_WAIT_POLICY to "

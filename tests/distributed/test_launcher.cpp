@@ -143,17 +143,30 @@ TEST_CASE("launcher: SIGTERM sent to the launcher is forwarded to every rank") {
 }
 
 // Note [Oversubscribed ranks] (tools/launch_threads.h), with the CPUs this test may run on.
-TEST_CASE("launcher: OMP_NUM_THREADS divides the CPUs among the ranks, PASSIVE when they are oversubscribed") {
+TEST_CASE("launcher: OMP_NUM_THREADS divides the CPUs among the ranks, PASSIVE when they are oversubscribed or get one thread each") {
   const int cpus = lockstep::launcher::available_cpus();
   const std::string show = "-- sh -c 'echo t=$OMP_NUM_THREADS p=$OMP_WAIT_POLICY.'";
-  // Unset: CPUs / ranks (at least 1), said on stderr; never oversubscribed, so no policy.
+  // Unset: CPUs / ranks (at least 1), said on stderr; PASSIVE only where that share is one
+  // thread (a program raising its own count would oversubscribe), said on the same line.
   Run unset = run_shell("env -u OMP_NUM_THREADS -u OMP_WAIT_POLICY timeout -s KILL 60 " + launcher() +
                         " --nproc-per-node 2 " + show + " 2>&1");
   INFO(unset.output);
   CHECK(unset.exit_code == 0);
   const int each = cpus / 2 > 1 ? cpus / 2 : 1;
-  CHECK(has(unset, "[rank 1] t=" + std::to_string(each) + " p=" + (2 * each > cpus ? "PASSIVE." : ".")));
+  CHECK(has(unset, "[rank 1] t=" + std::to_string(each) + " p=" + (each == 1 ? "PASSIVE." : ".")));
   CHECK(has(unset, "lockstep-run: OMP_NUM_THREADS is unset"));
+  CHECK(has(unset, "OMP_WAIT_POLICY=PASSIVE in case the program asks for more") == (each == 1));
+  // One thread a rank on any machine (as many ranks as CPUs): PASSIVE, unless the user set a policy.
+  const std::string all = std::to_string(cpus);
+  Run one = run_shell("env -u OMP_NUM_THREADS -u OMP_WAIT_POLICY timeout -s KILL 60 " + launcher() +
+                      " --nproc-per-node " + all + " " + show + " 2>&1");
+  INFO(one.output);
+  CHECK(has(one, "[rank 0] t=1 p=" + std::string(cpus > 1 ? "PASSIVE." : ".")));
+  Run one_kept = run_shell("env -u OMP_NUM_THREADS OMP_WAIT_POLICY=ACTIVE timeout -s KILL 60 " + launcher() +
+                           " --nproc-per-node " + all + " " + show + " 2>&1");
+  INFO(one_kept.output);
+  CHECK(has(one_kept, "[rank 0] t=1 p=ACTIVE."));
+  CHECK_FALSE(has(one_kept, "OMP_WAIT_POLICY=PASSIVE"));
   // Set so that the ranks' threads outnumber the CPUs: PASSIVE, said on stderr.
   const std::string many = std::to_string(cpus);
   Run over = run_shell("env -u OMP_WAIT_POLICY OMP_NUM_THREADS=" + many + " timeout -s KILL 60 " + launcher() +
