@@ -53,23 +53,21 @@ inline int available_cpus() {
 inline void set_rank_threads(int nproc, int cpus) {
   const char* threads_env = std::getenv("OMP_NUM_THREADS");
   const char* policy = std::getenv("OMP_WAIT_POLICY");
-  const bool policy_unset = policy == nullptr || *policy == '\0';
-  int threads = 0;
-  if (threads_env == nullptr || *threads_env == '\0') {
-    threads = cpus / nproc > 1 ? cpus / nproc : 1;
-    setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
-    // One thread a rank: PASSIVE for a program that raises its own count (Note [Oversubscribed ranks]).
-    const bool passive = threads == 1 && nproc > 1 && policy_unset;
-    if (passive) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  const bool chosen = threads_env == nullptr || *threads_env == '\0';  // the launcher picks the count
+  // "4" or "4,2" (nested levels): the first level's count.
+  const int threads = chosen ? (cpus / nproc > 1 ? cpus / nproc : 1) : std::atoi(threads_env);
+  // One thread a rank: a program that raises its own count would oversubscribe.
+  const bool one_each = chosen && threads == 1 && nproc > 1;
+  const bool oversubscribed = threads > 0 && static_cast<long>(nproc) * threads > cpus;
+  const bool passive = (policy == nullptr || *policy == '\0') && (one_each || oversubscribed);
+  if (chosen) setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  if (passive) setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  if (chosen) {
     std::fprintf(stderr, "lockstep-run: OMP_NUM_THREADS is unset; each of the %d rank(s) gets %d thread(s) (%d CPU(s) "
                  "/ %d)%s; set OMP_NUM_THREADS to choose\n", nproc, threads, cpus, nproc,
-                 passive ? ", and OMP_WAIT_POLICY=PASSIVE in case the program asks for more" : "");
-    if (passive) return;
-  } else {
-    threads = std::atoi(threads_env);  // "4" or "4,2" (nested levels): the first level's count
+                 passive && one_each ? ", and OMP_WAIT_POLICY=PASSIVE in case the program asks for more" : "");
   }
-  if (threads > 0 && static_cast<long>(nproc) * threads > cpus && policy_unset) {
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  if (passive && !one_each) {
     std::fprintf(stderr, "lockstep-run: %d rank(s) x %d thread(s) on %d CPU(s): setting OMP_WAIT_POLICY=PASSIVE so that "
                  "idle threads sleep instead of spinning on a CPU another rank needs; set OMP_WAIT_POLICY to "
                  "choose, or fewer OMP_NUM_THREADS\n", nproc, threads, cpus);
