@@ -14,7 +14,7 @@
 # PyTorch for the ddp iteration, and a JSON summary line.
 #
 #   bench/compare_ddp.sh [MODEL] [BATCH] [ROUNDS] [ITERS]
-#       MODEL resnet50|resnet18|bert (default resnet50), BATCH per rank 4, ROUNDS 3, ITERS 3
+#       MODEL resnet50|resnet18|bert|bert-tiny (default resnet50), BATCH per rank 4, ROUNDS 3, ITERS 3
 #   env: BUILD=build, THREADS=1 (per rank), AMP=off|bf16 (default off), BUCKET_MB=25,
 #        IMAGE=224 (ResNet input size), TORCH_PY, VIEW=1 (ours also in ddp-view: ddp with
 #        DDPOptions().gradient_as_bucket_view(true), i.e. bench_ddp --bucket-view 1)

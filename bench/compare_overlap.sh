@@ -9,7 +9,7 @@
 # medians over all cycles of all rounds, and a JSON summary line.
 #
 #   bench/compare_overlap.sh [MODEL] [BATCH] [ROUNDS] [CYCLES]
-#       MODEL resnet50|resnet18|bert (default resnet50), BATCH per rank 4, ROUNDS 2, CYCLES 6
+#       MODEL resnet50|resnet18|bert|bert-tiny (default resnet50), BATCH per rank 4, ROUNDS 2, CYCLES 6
 #   env: BUILD=build, THREADS=1 (per rank), AMP=off|bf16, BUCKET_MB=25, IMAGE=224, TORCH_PY,
 #        MODES (ours; default local,flat,no-overlap,ddp; add ddp-view for gradient_as_bucket_view,
 #        ddp-copy for the plain copies of LOCKSTEP_DDP_COPY_OUT_BY_REFERENCE=0, ddp-nosink for

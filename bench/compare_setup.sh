@@ -4,17 +4,18 @@
 #
 #   compare_setup NAME PROGRAM VAR...
 # defines die() (a message prefixed with NAME, exit 2); refuses a MODEL other than resnet50,
-# resnet18 or bert, an AMP other than off or bf16, and any VAR (a variable's name) that is not
-# a positive integer; needs $build/bin/PROGRAM and lockstep-run; finds PyTorch's Python
-# (bench/torch/venv.sh) and the machine line (bench/machine.sh); makes $out, a temporary
-# directory removed at exit; exports the thread counts of $threads. Expects HERE (bench/),
+# resnet18, bert or bert-tiny (the models both sides build), an AMP other than off or bf16,
+# and any VAR (a variable's name) that is not a positive integer; needs $build/bin/PROGRAM and
+# lockstep-run; finds PyTorch's Python (bench/torch/venv.sh) and the machine line
+# (bench/machine.sh); makes $out, a temporary directory removed at exit; exports the thread
+# counts of $threads. Expects HERE (bench/),
 # model, amp, build and threads set.
 # Read before: bench/compare_ddp.sh. Read next: bench/compare_overlap.sh.
 compare_setup() {
   local name=$1 program=$2 v b
   shift 2
   eval "die() { echo \"$name: \$*\" >&2; exit 2; }"
-  [[ $model =~ ^(resnet50|resnet18|bert)$ ]] || die "MODEL must be resnet50, resnet18 or bert, got '$model'"
+  [[ $model =~ ^(resnet50|resnet18|bert|bert-tiny)$ ]] || die "MODEL must be resnet50, resnet18, bert or bert-tiny, got '$model'"
   for v in "$@"; do
     [[ ${!v} =~ ^[1-9][0-9]*$ ]] || die "$v must be a positive integer, got '${!v}'"
   done

@@ -54,8 +54,10 @@ NonFinitePolicy non_finite_policy(NonFinitePolicy option);
 // division by the world size and the scan of step 1 of Note [Non-finite
 // gradients] in one pass over memory (a float32 dst on the CPU from a float32 or
 // bfloat16 src, converted in the same pass — Note [Gradient sinks]; other cases
-// copy, scale and count one after the other, the reference path). dst may
-// be src itself: the gradient scaled in place (Note [Copy-out by reference]).
+// copy, scale and count one after the other, the reference path; a float32
+// src of 12 MiB and more is written with non-temporal stores: Note [Large
+// bucket copies stream past the cache] in nonfinite_check.cpp). dst may be src
+// itself: the gradient scaled in place (Note [Copy-out by reference]).
 int64_t copy_scaled_counting_non_finite(const Tensor& dst, const Tensor& src, double scale, bool count);
 
 class NonFiniteCheck {

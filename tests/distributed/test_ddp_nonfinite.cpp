@@ -124,6 +124,43 @@ TEST_CASE("non-finite gradients: the fused copy-in equals copy, scale and count 
   CHECK(d.data_ptr<double>()[1] == static_cast<double>(x[1]) * 0.5);
 }
 
+TEST_CASE("non-finite gradients: a copy-in of 12 MiB and more (non-temporal stores) equals the plain one bit for bit") {
+  // Note [Large bucket copies stream past the cache]: above the size the copy streams its
+  // stores; below it, the plain loop. Every alignment of the slot within its bucket, non-finite
+  // values in the unaligned head, the 8-lane body and the tail.
+  const int64_t n = (int64_t{12} << 20) / 4 + 13;  // 12 MiB + 13 floats
+  ls::Tensor src = ls::randn({n});
+  float* x = src.data_ptr<float>();
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  x[0] = nan;
+  x[3] = -inf;
+  x[n / 2] = inf;
+  x[n / 2 + 1] = std::numeric_limits<float>::denorm_min();
+  x[n / 2 + 2] = 0.1f;
+  x[n - 1] = nan;
+  ls::Tensor bucket = ls::zeros({n + 16});
+  for (int64_t offset = 0; offset < 8; ++offset) {
+    for (double scale : {1.0, 0.5, 1.0 / 3.0}) {
+      for (bool count : {true, false}) {
+        CAPTURE(offset);
+        CAPTURE(scale);
+        ls::Tensor slot = bucket.narrow(0, offset, n);  // (n), as a bucket's slice
+        const int64_t bad = dist::detail::copy_scaled_counting_non_finite(slot, src, scale, count);
+        ls::Tensor reference = src.clone();
+        reference.mul_(scale);
+        CHECK(bad == (count ? 4 : 0));
+        CHECK(std::memcmp(slot.data_ptr<float>(), reference.data_ptr<float>(), n * sizeof(float)) == 0);
+      }
+    }
+  }
+  // In place (Note [Copy-out by reference]: the gradient scaled where it is).
+  ls::Tensor in_place = src.clone();
+  CHECK(dist::detail::copy_scaled_counting_non_finite(in_place, in_place, 0.5, true) == 4);
+  ls::Tensor reference = src.clone();
+  reference.mul_(0.5);
+  CHECK(std::memcmp(in_place.data_ptr<float>(), reference.data_ptr<float>(), n * sizeof(float)) == 0);
+}
+
 TEST_CASE("non-finite gradients: the fused bf16 copy equals convert-then-scale, and counts the same") {
   // Note [Gradient sinks]: a bf16 gradient of a float32 parameter, converted in the pass.
   const ls::Tensor half = non_finite_source(1e-40f).to(ls::kBFloat16);  // 1e-40: a denormal in bf16 too
