@@ -8,8 +8,7 @@
 # and any VAR (a variable's name) that is not a positive integer; needs $build/bin/PROGRAM and
 # lockstep-run; finds PyTorch's Python (bench/torch/venv.sh) and the machine line
 # (bench/machine.sh); makes $out, a temporary directory removed at exit; exports the thread
-# counts of $threads. Expects HERE (bench/),
-# model, amp, build and threads set.
+# counts of $threads. Expects HERE (bench/), model, amp, build and threads set.
 # Read before: bench/compare_ddp.sh. Read next: bench/compare_overlap.sh.
 compare_setup() {
   local name=$1 program=$2 v b
