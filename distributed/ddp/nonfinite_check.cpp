@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#if defined(__AVX__)
+#if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -100,9 +100,9 @@ float float_of_bits(uint32_t bits) {
 // gradients measured no gain). The values and the count are the plain loop's
 // bit for bit (the same single-precision multiply; tests/distributed/
 // test_ddp_nonfinite.cpp); after the stores the copying thread fences, before
-// the bucket can be handed to the thread that reduces it. Without AVX, the
+// the bucket can be handed to the thread that reduces it. Without AVX2, the
 // plain loop.
-#if defined(__AVX__)
+#if defined(__AVX2__)
 bool streams_bucket_copy(int64_t numel) {
   return numel * static_cast<int64_t>(sizeof(float)) >= native::detail::kStreamingBytes;
 }
@@ -154,7 +154,7 @@ int64_t copy_scaled_counting_non_finite(const Tensor& dst, const Tensor& src, do
       return float_of_bits(static_cast<uint32_t>(b) << 16);
     });
   }
-#if defined(__AVX__)
+#if defined(__AVX2__)
   if (streams_bucket_copy(src.numel())) {
     return streamed_scaled_copy(out, static_cast<const float*>(src.raw_data()), src.numel(), s, count);
   }
