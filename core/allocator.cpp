@@ -11,6 +11,7 @@
 #include <new>
 
 #include "core/cuda_hooks.h"
+#include "core/env_flag.h"
 #include "core/error.h"
 
 namespace lockstep {
@@ -37,14 +38,10 @@ size_t size_class(size_t nbytes) {
 }
 
 size_t default_cache_limit() {
-  if (const char* v = std::getenv("LOCKSTEP_CPU_CACHE_MB")) {
-    char* end = nullptr;
-    const unsigned long long mb = std::strtoull(v, &end, 10);
-    LS_CHECK(end != v && *end == '\0', "LOCKSTEP_CPU_CACHE_MB must be a whole number of MiB "
-             "(0 disables the CPU block cache) but is '", v, "'");
-    return static_cast<size_t>(mb) << 20;
-  }
-  return size_t{4} << 30;
+  // Up to 2^24 MiB (16 TiB): any machine's memory, and no overflow in the shift.
+  const long long mb = env_int("LOCKSTEP_CPU_CACHE_MB", 4096, 0, 1LL << 24,
+                               "MiB of freed blocks the CPU allocator keeps; 0 disables its cache");
+  return static_cast<size_t>(mb) << 20;
 }
 
 // Maps `bytes` (a size class) of fresh zeroed memory; classes of huge-page size

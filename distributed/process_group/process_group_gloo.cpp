@@ -12,7 +12,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +27,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <gloo/types.h>
 
+#include "core/env_flag.h"
 #include "core/factory.h"
 #include "distributed/process_group/collective_check.h"
 #include "distributed/process_group/process_group_gloo_fingerprints.h"
@@ -137,20 +137,6 @@ uint32_t data_tag(int64_t seq) { return static_cast<uint32_t>(seq & 0x7fffffff);
 }  // namespace
 
 
-namespace {
-
-// A tuning variable's value: an integer in [1, max], or an error naming the variable.
-int64_t positive_env_value(const char* name, const char* text, int64_t max) {
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(text, &end, 10);
-  LS_CHECK(errno == 0 && end != text && *end == '\0' && value >= 1 && value <= max,
-           "ProcessGroupGloo: ", name, "='", text, "' is not an integer between 1 and ", max,
-           "; unset it to use the default");
-  return value;
-}
-
-}  // namespace
 
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, Options options)
     : ProcessGroup(rank, size), options_(std::move(options)) {
@@ -178,15 +164,15 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
   // The environment is read before connecting: a malformed value fails on
   // every rank alike, instead of on one rank after the others started the
   // rendezvous through its store.
-  if (const char* env = std::getenv("LOCKSTEP_GLOO_THREADS")) {
-    options_.threads = static_cast<int>(positive_env_value("LOCKSTEP_GLOO_THREADS", env, 64));
-  }
-  if (const char* env = std::getenv("LOCKSTEP_GLOO_CHUNK_BYTES")) {
-    options_.chunk_bytes = positive_env_value("LOCKSTEP_GLOO_CHUNK_BYTES", env, int64_t{1} << 40);
-  }
-  if (const char* env = std::getenv("LOCKSTEP_GLOO_RING_THRESHOLD")) {
-    options_.ring_threshold_bytes = positive_env_value("LOCKSTEP_GLOO_RING_THRESHOLD", env, int64_t{1} << 40);
-  }
+  constexpr long long kMaxBytes = 1LL << 40;
+  options_.threads = static_cast<int>(
+      env_int("LOCKSTEP_GLOO_THREADS", options_.threads, 1, 64, "ProcessGroupGloo's worker threads"));
+  options_.chunk_bytes = static_cast<size_t>(
+      env_int("LOCKSTEP_GLOO_CHUNK_BYTES", static_cast<long long>(options_.chunk_bytes), 1, kMaxBytes,
+              "bytes of the pieces ProcessGroupGloo cuts a large allreduce into"));
+  options_.ring_threshold_bytes = static_cast<size_t>(
+      env_int("LOCKSTEP_GLOO_RING_THRESHOLD", static_cast<long long>(options_.ring_threshold_bytes), 1, kMaxBytes,
+              "bytes from which ProcessGroupGloo's allreduce runs as a ring"));
   if (const char* env = std::getenv("LOCKSTEP_SHM"); env != nullptr && *env) {
     LS_CHECK(std::strcmp(env, "0") == 0 || std::strcmp(env, "1") == 0, "ProcessGroupGloo: LOCKSTEP_SHM='", env,
              "' must be 0 (collectives over TCP only) or 1 (shared memory between ranks of one host)");
@@ -198,9 +184,10 @@ ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int s
              "peers read in place)");
     options_.shm_buffers = env[0] == '1';
   }
-  if (const char* env = std::getenv("LOCKSTEP_SHM_SLOT_BYTES")) {
-    options_.shm_slot_bytes = positive_env_value("LOCKSTEP_SHM_SLOT_BYTES", env, int64_t{1} << 40);
-  }
+  options_.shm_slot_bytes = static_cast<size_t>(
+      env_int("LOCKSTEP_SHM_SLOT_BYTES", static_cast<long long>(options_.shm_slot_bytes), 1, kMaxBytes,
+              "bytes of a rank's chunk in a shared-memory step, a multiple of 64"));
+  if (options_.shared_memory) (void)detail::shm_spin_from_env();  // read again by the channel
   LS_CHECK(options_.shm_slot_bytes >= 64 && options_.shm_slot_bytes % 64 == 0,
            "ProcessGroupGloo: shm_slot_bytes = ", options_.shm_slot_bytes, " must be a positive multiple of 64");
   options_.check_every_collective = detail::collective_checks_enabled(options_.check_every_collective);

@@ -209,3 +209,15 @@ TEST_CASE("process_group: a malformed LOCKSTEP_GLOO_THREADS is an error naming t
     CHECK(message.find("is not an integer between 1 and 64") != std::string::npos);
   }, std::chrono::seconds(60));
 }
+
+TEST_CASE("process_group: a malformed LOCKSTEP_SHM_SPIN_US fails on every rank before connecting") {
+  // It used to be read with atoll at load time: 'abc' silently meant 0, '-5' a negative spin.
+  ls::testing::run_ranks(2, [](int rank) {
+    ::setenv("LOCKSTEP_SHM_SPIN_US", rank == 0 ? "abc" : "-5", 1);
+    const std::string message = error_of([] { dist::init_process_group("gloo"); });
+    INFO(message);
+    CHECK(message.find(rank == 0 ? "LOCKSTEP_SHM_SPIN_US='abc'" : "LOCKSTEP_SHM_SPIN_US='-5'") != std::string::npos);
+    CHECK(message.find("is not an integer between 0 and 10000000") != std::string::npos);
+    CHECK(message.find("could not agree") == std::string::npos);  // not dressed up as a rendezvous failure
+  }, std::chrono::seconds(60));
+}

@@ -203,6 +203,8 @@ case "$prog" in
   autograd)
     expect 2 "--seed: -1 is out of range" -- --seed -1
     expect 2 "--seed: 'x' is not a whole number" -- --seed x
+    # A library setting read at the first allocation: the run stops there (exit 1) naming it.
+    expect 1 "LOCKSTEP_CPU_CACHE_MB='-5' is not an integer between 0 and 16777216" LOCKSTEP_CPU_CACHE_MB=-5 --
     ;;
   lockstep-run)
     expect 2 "--nproc-per-node: 'two' is not a whole number" -- --nproc-per-node two -- true

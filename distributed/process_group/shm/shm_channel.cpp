@@ -19,6 +19,7 @@
 #include <fstream>
 #include <string>
 
+#include "core/env_flag.h"
 #include "core/error.h"
 #include "distributed/process_group/reduce_kernels.h"
 #include "distributed/process_group/shm/shm_layout.h"
@@ -80,11 +81,6 @@ bool process_alive(int32_t pid) {
   return state != 'Z' && state != 'X';
 }
 
-// See Note [Shared-memory waiting]; LOCKSTEP_SHM_SPIN_US overrides (benchmarks).
-const std::chrono::microseconds kSpin = [] {
-  const char* env = std::getenv("LOCKSTEP_SHM_SPIN_US");
-  return std::chrono::microseconds(env != nullptr ? std::atoll(env) : 50);
-}();
 constexpr auto kSlice = std::chrono::microseconds(50000);
 
 // Rank q's share of n elements of `es` bytes among `size` ranks: [lo, hi), whole
@@ -148,7 +144,7 @@ class ShmChannel::Step {
     for (int i = 1; ch_.spin_; ++i) {
       cpu_relax();
       if (reached(c.load(std::memory_order_acquire), target)) return;
-      if (i % 64 == 0 && Clock::now() > start + kSpin) break;
+      if (i % 64 == 0 && Clock::now() > start + ch_.spin_for_) break;
     }
     ShmHeader& h = ch_.header();
     for (;;) {
@@ -200,8 +196,14 @@ ShmChannel::ShmChannel(ShmSegment segment, int rank, int size, size_t slot_bytes
       rank_(rank),
       size_(size),
       slot_bytes_(slot_bytes),
-      spin_(size <= sysconf(_SC_NPROCESSORS_ONLN)) {
+      spin_(size <= sysconf(_SC_NPROCESSORS_ONLN)),
+      spin_for_(shm_spin_from_env()) {
   if (buffers) buffers_ = std::make_unique<ShmBuffers>(rank, size, &control(0));
+}
+
+std::chrono::microseconds shm_spin_from_env() {
+  return std::chrono::microseconds(env_int("LOCKSTEP_SHM_SPIN_US", 50, 0, 10'000'000,
+                                           "microseconds a waiting rank spins before it sleeps"));
 }
 
 size_t ShmChannel::segment_bytes(int size, size_t slot_bytes) {

@@ -98,6 +98,10 @@ class ShmFailure : public Error {
 // hostname, boot id, /dev/shm device, PID and network namespaces of the caller.
 std::string shm_host_identity();
 
+// How long a waiting rank spins before it sleeps (Note [Shared-memory waiting]): 50 us,
+// or LOCKSTEP_SHM_SPIN_US (0-10^7; anything else throws ls::Error naming it).
+std::chrono::microseconds shm_spin_from_env();
+
 class ShmChannel {
  public:
   // The rendezvous (shm_rendezvous.cpp), called by every rank of the group at
@@ -153,6 +157,7 @@ class ShmChannel {
   size_t slot_bytes_;
   uint32_t step_ = 0;  // chunks moved so far, the same on every rank
   bool spin_;          // spin before sleeping: only if every rank can have a core
+  std::chrono::microseconds spin_for_;  // for how long (LOCKSTEP_SHM_SPIN_US)
   std::unique_ptr<ShmBuffers> buffers_;
 };
 
