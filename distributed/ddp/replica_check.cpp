@@ -3,11 +3,11 @@
 // Read before: distributed/ddp/replica_check.h.
 #include "distributed/ddp/replica_check.h"
 
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 
+#include "core/env_flag.h"
 #include "core/factory.h"
 #include "core/grad_mode.h"
 
@@ -148,15 +148,8 @@ void ReplicaCheck::compare(ProcessGroup& pg) {
 }
 
 int64_t replica_check_every(int64_t option) {
-  const char* env = std::getenv("LOCKSTEP_REPLICA_CHECK_EVERY");
-  if (env == nullptr || *env == '\0') return option;
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(env, &end, 10);
-  LS_CHECK(errno == 0 && end != env && *end == '\0' && v >= 0, "DistributedDataParallel: LOCKSTEP_REPLICA_CHECK_EVERY='",
-           env, "' is not a non-negative integer (synced iterations between replica checks; 0 turns them off); "
-           "unset it for the default");
-  return v;
+  return env_int("LOCKSTEP_REPLICA_CHECK_EVERY", option, 0, 1'000'000'000,
+                 "synced iterations between replica checks; 0 turns them off");
 }
 
 }  // namespace lockstep::distributed::detail
