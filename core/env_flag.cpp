@@ -13,14 +13,19 @@
 
 namespace lockstep {
 
-bool env_flag(const char* name, bool default_value) {
-  const char* raw = std::getenv(name);
-  if (raw == nullptr || *raw == '\0') return default_value;
-  std::string v = raw;
+std::optional<bool> parse_flag(const char* text) {
+  std::string v = text;
   std::transform(v.begin(), v.end(), v.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (v == "1" || v == "on" || v == "true") return true;
   if (v == "0" || v == "off" || v == "false") return false;
+  return std::nullopt;
+}
+
+bool env_flag(const char* name, bool default_value) {
+  const char* raw = std::getenv(name);
+  if (raw == nullptr || *raw == '\0') return default_value;
+  if (const std::optional<bool> on = parse_flag(raw)) return *on;
   throw Error(detail::str(name, " is '", raw, "'; expected 1 / on / true or 0 / off / false (or ",
                           "unset for the default, ", default_value ? "on" : "off", ")"));
 }

@@ -13,7 +13,14 @@
 // Read next: core/profiler.h (another switch read from the environment).
 #pragma once
 
+#include <optional>
+
 namespace lockstep {
+
+// The switch spelled `text`: true for 1 / on / true, false for 0 / off / false (any
+// case), nullopt for anything else (for readers that must not throw: a switch read
+// while the program starts warns instead).
+std::optional<bool> parse_flag(const char* text);
 
 // The switch `name`, or `default_value` when the variable is unset or empty.
 // Throws lockstep::Error for a value that is neither on nor off.

@@ -2,6 +2,7 @@
 // Read before: core/profiler.h (Note [Profiler self time and threads]).
 #include "core/profiler.h"
 
+#include "core/env_flag.h"
 #include "core/timeline.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -203,7 +205,13 @@ void print_report_at_exit() {
 
 [[maybe_unused]] const bool env_profiling = [] {
   const char* v = std::getenv("LOCKSTEP_PROFILE");
-  if (v == nullptr || *v == '\0' || std::strcmp(v, "0") == 0) return false;
+  if (v == nullptr || *v == '\0') return false;
+  const std::optional<bool> on = parse_flag(v);  // no throwing here: the program has not started
+  if (!on.has_value()) {
+    std::fprintf(stderr, "lockstep: LOCKSTEP_PROFILE='%s' is neither 1 / on / true nor 0 / off / false; "
+                         "the profiler stays off\n", v);
+  }
+  if (!on.value_or(false)) return false;
   enable();
   std::atexit(print_report_at_exit);
   return true;

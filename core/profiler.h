@@ -5,8 +5,9 @@
 //   std::cerr << ls::profiler::report();   // table: name, calls, total ms, self ms, %
 //
 // or, without changing the program: LOCKSTEP_PROFILE=1 ./my_program prints the
-// same table to stderr when the program exits (LOCKSTEP_PROFILE unset, empty
-// or "0": off).
+// same table to stderr when the program exits (LOCKSTEP_PROFILE unset, empty,
+// 0 / off / false: off; a value that is neither on nor off is named on stderr and
+// leaves it off).
 //
 // What is recorded: a Scope is an RAII timer with a name. The library opens one
 // around every differentiable op (autograd/functions/*.cpp, named like the op:

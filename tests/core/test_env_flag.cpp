@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -79,4 +80,10 @@ TEST_CASE("env_int: letters, a sign out of range, digits past the range or past 
     }
   }
   ::unsetenv(kVar);
+}
+
+TEST_CASE("parse_flag: the same spellings as env_flag, nothing for anything else") {
+  for (const char* on : {"1", "on", "TRUE"}) CHECK_MESSAGE(ls::parse_flag(on) == std::optional<bool>(true), on);
+  for (const char* off : {"0", "Off", "false"}) CHECK_MESSAGE(ls::parse_flag(off) == std::optional<bool>(false), off);
+  for (const char* bad : {"", "2", "yes", "offf"}) CHECK_MESSAGE(!ls::parse_flag(bad).has_value(), bad);
 }

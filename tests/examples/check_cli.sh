@@ -14,24 +14,44 @@ failures=0
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# expect STATUS TEXT [VAR=VALUE ...] -- ARGS...: runs the program with ARGS (and the
-# variables), checks its exit status and that its output contains TEXT.
-expect() {
-  local want="$1" text="$2"
-  shift 2
+# run [VAR=VALUE ...] -- ARGS...: runs the program with ARGS (and the variables), leaving
+# its exit status in rc and its output in out.
+run() {
   local vars=()
   while [ "$1" != "--" ]; do vars+=("$1"); shift; done
   shift
-  local out rc
   out=$(cd "$work" && env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u OMPI_COMM_WORLD_SIZE \
         -u OMPI_COMM_WORLD_RANK "${vars[@]}" timeout 120 "$bin/$prog" "$@" 2>&1)
   rc=$?
+}
+
+# expect STATUS TEXT [VAR=VALUE ...] -- ARGS...: runs the program, checks its exit status
+# and that its output contains TEXT.
+expect() {
+  local want="$1" text="$2" out rc
+  shift 2
+  run "$@"
   if [ "$rc" -ne "$want" ] || ! grep -qF -- "$text" <<<"$out"; then
-    echo "FAIL: ${vars[*]} $prog $* -> exit $rc (want $want, and output with: $text); output:"
+    echo "FAIL: $* -> exit $rc (want $want, and output with: $text); output:"
     echo "$out" | head -20
     failures=$((failures + 1))
   else
-    echo "ok: ${vars[*]} $prog $* -> exit $rc: $(grep -F -m1 -- "$text" <<<"$out")"
+    echo "ok: $* -> exit $rc: $(grep -F -m1 -- "$text" <<<"$out")"
+  fi
+}
+
+# expect_without STATUS TEXT [VAR=VALUE ...] -- ARGS...: as expect, but the output must NOT
+# contain TEXT.
+expect_without() {
+  local want="$1" text="$2" out rc
+  shift 2
+  run "$@"
+  if [ "$rc" -ne "$want" ] || grep -qF -- "$text" <<<"$out"; then
+    echo "FAIL: $* -> exit $rc (want $want, and no output with: $text); output:"
+    echo "$out" | head -20
+    failures=$((failures + 1))
+  else
+    echo "ok: $* -> exit $rc, without: $text"
   fi
 }
 
@@ -205,6 +225,12 @@ case "$prog" in
     expect 2 "--seed: 'x' is not a whole number" -- --seed x
     # A library setting read at the first allocation: the run stops there (exit 1) naming it.
     expect 1 "LOCKSTEP_CPU_CACHE_MB='-5' is not an integer between 0 and 16777216" LOCKSTEP_CPU_CACHE_MB=-5 --
+    # The profiler's switch, read as the program starts: on prints the table at exit, off
+    # does not (it used to mean on), anything else is named and leaves it off.
+    expect 0 "lockstep profiler:" LOCKSTEP_PROFILE=on --
+    expect_without 0 "lockstep profiler:" LOCKSTEP_PROFILE=off --
+    expect 0 "LOCKSTEP_PROFILE='maybe' is neither 1 / on / true nor 0 / off / false" LOCKSTEP_PROFILE=maybe --
+    expect_without 0 "lockstep profiler:" LOCKSTEP_PROFILE=maybe --
     ;;
   lockstep-run)
     expect 2 "--nproc-per-node: 'two' is not a whole number" -- --nproc-per-node two -- true
