@@ -136,8 +136,6 @@ uint32_t data_tag(int64_t seq) { return static_cast<uint32_t>(seq & 0x7fffffff);
 
 }  // namespace
 
-
-
 ProcessGroupGloo::ProcessGroupGloo(std::shared_ptr<Store> store, int rank, int size, Options options)
     : ProcessGroup(rank, size), options_(std::move(options)) {
   LS_CHECK(store != nullptr, "ProcessGroupGloo: store is null");

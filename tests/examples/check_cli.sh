@@ -25,35 +25,24 @@ run() {
   rc=$?
 }
 
-# expect STATUS TEXT [VAR=VALUE ...] -- ARGS...: runs the program, checks its exit status
-# and that its output contains TEXT.
-expect() {
-  local want="$1" text="$2" out rc
-  shift 2
+# check PRESENT STATUS TEXT [VAR=VALUE ...] -- ARGS...: runs the program, checks its exit
+# status and that its output contains TEXT (PRESENT=1) or does not (PRESENT=0).
+check() {
+  local present="$1" want="$2" text="$3" out rc found=0 what="with"
+  shift 3
+  [ "$present" = 1 ] || what="without"
   run "$@"
-  if [ "$rc" -ne "$want" ] || ! grep -qF -- "$text" <<<"$out"; then
-    echo "FAIL: $* -> exit $rc (want $want, and output with: $text); output:"
+  grep -qF -- "$text" <<<"$out" && found=1
+  if [ "$rc" -ne "$want" ] || [ "$found" -ne "$present" ]; then
+    echo "FAIL: $prog $* -> exit $rc (want $want, and output $what: $text); output:"
     echo "$out" | head -20
     failures=$((failures + 1))
   else
-    echo "ok: $* -> exit $rc: $(grep -F -m1 -- "$text" <<<"$out")"
+    echo "ok: $prog $* -> exit $rc, $([ "$present" = 1 ] && grep -F -m1 -- "$text" <<<"$out" || echo "without: $text")"
   fi
 }
-
-# expect_without STATUS TEXT [VAR=VALUE ...] -- ARGS...: as expect, but the output must NOT
-# contain TEXT.
-expect_without() {
-  local want="$1" text="$2" out rc
-  shift 2
-  run "$@"
-  if [ "$rc" -ne "$want" ] || grep -qF -- "$text" <<<"$out"; then
-    echo "FAIL: $* -> exit $rc (want $want, and no output with: $text); output:"
-    echo "$out" | head -20
-    failures=$((failures + 1))
-  else
-    echo "ok: $* -> exit $rc, without: $text"
-  fi
-}
+expect() { check 1 "$@"; }          # expect STATUS TEXT [VAR=VALUE ...] -- ARGS...
+expect_without() { check 0 "$@"; }  # the same, TEXT absent
 
 # Every program.
 expect 0 "Usage: " -- --help
